@@ -1,0 +1,573 @@
+//! The single-threaded timer: the caller supplies time.
+//!
+//! [`LocalTimer`] is the timing wheel with a [`Duration`] face. It reads no
+//! clock, spawns no thread and takes no lock: time is whatever the caller
+//! passes to [`poll`](LocalTimer::poll) / [`advance`](LocalTimer::advance),
+//! measured from an origin of the caller's choosing (time zero). That makes it
+//! the core of the threaded [`Timer`](crate::Timer) and, on its own, a
+//! deterministic timer for simulations and tests.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::clock::Resolution;
+use crate::error::{check_tick, check_wheel_size, BuildError};
+use crate::wheel::{Fired, TimerKey, Wheel};
+
+/// The default tick: one millisecond.
+pub const DEFAULT_TICK: Duration = Duration::from_millis(1);
+
+/// The default wheel size: 64 slots per level.
+pub const DEFAULT_WHEEL_SIZE: usize = 64;
+
+/// A hierarchical timing wheel driven by caller-supplied time.
+///
+/// * **Never early**: a timer comes out of [`poll`](Self::poll) only when
+///   `now >= deadline`, and at the first poll at or after its deadline rounded
+///   up to the tick, so at most one tick late relative to the polls made.
+/// * **Cheap**: schedule, cancel and reschedule are O(1) and allocate nothing
+///   once the timer has grown to its working set; a poll visits only buckets
+///   that are due, however much time passed.
+/// * **Unbounded range**: any deadline up to [`Duration::MAX`] is accepted;
+///   coarser levels are created the first time a deadline needs them.
+///   Deadlines more than about 584 years after time zero are beyond the
+///   nanosecond range and never fire (they stay pending until cancelled or
+///   drained).
+///
+/// Expirations come out in deadline order; timers due in the same tick come
+/// out in an unspecified order.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use purgatorio::LocalTimer;
+///
+/// let mut timer = LocalTimer::new(); // 1 ms tick, 64 slots per level
+/// timer.schedule_at(Duration::from_millis(30), "retry");
+/// let session = timer.schedule_at(Duration::from_secs(10), "session idle");
+///
+/// assert_eq!(timer.next_expiration(), Some(Duration::from_millis(30)));
+/// let fired: Vec<_> = timer.advance(Duration::from_millis(30)).map(|e| e.into_inner()).collect();
+/// assert_eq!(fired, ["retry"]);
+///
+/// // A heartbeat pushes the session's timeout out.
+/// assert!(timer.reschedule(session, Duration::from_secs(10)));
+/// assert_eq!(timer.advance(Duration::from_secs(10)).count(), 0);
+/// assert_eq!(timer.len(), 1);
+/// ```
+pub struct LocalTimer<T> {
+    /// The wheel, in ticks.
+    wheel: Wheel<T>,
+    /// Tick length and conversions.
+    resolution: Resolution,
+    /// The latest time passed to a poll (never decreases).
+    now: Duration,
+}
+
+/// Builds a [`LocalTimer`] with a chosen tick and wheel size.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use purgatorio::LocalTimer;
+///
+/// let timer: LocalTimer<u64> = LocalTimer::builder()
+///     .tick(Duration::from_micros(100))
+///     .wheel_size(256)
+///     .build()
+///     .unwrap();
+/// assert_eq!(timer.tick(), Duration::from_micros(100));
+/// ```
+#[derive(Clone, Debug)]
+pub struct LocalTimerBuilder {
+    /// Length of one tick.
+    tick: Duration,
+    /// Slots per level.
+    wheel_size: usize,
+}
+
+impl LocalTimerBuilder {
+    /// Sets the tick: the resolution of deadlines and the width of the finest
+    /// buckets. Defaults to [`DEFAULT_TICK`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let t = purgatorio::LocalTimer::<()>::builder()
+    ///     .tick(std::time::Duration::from_micros(1)).build().unwrap();
+    /// assert_eq!(t.tick().as_nanos(), 1_000);
+    /// ```
+    pub fn tick(mut self, tick: Duration) -> Self {
+        self.tick = tick;
+        self
+    }
+
+    /// Sets the number of slots per level. Defaults to [`DEFAULT_WHEEL_SIZE`].
+    /// Powers of two are a little faster; any size from 2 works.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let t = purgatorio::LocalTimer::<()>::builder().wheel_size(20).build().unwrap();
+    /// assert_eq!(t.wheel_size(), 20);
+    /// ```
+    pub fn wheel_size(mut self, wheel_size: usize) -> Self {
+        self.wheel_size = wheel_size;
+        self
+    }
+
+    /// Builds the timer, with its time at zero.
+    ///
+    /// # Errors
+    ///
+    /// [`BuildError::Tick`] if the tick is outside
+    /// [`MIN_TICK`](crate::MIN_TICK)`..=`[`MAX_TICK`](crate::MAX_TICK);
+    /// [`BuildError::WheelSize`] if the wheel size is outside
+    /// [`MIN_WHEEL_SIZE`](crate::MIN_WHEEL_SIZE)`..=`[`MAX_WHEEL_SIZE`](crate::MAX_WHEEL_SIZE).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use purgatorio::{BuildError, LocalTimer};
+    /// let err = LocalTimer::<()>::builder().wheel_size(1).build().unwrap_err();
+    /// assert!(matches!(err, BuildError::WheelSize(1)));
+    /// ```
+    pub fn build<T>(self) -> Result<LocalTimer<T>, BuildError> {
+        let tick = check_tick(self.tick)?;
+        let wheel_size = check_wheel_size(self.wheel_size)?;
+        Ok(LocalTimer {
+            wheel: Wheel::new(wheel_size, 0),
+            resolution: Resolution::new(tick),
+            now: Duration::ZERO,
+        })
+    }
+}
+
+impl Default for LocalTimerBuilder {
+    fn default() -> Self {
+        LocalTimerBuilder {
+            tick: DEFAULT_TICK,
+            wheel_size: DEFAULT_WHEEL_SIZE,
+        }
+    }
+}
+
+/// A timer that came due, as handed out by [`LocalTimer::poll`].
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use purgatorio::LocalTimer;
+///
+/// let mut timer = LocalTimer::new();
+/// let key = timer.schedule_at(Duration::from_micros(1500), 'x');
+/// let e = timer.poll(Duration::from_millis(2)).unwrap();
+/// assert_eq!(e.key(), key);
+/// assert_eq!(e.deadline(), Duration::from_millis(2)); // rounded up to the tick
+/// assert_eq!(*e.get_ref(), 'x');
+/// assert_eq!(e.into_inner(), 'x');
+/// ```
+#[derive(Debug)]
+pub struct Expired<T> {
+    /// The timer's key, stale from now on.
+    key: TimerKey,
+    /// The deadline, rounded up to the tick.
+    deadline: Duration,
+    /// The payload.
+    value: T,
+}
+
+impl<T> Expired<T> {
+    /// The key the timer had.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let mut t = purgatorio::LocalTimer::new();
+    /// let k = t.schedule(std::time::Duration::ZERO, ());
+    /// assert_eq!(t.poll(std::time::Duration::ZERO).unwrap().key(), k);
+    /// ```
+    pub fn key(&self) -> TimerKey {
+        self.key
+    }
+
+    /// The deadline, rounded up to the tick (the earliest time it could fire).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let mut t = purgatorio::LocalTimer::new();
+    /// t.schedule_at(Duration::from_millis(3), ());
+    /// let e = t.poll(Duration::from_secs(1)).unwrap();
+    /// assert_eq!(e.deadline(), Duration::from_millis(3));
+    /// ```
+    pub fn deadline(&self) -> Duration {
+        self.deadline
+    }
+
+    /// The payload, by reference.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let mut t = purgatorio::LocalTimer::new();
+    /// t.schedule(std::time::Duration::ZERO, 9);
+    /// assert_eq!(*t.poll(std::time::Duration::ZERO).unwrap().get_ref(), 9);
+    /// ```
+    pub fn get_ref(&self) -> &T {
+        &self.value
+    }
+
+    /// The payload.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let mut t = purgatorio::LocalTimer::new();
+    /// t.schedule(std::time::Duration::ZERO, String::from("x"));
+    /// assert_eq!(t.poll(std::time::Duration::ZERO).unwrap().into_inner(), "x");
+    /// ```
+    pub fn into_inner(self) -> T {
+        self.value
+    }
+}
+
+impl<T> LocalTimer<T> {
+    /// A timer with a 1 ms tick and 64 slots per level, at time zero.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let timer = purgatorio::LocalTimer::<u64>::new();
+    /// assert!(timer.is_empty());
+    /// ```
+    pub fn new() -> Self {
+        LocalTimerBuilder::default()
+            .build()
+            .expect("the defaults are valid")
+    }
+
+    /// A builder to choose the tick and wheel size.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let t = purgatorio::LocalTimer::<()>::builder().wheel_size(8).build().unwrap();
+    /// assert_eq!(t.wheel_size(), 8);
+    /// ```
+    pub fn builder() -> LocalTimerBuilder {
+        LocalTimerBuilder::default()
+    }
+
+    /// The tick length.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(purgatorio::LocalTimer::<()>::new().tick(), purgatorio::DEFAULT_TICK);
+    /// ```
+    pub fn tick(&self) -> Duration {
+        self.resolution.tick()
+    }
+
+    /// Slots per level.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(purgatorio::LocalTimer::<()>::new().wheel_size(), 64);
+    /// ```
+    pub fn wheel_size(&self) -> usize {
+        self.wheel.wheel_size() as usize
+    }
+
+    /// The timer's time: the latest `now` passed to a poll (zero at first).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let mut t = purgatorio::LocalTimer::<()>::new();
+    /// t.advance(Duration::from_millis(7)).for_each(drop);
+    /// assert_eq!(t.now(), Duration::from_millis(7));
+    /// ```
+    pub fn now(&self) -> Duration {
+        self.now
+    }
+
+    /// Number of pending timers, including due ones not yet handed out.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let mut t = purgatorio::LocalTimer::new();
+    /// t.schedule(std::time::Duration::from_secs(1), ());
+    /// assert_eq!(t.len(), 1);
+    /// ```
+    pub fn len(&self) -> usize {
+        self.wheel.len()
+    }
+
+    /// Whether no timer is pending.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert!(purgatorio::LocalTimer::<()>::new().is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.wheel.len() == 0
+    }
+
+    /// Schedules `value` to come due `delay` after the timer's time
+    /// ([`now`](Self::now)), saturating.
+    ///
+    /// # Panics
+    ///
+    /// If more than 4,294,967,294 timers would be pending at once.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let mut t = purgatorio::LocalTimer::new();
+    /// t.advance(Duration::from_secs(1)).for_each(drop);
+    /// t.schedule(Duration::from_millis(5), "x");
+    /// assert_eq!(t.next_expiration(), Some(Duration::from_millis(1005)));
+    /// ```
+    #[inline]
+    pub fn schedule(&mut self, delay: Duration, value: T) -> TimerKey {
+        self.schedule_at(self.now.saturating_add(delay), value)
+    }
+
+    /// Schedules `value` to come due at `deadline` (time since zero). A
+    /// deadline at or before the timer's time is due at the next poll.
+    ///
+    /// # Panics
+    ///
+    /// If more than 4,294,967,294 timers would be pending at once.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let mut t = purgatorio::LocalTimer::new();
+    /// t.schedule_at(Duration::MAX, "never, in practice");
+    /// t.schedule_at(Duration::ZERO, "now");
+    /// assert_eq!(t.poll(Duration::ZERO).unwrap().into_inner(), "now");
+    /// ```
+    #[inline]
+    pub fn schedule_at(&mut self, deadline: Duration, value: T) -> TimerKey {
+        self.wheel
+            .insert(self.resolution.deadline_tick(deadline), value)
+    }
+
+    /// Cancels a pending timer and returns its payload; `None` if the key is
+    /// stale (the timer fired or was cancelled). The slot is reusable at once.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let mut t = purgatorio::LocalTimer::new();
+    /// let k = t.schedule(std::time::Duration::from_secs(1), 1);
+    /// assert_eq!(t.cancel(k), Some(1));
+    /// assert!(t.is_empty());
+    /// ```
+    #[inline]
+    pub fn cancel(&mut self, key: TimerKey) -> Option<T> {
+        self.wheel.remove(key)
+    }
+
+    /// Moves a pending timer to `delay` after the timer's time; `false` if the
+    /// key is stale. The key stays valid.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let mut t = purgatorio::LocalTimer::new();
+    /// let k = t.schedule(Duration::from_millis(10), ());
+    /// assert!(t.reschedule(k, Duration::from_millis(50)));
+    /// assert_eq!(t.next_expiration(), Some(Duration::from_millis(50)));
+    /// ```
+    #[inline]
+    pub fn reschedule(&mut self, key: TimerKey, delay: Duration) -> bool {
+        self.reschedule_at(key, self.now.saturating_add(delay))
+    }
+
+    /// Moves a pending timer to `deadline`; `false` if the key is stale.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let mut t = purgatorio::LocalTimer::new();
+    /// let k = t.schedule(Duration::from_secs(10), ());
+    /// assert!(t.reschedule_at(k, Duration::from_millis(1)));
+    /// assert_eq!(t.poll(Duration::from_millis(1)).unwrap().key(), k);
+    /// assert!(!t.reschedule_at(k, Duration::from_secs(1)));
+    /// ```
+    #[inline]
+    pub fn reschedule_at(&mut self, key: TimerKey, deadline: Duration) -> bool {
+        self.wheel
+            .reschedule(key, self.resolution.deadline_tick(deadline))
+    }
+
+    /// Whether `key` is still pending.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let mut t = purgatorio::LocalTimer::new();
+    /// let k = t.schedule(std::time::Duration::ZERO, ());
+    /// assert!(t.contains(k));
+    /// t.poll(std::time::Duration::ZERO);
+    /// assert!(!t.contains(k));
+    /// ```
+    pub fn contains(&self, key: TimerKey) -> bool {
+        self.wheel.contains(key)
+    }
+
+    /// When a driver should next poll: the start of the earliest tick in
+    /// which a timer may be due, or `None` if no timer can ever come due.
+    ///
+    /// Never later than the earliest pending deadline (rounded up to the
+    /// tick). After cancellations it can be earlier: a poll then hands out
+    /// nothing and the answer moves on.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let mut t = purgatorio::LocalTimer::new();
+    /// assert_eq!(t.next_expiration(), None);
+    /// t.schedule_at(Duration::from_micros(2500), ());
+    /// assert_eq!(t.next_expiration(), Some(Duration::from_millis(3)));
+    /// ```
+    pub fn next_expiration(&self) -> Option<Duration> {
+        self.wheel
+            .next_expiration()
+            .map(|tick| self.resolution.tick_start(tick))
+    }
+
+    /// Advances the timer's time to `now` and hands out the next timer that
+    /// is due, earliest deadline first; `None` when nothing more is due.
+    ///
+    /// A `now` earlier than the timer's time is treated as its time: the
+    /// clock never runs back and nothing fires early.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let mut t = purgatorio::LocalTimer::new();
+    /// t.schedule_at(Duration::from_millis(2), 'b');
+    /// t.schedule_at(Duration::from_millis(1), 'a');
+    /// let now = Duration::from_millis(5);
+    /// assert_eq!(t.poll(now).map(|e| e.into_inner()), Some('a'));
+    /// assert_eq!(t.poll(now).map(|e| e.into_inner()), Some('b'));
+    /// assert!(t.poll(now).is_none());
+    /// ```
+    #[inline]
+    pub fn poll(&mut self, now: Duration) -> Option<Expired<T>> {
+        self.now = self.now.max(now);
+        let fired = self.wheel.poll(self.resolution.now_tick(self.now))?;
+        Some(self.expired(fired))
+    }
+
+    /// Advances the timer's time to `now` and returns an iterator over the
+    /// timers that are due, earliest deadline first. Timers left in the
+    /// iterator when it is dropped stay pending and come out at the next poll.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let mut t = purgatorio::LocalTimer::new();
+    /// for ms in [3, 1, 2, 100] {
+    ///     t.schedule_at(Duration::from_millis(ms), ms);
+    /// }
+    /// let due: Vec<u64> = t.advance(Duration::from_millis(10)).map(|e| e.into_inner()).collect();
+    /// assert_eq!(due, [1, 2, 3]);
+    /// ```
+    pub fn advance(&mut self, now: Duration) -> Advance<'_, T> {
+        self.now = self.now.max(now);
+        Advance { timer: self }
+    }
+
+    /// Removes every pending timer and returns their payloads in no
+    /// particular order. Every key turns stale.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let mut t = purgatorio::LocalTimer::new();
+    /// t.schedule(Duration::from_secs(1), 1);
+    /// t.schedule(Duration::from_secs(2), 2);
+    /// let mut left = t.drain();
+    /// left.sort();
+    /// assert_eq!(left, [1, 2]);
+    /// assert!(t.is_empty());
+    /// ```
+    pub fn drain(&mut self) -> Vec<T> {
+        self.wheel.drain()
+    }
+
+    /// Wraps a fired timer with its deadline as a duration.
+    fn expired(&self, fired: Fired<T>) -> Expired<T> {
+        Expired {
+            key: fired.key,
+            deadline: self.resolution.tick_start(fired.deadline),
+            value: fired.value,
+        }
+    }
+}
+
+impl<T> Default for LocalTimer<T> {
+    fn default() -> Self {
+        LocalTimer::new()
+    }
+}
+
+impl<T> fmt::Debug for LocalTimer<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LocalTimer")
+            .field("tick", &self.tick())
+            .field("wheel_size", &self.wheel_size())
+            .field("now", &self.now)
+            .field("len", &self.len())
+            .finish()
+    }
+}
+
+/// The timers due at one time, from [`LocalTimer::advance`].
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// let mut t = purgatorio::LocalTimer::new();
+/// t.schedule(Duration::from_millis(1), ());
+/// let mut due = t.advance(Duration::from_millis(1));
+/// assert!(due.next().is_some());
+/// assert!(due.next().is_none());
+/// ```
+#[derive(Debug)]
+pub struct Advance<'a, T> {
+    /// The timer being advanced; its time is already set.
+    timer: &'a mut LocalTimer<T>,
+}
+
+impl<T> Iterator for Advance<'_, T> {
+    type Item = Expired<T>;
+
+    fn next(&mut self) -> Option<Expired<T>> {
+        let now = self.timer.now;
+        self.timer.poll(now)
+    }
+}

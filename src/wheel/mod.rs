@@ -1,0 +1,554 @@
+//! The hierarchical timing wheel, in ticks, single-threaded.
+//!
+//! ## Design
+//!
+//! * **Arena** ([`arena`]): payloads live in a slab; a handle ([`TimerKey`]) is
+//!   `(index, generation)`.
+//! * **Levels** ([`level`]): level `L` is a ring of `W` buckets of `W^L` ticks.
+//!   Levels are created lazily, the first time a deadline needs one.
+//! * **Buckets**: a bucket is a `Vec` of 16-byte references
+//!   `(deadline, index, stamp)`. Scheduling appends one; cancelling frees the
+//!   arena slot and bumps its stamp, which turns the reference into *garbage*
+//!   without touching the bucket. Garbage is dropped when met, and a
+//!   compaction runs when it outnumbers the live timers (amortised O(1)).
+//!   When the last live timer goes, all references are dropped at once, so an
+//!   empty wheel has no armed bucket and asks for no wake-up.
+//! * **Delay queue** ([`crate::delay_queue`]): every non-empty bucket is armed
+//!   once, keyed by the earliest deadline pushed into it since it was last
+//!   flushed. Advancing pops only due buckets, so its cost does not depend on
+//!   how much time passed.
+//! * **Flush**: a due bucket's references whose deadline has come are
+//!   expired; the rest are re-inserted relative to the new time, which puts
+//!   them in a finer level (a reference never returns to the level it came
+//!   from). Buckets are flushed in key order and the wheel's time moves to
+//!   each key in turn, so expirations come out in deadline order.
+//! * **Overdue**: a deadline at or before the wheel's time is due at once; it
+//!   waits in a small list that the next poll serves first, sorted by deadline.
+//!
+//! Within one tick, the order of expirations is unspecified.
+
+mod arena;
+mod level;
+
+use std::num::NonZeroU32;
+
+use crate::clock::NEVER;
+use crate::delay_queue::DelayQueue;
+use arena::Arena;
+use level::Geometry;
+
+
+/// Identifies one scheduled timer of a [`LocalTimer`](crate::LocalTimer).
+///
+/// Keys are generational: once the timer fired or was cancelled, its key is
+/// stale and every operation with it answers `None` / `false`, even after the
+/// slot has been reused by another timer.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use purgatorio::LocalTimer;
+///
+/// let mut timer = LocalTimer::new();
+/// let key = timer.schedule_at(Duration::from_millis(5), "five");
+/// assert_eq!(timer.cancel(key), Some("five"));
+/// assert_eq!(timer.cancel(key), None); // stale: harmless
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TimerKey {
+    /// Slot in the arena.
+    idx: u32,
+    /// Generation of the occupant.
+    gen: NonZeroU32,
+}
+
+/// Garbage references tolerated beyond the number of live timers before a
+/// compaction (references, not bytes).
+const GARBAGE_SLACK: usize = 1024;
+
+/// A flushed bucket keeps its allocation for reuse up to this many references.
+const KEEP_CAPACITY: usize = 4096;
+
+/// A bucket's reference to a scheduled timer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Ref {
+    /// Deadline in ticks.
+    deadline: u64,
+    /// Slot in the arena.
+    idx: u32,
+    /// Stamp the slot must still carry for this reference to be live.
+    stamp: u32,
+}
+
+/// One level of the wheel.
+#[derive(Clone, Copy, Debug)]
+struct Level {
+    /// Ticks per bucket (`W^level`).
+    tick: u64,
+    /// The last deadline this level accepts at the wheel's current time.
+    last: u64,
+}
+
+/// A timer that came due.
+#[derive(Debug)]
+pub(crate) struct Fired<T> {
+    /// Its key (now stale).
+    pub(crate) key: TimerKey,
+    /// Its deadline in ticks.
+    pub(crate) deadline: u64,
+    /// Its payload.
+    pub(crate) value: T,
+}
+
+/// The hierarchical timing wheel: schedule, cancel, reschedule and poll in
+/// ticks. Reads no clock, spawns no thread, takes no lock.
+#[derive(Debug)]
+pub(crate) struct Wheel<T> {
+    /// Payloads of pending timers.
+    arena: Arena<T>,
+    /// Slot count and arithmetic.
+    geometry: Geometry,
+    /// Levels created so far, finest first.
+    levels: Vec<Level>,
+    /// References per bucket; bucket id = level × W + slot.
+    buckets: Vec<Vec<Ref>>,
+    /// Non-empty buckets by earliest deadline.
+    queue: DelayQueue,
+    /// Timers that were already due when scheduled.
+    overdue: Vec<Ref>,
+    /// Whether `overdue` is sorted latest first (served from the back).
+    overdue_sorted: bool,
+    /// Expired references of the bucket being handed out.
+    ready: Vec<Ref>,
+    /// The wheel's time in ticks: everything due at or before it was flushed.
+    now: u64,
+    /// References known to be dead but still stored somewhere.
+    garbage: usize,
+}
+
+impl<T> Wheel<T> {
+    /// An empty wheel with `wheel_size` slots per level (≥ 2, validated by
+    /// the caller) whose time starts at tick `now`.
+    pub(crate) fn new(wheel_size: u64, now: u64) -> Self {
+        let mut wheel = Wheel {
+            arena: Arena::new(),
+            geometry: Geometry::new(wheel_size),
+            levels: Vec::new(),
+            buckets: Vec::new(),
+            queue: DelayQueue::new(),
+            overdue: Vec::new(),
+            overdue_sorted: true,
+            ready: Vec::new(),
+            now,
+            garbage: 0,
+        };
+        wheel.add_level();
+        wheel
+    }
+
+    /// The wheel's time in ticks.
+    #[inline]
+    pub(crate) fn now(&self) -> u64 {
+        self.now
+    }
+
+    /// Number of pending timers (including due ones not yet polled).
+    #[inline]
+    pub(crate) fn len(&self) -> usize {
+        self.arena.len()
+    }
+
+    /// Slots per level.
+    #[inline]
+    pub(crate) fn wheel_size(&self) -> u64 {
+        self.geometry.wheel_size()
+    }
+
+    /// Number of levels created so far.
+    pub(crate) fn levels(&self) -> usize {
+        self.levels.len()
+    }
+
+    /// Schedules `value` at tick `deadline`.
+    #[inline]
+    pub(crate) fn insert(&mut self, deadline: u64, value: T) -> TimerKey {
+        let (idx, gen, stamp) = self.arena.insert(value);
+        self.place(Ref {
+            deadline,
+            idx,
+            stamp,
+        });
+        TimerKey { idx, gen }
+    }
+
+    /// Whether `key` is pending.
+    #[inline]
+    pub(crate) fn contains(&self, key: TimerKey) -> bool {
+        self.arena.contains(key.idx, key.gen)
+    }
+
+    /// Cancels `key`; returns its payload if it was pending.
+    #[inline]
+    pub(crate) fn remove(&mut self, key: TimerKey) -> Option<T> {
+        let value = self.arena.remove(key.idx, key.gen)?;
+        self.garbage += 1;
+        self.collect_garbage();
+        Some(value)
+    }
+
+    /// Moves pending `key` to tick `deadline`; `false` if it is not pending.
+    #[inline]
+    pub(crate) fn reschedule(&mut self, key: TimerKey, deadline: u64) -> bool {
+        let Some(stamp) = self.arena.restamp(key.idx, key.gen) else {
+            return false;
+        };
+        self.garbage += 1;
+        self.place(Ref {
+            deadline,
+            idx: key.idx,
+            stamp,
+        });
+        self.collect_garbage();
+        true
+    }
+
+    /// The tick at which the next timer may be due, if any can ever be.
+    ///
+    /// Never later than the earliest pending deadline; it can be earlier when
+    /// timers were cancelled (a poll then finds nothing due).
+    pub(crate) fn next_expiration(&self) -> Option<u64> {
+        if !self.overdue.is_empty() || !self.ready.is_empty() {
+            return Some(self.now);
+        }
+        self.queue.peek().map(|(key, _)| key).filter(|&k| k != NEVER)
+    }
+
+    /// Hands out the next timer due at or before tick `now`, in deadline
+    /// order; `None` when nothing more is due. Afterwards the wheel's time is
+    /// `now` (or stays where it was if `now` is earlier: time never runs back).
+    pub(crate) fn poll(&mut self, now: u64) -> Option<Fired<T>> {
+        loop {
+            if let Some(r) = self.next_overdue() {
+                if let Some(fired) = self.take(r) {
+                    return Some(fired);
+                }
+                continue;
+            }
+            if let Some(r) = self.ready.pop() {
+                if let Some(fired) = self.take(r) {
+                    return Some(fired);
+                }
+                continue;
+            }
+            match self.queue.peek() {
+                Some((key, bucket)) if key <= now => {
+                    self.queue.pop();
+                    self.flush(bucket, key);
+                }
+                _ => {
+                    self.set_now(now);
+                    return None;
+                }
+            }
+        }
+    }
+
+    /// Removes every pending timer and returns the payloads (in no
+    /// particular order). Every key turns stale.
+    pub(crate) fn drain(&mut self) -> Vec<T> {
+        self.drop_refs();
+        self.arena.drain()
+    }
+
+    /// Files a reference into the overdue list or its bucket.
+    #[inline]
+    fn place(&mut self, r: Ref) {
+        if r.deadline <= self.now {
+            self.overdue.push(r);
+            self.overdue_sorted = self.overdue.len() == 1;
+            return;
+        }
+        let bucket = self.bucket_for(r.deadline);
+        self.buckets[bucket as usize].push(r);
+        self.queue.arm(bucket, r.deadline);
+    }
+
+    /// The bucket a future `deadline` goes to, creating levels as needed.
+    #[inline]
+    fn bucket_for(&mut self, deadline: u64) -> u32 {
+        debug_assert!(deadline > self.now, "deadline {deadline} <= now {}", self.now);
+        let mut level = 0;
+        loop {
+            if level == self.levels.len() {
+                self.add_level();
+            }
+            let l = self.levels[level];
+            if deadline <= l.last {
+                let slot = self.geometry.slot(level as u32, l.tick, deadline);
+                return (level as u64 * self.geometry.wheel_size() + slot) as u32;
+            }
+            level += 1;
+        }
+    }
+
+    /// Creates the next coarser level.
+    fn add_level(&mut self) {
+        let level = self.levels.len() as u32;
+        let tick = self
+            .geometry
+            .level_tick(level)
+            .expect("the level below accepts every deadline");
+        self.levels.push(Level {
+            tick,
+            last: self.geometry.last(tick, self.now),
+        });
+        let buckets = self.buckets.len() + self.geometry.wheel_size() as usize;
+        self.buckets.resize_with(buckets, Vec::new);
+        self.queue.reserve_buckets(buckets);
+    }
+
+    /// Moves the wheel's time forward to `now`.
+    #[inline]
+    fn set_now(&mut self, now: u64) {
+        if now > self.now {
+            self.now = now;
+            for level in &mut self.levels {
+                level.last = self.geometry.last(level.tick, now);
+            }
+        }
+    }
+
+    /// Flushes `bucket`, popped from the queue at `key`: expires what is due
+    /// at `key` and re-inserts the rest into finer levels.
+    fn flush(&mut self, bucket: u32, key: u64) {
+        self.set_now(key);
+        let mut refs = std::mem::take(&mut self.buckets[bucket as usize]);
+        for &r in &refs {
+            if r.deadline <= self.now {
+                self.ready.push(r);
+            } else {
+                // Cascade: lands in a finer level, never back in `bucket`.
+                self.place(r);
+            }
+        }
+        refs.clear();
+        let slot = &mut self.buckets[bucket as usize];
+        debug_assert!(slot.is_empty(), "bucket {bucket} refilled by its own flush");
+        if slot.is_empty() && refs.capacity() <= KEEP_CAPACITY {
+            *slot = refs;
+        }
+    }
+
+    /// The next overdue reference, earliest deadline first.
+    #[inline]
+    fn next_overdue(&mut self) -> Option<Ref> {
+        if !self.overdue_sorted {
+            self.overdue
+                .sort_unstable_by(|a, b| b.deadline.cmp(&a.deadline));
+            self.overdue_sorted = true;
+        }
+        self.overdue.pop()
+    }
+
+    /// Frees the timer behind `r`, if `r` is live.
+    #[inline]
+    fn take(&mut self, r: Ref) -> Option<Fired<T>> {
+        match self.arena.remove_live(r.idx, r.stamp) {
+            Some((value, gen)) => {
+                if self.arena.len() == 0 && self.garbage > 0 {
+                    self.drop_refs();
+                }
+                Some(Fired {
+                    key: TimerKey { idx: r.idx, gen },
+                    deadline: r.deadline,
+                    value,
+                })
+            }
+            None => {
+                debug_assert!(self.garbage > 0, "dead reference not counted as garbage");
+                self.garbage = self.garbage.saturating_sub(1);
+                None
+            }
+        }
+    }
+
+    /// Drops all references when no timer is live, or compacts when garbage
+    /// outnumbers the live timers.
+    #[inline]
+    fn collect_garbage(&mut self) {
+        if self.arena.len() == 0 {
+            self.drop_refs();
+        } else if self.garbage > self.arena.len() + GARBAGE_SLACK {
+            self.compact();
+        }
+    }
+
+    /// Drops every reference and disarms every bucket. Only correct when no
+    /// reference is live (or the arena is drained right after).
+    fn drop_refs(&mut self) {
+        for bucket in self.queue.buckets() {
+            let refs = &mut self.buckets[bucket as usize];
+            refs.clear();
+            if refs.capacity() > KEEP_CAPACITY {
+                *refs = Vec::new();
+            }
+        }
+        self.queue.clear();
+        self.overdue.clear();
+        self.ready.clear();
+        self.garbage = 0;
+    }
+
+    /// Removes every dead reference and re-keys every bucket to its earliest
+    /// live deadline. O(references).
+    fn compact(&mut self) {
+        let armed: Vec<u32> = self.queue.buckets().collect();
+        let arena = &self.arena;
+        for bucket in armed {
+            let refs = &mut self.buckets[bucket as usize];
+            refs.retain(|r| arena.is_live(r.idx, r.stamp));
+            match refs.iter().map(|r| r.deadline).min() {
+                Some(key) => self.queue.rekey(bucket, key),
+                None => {
+                    self.queue.disarm(bucket);
+                }
+            }
+        }
+        self.overdue.retain(|r| arena.is_live(r.idx, r.stamp));
+        self.ready.retain(|r| arena.is_live(r.idx, r.stamp));
+        self.garbage = 0;
+    }
+
+    /// Checks the structure's invariants (tests only).
+    #[cfg(test)]
+    pub(crate) fn check_invariants(&self) {
+        let mut refs = self.overdue.len() + self.ready.len();
+        for (bucket, list) in self.buckets.iter().enumerate() {
+            let key = self.queue.key(bucket as u32);
+            assert_eq!(key.is_some(), !list.is_empty(), "bucket {bucket} armed iff non-empty");
+            if let Some(key) = key {
+                let min = list.iter().map(|r| r.deadline).min().unwrap();
+                assert!(key <= min, "bucket {bucket} key {key} > earliest {min}");
+                assert!(key >= self.now, "armed bucket {bucket} key {key} before now {}", self.now);
+            }
+            refs += list.len();
+        }
+        let live = self.arena.len();
+        assert_eq!(refs, live + self.garbage, "references = live + garbage");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn drain_due(w: &mut Wheel<u64>, now: u64) -> Vec<(u64, u64)> {
+        std::iter::from_fn(|| w.poll(now))
+            .map(|f| (f.deadline, f.value))
+            .collect()
+    }
+
+    #[test]
+    fn lone_far_timer_fires_on_first_wake_up() {
+        let mut w = Wheel::new(64, 0);
+        w.insert(1_000_000, 1);
+        assert!(w.levels() >= 4);
+        assert_eq!(w.next_expiration(), Some(1_000_000));
+        assert!(drain_due(&mut w, 999_999).is_empty());
+        assert_eq!(w.next_expiration(), Some(1_000_000));
+        assert_eq!(drain_due(&mut w, 1_000_000), vec![(1_000_000, 1)]);
+        assert_eq!(w.next_expiration(), None);
+    }
+
+    #[test]
+    fn expirations_come_out_in_deadline_order_across_levels() {
+        let mut w = Wheel::new(4, 0);
+        let deadlines = [70u64, 3, 17, 64, 5, 1000, 4, 63, 65];
+        for &d in &deadlines {
+            w.insert(d, d);
+        }
+        w.check_invariants();
+        let out: Vec<u64> = drain_due(&mut w, 2000).into_iter().map(|f| f.0).collect();
+        let mut sorted = deadlines.to_vec();
+        sorted.sort();
+        assert_eq!(out, sorted);
+        w.check_invariants();
+    }
+
+    #[test]
+    fn overdue_is_served_first_in_order() {
+        let mut w = Wheel::new(8, 100);
+        w.insert(150, 150);
+        w.insert(90, 90);
+        w.insert(10, 10);
+        w.insert(100, 100);
+        assert_eq!(w.next_expiration(), Some(100));
+        let out: Vec<u64> = drain_due(&mut w, 100).into_iter().map(|f| f.0).collect();
+        assert_eq!(out, vec![10, 90, 100]);
+        assert_eq!(drain_due(&mut w, 150), vec![(150, 150)]);
+    }
+
+    #[test]
+    fn cancel_and_reschedule_leave_garbage_that_is_skipped() {
+        let mut w = Wheel::new(8, 0);
+        let a = w.insert(10, 1);
+        let b = w.insert(20, 2);
+        assert!(w.reschedule(a, 30));
+        assert_eq!(w.remove(b), Some(2));
+        w.check_invariants();
+        assert!(drain_due(&mut w, 29).is_empty());
+        assert_eq!(drain_due(&mut w, 30), vec![(30, 1)]);
+        assert!(!w.reschedule(a, 40));
+        assert_eq!(w.remove(a), None);
+        w.check_invariants();
+    }
+
+    #[test]
+    fn emptied_wheel_arms_nothing() {
+        let mut w = Wheel::new(64, 0);
+        let keys: Vec<_> = (1..100).map(|d| w.insert(d * 1000, d)).collect();
+        for k in keys {
+            w.remove(k);
+        }
+        assert_eq!(w.next_expiration(), None);
+        assert_eq!(w.queue.len(), 0);
+        w.check_invariants();
+    }
+
+    #[test]
+    fn compaction_bounds_garbage() {
+        let mut w = Wheel::new(64, 0);
+        w.insert(5_000_000, 0);
+        for i in 0..100_000u64 {
+            let k = w.insert(1 + i % 30_000, i);
+            w.remove(k);
+            assert!(w.garbage <= w.len() + GARBAGE_SLACK + 1);
+        }
+        w.check_invariants();
+        let refs: usize = w.buckets.iter().map(Vec::len).sum();
+        assert!(refs <= 1 + GARBAGE_SLACK + 1, "{refs} references kept");
+    }
+
+    #[test]
+    fn never_fires_never_ticks() {
+        let mut w = Wheel::new(2, 0);
+        w.insert(NEVER, 1);
+        w.insert(NEVER - 1, 2);
+        assert_eq!(w.levels(), 64);
+        assert_eq!(drain_due(&mut w, NEVER - 2), vec![]);
+        assert_eq!(drain_due(&mut w, NEVER - 1), vec![(NEVER - 1, 2)]);
+        assert_eq!(w.next_expiration(), None);
+        assert_eq!(w.len(), 1);
+        assert_eq!(w.drain(), vec![1]);
+    }
+
+    #[test]
+    fn time_never_runs_back() {
+        let mut w = Wheel::new(8, 50);
+        w.insert(60, 1);
+        assert!(drain_due(&mut w, 10).is_empty());
+        assert_eq!(w.now(), 50);
+        assert_eq!(drain_due(&mut w, 60), vec![(60, 1)]);
+    }
+}
