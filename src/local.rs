@@ -8,6 +8,7 @@
 //! deterministic timer for simulations and tests.
 
 use std::fmt;
+use std::marker::PhantomData;
 use std::time::Duration;
 
 use crate::clock::Resolution;
@@ -80,15 +81,16 @@ pub struct LocalTimer<T> {
 ///     .unwrap();
 /// assert_eq!(timer.tick(), Duration::from_micros(100));
 /// ```
-#[derive(Clone, Debug)]
-pub struct LocalTimerBuilder {
+pub struct LocalTimerBuilder<T> {
     /// Length of one tick.
     tick: Duration,
     /// Slots per level.
     wheel_size: usize,
+    /// The payload type of the timer to build.
+    payload: PhantomData<fn() -> T>,
 }
 
-impl LocalTimerBuilder {
+impl<T> LocalTimerBuilder<T> {
     /// Sets the tick: the resolution of deadlines and the width of the finest
     /// buckets. Defaults to [`DEFAULT_TICK`].
     ///
@@ -134,7 +136,7 @@ impl LocalTimerBuilder {
     /// let err = LocalTimer::<()>::builder().wheel_size(1).build().unwrap_err();
     /// assert!(matches!(err, BuildError::WheelSize(1)));
     /// ```
-    pub fn build<T>(self) -> Result<LocalTimer<T>, BuildError> {
+    pub fn build(self) -> Result<LocalTimer<T>, BuildError> {
         let tick = check_tick(self.tick)?;
         let wheel_size = check_wheel_size(self.wheel_size)?;
         Ok(LocalTimer {
@@ -145,12 +147,32 @@ impl LocalTimerBuilder {
     }
 }
 
-impl Default for LocalTimerBuilder {
+impl<T> Default for LocalTimerBuilder<T> {
     fn default() -> Self {
         LocalTimerBuilder {
             tick: DEFAULT_TICK,
             wheel_size: DEFAULT_WHEEL_SIZE,
+            payload: PhantomData,
         }
+    }
+}
+
+impl<T> Clone for LocalTimerBuilder<T> {
+    fn clone(&self) -> Self {
+        LocalTimerBuilder {
+            tick: self.tick,
+            wheel_size: self.wheel_size,
+            payload: PhantomData,
+        }
+    }
+}
+
+impl<T> fmt::Debug for LocalTimerBuilder<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LocalTimerBuilder")
+            .field("tick", &self.tick)
+            .field("wheel_size", &self.wheel_size)
+            .finish()
     }
 }
 
@@ -259,7 +281,7 @@ impl<T> LocalTimer<T> {
     /// let t = purgatorio::LocalTimer::<()>::builder().wheel_size(8).build().unwrap();
     /// assert_eq!(t.wheel_size(), 8);
     /// ```
-    pub fn builder() -> LocalTimerBuilder {
+    pub fn builder() -> LocalTimerBuilder<T> {
         LocalTimerBuilder::default()
     }
 

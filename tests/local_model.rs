@@ -1,0 +1,185 @@
+//! A proptest model of `LocalTimer` against a `BTreeMap`.
+//!
+//! Random sequences of schedule / cancel / reschedule / advance, at ticks of
+//! 1 µs, 1 ms, 10 ms and 100 ms and wheel sizes from 2 upward (small wheels
+//! force many levels). Checked after every step: each timer comes out exactly
+//! once, never before its deadline, never more than one tick after it
+//! relative to the advances made, in deadline order; cancel returns the payload
+//! exactly when the model says it is pending; stale keys are harmless.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use proptest::prelude::*;
+use purgatorio::{LocalTimer, TimerKey};
+
+#[derive(Clone, Debug)]
+enum Op {
+    /// Schedule at now + delay (nanoseconds).
+    Schedule(u64),
+    /// Schedule at an absolute deadline that may be in the past.
+    ScheduleAt(u64),
+    /// Cancel the i-th key ever issued (maybe stale).
+    Cancel(usize),
+    /// Reschedule the i-th key to now + delay.
+    Reschedule(usize, u64),
+    /// Advance by this many nanoseconds and drain everything due.
+    Advance(u64),
+    /// Advance and take only a few expirations, leaving the rest pending.
+    AdvancePartial(u64, usize),
+}
+
+fn op(tick_ns: u64) -> impl Strategy<Value = Op> {
+    // Delays span many tick widths and, now and then, far beyond the wheel.
+    let delay = prop_oneof![
+        4 => 0..tick_ns * 300,
+        2 => 0..tick_ns * 100_000,
+        1 => 0..u64::MAX / 4,
+    ];
+    let step = prop_oneof![
+        3 => 0..tick_ns * 3,
+        2 => 0..tick_ns * 500,
+        1 => 0..tick_ns * 200_000,
+    ];
+    prop_oneof![
+        6 => delay.clone().prop_map(Op::Schedule),
+        1 => (0..tick_ns * 1000).prop_map(Op::ScheduleAt),
+        3 => any::<usize>().prop_map(Op::Cancel),
+        2 => (any::<usize>(), delay).prop_map(|(i, d)| Op::Reschedule(i, d)),
+        3 => step.clone().prop_map(Op::Advance),
+        1 => (step, 0usize..4).prop_map(|(s, n)| Op::AdvancePartial(s, n)),
+    ]
+}
+
+/// Deadline of a pending timer in the model: the exact requested time.
+#[derive(Debug)]
+struct Model {
+    /// id → (deadline ns, key)
+    pending: BTreeMap<u64, (u64, TimerKey)>,
+    keys: Vec<(u64, TimerKey)>,
+}
+
+fn run(tick_ns: u64, wheel_size: usize, ops: Vec<Op>) -> Result<(), TestCaseError> {
+    let tick = Duration::from_nanos(tick_ns);
+    let mut timer: LocalTimer<u64> = LocalTimer::builder()
+        .tick(tick)
+        .wheel_size(wheel_size)
+        .build()
+        .unwrap();
+    let mut model = Model { pending: BTreeMap::new(), keys: Vec::new() };
+    let mut now: u64 = 0;
+    let mut next_id = 0u64;
+    // Time of the previous advance: a timer must come out at the first
+    // advance at or after its deadline rounded up to the tick.
+    for op in ops {
+        match op {
+            Op::Schedule(delay) | Op::ScheduleAt(delay) => {
+                let deadline = match op {
+                    Op::Schedule(_) => now.saturating_add(delay),
+                    _ => delay,
+                };
+                let id = next_id;
+                next_id += 1;
+                let key = timer.schedule_at(Duration::from_nanos(deadline), id);
+                model.pending.insert(id, (deadline, key));
+                model.keys.push((id, key));
+            }
+            Op::Cancel(i) => {
+                if model.keys.is_empty() {
+                    continue;
+                }
+                let (id, key) = model.keys[i % model.keys.len()];
+                let expected = model.pending.remove(&id).map(|_| id);
+                prop_assert_eq!(timer.cancel(key), expected);
+                prop_assert!(!timer.contains(key));
+            }
+            Op::Reschedule(i, delay) => {
+                if model.keys.is_empty() {
+                    continue;
+                }
+                let (id, key) = model.keys[i % model.keys.len()];
+                let deadline = now.saturating_add(delay);
+                let pending = model.pending.contains_key(&id);
+                prop_assert_eq!(timer.reschedule_at(key, Duration::from_nanos(deadline)), pending);
+                if pending {
+                    model.pending.insert(id, (deadline, key));
+                }
+            }
+            Op::Advance(step) | Op::AdvancePartial(step, _) => {
+                now = now.saturating_add(step);
+                let limit = match op {
+                    Op::AdvancePartial(_, n) => n,
+                    _ => usize::MAX,
+                };
+                let mut last_deadline = Duration::ZERO;
+                let mut taken = 0;
+                while taken < limit {
+                    let Some(e) = timer.poll(Duration::from_nanos(now)) else { break };
+                    taken += 1;
+                    let id = *e.get_ref();
+                    let Some((deadline, key)) = model.pending.remove(&id) else {
+                        return Err(TestCaseError::fail(format!("timer {id} fired twice or after cancel")));
+                    };
+                    prop_assert_eq!(e.key(), key);
+                    prop_assert!(deadline <= now, "timer {} early: deadline {} now {}", id, deadline, now);
+                    prop_assert!(e.deadline() >= Duration::from_nanos(deadline));
+                    prop_assert!(e.deadline() < Duration::from_nanos(deadline) + tick);
+                    prop_assert!(e.deadline() >= last_deadline, "out of deadline order");
+                    last_deadline = e.deadline();
+                }
+                if limit == usize::MAX {
+                    // Everything whose rounded-up deadline has come is out: at
+                    // most one tick late relative to the advances made.
+                    let now_tick = now / tick_ns;
+                    for (id, (deadline, _)) in &model.pending {
+                        let due_tick = deadline.div_ceil(tick_ns);
+                        prop_assert!(due_tick > now_tick, "timer {} due at tick {} still pending at tick {}", id, due_tick, now_tick);
+                    }
+                }
+            }
+        }
+        prop_assert_eq!(timer.len(), model.pending.len());
+        if let (Some(next), Some(min)) = (
+            timer.next_expiration(),
+            model.pending.values().map(|p| p.0).min(),
+        ) {
+            let due = Duration::from_nanos(min.div_ceil(tick_ns) * tick_ns);
+            prop_assert!(next <= due.max(Duration::from_nanos(now / tick_ns * tick_ns)), "next_expiration {:?} later than earliest {:?}", next, due);
+        }
+        if model.pending.is_empty() {
+            prop_assert_eq!(timer.next_expiration(), None);
+        }
+    }
+    let mut left = timer.drain();
+    left.sort();
+    let expected: Vec<u64> = model.pending.keys().copied().collect();
+    prop_assert_eq!(left, expected);
+    Ok(())
+}
+
+fn cases() -> u32 {
+    std::env::var("PURGATORIO_MODEL_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(256)
+}
+
+macro_rules! model_test {
+    ($name:ident, $tick_ns:expr) => {
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
+            #[test]
+            fn $name(
+                wheel_size in prop_oneof![Just(2usize), Just(3), Just(4), Just(8), Just(20), Just(64), 2usize..300],
+                ops in prop::collection::vec(op($tick_ns), 1..300),
+            ) {
+                run($tick_ns, wheel_size, ops)?;
+            }
+        }
+    };
+}
+
+model_test!(model_tick_1us, 1_000);
+model_test!(model_tick_1ms, 1_000_000);
+model_test!(model_tick_10ms, 10_000_000);
+model_test!(model_tick_100ms, 100_000_000);
