@@ -38,12 +38,13 @@ impl DelayQueue {
     }
 
     /// Number of armed buckets.
+    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.heap.len()
     }
 
     /// The key of `bucket`, if armed.
-    #[inline]
+    #[cfg(test)]
     pub(crate) fn key(&self, bucket: u32) -> Option<u64> {
         match self.pos[bucket as usize] {
             ABSENT => None,

@@ -66,7 +66,10 @@ fn run(tick_ns: u64, wheel_size: usize, ops: Vec<Op>) -> Result<(), TestCaseErro
         .wheel_size(wheel_size)
         .build()
         .unwrap();
-    let mut model = Model { pending: BTreeMap::new(), keys: Vec::new() };
+    let mut model = Model {
+        pending: BTreeMap::new(),
+        keys: Vec::new(),
+    };
     let mut now: u64 = 0;
     let mut next_id = 0u64;
     // Time of the previous advance: a timer must come out at the first
@@ -100,7 +103,10 @@ fn run(tick_ns: u64, wheel_size: usize, ops: Vec<Op>) -> Result<(), TestCaseErro
                 let (id, key) = model.keys[i % model.keys.len()];
                 let deadline = now.saturating_add(delay);
                 let pending = model.pending.contains_key(&id);
-                prop_assert_eq!(timer.reschedule_at(key, Duration::from_nanos(deadline)), pending);
+                prop_assert_eq!(
+                    timer.reschedule_at(key, Duration::from_nanos(deadline)),
+                    pending
+                );
                 if pending {
                     model.pending.insert(id, (deadline, key));
                 }
@@ -114,14 +120,24 @@ fn run(tick_ns: u64, wheel_size: usize, ops: Vec<Op>) -> Result<(), TestCaseErro
                 let mut last_deadline = Duration::ZERO;
                 let mut taken = 0;
                 while taken < limit {
-                    let Some(e) = timer.poll(Duration::from_nanos(now)) else { break };
+                    let Some(e) = timer.poll(Duration::from_nanos(now)) else {
+                        break;
+                    };
                     taken += 1;
                     let id = *e.get_ref();
                     let Some((deadline, key)) = model.pending.remove(&id) else {
-                        return Err(TestCaseError::fail(format!("timer {id} fired twice or after cancel")));
+                        return Err(TestCaseError::fail(format!(
+                            "timer {id} fired twice or after cancel"
+                        )));
                     };
                     prop_assert_eq!(e.key(), key);
-                    prop_assert!(deadline <= now, "timer {} early: deadline {} now {}", id, deadline, now);
+                    prop_assert!(
+                        deadline <= now,
+                        "timer {} early: deadline {} now {}",
+                        id,
+                        deadline,
+                        now
+                    );
                     prop_assert!(e.deadline() >= Duration::from_nanos(deadline));
                     prop_assert!(e.deadline() < Duration::from_nanos(deadline) + tick);
                     prop_assert!(e.deadline() >= last_deadline, "out of deadline order");
@@ -133,7 +149,13 @@ fn run(tick_ns: u64, wheel_size: usize, ops: Vec<Op>) -> Result<(), TestCaseErro
                     let now_tick = now / tick_ns;
                     for (id, (deadline, _)) in &model.pending {
                         let due_tick = deadline.div_ceil(tick_ns);
-                        prop_assert!(due_tick > now_tick, "timer {} due at tick {} still pending at tick {}", id, due_tick, now_tick);
+                        prop_assert!(
+                            due_tick > now_tick,
+                            "timer {} due at tick {} still pending at tick {}",
+                            id,
+                            due_tick,
+                            now_tick
+                        );
                     }
                 }
             }
@@ -144,7 +166,12 @@ fn run(tick_ns: u64, wheel_size: usize, ops: Vec<Op>) -> Result<(), TestCaseErro
             model.pending.values().map(|p| p.0).min(),
         ) {
             let due = Duration::from_nanos(min.div_ceil(tick_ns) * tick_ns);
-            prop_assert!(next <= due.max(Duration::from_nanos(now / tick_ns * tick_ns)), "next_expiration {:?} later than earliest {:?}", next, due);
+            prop_assert!(
+                next <= due.max(Duration::from_nanos(now / tick_ns * tick_ns)),
+                "next_expiration {:?} later than earliest {:?}",
+                next,
+                due
+            );
         }
         if model.pending.is_empty() {
             prop_assert_eq!(timer.next_expiration(), None);

@@ -98,8 +98,21 @@ mod tests {
             let g = Geometry::new(w);
             for level in 0..4 {
                 let tick = g.level_tick(level).unwrap();
-                for d in [0, 1, tick - 1, tick, tick * w - 1, tick * w, tick * w + 1, u64::MAX] {
-                    assert_eq!(g.slot(level, tick, d), (d / tick) % w, "w {w} level {level} d {d}");
+                for d in [
+                    0,
+                    1,
+                    tick - 1,
+                    tick,
+                    tick * w - 1,
+                    tick * w,
+                    tick * w + 1,
+                    u64::MAX,
+                ] {
+                    assert_eq!(
+                        g.slot(level, tick, d),
+                        (d / tick) % w,
+                        "w {w} level {level} d {d}"
+                    );
                 }
             }
         }

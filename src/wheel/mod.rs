@@ -37,7 +37,6 @@ use crate::delay_queue::DelayQueue;
 use arena::Arena;
 use level::Geometry;
 
-
 /// Identifies one scheduled timer of a [`LocalTimer`](crate::LocalTimer).
 ///
 /// Keys are generational: once the timer fired or was cancelled, its key is
@@ -63,6 +62,14 @@ pub struct TimerKey {
     gen: NonZeroU32,
 }
 
+impl TimerKey {
+    /// A key that never names a timer (slot indices stop below `u32::MAX`).
+    pub(crate) const DEAD: TimerKey = TimerKey {
+        idx: u32::MAX,
+        gen: NonZeroU32::MIN,
+    };
+}
+
 /// Garbage references tolerated beyond the number of live timers before a
 /// compaction (references, not bytes).
 const GARBAGE_SLACK: usize = 1024;
@@ -79,6 +86,26 @@ struct Ref {
     idx: u32,
     /// Stamp the slot must still carry for this reference to be live.
     stamp: u32,
+}
+
+/// Keeps the live references of `refs`, in order, and returns their earliest
+/// deadline.
+///
+/// Branch-free on liveness: every reference is written and the write index
+/// moves only past live ones, so the arena lookups of successive references
+/// overlap instead of waiting on a mispredicted branch each.
+fn retain_live<T>(arena: &Arena<T>, refs: &mut Vec<Ref>) -> Option<u64> {
+    let mut kept = 0;
+    let mut earliest = u64::MAX;
+    for at in 0..refs.len() {
+        let r = refs[at];
+        let live = arena.is_live(r.idx, r.stamp);
+        refs[kept] = r;
+        kept += usize::from(live);
+        earliest = earliest.min(if live { r.deadline } else { u64::MAX });
+    }
+    refs.truncate(kept);
+    (kept > 0).then_some(earliest)
 }
 
 /// One level of the wheel.
@@ -148,7 +175,7 @@ impl<T> Wheel<T> {
     }
 
     /// The wheel's time in ticks.
-    #[inline]
+    #[cfg(test)]
     pub(crate) fn now(&self) -> u64 {
         self.now
     }
@@ -166,6 +193,7 @@ impl<T> Wheel<T> {
     }
 
     /// Number of levels created so far.
+    #[cfg(test)]
     pub(crate) fn levels(&self) -> usize {
         self.levels.len()
     }
@@ -221,7 +249,10 @@ impl<T> Wheel<T> {
         if !self.overdue.is_empty() || !self.ready.is_empty() {
             return Some(self.now);
         }
-        self.queue.peek().map(|(key, _)| key).filter(|&k| k != NEVER)
+        self.queue
+            .peek()
+            .map(|(key, _)| key)
+            .filter(|&k| k != NEVER)
     }
 
     /// Hands out the next timer due at or before tick `now`, in deadline
@@ -277,7 +308,11 @@ impl<T> Wheel<T> {
     /// The bucket a future `deadline` goes to, creating levels as needed.
     #[inline]
     fn bucket_for(&mut self, deadline: u64) -> u32 {
-        debug_assert!(deadline > self.now, "deadline {deadline} <= now {}", self.now);
+        debug_assert!(
+            deadline > self.now,
+            "deadline {deadline} <= now {}",
+            self.now
+        );
         let mut level = 0;
         loop {
             if level == self.levels.len() {
@@ -404,19 +439,17 @@ impl<T> Wheel<T> {
     /// live deadline. O(references).
     fn compact(&mut self) {
         let armed: Vec<u32> = self.queue.buckets().collect();
-        let arena = &self.arena;
         for bucket in armed {
             let refs = &mut self.buckets[bucket as usize];
-            refs.retain(|r| arena.is_live(r.idx, r.stamp));
-            match refs.iter().map(|r| r.deadline).min() {
+            match retain_live(&self.arena, refs) {
                 Some(key) => self.queue.rekey(bucket, key),
                 None => {
                     self.queue.disarm(bucket);
                 }
             }
         }
-        self.overdue.retain(|r| arena.is_live(r.idx, r.stamp));
-        self.ready.retain(|r| arena.is_live(r.idx, r.stamp));
+        retain_live(&self.arena, &mut self.overdue);
+        retain_live(&self.arena, &mut self.ready);
         self.garbage = 0;
     }
 
@@ -426,11 +459,19 @@ impl<T> Wheel<T> {
         let mut refs = self.overdue.len() + self.ready.len();
         for (bucket, list) in self.buckets.iter().enumerate() {
             let key = self.queue.key(bucket as u32);
-            assert_eq!(key.is_some(), !list.is_empty(), "bucket {bucket} armed iff non-empty");
+            assert_eq!(
+                key.is_some(),
+                !list.is_empty(),
+                "bucket {bucket} armed iff non-empty"
+            );
             if let Some(key) = key {
                 let min = list.iter().map(|r| r.deadline).min().unwrap();
                 assert!(key <= min, "bucket {bucket} key {key} > earliest {min}");
-                assert!(key >= self.now, "armed bucket {bucket} key {key} before now {}", self.now);
+                assert!(
+                    key >= self.now,
+                    "armed bucket {bucket} key {key} before now {}",
+                    self.now
+                );
             }
             refs += list.len();
         }

@@ -1,0 +1,138 @@
+//! The standard workloads W1–W4 (shared brief) on the single-threaded core.
+//!
+//! ```text
+//! cargo run --release --example workloads            # all four
+//! cargo run --release --example workloads -- w1 w3   # some
+//! ```
+//!
+//! Time is in milliseconds on a caller-driven clock starting at 0, with a
+//! fixed-seed RNG; tick 1 ms, 64 slots per level.
+
+use std::time::{Duration, Instant};
+
+use purgatorio::LocalTimer;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+const SEED: u64 = 0x5eed_0f_9a7_9a70;
+
+fn ms(v: u64) -> Duration {
+    Duration::from_millis(v)
+}
+
+/// W1 churn: 1,000,000 pending in [1, 30,000] ms, then 2,000,000 ×
+/// (schedule one more + cancel a random pending one).
+fn w1() {
+    let mut rng = SmallRng::seed_from_u64(SEED);
+    let mut timer = LocalTimer::new();
+    let mut keys: Vec<_> = (0..1_000_000u64)
+        .map(|i| timer.schedule_at(ms(rng.gen_range(1..=30_000)), i))
+        .collect();
+    let pairs = 2_000_000u64;
+    let start = Instant::now();
+    for i in 0..pairs {
+        let key = timer.schedule_at(ms(rng.gen_range(1..=30_000)), i);
+        let victim = rng.gen_range(0..keys.len());
+        let old = std::mem::replace(&mut keys[victim], key);
+        assert!(timer.cancel(old).is_some());
+    }
+    let elapsed = start.elapsed();
+    assert_eq!(timer.len(), 1_000_000);
+    println!(
+        "W1 churn:  {:>7.1} ns per schedule+cancel pair (1,000,000 pending, {pairs} pairs)",
+        elapsed.as_nanos() as f64 / pairs as f64
+    );
+}
+
+/// W2 expire: 1,000,000 in [1, 10,000] ms, advanced 1 ms at a time to 10,001.
+fn w2() {
+    let mut rng = SmallRng::seed_from_u64(SEED);
+    let mut timer = LocalTimer::new();
+    for _ in 0..1_000_000u64 {
+        let d = rng.gen_range(1..=10_000u64);
+        timer.schedule_at(ms(d), d);
+    }
+    let (mut fired, mut early, mut late) = (0u64, 0u64, 0u64);
+    let start = Instant::now();
+    for now in 1..=10_001u64 {
+        for e in timer.advance(ms(now)) {
+            let deadline = e.into_inner();
+            fired += 1;
+            early += u64::from(deadline > now);
+            late += u64::from(now > deadline + 1);
+        }
+    }
+    let elapsed = start.elapsed();
+    assert_eq!(fired, 1_000_000);
+    println!(
+        "W2 expire: {:>7.1} ns per fired timer ({fired} fired, {early} early, {late} more than a tick late)",
+        elapsed.as_nanos() as f64 / fired as f64
+    );
+}
+
+/// Resident set size of this process in bytes.
+fn rss() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    let pages: u64 = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    pages * 4096
+}
+
+/// W3 memory: 10,000,000 pending u64 payloads in [1 ms, 1 h].
+fn w3() {
+    let mut rng = SmallRng::seed_from_u64(SEED);
+    let before = rss();
+    let mut timer = LocalTimer::new();
+    let n = 10_000_000u64;
+    for i in 0..n {
+        timer.schedule_at(ms(rng.gen_range(1..=3_600_000)), i);
+    }
+    let after = rss();
+    println!(
+        "W3 memory: {:>7.1} bytes per pending timer ({n} pending, RSS +{} MiB)",
+        (after - before) as f64 / n as f64,
+        (after - before) >> 20
+    );
+    assert_eq!(timer.len(), n as usize);
+}
+
+/// W4 sparse: 1,000 timers in [1 s, 3,600 s], driven by waking at
+/// `next_expiration` only.
+fn w4() {
+    let mut rng = SmallRng::seed_from_u64(SEED);
+    let mut timer = LocalTimer::new();
+    for _ in 0..1_000 {
+        let d = rng.gen_range(1_000..=3_600_000u64);
+        timer.schedule_at(ms(d), d);
+    }
+    let (mut wakeups, mut fired, mut early) = (0u64, 0u64, 0u64);
+    while let Some(at) = timer.next_expiration() {
+        wakeups += 1;
+        for e in timer.advance(at) {
+            fired += 1;
+            early += u64::from(ms(e.into_inner()) > at);
+        }
+    }
+    assert_eq!(fired, 1_000);
+    println!("W4 sparse: {wakeups:>7} wake-ups for {fired} timers over an hour ({early} early; a 1 ms ticking wheel: 3,600,000)");
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let want = |w: &str| args.is_empty() || args.iter().any(|a| a == w);
+    if want("w1") {
+        w1();
+    }
+    if want("w2") {
+        w2();
+    }
+    if want("w3") {
+        w3();
+    }
+    if want("w4") {
+        w4();
+    }
+}

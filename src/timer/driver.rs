@@ -1,0 +1,176 @@
+//! The driver: sleeps until the earliest due bucket of all shards, then moves
+//! what is due to the worker pool.
+//!
+//! ## Wake-up protocol
+//!
+//! `next_wake` holds the tick the driver will wake at (`u64::MAX`: none).
+//! At the start of a pass the driver resets it to `u64::MAX`, visits every
+//! shard, then lowers it to the earliest expiration it saw. A scheduler that
+//! inserts a deadline below `next_wake` lowers it with `fetch_min` and, if it
+//! was the one to lower it, raises the [`Signal`]. Either the driver saw the
+//! new deadline while visiting the shard, or the deadline arrived after that
+//! visit, in which case it lowered `next_wake` (the driver then sleeps no
+//! later than it) and signalled (the driver makes another pass). No lost
+//! wake-up, and no wake-up when nothing is pending: with an empty wheel the
+//! driver waits without a timeout.
+//!
+//! Locks: a pass holds one shard lock at a time, and at most
+//! [`BATCH`] expirations' worth of work under it; the signal's mutex is never
+//! held with a shard lock. No user code runs on the driver.
+
+use std::sync::atomic::Ordering::SeqCst;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+use super::pool::Job;
+use super::{Shared, Task};
+use crate::clock::Wake;
+
+/// The most expirations moved out of a shard under one hold of its lock.
+pub(crate) const BATCH: usize = 1024;
+
+/// An event count: "something changed, look again".
+///
+/// A waiter reads the epoch *before* looking at the shards and then waits
+/// only while the epoch is unchanged, so a notification that arrives between
+/// the look and the wait is never lost, and no waiter consumes another's.
+#[derive(Debug, Default)]
+pub(crate) struct Signal {
+    /// Bumped by every notification.
+    epoch: Mutex<u64>,
+    /// Where waiters sleep.
+    condvar: Condvar,
+}
+
+impl Signal {
+    /// The current epoch, to pass to [`wait`](Self::wait) later.
+    pub(crate) fn epoch(&self) -> u64 {
+        *self.epoch.lock()
+    }
+
+    /// Bumps the epoch and wakes every waiter.
+    pub(crate) fn notify(&self) {
+        *self.epoch.lock() += 1;
+        self.condvar.notify_all();
+    }
+
+    /// Waits while the epoch is still `seen`, until `until` passes (no
+    /// timeout if `None`).
+    pub(crate) fn wait(&self, seen: u64, until: Option<Instant>) {
+        let mut epoch = self.epoch.lock();
+        while *epoch == seen {
+            match until {
+                Some(until) => {
+                    if self.condvar.wait_until(&mut epoch, until).timed_out() {
+                        return;
+                    }
+                }
+                None => self.condvar.wait(&mut epoch),
+            }
+        }
+    }
+}
+
+impl Wake for Signal {
+    fn wake(&self) {
+        self.notify();
+    }
+}
+
+impl<T: Task> Shared<T> {
+    /// The driver thread's loop; returns once the timer is shut down.
+    pub(crate) fn drive(&self) {
+        while !self.common.is_closed() {
+            let seen = self.common.signal.epoch();
+            let (_, until) = self.pass();
+            if self.common.is_closed() {
+                return;
+            }
+            self.common.signal.wait(seen, until);
+            self.common.counters.record_wakeup();
+        }
+    }
+
+    /// One pass: resets `next_wake`, moves everything due to the workers, and
+    /// returns how many timers that was and the real instant to sleep until
+    /// (`None`: until signalled).
+    pub(crate) fn pass(&self) -> (usize, Option<Instant>) {
+        self.common.next_wake.store(u64::MAX, SeqCst);
+        let (moved, earliest) = self.run_due_at(self.common.now_tick());
+        if let Some(earliest) = earliest {
+            self.common.next_wake.fetch_min(earliest, SeqCst);
+        }
+        (moved, self.sleep_until(self.common.next_wake.load(SeqCst)))
+    }
+
+    /// The real instant at which tick `wake` begins, if the clock is real
+    /// time and the instant is representable.
+    fn sleep_until(&self, wake: u64) -> Option<Instant> {
+        if wake == u64::MAX || !self.common.clock.is_real_time() {
+            return None;
+        }
+        self.common.instant_of(wake)
+    }
+
+    /// Moves every timer due at tick `now` to the workers, shard by shard.
+    /// Returns how many, and the earliest tick at which one may be due next.
+    fn run_due_at(&self, now: u64) -> (usize, Option<u64>) {
+        let mut moved = 0;
+        let mut earliest: Option<u64> = None;
+        for shard in self.shards.iter() {
+            loop {
+                let mut batch = Vec::new();
+                let next = {
+                    let mut state = shard.state.lock();
+                    while batch.len() < BATCH {
+                        match state.wheel.poll(now) {
+                            Some(fired) => batch.push(Job {
+                                task: fired.value,
+                                deadline: fired.deadline,
+                            }),
+                            None => break,
+                        }
+                    }
+                    state.expired += batch.len() as u64;
+                    (batch.len() < BATCH).then(|| state.wheel.next_expiration())
+                };
+                moved += batch.len();
+                // The pool closes only after the driver has stopped and the
+                // shards were drained, so a batch is never refused here; if it
+                // were, dropping it outside every lock is the safe answer.
+                drop(self.pool.submit(batch));
+                if let Some(next) = next {
+                    earliest = match (earliest, next) {
+                        (Some(a), Some(b)) => Some(a.min(b)),
+                        (a, b) => a.or(b),
+                    };
+                    break;
+                }
+            }
+        }
+        (moved, earliest)
+    }
+
+    /// Kafka's `advanceClock(timeout)`: waits up to `timeout` (real time) for
+    /// a timer to come due, hands everything due to the workers, and returns
+    /// whether anything was.
+    pub(crate) fn advance_clock(&self, timeout: Duration) -> bool {
+        let give_up = Instant::now().checked_add(timeout);
+        loop {
+            let seen = self.common.signal.epoch();
+            let (moved, due) = self.pass();
+            if moved > 0 {
+                return true;
+            }
+            if self.common.is_closed() || give_up.is_some_and(|g| Instant::now() >= g) {
+                return false;
+            }
+            let until = match (due, give_up) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            self.common.signal.wait(seen, until);
+        }
+    }
+}

@@ -1,0 +1,112 @@
+//! The worker pool: runs expired tasks off the driver thread.
+//!
+//! Batches of expired tasks travel over one unbounded `crossbeam-channel`
+//! that every worker receives from. Each task runs under `catch_unwind`: a
+//! panic is counted and the worker goes on with the next task. Closing the
+//! pool drops the sender; workers finish the batches already queued, then
+//! exit, and are joined.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+use std::thread::{self, JoinHandle};
+
+use crossbeam_channel::{Receiver, Sender};
+use parking_lot::Mutex;
+
+use super::{Common, Task};
+use crate::error::BuildError;
+
+/// An expired task on its way to a worker.
+pub(crate) struct Job<T> {
+    /// The task.
+    pub(crate) task: T,
+    /// Its deadline in ticks, for the lag metric.
+    pub(crate) deadline: u64,
+}
+
+/// A batch of expired tasks.
+pub(crate) type Batch<T> = Vec<Job<T>>;
+
+/// The sending side of the pool and its threads.
+pub(crate) struct Pool<T> {
+    /// `None` once the pool is closed.
+    sender: Mutex<Option<Sender<Batch<T>>>>,
+    /// Worker threads not yet joined.
+    workers: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl<T: Task> Pool<T> {
+    /// Starts `workers` threads named `{name}-worker-{i}`.
+    pub(crate) fn start(
+        workers: usize,
+        name: &str,
+        common: &Arc<Common>,
+    ) -> Result<Self, BuildError> {
+        let (sender, receiver) = crossbeam_channel::unbounded::<Batch<T>>();
+        let mut handles = Vec::with_capacity(workers);
+        for i in 0..workers {
+            let receiver = receiver.clone();
+            let common = Arc::clone(common);
+            let spawned = thread::Builder::new()
+                .name(format!("{name}-worker-{i}"))
+                .spawn(move || work(&receiver, &common));
+            match spawned {
+                Ok(handle) => handles.push(handle),
+                Err(err) => {
+                    // Stop the workers already started before reporting.
+                    drop(sender);
+                    join_all(handles);
+                    return Err(BuildError::Spawn(err));
+                }
+            }
+        }
+        Ok(Pool {
+            sender: Mutex::new(Some(sender)),
+            workers: Mutex::new(handles),
+        })
+    }
+
+    /// Queues a batch; gives it back if the pool is closed.
+    pub(crate) fn submit(&self, batch: Batch<T>) -> Result<(), Batch<T>> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        match &*self.sender.lock() {
+            Some(sender) => sender.send(batch).map_err(|err| err.into_inner()),
+            None => Err(batch),
+        }
+    }
+
+    /// Closes the pool: queued batches still run; then joins the workers,
+    /// except the calling thread if it is one of them.
+    pub(crate) fn close(&self) {
+        drop(self.sender.lock().take());
+        let handles = std::mem::take(&mut *self.workers.lock());
+        join_all(handles);
+    }
+}
+
+/// Joins `handles`, skipping the current thread (which cannot join itself and
+/// exits on its own once its task returns and the channel is closed).
+pub(crate) fn join_all(handles: Vec<JoinHandle<()>>) {
+    let me = thread::current().id();
+    for handle in handles {
+        if handle.thread().id() != me {
+            // A worker never panics: tasks run under catch_unwind.
+            let _ = handle.join();
+        }
+    }
+}
+
+/// A worker's loop: run batches until the channel closes.
+fn work<T: Task>(receiver: &Receiver<Batch<T>>, common: &Common) {
+    for batch in receiver {
+        for job in batch {
+            common.record_lag(job.deadline);
+            let task = job.task;
+            if catch_unwind(AssertUnwindSafe(move || task.run())).is_err() {
+                common.counters.record_panic();
+            }
+        }
+    }
+}
