@@ -53,18 +53,24 @@ impl DelayQueue {
     }
 
     /// Arms `bucket` at `key`, or lowers its key to `key` if that is earlier.
+    /// Returns whether the bucket's key is now `key` (armed, lowered, or
+    /// already equal).
     #[inline]
-    pub(crate) fn arm(&mut self, bucket: u32, key: u64) {
+    pub(crate) fn arm(&mut self, bucket: u32, key: u64) -> bool {
         match self.pos[bucket as usize] {
             ABSENT => {
                 self.heap.push((key, bucket));
                 self.sift_up(self.heap.len() - 1);
+                true
             }
-            at if key < self.heap[at as usize].0 => {
-                self.heap[at as usize].0 = key;
-                self.sift_up(at as usize);
+            at => {
+                let current = self.heap[at as usize].0;
+                if key < current {
+                    self.heap[at as usize].0 = key;
+                    self.sift_up(at as usize);
+                }
+                key <= current
             }
-            _ => {}
         }
     }
 
@@ -209,7 +215,8 @@ mod tests {
             let current = model.iter().find(|e| e.1 == b).copied();
             match rand() % 4 {
                 0 => {
-                    q.arm(b, k);
+                    let lowered = q.arm(b, k);
+                    assert_eq!(lowered, current.is_none_or(|c| k <= c.0));
                     match current {
                         Some(c) if c.0 <= k => {}
                         _ => {

@@ -266,10 +266,10 @@ fn shard_index(shards: usize) -> usize {
 /// use std::time::Duration;
 /// use purgatorio::Timer;
 ///
-/// let timer = Timer::builder().build().unwrap();
+/// let timer: Timer = Timer::builder().build().unwrap();
 /// let (tx, rx) = std::sync::mpsc::channel();
-/// timer.schedule(Duration::from_millis(10), move || tx.send("fired").unwrap()).unwrap();
-/// let slow = timer.schedule(Duration::from_secs(60), || unreachable!()).unwrap();
+/// timer.schedule(Duration::from_millis(10), Box::new(move || tx.send("fired").unwrap())).unwrap();
+/// let slow = timer.schedule(Duration::from_secs(60), Box::new(|| unreachable!())).unwrap();
 /// assert_eq!(rx.recv().unwrap(), "fired");
 /// assert!(slow.cancel());
 /// ```

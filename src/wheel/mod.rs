@@ -77,6 +77,18 @@ const GARBAGE_SLACK: usize = 1024;
 /// A flushed bucket keeps its allocation for reuse up to this many references.
 const KEEP_CAPACITY: usize = 4096;
 
+/// A coarse head bucket whose key-setting timer died is rescanned for its
+/// exact key up to this many references; a larger one keeps its early key and
+/// is flushed (cascaded) then, which is work it needs anyway.
+const RESCAN_LIMIT: usize = 64;
+
+/// A reference that is never live, for buckets that hold nothing.
+const NO_REF: Ref = Ref {
+    deadline: 0,
+    idx: u32::MAX,
+    stamp: 0,
+};
+
 /// A bucket's reference to a scheduled timer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Ref {
@@ -88,24 +100,20 @@ struct Ref {
     stamp: u32,
 }
 
-/// Keeps the live references of `refs`, in order, and returns their earliest
-/// deadline.
+/// Keeps the live references of `refs`, in order, and returns the earliest.
 ///
 /// Branch-free on liveness: every reference is written and the write index
 /// moves only past live ones, so the arena lookups of successive references
 /// overlap instead of waiting on a mispredicted branch each.
-fn retain_live<T>(arena: &Arena<T>, refs: &mut Vec<Ref>) -> Option<u64> {
+fn retain_live<T>(arena: &Arena<T>, refs: &mut Vec<Ref>) -> Option<Ref> {
     let mut kept = 0;
-    let mut earliest = u64::MAX;
     for at in 0..refs.len() {
         let r = refs[at];
-        let live = arena.is_live(r.idx, r.stamp);
         refs[kept] = r;
-        kept += usize::from(live);
-        earliest = earliest.min(if live { r.deadline } else { u64::MAX });
+        kept += usize::from(arena.is_live(r.idx, r.stamp));
     }
     refs.truncate(kept);
-    (kept > 0).then_some(earliest)
+    refs.iter().copied().min_by_key(|r| r.deadline)
 }
 
 /// One level of the wheel.
@@ -140,6 +148,9 @@ pub(crate) struct Wheel<T> {
     levels: Vec<Level>,
     /// References per bucket; bucket id = level × W + slot.
     buckets: Vec<Vec<Ref>>,
+    /// Per bucket, the reference whose deadline set the bucket's key: while
+    /// it is live, the key is exact.
+    holders: Vec<Ref>,
     /// Non-empty buckets by earliest deadline.
     queue: DelayQueue,
     /// Timers that were already due when scheduled.
@@ -163,6 +174,7 @@ impl<T> Wheel<T> {
             geometry: Geometry::new(wheel_size),
             levels: Vec::new(),
             buckets: Vec::new(),
+            holders: Vec::new(),
             queue: DelayQueue::new(),
             overdue: Vec::new(),
             overdue_sorted: true,
@@ -222,6 +234,7 @@ impl<T> Wheel<T> {
         let value = self.arena.remove(key.idx, key.gen)?;
         self.garbage += 1;
         self.collect_garbage();
+        self.settle_head();
         Some(value)
     }
 
@@ -238,13 +251,15 @@ impl<T> Wheel<T> {
             stamp,
         });
         self.collect_garbage();
+        self.settle_head();
         true
     }
 
     /// The tick at which the next timer may be due, if any can ever be.
     ///
-    /// Never later than the earliest pending deadline; it can be earlier when
-    /// timers were cancelled (a poll then finds nothing due).
+    /// Never later than the earliest pending deadline, and exact unless the
+    /// earliest timer of a large coarse bucket was cancelled (then a poll at
+    /// the reported tick cascades that bucket and hands out nothing).
     pub(crate) fn next_expiration(&self) -> Option<u64> {
         if !self.overdue.is_empty() || !self.ready.is_empty() {
             return Some(self.now);
@@ -279,6 +294,7 @@ impl<T> Wheel<T> {
                 }
                 _ => {
                     self.set_now(now);
+                    self.settle_head();
                     return None;
                 }
             }
@@ -302,7 +318,9 @@ impl<T> Wheel<T> {
         }
         let bucket = self.bucket_for(r.deadline);
         self.buckets[bucket as usize].push(r);
-        self.queue.arm(bucket, r.deadline);
+        if self.queue.arm(bucket, r.deadline) {
+            self.holders[bucket as usize] = r;
+        }
     }
 
     /// The bucket a future `deadline` goes to, creating levels as needed.
@@ -340,6 +358,7 @@ impl<T> Wheel<T> {
         });
         let buckets = self.buckets.len() + self.geometry.wheel_size() as usize;
         self.buckets.resize_with(buckets, Vec::new);
+        self.holders.resize(buckets, NO_REF);
         self.queue.reserve_buckets(buckets);
     }
 
@@ -380,7 +399,7 @@ impl<T> Wheel<T> {
     fn next_overdue(&mut self) -> Option<Ref> {
         if !self.overdue_sorted {
             self.overdue
-                .sort_unstable_by(|a, b| b.deadline.cmp(&a.deadline));
+                .sort_unstable_by_key(|r| std::cmp::Reverse(r.deadline));
             self.overdue_sorted = true;
         }
         self.overdue.pop()
@@ -404,6 +423,63 @@ impl<T> Wheel<T> {
                 debug_assert!(self.garbage > 0, "dead reference not counted as garbage");
                 self.garbage = self.garbage.saturating_sub(1);
                 None
+            }
+        }
+    }
+
+    /// Makes the head of the delay queue exact again after its key-setting
+    /// timer died, so that [`next_expiration`](Self::next_expiration) does not
+    /// ask for a wake-up with nothing due. Amortised O(1): dead references met
+    /// here are dropped for good, and a rescan is bounded by [`RESCAN_LIMIT`].
+    fn settle_head(&mut self) {
+        while let Some(&r) = self.overdue.last() {
+            if self.arena.is_live(r.idx, r.stamp) {
+                break;
+            }
+            self.overdue.pop();
+            self.garbage -= 1;
+        }
+        while let Some(&r) = self.ready.last() {
+            if self.arena.is_live(r.idx, r.stamp) {
+                break;
+            }
+            self.ready.pop();
+            self.garbage -= 1;
+        }
+        while let Some((_, bucket)) = self.queue.peek() {
+            let b = bucket as usize;
+            let holder = self.holders[b];
+            if self.arena.is_live(holder.idx, holder.stamp) {
+                return;
+            }
+            let refs = &mut self.buckets[b];
+            if b < self.geometry.wheel_size() as usize {
+                // Level 0: every reference has the key as its deadline, so
+                // any live one makes the key exact.
+                while let Some(&r) = refs.last() {
+                    if self.arena.is_live(r.idx, r.stamp) {
+                        self.holders[b] = r;
+                        return;
+                    }
+                    refs.pop();
+                    self.garbage -= 1;
+                }
+                self.queue.disarm(bucket);
+            } else if refs.len() <= RESCAN_LIMIT {
+                let before = refs.len();
+                let earliest = retain_live(&self.arena, refs);
+                self.garbage -= before - refs.len();
+                match earliest {
+                    Some(r) => {
+                        self.queue.rekey(bucket, r.deadline);
+                        self.holders[b] = r;
+                    }
+                    None => {
+                        self.queue.disarm(bucket);
+                    }
+                }
+            } else {
+                return;
             }
         }
     }
@@ -442,7 +518,10 @@ impl<T> Wheel<T> {
         for bucket in armed {
             let refs = &mut self.buckets[bucket as usize];
             match retain_live(&self.arena, refs) {
-                Some(key) => self.queue.rekey(bucket, key),
+                Some(earliest) => {
+                    self.queue.rekey(bucket, earliest.deadline);
+                    self.holders[bucket as usize] = earliest;
+                }
                 None => {
                     self.queue.disarm(bucket);
                 }
@@ -483,6 +562,7 @@ impl<T> Wheel<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::ops::Not;
 
     fn drain_due(w: &mut Wheel<u64>, now: u64) -> Vec<(u64, u64)> {
         std::iter::from_fn(|| w.poll(now))
@@ -569,6 +649,76 @@ mod tests {
         w.check_invariants();
         let refs: usize = w.buckets.iter().map(Vec::len).sum();
         assert!(refs <= 1 + GARBAGE_SLACK + 1, "{refs} references kept");
+    }
+
+    #[test]
+    fn random_operations_keep_the_invariants() {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut rand = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for wheel_size in [2u64, 3, 8, 64] {
+            let mut w = Wheel::new(wheel_size, 0);
+            let mut keys = Vec::new();
+            let mut now = 0u64;
+            for step in 0..20_000u64 {
+                match rand() % 8 {
+                    0..=2 => keys.push(w.insert(now + rand() % 5000, step)),
+                    3 | 4 if !keys.is_empty() => {
+                        let k = keys.swap_remove((rand() % keys.len() as u64) as usize);
+                        w.remove(k);
+                    }
+                    5 if !keys.is_empty() => {
+                        let k = keys[(rand() % keys.len() as u64) as usize];
+                        w.reschedule(k, now + rand() % 5000);
+                    }
+                    6 => {
+                        now += rand() % 40;
+                        let take = rand() % 4;
+                        for _ in 0..take {
+                            if w.poll(now).is_none() {
+                                break;
+                            }
+                        }
+                    }
+                    _ => {
+                        now += rand() % 40;
+                        while let Some(f) = w.poll(now) {
+                            assert!(f.deadline <= now);
+                        }
+                        if let Some(next) = w.next_expiration() {
+                            let pending = keys.iter().filter(|k| w.contains(**k)).count();
+                            assert!(pending > 0, "next expiration {next} with nothing pending");
+                        }
+                    }
+                }
+                w.check_invariants();
+            }
+        }
+    }
+
+    #[test]
+    fn cancelling_the_earliest_timer_moves_next_expiration() {
+        let mut w = Wheel::new(64, 0);
+        let a = w.insert(10, 1);
+        w.insert(20, 2);
+        let far = w.insert(100_000, 3);
+        w.insert(100_050, 4);
+        assert_eq!(w.next_expiration(), Some(10));
+        w.remove(a);
+        assert_eq!(w.next_expiration(), Some(20), "level 0 key settles");
+        while w.poll(20).is_some() {}
+        assert_eq!(w.next_expiration(), Some(100_000));
+        w.remove(far);
+        assert_eq!(
+            w.next_expiration(),
+            Some(100_050),
+            "small coarse bucket rescanned"
+        );
+        assert!(w.reschedule(far, 5).not());
     }
 
     #[test]
