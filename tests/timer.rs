@@ -323,11 +323,20 @@ fn dropping_the_last_handle_joins_every_thread() {
     assert!(!clone.is_shut_down(), "a clone keeps it alive");
     drop(clone);
     if cfg!(target_os = "linux") {
-        let alive: Vec<_> = thread_names()
-            .into_iter()
-            .filter(|n| n.starts_with(prefix))
-            .collect();
-        assert!(alive.is_empty(), "threads left: {alive:?}");
+        // A joined thread leaves /proc a moment after `join` returns; a
+        // leaked one never does.
+        let start = std::time::Instant::now();
+        loop {
+            let alive: Vec<_> = thread_names()
+                .into_iter()
+                .filter(|n| n.starts_with(prefix))
+                .collect();
+            if alive.is_empty() {
+                break;
+            }
+            assert!(start.elapsed() < PATIENCE, "threads left: {alive:?}");
+            thread::yield_now();
+        }
     }
 }
 
@@ -383,11 +392,16 @@ fn tasks_may_use_the_timer_reentrantly() {
 #[test]
 fn idle_system_clock_timer_never_wakes() {
     let timer: Timer = Timer::builder().build().unwrap();
+    thread::sleep(ms(100));
+    assert_eq!(timer.metrics().wakeups, 0, "woke with nothing ever pending");
     let h = timer.schedule(ms(5), Box::new(|| ())).unwrap();
     assert!(h.cancel());
     thread::sleep(ms(300));
-    // Whatever the sleep's length: nothing pending means no wake-up at all.
-    assert_eq!(timer.metrics().wakeups, 0);
+    // At most two wake-ups, whatever the sleeps' length: the schedule's
+    // notification (the driver re-plans) and, if the driver had planned its
+    // sleep for the 5 ms deadline before the cancel, that deadline. A driver
+    // that ticks or polls would have woken hundreds of times.
+    assert!(timer.metrics().wakeups <= 2, "{:?}", timer.metrics());
 }
 
 #[test]
