@@ -21,6 +21,31 @@ pub const DEFAULT_TICK: Duration = Duration::from_millis(1);
 /// The default wheel size: 64 slots per level.
 pub const DEFAULT_WHEEL_SIZE: usize = 64;
 
+/// The wheel settings both builders share, validated in one place.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct WheelConfig {
+    /// Length of one tick.
+    pub(crate) tick: Duration,
+    /// Slots per level.
+    pub(crate) wheel_size: usize,
+}
+
+impl WheelConfig {
+    /// The defaults: [`DEFAULT_TICK`], [`DEFAULT_WHEEL_SIZE`].
+    pub(crate) const DEFAULT: WheelConfig = WheelConfig {
+        tick: DEFAULT_TICK,
+        wheel_size: DEFAULT_WHEEL_SIZE,
+    };
+
+    /// Checks the settings; returns the tick resolution and an empty wheel at
+    /// tick zero.
+    pub(crate) fn build<T>(self) -> Result<(Resolution, Wheel<T>), BuildError> {
+        let tick = check_tick(self.tick)?;
+        let wheel_size = check_wheel_size(self.wheel_size)?;
+        Ok((Resolution::new(tick), Wheel::new(wheel_size, 0)))
+    }
+}
+
 /// A hierarchical timing wheel driven by caller-supplied time.
 ///
 /// * **Never early**: a timer comes out of [`poll`](Self::poll) only when
@@ -82,10 +107,8 @@ pub struct LocalTimer<T> {
 /// assert_eq!(timer.tick(), Duration::from_micros(100));
 /// ```
 pub struct LocalTimerBuilder<T> {
-    /// Length of one tick.
-    tick: Duration,
-    /// Slots per level.
-    wheel_size: usize,
+    /// Tick and wheel size.
+    config: WheelConfig,
     /// The payload type of the timer to build.
     payload: PhantomData<fn() -> T>,
 }
@@ -102,7 +125,7 @@ impl<T> LocalTimerBuilder<T> {
     /// assert_eq!(t.tick().as_nanos(), 1_000);
     /// ```
     pub fn tick(mut self, tick: Duration) -> Self {
-        self.tick = tick;
+        self.config.tick = tick;
         self
     }
 
@@ -116,7 +139,7 @@ impl<T> LocalTimerBuilder<T> {
     /// assert_eq!(t.wheel_size(), 20);
     /// ```
     pub fn wheel_size(mut self, wheel_size: usize) -> Self {
-        self.wheel_size = wheel_size;
+        self.config.wheel_size = wheel_size;
         self
     }
 
@@ -137,11 +160,10 @@ impl<T> LocalTimerBuilder<T> {
     /// assert!(matches!(err, BuildError::WheelSize(1)));
     /// ```
     pub fn build(self) -> Result<LocalTimer<T>, BuildError> {
-        let tick = check_tick(self.tick)?;
-        let wheel_size = check_wheel_size(self.wheel_size)?;
+        let (resolution, wheel) = self.config.build()?;
         Ok(LocalTimer {
-            wheel: Wheel::new(wheel_size, 0),
-            resolution: Resolution::new(tick),
+            wheel,
+            resolution,
             now: Duration::ZERO,
         })
     }
@@ -150,8 +172,7 @@ impl<T> LocalTimerBuilder<T> {
 impl<T> Default for LocalTimerBuilder<T> {
     fn default() -> Self {
         LocalTimerBuilder {
-            tick: DEFAULT_TICK,
-            wheel_size: DEFAULT_WHEEL_SIZE,
+            config: WheelConfig::DEFAULT,
             payload: PhantomData,
         }
     }
@@ -160,8 +181,7 @@ impl<T> Default for LocalTimerBuilder<T> {
 impl<T> Clone for LocalTimerBuilder<T> {
     fn clone(&self) -> Self {
         LocalTimerBuilder {
-            tick: self.tick,
-            wheel_size: self.wheel_size,
+            config: self.config,
             payload: PhantomData,
         }
     }
@@ -170,8 +190,8 @@ impl<T> Clone for LocalTimerBuilder<T> {
 impl<T> fmt::Debug for LocalTimerBuilder<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LocalTimerBuilder")
-            .field("tick", &self.tick)
-            .field("wheel_size", &self.wheel_size)
+            .field("tick", &self.config.tick)
+            .field("wheel_size", &self.config.wheel_size)
             .finish()
     }
 }

@@ -45,10 +45,8 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use crate::clock::{Clock, ClockWaker, Resolution, SystemClock, Wake};
-use crate::error::{
-    check_tick, check_wheel_size, BuildError, ScheduleError, MAX_SHARDS, MAX_WORKERS,
-};
-use crate::local::{DEFAULT_TICK, DEFAULT_WHEEL_SIZE};
+use crate::error::{BuildError, ScheduleError, MAX_SHARDS, MAX_WORKERS};
+use crate::local::WheelConfig;
 use crate::wheel::{TimerKey, Wheel};
 use driver::Signal;
 use pool::{Job, Pool};
@@ -318,10 +316,8 @@ impl<T: Task> fmt::Debug for Timer<T> {
 /// assert_eq!(timer.tick(), Duration::from_millis(1));
 /// ```
 pub struct TimerBuilder<T: Task = BoxTask> {
-    /// Tick length.
-    tick: Duration,
-    /// Slots per level.
-    wheel_size: usize,
+    /// Tick and wheel size of every shard.
+    config: WheelConfig,
     /// Number of shards.
     shards: usize,
     /// Number of worker threads.
@@ -339,8 +335,8 @@ pub struct TimerBuilder<T: Task = BoxTask> {
 impl<T: Task> fmt::Debug for TimerBuilder<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TimerBuilder")
-            .field("tick", &self.tick)
-            .field("wheel_size", &self.wheel_size)
+            .field("tick", &self.config.tick)
+            .field("wheel_size", &self.config.wheel_size)
             .field("shards", &self.shards)
             .field("workers", &self.workers)
             .field("clock", &self.clock)
@@ -354,8 +350,7 @@ impl<T: Task> Default for TimerBuilder<T> {
     fn default() -> Self {
         let cores = thread::available_parallelism().map_or(1, |n| n.get());
         TimerBuilder {
-            tick: DEFAULT_TICK,
-            wheel_size: DEFAULT_WHEEL_SIZE,
+            config: WheelConfig::DEFAULT,
             shards: (2 * cores).min(MAX_SHARDS),
             workers: cores.min(MAX_WORKERS),
             clock: Arc::new(SystemClock),
@@ -377,7 +372,7 @@ impl<T: Task> TimerBuilder<T> {
     /// assert_eq!(t.tick().as_micros(), 100);
     /// ```
     pub fn tick(mut self, tick: Duration) -> Self {
-        self.tick = tick;
+        self.config.tick = tick;
         self
     }
 
@@ -390,7 +385,7 @@ impl<T: Task> TimerBuilder<T> {
     /// # drop(t);
     /// ```
     pub fn wheel_size(mut self, wheel_size: usize) -> Self {
-        self.wheel_size = wheel_size;
+        self.config.wheel_size = wheel_size;
         self
     }
 
@@ -481,8 +476,7 @@ impl<T: Task> TimerBuilder<T> {
     /// assert!(matches!(err, BuildError::Shards(0)));
     /// ```
     pub fn build(self) -> Result<Timer<T>, BuildError> {
-        let tick = check_tick(self.tick)?;
-        let wheel_size = check_wheel_size(self.wheel_size)?;
+        let (resolution, _) = self.config.build::<T>()?;
         if !(1..=MAX_SHARDS).contains(&self.shards) {
             return Err(BuildError::Shards(self.shards));
         }
@@ -493,7 +487,7 @@ impl<T: Task> TimerBuilder<T> {
         let common = Arc::new(Common {
             origin: self.clock.now(),
             clock: Arc::clone(&self.clock),
-            resolution: Resolution::new(tick),
+            resolution,
             signal: Arc::clone(&signal),
             next_wake: AtomicU64::new(u64::MAX),
             closed: AtomicBool::new(false),
@@ -501,18 +495,19 @@ impl<T: Task> TimerBuilder<T> {
         });
         let shards = (0..self.shards)
             .map(|_| {
-                Arc::new(Shard {
+                let (_, wheel) = self.config.build()?;
+                Ok(Arc::new(Shard {
                     state: Mutex::new(ShardState {
-                        wheel: Wheel::new(wheel_size, 0),
+                        wheel,
                         scheduled: 0,
                         cancelled: 0,
                         expired: 0,
                         closed: false,
                     }),
                     common: Arc::clone(&common),
-                })
+                }))
             })
-            .collect();
+            .collect::<Result<_, BuildError>>()?;
         let pool = Pool::start(self.workers, &self.thread_name, &common)?;
         let shared = Arc::new(Shared {
             shards,
