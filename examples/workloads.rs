@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! cargo run --release --example workloads            # all four
-//! cargo run --release --example workloads -- w1 w3   # some (w1 w2 w3 w4 w4-timer)
+//! cargo run --release --example workloads -- w1 w3   # some (w1 w1-timer w2 w3 w4 w4-timer)
 //! ```
 //!
 //! Time is in milliseconds on a caller-driven clock starting at 0, with a
@@ -43,6 +43,36 @@ fn w1() {
     assert_eq!(timer.len(), 1_000_000);
     println!(
         "W1 churn:  {:>7.1} ns per schedule+cancel pair (1,000,000 pending, {pairs} pairs)",
+        elapsed.as_nanos() as f64 / pairs as f64
+    );
+}
+
+/// W1 on the thread-safe timer (system clock, delays in [60, 90] s so none
+/// fires during the run), from one thread: 1,000,000 pending, then
+/// 2,000,000 × (schedule one more + cancel a random pending one).
+fn w1_timer() {
+    let mut rng = SmallRng::seed_from_u64(SEED);
+    let timer: Timer<fn()> = Timer::builder().build().expect("timer");
+    let task: fn() = || ();
+    let mut handles: Vec<_> = (0..1_000_000u64)
+        .map(|_| {
+            timer
+                .schedule(ms(rng.gen_range(60_000..=90_000)), task)
+                .expect("scheduled")
+        })
+        .collect();
+    let pairs = 2_000_000u64;
+    let start = Instant::now();
+    for _ in 0..pairs {
+        let handle = timer
+            .schedule(ms(rng.gen_range(60_000..=90_000)), task)
+            .expect("scheduled");
+        let victim = rng.gen_range(0..handles.len());
+        assert!(std::mem::replace(&mut handles[victim], handle).cancel());
+    }
+    let elapsed = start.elapsed();
+    println!(
+        "W1 timer:  {:>7.1} ns per schedule+cancel pair (thread-safe timer, one thread, 1,000,000 pending)",
         elapsed.as_nanos() as f64 / pairs as f64
     );
 }
@@ -175,6 +205,9 @@ fn main() {
     let want = |w: &str| args.is_empty() || args.iter().any(|a| a == w);
     if want("w1") {
         w1();
+    }
+    if want("w1-timer") {
+        w1_timer();
     }
     if want("w2") {
         w2();

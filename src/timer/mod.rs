@@ -129,10 +129,9 @@ impl Common {
             .deadline_tick(deadline.saturating_duration_since(self.origin))
     }
 
-    /// The tick at which a task due `delay` from now may fire.
-    fn delay_tick(&self, delay: Duration) -> u64 {
-        self.resolution
-            .deadline_tick(self.elapsed().saturating_add(delay))
+    /// The tick at which a task due `delay` after `elapsed` may fire.
+    fn delay_tick(&self, elapsed: Duration, delay: Duration) -> u64 {
+        self.resolution.deadline_tick(elapsed.saturating_add(delay))
     }
 
     /// The instant at which `tick` begins, if representable.
@@ -606,8 +605,10 @@ impl<T: Task> Timer<T> {
     /// ```
     #[inline]
     pub fn schedule(&self, delay: Duration, task: T) -> Result<TimerHandle<T>, ScheduleError<T>> {
-        let tick = self.shared().common.delay_tick(delay);
-        self.schedule_tick(tick, task)
+        let common = &self.shared().common;
+        let elapsed = common.elapsed();
+        let tick = common.delay_tick(elapsed, delay);
+        self.schedule_tick(tick, common.resolution.now_tick(elapsed), task)
     }
 
     /// Runs `task` on a worker once the timer's clock reaches `deadline`.
@@ -631,16 +632,23 @@ impl<T: Task> Timer<T> {
         deadline: Instant,
         task: T,
     ) -> Result<TimerHandle<T>, ScheduleError<T>> {
-        let tick = self.shared().common.deadline_tick(deadline);
-        self.schedule_tick(tick, task)
+        let common = &self.shared().common;
+        let tick = common.deadline_tick(deadline);
+        self.schedule_tick(tick, common.now_tick(), task)
     }
 
-    /// Schedules `task` at tick `tick`.
-    fn schedule_tick(&self, tick: u64, task: T) -> Result<TimerHandle<T>, ScheduleError<T>> {
+    /// Schedules `task` at tick `tick`, the clock being at tick `now`.
+    #[inline]
+    fn schedule_tick(
+        &self,
+        tick: u64,
+        now: u64,
+        task: T,
+    ) -> Result<TimerHandle<T>, ScheduleError<T>> {
         let shared = self.shared();
         let shard = &shared.shards[shard_index(shared.shards.len())];
         let common = &shared.common;
-        if tick <= common.now_tick() {
+        if tick <= now {
             // Already due: straight to the workers (Kafka's "expired, run now").
             return self.run_now(shard, tick, task);
         }
@@ -913,7 +921,8 @@ impl<T: Task> TimerHandle<T> {
     /// assert!(session.reschedule(Duration::from_secs(30))); // heartbeat
     /// ```
     pub fn reschedule(&self, delay: Duration) -> bool {
-        let tick = self.shard.common.delay_tick(delay);
+        let common = &self.shard.common;
+        let tick = common.delay_tick(common.elapsed(), delay);
         self.reschedule_tick(tick)
     }
 
