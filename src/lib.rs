@@ -87,6 +87,7 @@ mod clock;
 mod delay_queue;
 mod error;
 mod local;
+mod purgatory;
 mod timer;
 mod wheel;
 
@@ -97,6 +98,10 @@ pub use error::{
 };
 pub use local::{
     Advance, Expired, LocalTimer, LocalTimerBuilder, DEFAULT_TICK, DEFAULT_WHEEL_SIZE,
+};
+pub use purgatory::{
+    DelayedOperation, Purgatory, PurgatoryBuilder, PurgatoryMetrics, ShutDownError, WatchError,
+    DEFAULT_PURGE_INTERVAL,
 };
 pub use timer::{BoxTask, Metrics, Task, Timer, TimerBuilder, TimerHandle};
 pub use wheel::TimerKey;

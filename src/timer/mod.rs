@@ -863,14 +863,14 @@ impl<T: Task> Timer<T> {
 /// std::thread::spawn(move || assert!(elsewhere.cancel())).join().unwrap();
 /// assert!(!handle.cancel());
 /// ```
-pub struct TimerHandle<T: Task = BoxTask> {
+pub struct TimerHandle<T = BoxTask> {
     /// The shard the timer lives in.
     shard: Arc<Shard<T>>,
     /// Its key there.
     key: TimerKey,
 }
 
-impl<T: Task> Clone for TimerHandle<T> {
+impl<T> Clone for TimerHandle<T> {
     fn clone(&self) -> Self {
         TimerHandle {
             shard: Arc::clone(&self.shard),
@@ -879,7 +879,7 @@ impl<T: Task> Clone for TimerHandle<T> {
     }
 }
 
-impl<T: Task> fmt::Debug for TimerHandle<T> {
+impl<T> fmt::Debug for TimerHandle<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TimerHandle")
             .field("key", &self.key)

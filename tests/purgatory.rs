@@ -1,0 +1,608 @@
+//! Purgatory semantics, on a manual clock where time matters.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Barrier};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use purgatorio::{
+    DelayedOperation, ManualClock, Purgatory, PurgatoryMetrics, ShutDownError, WatchError,
+};
+
+const PATIENCE: Duration = Duration::from_secs(20);
+
+fn ms(v: u64) -> Duration {
+    Duration::from_millis(v)
+}
+
+/// What happened to one operation.
+#[derive(Default, Debug)]
+struct Record {
+    completed: AtomicUsize,
+    expired: AtomicUsize,
+    tries: AtomicUsize,
+}
+
+/// An operation that completes once `ready` is set.
+struct Gate {
+    ready: Arc<AtomicBool>,
+    record: Arc<Record>,
+    delay: Duration,
+}
+
+impl DelayedOperation for Gate {
+    fn delay(&self) -> Duration {
+        self.delay
+    }
+    fn try_complete(&mut self) -> bool {
+        self.record.tries.fetch_add(1, Ordering::SeqCst);
+        self.ready.load(Ordering::SeqCst)
+    }
+    fn on_complete(&mut self) {
+        self.record.completed.fetch_add(1, Ordering::SeqCst);
+    }
+    fn on_expiration(&mut self) {
+        assert_eq!(
+            self.record.completed.load(Ordering::SeqCst),
+            1,
+            "on_complete first"
+        );
+        self.record.expired.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+fn gate(delay: Duration) -> (Gate, Arc<AtomicBool>, Arc<Record>) {
+    let ready = Arc::new(AtomicBool::new(false));
+    let record = Arc::new(Record::default());
+    let op = Gate {
+        ready: Arc::clone(&ready),
+        record: Arc::clone(&record),
+        delay,
+    };
+    (op, ready, record)
+}
+
+fn purgatory<O: DelayedOperation>(clock: &ManualClock) -> Purgatory<&'static str, O> {
+    Purgatory::builder()
+        .clock(clock.clone())
+        .workers(2)
+        .build()
+        .unwrap()
+}
+
+fn wait_until(what: &str, f: impl Fn() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(start.elapsed() < PATIENCE, "gave up waiting for {what}");
+        thread::yield_now();
+    }
+}
+
+#[test]
+fn completes_at_once_when_already_satisfied() {
+    let clock = ManualClock::new();
+    let p = purgatory(&clock);
+    let (op, ready, record) = gate(ms(100));
+    ready.store(true, Ordering::SeqCst);
+    assert!(p.try_complete_else_watch(op, &["a"]).unwrap());
+    assert_eq!(record.completed.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        (p.watched(), p.delayed()),
+        (0, 0),
+        "never watched nor delayed"
+    );
+}
+
+#[test]
+fn satisfaction_completes_a_watched_operation_exactly_once() {
+    let clock = ManualClock::new();
+    let p = purgatory(&clock);
+    let (op, ready, record) = gate(ms(100));
+    assert!(!p.try_complete_else_watch(op, &["a"]).unwrap());
+    assert_eq!(
+        record.tries.load(Ordering::SeqCst),
+        2,
+        "tried before and after watching"
+    );
+    assert_eq!((p.watched(), p.delayed(), p.keys()), (1, 1, 1));
+    assert_eq!(p.check_and_complete(&"a").unwrap(), 0, "not ready yet");
+    ready.store(true, Ordering::SeqCst);
+    assert_eq!(p.check_and_complete(&"a").unwrap(), 1);
+    assert_eq!(p.check_and_complete(&"a").unwrap(), 0);
+    assert_eq!(
+        (p.watched(), p.delayed(), p.keys()),
+        (0, 0, 0),
+        "key removed, timer cancelled"
+    );
+    clock.advance(ms(200));
+    thread::sleep(ms(20)); // nothing may happen: no assertion on how long this took
+    assert_eq!(record.completed.load(Ordering::SeqCst), 1);
+    assert_eq!(record.expired.load(Ordering::SeqCst), 0);
+    let m = p.metrics();
+    assert_eq!((m.completed_by_try, m.expired), (1, 0));
+}
+
+#[test]
+fn expiry_completes_then_expires_never_early() {
+    let clock = ManualClock::new();
+    let p = purgatory(&clock);
+    let (op, _ready, record) = gate(ms(100));
+    assert!(!p.try_complete_else_watch(op, &["a", "b"]).unwrap());
+    clock.advance(ms(99));
+    assert!(!p.advance_clock(Duration::ZERO), "nothing due at 99 ms");
+    assert_eq!(record.completed.load(Ordering::SeqCst), 0);
+    clock.advance(ms(1));
+    wait_until("expiry", || record.expired.load(Ordering::SeqCst) == 1);
+    assert_eq!(record.completed.load(Ordering::SeqCst), 1);
+    assert_eq!(p.delayed(), 0);
+    // The expired operation lingers in both lists until checked or purged.
+    assert_eq!(p.check_and_complete(&"a").unwrap(), 0);
+    assert_eq!(p.check_and_complete(&"b").unwrap(), 0);
+    assert_eq!(p.watched(), 0);
+    assert_eq!(p.metrics().expired, 1);
+}
+
+#[test]
+fn empty_keys_are_an_error_and_duplicates_are_watched_once() {
+    let clock = ManualClock::new();
+    let p = purgatory(&clock);
+    let (op, _, record) = gate(ms(100));
+    let err = p.try_complete_else_watch(op, &[]).unwrap_err();
+    assert!(matches!(err, WatchError::NoKeys(_)));
+    let op = err.into_inner();
+    assert_eq!(
+        record.tries.load(Ordering::SeqCst),
+        0,
+        "refused before trying"
+    );
+    assert!(!p
+        .try_complete_else_watch(op, &["a", "a", "b", "a"])
+        .unwrap());
+    assert_eq!((p.watched(), p.keys()), (2, 2));
+}
+
+#[test]
+fn unknown_keys_complete_and_cancel_nothing() {
+    let clock = ManualClock::new();
+    let p: Purgatory<&str, Gate> = purgatory(&clock);
+    assert_eq!(p.check_and_complete(&"nobody").unwrap(), 0);
+    assert!(p.cancel_for_key(&"nobody").unwrap().is_empty());
+    assert_eq!(p.keys(), 0);
+}
+
+#[test]
+fn cancel_for_key_hands_operations_back_untouched() {
+    let clock = ManualClock::new();
+    let p = purgatory(&clock);
+    let mut records = Vec::new();
+    for _ in 0..5 {
+        let (op, _, record) = gate(ms(100));
+        p.try_complete_else_watch(op, &["a", "b"]).unwrap();
+        records.push(record);
+    }
+    let (op, ready, done) = gate(ms(100));
+    p.try_complete_else_watch(op, &["a"]).unwrap();
+    ready.store(true, Ordering::SeqCst);
+    assert_eq!(p.check_and_complete(&"a").unwrap(), 1);
+    let back = p.cancel_for_key(&"a").unwrap();
+    assert_eq!(back.len(), 5, "the completed one is not handed back");
+    assert_eq!(p.delayed(), 0, "their timers are cancelled");
+    // Cancelled operations left in "b" are done: checking removes them.
+    assert_eq!(p.check_and_complete(&"b").unwrap(), 0);
+    assert_eq!(p.watched(), 0);
+    clock.advance(ms(500));
+    thread::sleep(ms(20));
+    for r in &records {
+        assert_eq!(r.completed.load(Ordering::SeqCst), 0);
+        assert_eq!(r.expired.load(Ordering::SeqCst), 0);
+    }
+    assert_eq!(done.completed.load(Ordering::SeqCst), 1);
+    drop(back);
+}
+
+#[test]
+fn multi_key_operations_are_purged_from_their_other_lists() {
+    let clock = ManualClock::new();
+    let p: Purgatory<u32, Gate> = Purgatory::builder()
+        .clock(clock.clone())
+        .purge_interval(10)
+        .build()
+        .unwrap();
+    let ready = Arc::new(AtomicBool::new(false));
+    for i in 0..100u32 {
+        let op = Gate {
+            ready: Arc::clone(&ready),
+            record: Arc::new(Record::default()),
+            delay: ms(60_000),
+        };
+        p.try_complete_else_watch(op, &[i, 1000 + i, 2000 + i])
+            .unwrap();
+    }
+    assert_eq!(p.watched(), 300);
+    ready.store(true, Ordering::SeqCst);
+    let mut completed = 0;
+    for i in 0..100u32 {
+        completed += p.check_and_complete(&i).unwrap();
+    }
+    assert_eq!(completed, 100);
+    // 200 done entries linger in the other keys' lists; past the purge
+    // interval a purge runs on the workers and removes them.
+    wait_until("purge", || p.watched() == 0);
+    let m = p.metrics();
+    assert!(m.purged >= 190, "{m:?}");
+    assert_eq!(
+        m.purged as usize + 100,
+        300,
+        "each entry removed exactly once: {m:?}"
+    );
+    assert_eq!(p.keys(), 0);
+    assert_eq!(p.delayed(), 0);
+}
+
+#[test]
+fn check_and_complete_racing_expiry_completes_exactly_once() {
+    let clock = ManualClock::new();
+    let p: Purgatory<u32, Gate> = Purgatory::builder()
+        .clock(clock.clone())
+        .workers(2)
+        .build()
+        .unwrap();
+    let n = 2_000u32;
+    let ready = Arc::new(AtomicBool::new(false));
+    let records: Vec<Arc<Record>> = (0..n)
+        .map(|i| {
+            let record = Arc::new(Record::default());
+            let op = Gate {
+                ready: Arc::clone(&ready),
+                record: Arc::clone(&record),
+                delay: ms(1 + u64::from(i % 20)),
+            };
+            assert!(!p.try_complete_else_watch(op, &[i % 10]).unwrap());
+            record
+        })
+        .collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let checkers: Vec<_> = (0..2)
+        .map(|t| {
+            let p = p.clone();
+            let stop = Arc::clone(&stop);
+            thread::spawn(move || {
+                let mut total = 0;
+                while !stop.load(Ordering::SeqCst) {
+                    for key in 0..10u32 {
+                        if key % 2 == t {
+                            total += p.check_and_complete(&key).unwrap();
+                        }
+                    }
+                }
+                total
+            })
+        })
+        .collect();
+    for step in 0..25 {
+        if step == 10 {
+            ready.store(true, Ordering::SeqCst);
+        }
+        clock.advance(ms(1));
+    }
+    wait_until("every operation done", || {
+        records
+            .iter()
+            .all(|r| r.completed.load(Ordering::SeqCst) == 1)
+    });
+    stop.store(true, Ordering::SeqCst);
+    let by_check: usize = checkers.into_iter().map(|c| c.join().unwrap()).sum();
+    let mut expired = 0;
+    for r in &records {
+        assert_eq!(
+            r.completed.load(Ordering::SeqCst),
+            1,
+            "on_complete exactly once"
+        );
+        expired += r.expired.load(Ordering::SeqCst);
+    }
+    let m = p.metrics();
+    assert_eq!(by_check as u64, m.completed_by_try);
+    assert_eq!(expired as u64, m.expired);
+    assert_eq!(m.completed_by_try + m.expired, u64::from(n));
+    assert_eq!(m.delayed, 0);
+}
+
+#[test]
+fn many_threads_completing_the_same_operations() {
+    let clock = ManualClock::new();
+    let p = purgatory(&clock);
+    let ready = Arc::new(AtomicBool::new(false));
+    let records: Vec<_> = (0..1_000)
+        .map(|_| {
+            let record = Arc::new(Record::default());
+            let op = Gate {
+                ready: Arc::clone(&ready),
+                record: Arc::clone(&record),
+                delay: ms(60_000),
+            };
+            p.try_complete_else_watch(op, &["hot"]).unwrap();
+            record
+        })
+        .collect();
+    ready.store(true, Ordering::SeqCst);
+    let barrier = Arc::new(Barrier::new(4));
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            let p = p.clone();
+            let barrier = Arc::clone(&barrier);
+            thread::spawn(move || {
+                barrier.wait();
+                p.check_and_complete(&"hot").unwrap()
+            })
+        })
+        .collect();
+    let total: usize = threads.into_iter().map(|t| t.join().unwrap()).sum();
+    assert_eq!(total, 1_000, "every completion counted once across threads");
+    assert!(records
+        .iter()
+        .all(|r| r.completed.load(Ordering::SeqCst) == 1));
+    assert_eq!((p.watched(), p.delayed()), (0, 0));
+}
+
+/// An operation whose completion pokes other keys of the same purgatory.
+struct Chain {
+    purgatory: Arc<Mutex<Option<Purgatory<u32, Chain>>>>,
+    key: u32,
+    ready: Arc<AtomicBool>,
+    done: mpsc::Sender<u32>,
+}
+
+impl DelayedOperation for Chain {
+    fn delay(&self) -> Duration {
+        ms(50)
+    }
+    fn try_complete(&mut self) -> bool {
+        self.ready.load(Ordering::SeqCst)
+    }
+    fn on_complete(&mut self) {
+        let p = self.purgatory.lock().clone().expect("purgatory");
+        // Re-entrant calls from a callback: poke the partner key, which may
+        // be completing on another thread and poking ours right now.
+        p.check_and_complete(&(self.key ^ 1)).unwrap();
+        let _ = p.metrics();
+        self.done.send(self.key).unwrap();
+    }
+    fn on_expiration(&mut self) {
+        let p = self.purgatory.lock().clone().expect("purgatory");
+        p.check_and_complete(&(self.key ^ 1)).unwrap();
+    }
+}
+
+#[test]
+fn callbacks_may_reenter_without_deadlock() {
+    let clock = ManualClock::new();
+    let p: Purgatory<u32, Chain> = Purgatory::builder().clock(clock.clone()).build().unwrap();
+    let slot = Arc::new(Mutex::new(Some(p.clone())));
+    let (tx, rx) = mpsc::channel();
+    let ready = Arc::new(AtomicBool::new(false));
+    for key in 0..200u32 {
+        let op = Chain {
+            purgatory: Arc::clone(&slot),
+            key,
+            ready: Arc::clone(&ready),
+            done: tx.clone(),
+        };
+        p.try_complete_else_watch(op, &[key]).unwrap();
+    }
+    ready.store(true, Ordering::SeqCst);
+    // Pairs (2k, 2k+1) complete on two threads at once; each callback pokes
+    // its partner's key while the partner may be locked by the other thread.
+    let threads: Vec<_> = (0..2u32)
+        .map(|t| {
+            let p = p.clone();
+            thread::spawn(move || {
+                for pair in 0..100u32 {
+                    p.check_and_complete(&(2 * pair + t)).unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let mut seen: Vec<u32> = (0..200)
+        .map(|_| rx.recv_timeout(PATIENCE).unwrap())
+        .collect();
+    seen.sort();
+    assert_eq!(seen, (0..200).collect::<Vec<_>>());
+    slot.lock().take();
+}
+
+/// On completion, parks a follow-up operation in the same purgatory.
+struct Relay {
+    purgatory: Arc<Mutex<Option<Purgatory<u32, Relay>>>>,
+    hops: u32,
+    done: mpsc::Sender<u32>,
+}
+
+impl DelayedOperation for Relay {
+    fn delay(&self) -> Duration {
+        ms(10)
+    }
+    fn try_complete(&mut self) -> bool {
+        false
+    }
+    fn on_complete(&mut self) {
+        let p = self.purgatory.lock().clone().expect("purgatory");
+        if self.hops > 0 {
+            let next = Relay {
+                purgatory: Arc::clone(&self.purgatory),
+                hops: self.hops - 1,
+                done: self.done.clone(),
+            };
+            assert!(!p.try_complete_else_watch(next, &[self.hops]).unwrap());
+        }
+        self.done.send(self.hops).unwrap();
+    }
+}
+
+#[test]
+fn an_expiring_operation_may_park_another() {
+    let clock = ManualClock::new();
+    let p: Purgatory<u32, Relay> = Purgatory::builder().clock(clock.clone()).build().unwrap();
+    let slot = Arc::new(Mutex::new(Some(p.clone())));
+    let (tx, rx) = mpsc::channel();
+    let first = Relay {
+        purgatory: Arc::clone(&slot),
+        hops: 3,
+        done: tx,
+    };
+    p.try_complete_else_watch(first, &[99]).unwrap();
+    for expected in [3, 2, 1, 0] {
+        clock.advance(ms(10));
+        assert_eq!(rx.recv_timeout(PATIENCE).unwrap(), expected);
+    }
+    assert_eq!(p.metrics().expired, 4);
+    slot.lock().take();
+}
+
+/// Panics in the callback named by `at`.
+struct Panicky {
+    at: &'static str,
+    delay: Duration,
+}
+
+impl DelayedOperation for Panicky {
+    fn delay(&self) -> Duration {
+        self.delay
+    }
+    fn try_complete(&mut self) -> bool {
+        match self.at {
+            "try_complete" => panic!("try_complete failure (expected by the test)"),
+            "on_complete" => true,
+            _ => false,
+        }
+    }
+    fn on_complete(&mut self) {
+        if self.at == "on_complete" {
+            panic!("on_complete failure (expected by the test)");
+        }
+    }
+    fn on_expiration(&mut self) {
+        panic!("on_expiration failure (expected by the test)");
+    }
+}
+
+#[test]
+fn panicking_callbacks_are_caught_counted_and_leave_the_operation_done() {
+    let clock = ManualClock::new();
+    let p: Purgatory<&str, Panicky> = purgatory(&clock);
+    // try_complete panics: done without callbacks, not parked.
+    let op = Panicky {
+        at: "try_complete",
+        delay: ms(10),
+    };
+    assert!(!p.try_complete_else_watch(op, &["a"]).unwrap());
+    assert_eq!((p.watched(), p.delayed()), (0, 0));
+    // on_complete panics on the immediate path: completed all the same.
+    let op = Panicky {
+        at: "on_complete",
+        delay: ms(10),
+    };
+    assert!(p.try_complete_else_watch(op, &["a"]).unwrap());
+    // on_expiration panics on the timer's worker.
+    let op = Panicky {
+        at: "on_expiration",
+        delay: ms(10),
+    };
+    assert!(!p.try_complete_else_watch(op, &["b"]).unwrap());
+    clock.advance(ms(10));
+    wait_until("expiry", || p.metrics().expired == 1);
+    wait_until("third panic", || p.metrics().panics == 3);
+    let m: PurgatoryMetrics = p.metrics();
+    assert_eq!(
+        (m.completed_by_try, m.expired, m.panics, m.delayed),
+        (1, 1, 3, 0)
+    );
+    // Still working.
+    let (op, ready, record) = gate(ms(10));
+    let q: Purgatory<&str, Gate> = purgatory(&clock);
+    ready.store(true, Ordering::SeqCst);
+    assert!(q.try_complete_else_watch(op, &["a"]).unwrap());
+    assert_eq!(record.completed.load(Ordering::SeqCst), 1);
+    assert_eq!(p.check_and_complete(&"b").unwrap(), 0);
+}
+
+#[test]
+fn shutdown_expires_pending_operations_and_refuses_calls() {
+    let clock = ManualClock::new();
+    let p = purgatory(&clock);
+    let mut records = Vec::new();
+    for i in 0..10u64 {
+        let (op, _, record) = gate(ms(1000 + i));
+        p.try_complete_else_watch(op, &["a", "b"]).unwrap();
+        records.push(record);
+    }
+    assert_eq!(p.shutdown(), 10);
+    for r in &records {
+        assert_eq!(r.completed.load(Ordering::SeqCst), 1);
+        assert_eq!(r.expired.load(Ordering::SeqCst), 1);
+    }
+    assert_eq!(p.shutdown(), 0, "second shutdown");
+    let (op, _, _) = gate(ms(1));
+    assert!(matches!(
+        p.try_complete_else_watch(op, &["a"]),
+        Err(WatchError::ShutDown(_))
+    ));
+    assert_eq!(p.check_and_complete(&"a"), Err(ShutDownError));
+    assert!(p.cancel_for_key(&"a").is_err());
+    assert_eq!((p.watched(), p.delayed()), (0, 0));
+}
+
+#[test]
+fn dropping_the_last_handle_expires_pending_operations() {
+    let clock = ManualClock::new();
+    let p = purgatory(&clock);
+    let (op, _, record) = gate(ms(1000));
+    p.try_complete_else_watch(op, &["a"]).unwrap();
+    let clone = p.clone();
+    drop(p);
+    assert_eq!(
+        record.expired.load(Ordering::SeqCst),
+        0,
+        "a clone keeps it running"
+    );
+    drop(clone);
+    assert_eq!(record.completed.load(Ordering::SeqCst), 1);
+    assert_eq!(record.expired.load(Ordering::SeqCst), 1);
+}
+
+/// Completes on its second try: the one right after registration.
+struct SecondTry(usize, Arc<Record>);
+
+impl DelayedOperation for SecondTry {
+    fn delay(&self) -> Duration {
+        ms(100)
+    }
+    fn try_complete(&mut self) -> bool {
+        self.0 += 1;
+        self.0 >= 2
+    }
+    fn on_complete(&mut self) {
+        self.1.completed.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn an_event_during_registration_is_not_missed() {
+    let clock = ManualClock::new();
+    let p = purgatory(&clock);
+    let record = Arc::new(Record::default());
+    assert!(p
+        .try_complete_else_watch(SecondTry(0, Arc::clone(&record)), &["a", "b", "c"])
+        .unwrap());
+    assert_eq!(record.completed.load(Ordering::SeqCst), 1);
+    assert_eq!(p.delayed(), 0, "never added to the timer");
+    // Its entries are done: checking each key removes them.
+    for key in ["a", "b", "c"] {
+        assert_eq!(p.check_and_complete(&key).unwrap(), 0);
+    }
+    assert_eq!(p.watched(), 0);
+}
