@@ -86,6 +86,7 @@
 mod clock;
 mod delay_queue;
 mod error;
+mod keyed;
 mod local;
 mod purgatory;
 mod timer;
@@ -96,6 +97,7 @@ pub use error::{
     BuildError, ScheduleError, MAX_SHARDS, MAX_TICK, MAX_WHEEL_SIZE, MAX_WORKERS, MIN_TICK,
     MIN_WHEEL_SIZE,
 };
+pub use keyed::KeyedTimer;
 pub use local::{
     Advance, Expired, LocalTimer, LocalTimerBuilder, DEFAULT_TICK, DEFAULT_WHEEL_SIZE,
 };

@@ -35,9 +35,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::clock::Clock;
 use crate::error::{BuildError, ScheduleError};
-use crate::timer::{Timer, TimerBuilder};
+use crate::timer::{BoxTask, Timer, TimerBuilder};
 use op::{Job, Op, OpCounters};
 use watchers::Watchers;
 
@@ -233,7 +232,7 @@ fn shut_down<K, O: DelayedOperation>(core: &Core<K, O>, timer: &Timer<Job<O>>) -
 /// use std::sync::atomic::{AtomicU64, Ordering};
 /// use std::sync::{mpsc, Arc};
 /// use std::time::Duration;
-/// use purgatorio::{DelayedOperation, ManualClock, Purgatory};
+/// use purgatorio::{DelayedOperation, ManualClock, Purgatory, Timer};
 ///
 /// /// A fetch that waits until the log reaches `min_offset`.
 /// struct DelayedFetch {
@@ -252,7 +251,7 @@ fn shut_down<K, O: DelayedOperation>(core: &Core<K, O>, timer: &Timer<Job<O>>) -
 /// }
 ///
 /// let clock = ManualClock::new();
-/// let purgatory = Purgatory::builder().clock(clock.clone()).build()?;
+/// let purgatory = Purgatory::builder().timer(Timer::builder().clock(clock.clone())).build()?;
 /// let log_end = Arc::new(AtomicU64::new(0));
 /// let (tx, rx) = mpsc::channel();
 ///
@@ -309,9 +308,7 @@ impl<K, O: DelayedOperation> fmt::Debug for Purgatory<K, O> {
 /// let purgatory: Purgatory<u64, Op> = Purgatory::builder()
 ///     .watch_shards(64)
 ///     .purge_interval(10_000)
-///     .tick(Duration::from_millis(1))
-///     .workers(2)
-///     .thread_name("fetch-purgatory")
+///     .timer(purgatorio::Timer::builder().workers(2).thread_name("fetch-purgatory"))
 ///     .build()
 ///     .unwrap();
 /// # drop(purgatory);
@@ -383,146 +380,29 @@ where
         self
     }
 
-    /// Sets the timer's tick (default 1 ms).
+    /// Sets up the purgatory's timer: clock, tick, wheel size, shards,
+    /// workers (which run expirations and purges), thread names, driver
+    /// thread. Defaults to [`Timer::builder()`].
     ///
     /// # Examples
     ///
     /// ```
-    /// # use purgatorio::{DelayedOperation, Purgatory};
+    /// use std::time::Duration;
+    /// # use purgatorio::{DelayedOperation, Purgatory, Timer};
     /// # struct Op;
     /// # impl DelayedOperation for Op {
-    /// #     fn delay(&self) -> std::time::Duration { std::time::Duration::ZERO }
+    /// #     fn delay(&self) -> Duration { Duration::ZERO }
     /// #     fn try_complete(&mut self) -> bool { false }
     /// #     fn on_complete(&mut self) {}
     /// # }
-    /// let p: Purgatory<u8, Op> = Purgatory::builder().tick(std::time::Duration::from_micros(100)).build().unwrap();
+    /// let p: Purgatory<u8, Op> = Purgatory::builder()
+    ///     .timer(Timer::builder().tick(Duration::from_micros(100)).workers(1).thread_name("produce"))
+    ///     .build()
+    ///     .unwrap();
     /// # drop(p);
     /// ```
-    pub fn tick(mut self, tick: Duration) -> Self {
-        self.timer = self.timer.tick(tick);
-        self
-    }
-
-    /// Sets the timer's wheel size (default 64).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use purgatorio::{DelayedOperation, Purgatory};
-    /// # struct Op;
-    /// # impl DelayedOperation for Op {
-    /// #     fn delay(&self) -> std::time::Duration { std::time::Duration::ZERO }
-    /// #     fn try_complete(&mut self) -> bool { false }
-    /// #     fn on_complete(&mut self) {}
-    /// # }
-    /// let p: Purgatory<u8, Op> = Purgatory::builder().wheel_size(20).build().unwrap();
-    /// # drop(p);
-    /// ```
-    pub fn wheel_size(mut self, wheel_size: usize) -> Self {
-        self.timer = self.timer.wheel_size(wheel_size);
-        self
-    }
-
-    /// Sets the timer's shard count (default: twice the cores).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use purgatorio::{DelayedOperation, Purgatory};
-    /// # struct Op;
-    /// # impl DelayedOperation for Op {
-    /// #     fn delay(&self) -> std::time::Duration { std::time::Duration::ZERO }
-    /// #     fn try_complete(&mut self) -> bool { false }
-    /// #     fn on_complete(&mut self) {}
-    /// # }
-    /// let p: Purgatory<u8, Op> = Purgatory::builder().timer_shards(4).build().unwrap();
-    /// # drop(p);
-    /// ```
-    pub fn timer_shards(mut self, shards: usize) -> Self {
-        self.timer = self.timer.shards(shards);
-        self
-    }
-
-    /// Sets the number of worker threads that run expirations and purges
-    /// (default: the cores).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use purgatorio::{DelayedOperation, Purgatory};
-    /// # struct Op;
-    /// # impl DelayedOperation for Op {
-    /// #     fn delay(&self) -> std::time::Duration { std::time::Duration::ZERO }
-    /// #     fn try_complete(&mut self) -> bool { false }
-    /// #     fn on_complete(&mut self) {}
-    /// # }
-    /// let p: Purgatory<u8, Op> = Purgatory::builder().workers(1).build().unwrap();
-    /// # drop(p);
-    /// ```
-    pub fn workers(mut self, workers: usize) -> Self {
-        self.timer = self.timer.workers(workers);
-        self
-    }
-
-    /// Sets the clock (default the system clock; a
-    /// [`ManualClock`](crate::ManualClock) for tests and simulations).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use purgatorio::{DelayedOperation, Purgatory};
-    /// # struct Op;
-    /// # impl DelayedOperation for Op {
-    /// #     fn delay(&self) -> std::time::Duration { std::time::Duration::ZERO }
-    /// #     fn try_complete(&mut self) -> bool { false }
-    /// #     fn on_complete(&mut self) {}
-    /// # }
-    /// let p: Purgatory<u8, Op> = Purgatory::builder().clock(purgatorio::ManualClock::new()).build().unwrap();
-    /// # drop(p);
-    /// ```
-    pub fn clock(mut self, clock: impl Clock) -> Self {
-        self.timer = self.timer.clock(clock);
-        self
-    }
-
-    /// Sets the prefix of the timer threads' names (default `"purgatorio"`).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use purgatorio::{DelayedOperation, Purgatory};
-    /// # struct Op;
-    /// # impl DelayedOperation for Op {
-    /// #     fn delay(&self) -> std::time::Duration { std::time::Duration::ZERO }
-    /// #     fn try_complete(&mut self) -> bool { false }
-    /// #     fn on_complete(&mut self) {}
-    /// # }
-    /// let p: Purgatory<u8, Op> = Purgatory::builder().thread_name("produce").build().unwrap();
-    /// # drop(p);
-    /// ```
-    pub fn thread_name(mut self, prefix: impl Into<String>) -> Self {
-        self.timer = self.timer.thread_name(prefix);
-        self
-    }
-
-    /// Whether the timer runs its own driver thread (default `true`); without
-    /// one, drive expiry with [`Purgatory::advance_clock`].
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use purgatorio::{DelayedOperation, Purgatory};
-    /// # struct Op;
-    /// # impl DelayedOperation for Op {
-    /// #     fn delay(&self) -> std::time::Duration { std::time::Duration::ZERO }
-    /// #     fn try_complete(&mut self) -> bool { false }
-    /// #     fn on_complete(&mut self) {}
-    /// # }
-    /// let p: Purgatory<u8, Op> = Purgatory::builder().driver_thread(false).build().unwrap();
-    /// assert!(!p.advance_clock(std::time::Duration::ZERO));
-    /// ```
-    pub fn driver_thread(mut self, start: bool) -> Self {
-        self.timer = self.timer.driver_thread(start);
+    pub fn timer(mut self, timer: TimerBuilder<BoxTask>) -> Self {
+        self.timer = timer.retask();
         self
     }
 
@@ -795,14 +675,27 @@ where
         }
     }
 
-    /// Drives expiry without a driver thread (see
-    /// [`PurgatoryBuilder::driver_thread`]): waits up to `timeout` for an
-    /// operation to come due and hands everything due to the workers.
-    /// Returns whether anything was due.
+    /// Drives expiry without a driver thread (a timer built with
+    /// [`driver_thread(false)`](TimerBuilder::driver_thread)): waits up to
+    /// `timeout` for an operation to come due and hands everything due to the
+    /// workers. Returns whether anything was due.
     ///
     /// # Examples
     ///
-    /// See [`PurgatoryBuilder::driver_thread`].
+    /// ```
+    /// # use purgatorio::{DelayedOperation, Purgatory, Timer};
+    /// # struct Op;
+    /// # impl DelayedOperation for Op {
+    /// #     fn delay(&self) -> std::time::Duration { std::time::Duration::ZERO }
+    /// #     fn try_complete(&mut self) -> bool { false }
+    /// #     fn on_complete(&mut self) {}
+    /// # }
+    /// let p: Purgatory<u8, Op> = Purgatory::builder()
+    ///     .timer(Timer::builder().driver_thread(false))
+    ///     .build()
+    ///     .unwrap();
+    /// assert!(!p.advance_clock(std::time::Duration::ZERO));
+    /// ```
     pub fn advance_clock(&self, timeout: Duration) -> bool {
         self.owner.timer.advance_clock(timeout)
     }

@@ -1,0 +1,369 @@
+//! Keyed timers: timers addressed by a user key (session timeouts).
+//!
+//! go-zero's `SetTimer / MoveTimer / RemoveTimer / Drain`, on the thread-safe
+//! [`Timer`]. Each key maps to one entry `(value, id, timer handle)` in a
+//! sharded map. Resetting a key's deadline (a heartbeat) is a map lookup and a
+//! reschedule of its existing timer: O(1), no allocation.
+//!
+//! Lock order: map shard → timer shard. An expiring entry's task runs on a
+//! timer worker, takes the map shard's lock, removes the entry if its `id`
+//! still matches (a key set again meanwhile has a new id), releases the lock,
+//! and only then calls the expiry callback.
+
+use std::collections::hash_map::RandomState;
+use std::collections::HashMap;
+use std::fmt;
+use std::hash::{BuildHasher, Hash};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+
+use crate::error::{BuildError, ScheduleError};
+use crate::timer::{BoxTask, Task, Timer, TimerBuilder, TimerHandle};
+
+/// The callback a [`KeyedTimer`] calls with each expired key and value.
+type OnExpire<K, V> = dyn Fn(K, V) + Send + Sync;
+
+/// One key's timer.
+struct Entry<K, V> {
+    /// The value handed to the callback on expiry.
+    value: V,
+    /// Distinguishes this entry from a later one under the same key.
+    id: u64,
+    /// The entry's timer.
+    handle: TimerHandle<Expiry<K, V>>,
+}
+
+/// One shard of the key map.
+type Shard<K, V> = Mutex<HashMap<K, Entry<K, V>>>;
+
+/// What the keyed timer's handles and tasks share.
+struct Shared<K, V> {
+    /// key → entry, sharded by the key's hash.
+    shards: Box<[Shard<K, V>]>,
+    /// Picks a key's shard.
+    hasher: RandomState,
+    /// Source of entry ids.
+    next_id: AtomicU64,
+    /// Called with each expired key and value, outside every lock.
+    on_expire: Box<OnExpire<K, V>>,
+}
+
+impl<K: Hash + Eq, V> Shared<K, V> {
+    /// The shard of `key`.
+    fn shard(&self, key: &K) -> &Shard<K, V> {
+        &self.shards[self.hasher.hash_one(key) as usize % self.shards.len()]
+    }
+}
+
+/// The timer task of one entry.
+struct Expiry<K, V> {
+    /// The keyed timer; weak, so pending tasks do not keep it alive.
+    shared: Weak<Shared<K, V>>,
+    /// The entry's key.
+    key: K,
+    /// The entry's id.
+    id: u64,
+}
+
+impl<K, V> Task for Expiry<K, V>
+where
+    K: Hash + Eq + Send + Sync + 'static,
+    V: Send + 'static,
+{
+    fn run(self) {
+        let Some(shared) = self.shared.upgrade() else {
+            return;
+        };
+        let expired = {
+            let mut shard = shared.shard(&self.key).lock();
+            match shard.get(&self.key) {
+                Some(entry) if entry.id == self.id => shard.remove_entry(&self.key),
+                _ => None,
+            }
+        };
+        if let Some((key, entry)) = expired {
+            (shared.on_expire)(key, entry.value);
+        }
+    }
+}
+
+/// Timers addressed by key: set, reset, remove, drain.
+///
+/// Expired entries are removed and handed to the callback, on the timer's
+/// worker threads. The callback may call back into the keyed timer (for
+/// example to set the key again). A panicking callback is caught and counted
+/// in the timer's [`Metrics::panicked`](crate::Metrics::panicked) and breaks
+/// nothing. Dropping the last clone stops the timer; pending entries are
+/// dropped without a callback.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::mpsc;
+/// use std::time::Duration;
+/// use purgatorio::{KeyedTimer, ManualClock, Timer};
+///
+/// let clock = ManualClock::new();
+/// let (tx, rx) = mpsc::channel();
+/// let sessions = KeyedTimer::with_timer(Timer::builder().clock(clock.clone()), move |id: u32, user: &str| {
+///     tx.send((id, user)).unwrap();
+/// })?;
+///
+/// sessions.set(1, "ada", Duration::from_secs(30))?;
+/// sessions.set(2, "bob", Duration::from_secs(30))?;
+/// clock.advance(Duration::from_secs(20));
+/// assert!(sessions.reset(&1, Duration::from_secs(30))); // ada's heartbeat
+/// clock.advance(Duration::from_secs(10));
+/// assert_eq!(rx.recv()?, (2, "bob"));                   // bob went idle
+/// assert_eq!(sessions.remove(&1), Some("ada"));         // ada logs out
+/// assert!(sessions.is_empty());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct KeyedTimer<K, V>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    V: Send + 'static,
+{
+    /// Map and callback.
+    shared: Arc<Shared<K, V>>,
+    /// Runs the entries' timers.
+    timer: Timer<Expiry<K, V>>,
+}
+
+impl<K, V> Clone for KeyedTimer<K, V>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    V: Send + 'static,
+{
+    fn clone(&self) -> Self {
+        KeyedTimer {
+            shared: Arc::clone(&self.shared),
+            timer: self.timer.clone(),
+        }
+    }
+}
+
+impl<K, V> fmt::Debug for KeyedTimer<K, V>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    V: Send + 'static,
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyedTimer")
+            .field("len", &self.len())
+            .field("timer", &self.timer)
+            .finish()
+    }
+}
+
+impl<K, V> KeyedTimer<K, V>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    V: Send + 'static,
+{
+    /// A keyed timer on a default [`Timer`] (system clock, 1 ms tick).
+    ///
+    /// # Errors
+    ///
+    /// [`BuildError::Spawn`] if its threads could not be started.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let t = purgatorio::KeyedTimer::new(|key: String, _: ()| println!("{key} expired")).unwrap();
+    /// assert!(t.is_empty());
+    /// ```
+    pub fn new(on_expire: impl Fn(K, V) + Send + Sync + 'static) -> Result<Self, BuildError> {
+        Self::with_timer(Timer::builder(), on_expire)
+    }
+
+    /// A keyed timer on a timer built from `timer` (clock, tick, workers…).
+    ///
+    /// # Errors
+    ///
+    /// Any error of [`TimerBuilder::build`].
+    ///
+    /// # Examples
+    ///
+    /// See [`KeyedTimer`].
+    pub fn with_timer(
+        timer: TimerBuilder<BoxTask>,
+        on_expire: impl Fn(K, V) + Send + Sync + 'static,
+    ) -> Result<Self, BuildError> {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let shared = Arc::new(Shared {
+            shards: (0..16 * cores)
+                .map(|_| Mutex::new(HashMap::new()))
+                .collect(),
+            hasher: RandomState::new(),
+            next_id: AtomicU64::new(0),
+            on_expire: Box::new(on_expire),
+        });
+        Ok(KeyedTimer {
+            shared,
+            timer: timer.retask().build()?,
+        })
+    }
+
+    /// Sets `key` to expire `delay` from now with `value`: inserts it, or
+    /// moves an existing key to the new deadline and value. Returns the
+    /// previous value, if the key was set.
+    ///
+    /// # Errors
+    ///
+    /// [`ScheduleError`] with the key and value inside if the timer is shut
+    /// down.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let t = purgatorio::KeyedTimer::new(|_: u8, _: &str| ()).unwrap();
+    /// assert_eq!(t.set(7, "a", Duration::from_secs(60)).unwrap(), None);
+    /// assert_eq!(t.set(7, "b", Duration::from_secs(60)).unwrap(), Some("a"));
+    /// assert_eq!(t.len(), 1);
+    /// ```
+    pub fn set(
+        &self,
+        key: K,
+        value: V,
+        delay: Duration,
+    ) -> Result<Option<V>, ScheduleError<(K, V)>> {
+        let mut shard = self.shared.shard(&key).lock();
+        if let Some(entry) = shard.get_mut(&key) {
+            if entry.handle.reschedule(delay) {
+                return Ok(Some(std::mem::replace(&mut entry.value, value)));
+            }
+            // Its timer already fired; the in-flight task will find a new id.
+        }
+        let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
+        let task = Expiry {
+            shared: Arc::downgrade(&self.shared),
+            key: key.clone(),
+            id,
+        };
+        match self.timer.schedule(delay, task) {
+            Ok(handle) => Ok(shard
+                .insert(key, Entry { value, id, handle })
+                .map(|old| old.value)),
+            Err(_) => Err(ScheduleError((key, value))),
+        }
+    }
+
+    /// Moves `key` to expire `delay` from now, keeping its value (go-zero's
+    /// `MoveTimer`, a heartbeat). O(1), allocates nothing. Returns `false` if
+    /// the key is not set or is expiring right now.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let t = purgatorio::KeyedTimer::new(|_: u8, _: ()| ()).unwrap();
+    /// t.set(1, (), Duration::from_secs(30)).unwrap();
+    /// assert!(t.reset(&1, Duration::from_secs(30)));
+    /// assert!(!t.reset(&2, Duration::from_secs(30)));
+    /// ```
+    pub fn reset(&self, key: &K, delay: Duration) -> bool {
+        let shard = self.shared.shard(key).lock();
+        shard
+            .get(key)
+            .is_some_and(|entry| entry.handle.reschedule(delay))
+    }
+
+    /// Removes `key` and returns its value; its callback will not run.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let t = purgatorio::KeyedTimer::new(|_: u8, _: u8| unreachable!()).unwrap();
+    /// t.set(1, 10, Duration::from_millis(1)).unwrap();
+    /// assert_eq!(t.remove(&1), Some(10));
+    /// assert_eq!(t.remove(&1), None);
+    /// ```
+    pub fn remove(&self, key: &K) -> Option<V> {
+        let entry = self.shared.shard(key).lock().remove(key)?;
+        entry.handle.cancel();
+        Some(entry.value)
+    }
+
+    /// Whether `key` is set.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let t = purgatorio::KeyedTimer::new(|_: u8, _: ()| ()).unwrap();
+    /// assert!(!t.contains(&1));
+    /// ```
+    pub fn contains(&self, key: &K) -> bool {
+        self.shared.shard(key).lock().contains_key(key)
+    }
+
+    /// Removes every key and returns the keys and values (no callback runs).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let t = purgatorio::KeyedTimer::new(|_: u8, _: ()| ()).unwrap();
+    /// t.set(1, (), Duration::from_secs(1)).unwrap();
+    /// t.set(2, (), Duration::from_secs(1)).unwrap();
+    /// assert_eq!(t.drain().len(), 2);
+    /// assert!(t.is_empty());
+    /// ```
+    pub fn drain(&self) -> Vec<(K, V)> {
+        let mut out = Vec::new();
+        for shard in self.shared.shards.iter() {
+            let entries = std::mem::take(&mut *shard.lock());
+            for (key, entry) in entries {
+                entry.handle.cancel();
+                out.push((key, entry.value));
+            }
+        }
+        out
+    }
+
+    /// Number of keys set.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let t = purgatorio::KeyedTimer::new(|_: u8, _: ()| ()).unwrap();
+    /// assert_eq!(t.len(), 0);
+    /// ```
+    pub fn len(&self) -> usize {
+        self.shared.shards.iter().map(|s| s.lock().len()).sum()
+    }
+
+    /// Whether no key is set.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let t = purgatorio::KeyedTimer::new(|_: u8, _: ()| ()).unwrap();
+    /// assert!(t.is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Stops the timer (joining its threads) and returns every key still set,
+    /// with its value; no callback runs. Afterwards [`set`](Self::set) fails.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let t = purgatorio::KeyedTimer::new(|_: u8, _: ()| ()).unwrap();
+    /// t.set(1, (), Duration::from_secs(1)).unwrap();
+    /// assert_eq!(t.shutdown(), vec![(1, ())]);
+    /// assert!(t.set(2, (), Duration::from_secs(1)).is_err());
+    /// ```
+    pub fn shutdown(&self) -> Vec<(K, V)> {
+        drop(self.timer.shutdown());
+        self.drain()
+    }
+}
