@@ -1,0 +1,116 @@
+//! Keyed timers: set, reset, remove, drain, on a manual clock.
+
+use std::collections::HashSet;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use purgatorio::{KeyedTimer, ManualClock, Timer};
+
+const PATIENCE: Duration = Duration::from_secs(20);
+
+fn secs(v: u64) -> Duration {
+    Duration::from_secs(v)
+}
+
+fn keyed(clock: &ManualClock) -> (KeyedTimer<u32, String>, mpsc::Receiver<(u32, String)>) {
+    let (tx, rx) = mpsc::channel();
+    let timer = KeyedTimer::with_timer(Timer::builder().clock(clock.clone()), move |k, v| {
+        tx.send((k, v)).unwrap();
+    })
+    .unwrap();
+    (timer, rx)
+}
+
+#[test]
+fn expiry_hands_key_and_value_to_the_callback() {
+    let clock = ManualClock::new();
+    let (t, rx) = keyed(&clock);
+    t.set(1, "one".into(), secs(10)).unwrap();
+    t.set(2, "two".into(), secs(20)).unwrap();
+    clock.advance(secs(10));
+    assert_eq!(rx.recv_timeout(PATIENCE).unwrap(), (1, "one".into()));
+    assert!(!t.contains(&1));
+    assert_eq!(t.len(), 1);
+    clock.advance(secs(10));
+    assert_eq!(rx.recv_timeout(PATIENCE).unwrap(), (2, "two".into()));
+    assert!(t.is_empty());
+}
+
+#[test]
+fn heartbeats_keep_a_session_alive() {
+    let clock = ManualClock::new();
+    let (t, rx) = keyed(&clock);
+    t.set(7, "session".into(), secs(30)).unwrap();
+    for _ in 0..100 {
+        clock.advance(secs(29));
+        assert!(t.reset(&7, secs(30)), "heartbeat");
+    }
+    assert!(rx.try_recv().is_err(), "expired despite heartbeats");
+    clock.advance(secs(30));
+    assert_eq!(rx.recv_timeout(PATIENCE).unwrap(), (7, "session".into()));
+    assert!(!t.reset(&7, secs(30)), "gone after expiry");
+}
+
+#[test]
+fn set_moves_an_existing_key_and_replaces_its_value() {
+    let clock = ManualClock::new();
+    let (t, rx) = keyed(&clock);
+    assert_eq!(t.set(1, "a".into(), secs(10)).unwrap(), None);
+    assert_eq!(t.set(1, "b".into(), secs(50)).unwrap(), Some("a".into()));
+    clock.advance(secs(10));
+    assert!(t.contains(&1));
+    clock.advance(secs(40));
+    assert_eq!(rx.recv_timeout(PATIENCE).unwrap(), (1, "b".into()));
+    assert!(rx.try_recv().is_err(), "one expiry per key");
+}
+
+#[test]
+fn remove_and_drain_suppress_the_callback() {
+    let clock = ManualClock::new();
+    let (t, rx) = keyed(&clock);
+    for k in 0..10 {
+        t.set(k, format!("v{k}"), secs(5)).unwrap();
+    }
+    assert_eq!(t.remove(&3), Some("v3".into()));
+    assert_eq!(t.remove(&3), None);
+    let drained: HashSet<u32> = t.drain().into_iter().map(|(k, _)| k).collect();
+    assert_eq!(drained.len(), 9);
+    assert!(!drained.contains(&3));
+    clock.advance(secs(10));
+    std::thread::sleep(Duration::from_millis(20)); // nothing may arrive, however long this takes
+    assert!(rx.try_recv().is_err());
+    assert!(t.is_empty());
+}
+
+#[test]
+fn setting_again_from_the_callback_works() {
+    let clock = ManualClock::new();
+    let (tx, rx) = mpsc::channel();
+    let slot: std::sync::Arc<parking_lot::Mutex<Option<KeyedTimer<u32, u32>>>> = Default::default();
+    let inner = std::sync::Arc::clone(&slot);
+    let t = KeyedTimer::with_timer(Timer::builder().clock(clock.clone()), move |k, n: u32| {
+        tx.send(n).unwrap();
+        if n < 3 {
+            let t = inner.lock().clone().unwrap();
+            t.set(k, n + 1, secs(1)).unwrap();
+        }
+    })
+    .unwrap();
+    *slot.lock() = Some(t.clone());
+    t.set(1, 0, secs(1)).unwrap();
+    for n in 0..4 {
+        clock.advance(secs(1));
+        assert_eq!(rx.recv_timeout(PATIENCE).unwrap(), n);
+    }
+    slot.lock().take();
+}
+
+#[test]
+fn shutdown_returns_what_is_left_and_refuses_more() {
+    let clock = ManualClock::new();
+    let (t, _rx) = keyed(&clock);
+    t.set(1, "x".into(), secs(5)).unwrap();
+    assert_eq!(t.shutdown(), vec![(1, "x".to_string())]);
+    let err = t.set(2, "y".into(), secs(5)).unwrap_err();
+    assert_eq!(err.into_inner(), (2, "y".to_string()));
+}
