@@ -1,0 +1,338 @@
+//! The purgatory load, modelled on Kafka's `TestPurgatoryPerformance`.
+//!
+//! ```text
+//! cargo run --release --example purgatory_load -- --num 1000000 --rate 100000
+//! cargo run --release --example purgatory_load -- --help
+//! ```
+//!
+//! Requests arrive as a Poisson process at `--rate` per second. Each watches
+//! `--keys` keys drawn from `--key-space-size`, and has a completion latency
+//! drawn from a log-normal distribution fitted to `--pct50` and `--pct75`
+//! (ms). A request whose latency is below `--timeout` is completed at that
+//! time by a completion thread (which marks it ready and calls
+//! `check_and_complete` on its first key); the others expire. The report:
+//! target and actual enqueue rate, process CPU time in total and per request,
+//! peak RSS, completed versus expired, expiry lateness percentiles, and the
+//! number of early expiries (which must be 0).
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use purgatorio::{DelayedOperation, Purgatory};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+/// Command-line settings.
+#[derive(Debug, Clone)]
+struct Args {
+    num: u64,
+    rate: f64,
+    keys: usize,
+    key_space_size: u64,
+    timeout_ms: u64,
+    pct50_ms: f64,
+    pct75_ms: f64,
+    json: bool,
+}
+
+const USAGE: &str = "usage: purgatory_load [--num N] [--rate PER_SEC] [--keys K] \
+[--key-space-size S] [--timeout MS] [--pct50 MS] [--pct75 MS] [--json]";
+
+impl Args {
+    fn parse() -> Result<Args, String> {
+        let mut args = Args {
+            num: 200_000,
+            rate: 50_000.0,
+            keys: 3,
+            key_space_size: 100,
+            timeout_ms: 100,
+            pct50_ms: 20.0,
+            pct75_ms: 50.0,
+            json: false,
+        };
+        let mut it = std::env::args().skip(1);
+        while let Some(flag) = it.next() {
+            if flag == "--json" {
+                args.json = true;
+                continue;
+            }
+            if flag == "--help" || flag == "-h" {
+                return Err(USAGE.to_string());
+            }
+            let value = it
+                .next()
+                .ok_or_else(|| format!("{flag} needs a value\n{USAGE}"))?;
+            let bad = || format!("{flag}: not a valid number: {value:?}\n{USAGE}");
+            match flag.as_str() {
+                "--num" => args.num = value.parse().map_err(|_| bad())?,
+                "--rate" => args.rate = value.parse().map_err(|_| bad())?,
+                "--keys" => args.keys = value.parse().map_err(|_| bad())?,
+                "--key-space-size" => args.key_space_size = value.parse().map_err(|_| bad())?,
+                "--timeout" => args.timeout_ms = value.parse().map_err(|_| bad())?,
+                "--pct50" => args.pct50_ms = value.parse().map_err(|_| bad())?,
+                "--pct75" => args.pct75_ms = value.parse().map_err(|_| bad())?,
+                _ => return Err(format!("unknown flag {flag}\n{USAGE}")),
+            }
+        }
+        if args.num == 0
+            || args.keys == 0
+            || args.key_space_size == 0
+            || args.rate.is_nan()
+            || args.rate <= 0.0
+        {
+            return Err(format!(
+                "--num, --keys, --key-space-size and --rate must be positive\n{USAGE}"
+            ));
+        }
+        if args.pct50_ms.is_nan()
+            || args.pct50_ms <= 0.0
+            || args.pct75_ms.is_nan()
+            || args.pct75_ms <= args.pct50_ms
+        {
+            return Err(format!("need 0 < --pct50 < --pct75\n{USAGE}"));
+        }
+        Ok(args)
+    }
+}
+
+/// One request of the load.
+struct FakeOperation {
+    timeout: Duration,
+    /// Set by the completion thread when the request's latency has passed.
+    ready: Arc<AtomicBool>,
+    /// When the request was enqueued plus its timeout.
+    deadline: Instant,
+    stats: Arc<Mutex<Stats>>,
+}
+
+/// What the run observed.
+#[derive(Default)]
+struct Stats {
+    completed: u64,
+    expired: u64,
+    early: u64,
+    /// Expiry lateness in microseconds.
+    lateness_us: Vec<u64>,
+}
+
+impl DelayedOperation for FakeOperation {
+    fn delay(&self) -> Duration {
+        self.timeout
+    }
+    fn try_complete(&mut self) -> bool {
+        self.ready.load(Ordering::Acquire)
+    }
+    fn on_complete(&mut self) {
+        if self.ready.load(Ordering::Acquire) {
+            self.stats.lock().completed += 1;
+        }
+    }
+    fn on_expiration(&mut self) {
+        let now = Instant::now();
+        let mut stats = self.stats.lock();
+        stats.expired += 1;
+        match now.checked_duration_since(self.deadline) {
+            Some(late) => stats.lateness_us.push(late.as_micros() as u64),
+            None => stats.early += 1,
+        }
+    }
+}
+
+/// Process CPU time (user + system) from /proc, in seconds.
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name, which is in parentheses.
+    let rest = stat.rsplit(')').next().unwrap_or("");
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    // utime and stime are fields 14 and 15 of the full line: 11 and 12 here.
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+/// Peak resident set size from /proc, in MiB.
+fn peak_rss_mib() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|kb| kb.parse::<f64>().ok())
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+/// A standard normal sample (Box–Muller).
+fn normal(rng: &mut SmallRng) -> f64 {
+    let u1: f64 = rng.gen_range(f64::EPSILON..1.0);
+    let u2: f64 = rng.gen();
+    (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
+}
+
+fn percentile(sorted: &[u64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let at = ((sorted.len() - 1) as f64 * p).round() as usize;
+    sorted[at] as f64 / 1000.0
+}
+
+fn main() {
+    let args = match Args::parse() {
+        Ok(args) => args,
+        Err(message) => {
+            eprintln!("{message}");
+            std::process::exit(2);
+        }
+    };
+    let purgatory: Purgatory<u64, FakeOperation> = Purgatory::builder().build().expect("purgatory");
+    let stats = Arc::new(Mutex::new(Stats::default()));
+    let timeout = Duration::from_millis(args.timeout_ms);
+    // Log-normal fitted to the median and the 75th percentile.
+    let mu = args.pct50_ms.ln();
+    let sigma = (args.pct75_ms.ln() - mu) / 0.674_489_75;
+
+    // The completion thread: completes each request when its latency passes.
+    let (to_complete, completions) = mpsc::channel::<(Instant, Arc<AtomicBool>, u64)>();
+    let completer = {
+        let purgatory = purgatory.clone();
+        thread::spawn(move || {
+            let mut due: BinaryHeap<Reverse<(Instant, u64)>> = BinaryHeap::new();
+            let mut pending: std::collections::HashMap<u64, (Arc<AtomicBool>, u64)> =
+                std::collections::HashMap::new();
+            let mut seq = 0u64;
+            let mut open = true;
+            while open || !due.is_empty() {
+                let wait = due
+                    .peek()
+                    .map(|Reverse((at, _))| at.saturating_duration_since(Instant::now()))
+                    .unwrap_or(Duration::from_millis(50));
+                match completions.recv_timeout(wait) {
+                    Ok((at, ready, key)) => {
+                        pending.insert(seq, (ready, key));
+                        due.push(Reverse((at, seq)));
+                        seq += 1;
+                    }
+                    Err(mpsc::RecvTimeoutError::Disconnected) => open = false,
+                    Err(mpsc::RecvTimeoutError::Timeout) => {}
+                }
+                let now = Instant::now();
+                while let Some(&Reverse((at, id))) = due.peek() {
+                    if at > now {
+                        break;
+                    }
+                    due.pop();
+                    if let Some((ready, key)) = pending.remove(&id) {
+                        ready.store(true, Ordering::Release);
+                        let _ = purgatory.check_and_complete(&key);
+                    }
+                }
+            }
+        })
+    };
+
+    let mut rng = SmallRng::seed_from_u64(42);
+    let cpu_start = cpu_seconds();
+    let start = Instant::now();
+    let mut next_arrival = start;
+    let mut keys = Vec::with_capacity(args.keys);
+    for i in 0..args.num {
+        // Poisson arrivals: exponential gaps.
+        let gap = -(1.0 - rng.gen::<f64>()).ln() / args.rate;
+        next_arrival += Duration::from_secs_f64(gap);
+        let now = Instant::now();
+        if next_arrival > now {
+            let ahead = next_arrival - now;
+            if ahead > Duration::from_micros(200) {
+                thread::sleep(ahead);
+            }
+        }
+        keys.clear();
+        keys.extend((0..args.keys).map(|_| rng.gen_range(0..args.key_space_size)));
+        let latency = Duration::from_secs_f64((mu + sigma * normal(&mut rng)).exp() / 1000.0);
+        let ready = Arc::new(AtomicBool::new(false));
+        let enqueued = Instant::now();
+        let op = FakeOperation {
+            timeout,
+            ready: Arc::clone(&ready),
+            deadline: enqueued + timeout,
+            stats: Arc::clone(&stats),
+        };
+        purgatory
+            .try_complete_else_watch(op, &keys)
+            .expect("watched");
+        if latency < timeout {
+            to_complete
+                .send((enqueued + latency, ready, keys[0]))
+                .expect("completion thread");
+        }
+        if i % 100_000 == 99_999 && !args.json {
+            eprint!(".");
+        }
+    }
+    let enqueue_elapsed = start.elapsed();
+    drop(to_complete);
+    completer.join().expect("completion thread");
+    // Wait for the last expirations (bounded: everything is due by now +
+    // timeout).
+    let deadline = Instant::now() + timeout + Duration::from_secs(5);
+    loop {
+        let s = stats.lock();
+        if s.completed + s.expired >= args.num || Instant::now() > deadline {
+            break;
+        }
+        drop(s);
+        thread::sleep(Duration::from_millis(5));
+    }
+    let elapsed = start.elapsed();
+    let cpu = cpu_seconds() - cpu_start;
+    let metrics = purgatory.metrics();
+    let mut s = stats.lock();
+    s.lateness_us.sort_unstable();
+    let actual_rate = args.num as f64 / enqueue_elapsed.as_secs_f64();
+    let cpu_per_request_us = cpu * 1e6 / args.num as f64;
+    let (p50, p99, p999, max) = (
+        percentile(&s.lateness_us, 0.5),
+        percentile(&s.lateness_us, 0.99),
+        percentile(&s.lateness_us, 0.999),
+        s.lateness_us.last().map_or(0.0, |&v| v as f64 / 1000.0),
+    );
+    if args.json {
+        println!(
+            "{{\"num\":{},\"target_rate\":{},\"actual_rate\":{:.0},\"elapsed_s\":{:.3},\"cpu_s\":{:.3},\"cpu_per_request_us\":{:.3},\"peak_rss_mib\":{:.1},\"completed\":{},\"expired\":{},\"lateness_ms\":{{\"p50\":{p50:.3},\"p99\":{p99:.3},\"p999\":{p999:.3},\"max\":{max:.3}}},\"early\":{},\"purged\":{},\"panics\":{}}}",
+            args.num, args.rate, actual_rate, elapsed.as_secs_f64(), cpu, cpu_per_request_us,
+            peak_rss_mib(), s.completed, s.expired, s.early, metrics.purged, metrics.panics
+        );
+    } else {
+        eprintln!();
+        println!("requests            {}", args.num);
+        println!("elapsed             {:.3} s", elapsed.as_secs_f64());
+        println!(
+            "enqueue rate        {:.0} /s actual vs {:.0} /s target",
+            actual_rate, args.rate
+        );
+        println!(
+            "cpu (process)       {:.3} s total, {:.3} µs per request",
+            cpu, cpu_per_request_us
+        );
+        println!("peak rss            {:.1} MiB", peak_rss_mib());
+        println!("completed / expired {} / {}", s.completed, s.expired);
+        println!("expiry lateness ms  p50 {p50:.3}  p99 {p99:.3}  p99.9 {p999:.3}  max {max:.3}");
+        println!("early expiries      {}", s.early);
+        println!("purged entries      {}", metrics.purged);
+    }
+    assert_eq!(s.early, 0, "an expiry fired early");
+    assert_eq!(
+        s.completed + s.expired,
+        args.num,
+        "every request ends exactly once"
+    );
+}
