@@ -53,6 +53,14 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! ## The purgatory
+//!
+//! A [`Purgatory`] parks [`DelayedOperation`]s on watch keys until
+//! [`check_and_complete`](Purgatory::check_and_complete) finds them satisfied
+//! or their delay passes; `on_complete` runs exactly once either way. See
+//! [`Purgatory`] for a fetch that waits for data, and [`KeyedTimer`] for
+//! session timeouts reset by heartbeats.
+//!
 //! ## Guarantees
 //!
 //! * **Never early.** Deadlines round *up* to the tick, clock readings round
@@ -72,7 +80,8 @@
 //! ## Design
 //!
 //! Data flows one way: [`Clock`] → wheel (levels, buckets, arena) → delay queue
-//! of buckets → [`LocalTimer`] → driver → worker pool. Each level is a ring of
+//! of buckets → [`LocalTimer`] → driver → worker pool → purgatory and keyed-timer
+//! callbacks. Each level is a ring of
 //! `wheel_size` buckets; a bucket is a vector of 16-byte references to arena
 //! slots and is registered once in a deadline-ordered queue, keyed by the
 //! earliest deadline it holds, so a lone far-away timer fires on the driver's
