@@ -89,11 +89,13 @@ fn setting_again_from_the_callback_works() {
     let slot: std::sync::Arc<parking_lot::Mutex<Option<KeyedTimer<u32, u32>>>> = Default::default();
     let inner = std::sync::Arc::clone(&slot);
     let t = KeyedTimer::with_timer(Timer::builder().clock(clock.clone()), move |k, n: u32| {
-        tx.send(n).unwrap();
+        // Set again first, then report: the test advances the clock on the
+        // report, and the new deadline must be relative to the old time.
         if n < 3 {
             let t = inner.lock().clone().unwrap();
             t.set(k, n + 1, secs(1)).unwrap();
         }
+        tx.send(n).unwrap();
     })
     .unwrap();
     *slot.lock() = Some(t.clone());

@@ -178,11 +178,23 @@ struct Core<K, O> {
 }
 
 impl<K: Hash + Eq + Clone + Send + Sync + 'static, O: DelayedOperation> Core<K, O> {
-    /// Runs a purge (on a worker).
+    /// Runs a purge (on a worker). A trigger that arrived while it ran was
+    /// dropped (`purging` was set), and the sweep may already have passed the
+    /// shards it concerned: so after each sweep, sweep again while too many
+    /// done entries still linger.
     fn purge(&self) {
-        let removed = self.watchers.purge(&self.counters);
-        self.purged.fetch_add(removed as u64, Ordering::Relaxed);
-        self.purging.store(false, Ordering::Release);
+        loop {
+            let removed = self.watchers.purge(&self.counters);
+            self.purged.fetch_add(removed as u64, Ordering::Relaxed);
+            self.purging.store(false, Ordering::Release);
+            let lingering = self.counters.lingering.load(Ordering::Relaxed);
+            if removed == 0
+                || lingering <= self.purge_interval
+                || self.purging.swap(true, Ordering::AcqRel)
+            {
+                return;
+            }
+        }
     }
 }
 
