@@ -9,21 +9,19 @@
 //! `--keys` keys drawn from `--key-space-size`, and has a completion latency
 //! drawn from a log-normal distribution fitted to `--pct50` and `--pct75`
 //! (ms). A request whose latency is below `--timeout` is completed at that
-//! time by a completion thread (which marks it ready and calls
-//! `check_and_complete` on its first key); the others expire. The report:
+//! time by a completion thread, which force-completes it through the handle
+//! `Purgatory::park` returned (as Kafka's completion queue calls
+//! `forceComplete`); the others expire. The report:
 //! target and actual enqueue rate, process CPU time in total and per request,
 //! peak RSS, completed versus expired, expiry lateness percentiles, and the
 //! number of early expiries (which must be 0).
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use purgatorio::{DelayedOperation, Purgatory};
+use purgatorio::{DelayedOperation, LocalTimer, Parked, Purgatory};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -100,11 +98,9 @@ impl Args {
     }
 }
 
-/// One request of the load.
+/// One request of the load: completed by the completion thread, or expired.
 struct FakeOperation {
     timeout: Duration,
-    /// Set by the completion thread when the request's latency has passed.
-    ready: Arc<AtomicBool>,
     /// When the request was enqueued plus its timeout.
     deadline: Instant,
     stats: Arc<Mutex<Stats>>,
@@ -113,7 +109,9 @@ struct FakeOperation {
 /// What the run observed.
 #[derive(Default)]
 struct Stats {
-    completed: u64,
+    /// Requests that ended (on_complete ran), by either path.
+    ended: u64,
+    /// Of those, the ones that expired.
     expired: u64,
     early: u64,
     /// Expiry lateness in microseconds.
@@ -125,12 +123,10 @@ impl DelayedOperation for FakeOperation {
         self.timeout
     }
     fn try_complete(&mut self) -> bool {
-        self.ready.load(Ordering::Acquire)
+        false
     }
     fn on_complete(&mut self) {
-        if self.ready.load(Ordering::Acquire) {
-            self.stats.lock().completed += 1;
-        }
+        self.stats.lock().ended += 1;
     }
     fn on_expiration(&mut self) {
         let now = Instant::now();
@@ -200,44 +196,38 @@ fn main() {
     let mu = args.pct50_ms.ln();
     let sigma = (args.pct75_ms.ln() - mu) / 0.674_489_75;
 
-    // The completion thread: completes each request when its latency passes.
-    let (to_complete, completions) = mpsc::channel::<(Instant, Arc<AtomicBool>, u64)>();
-    let completer = {
-        let purgatory = purgatory.clone();
-        thread::spawn(move || {
-            let mut due: BinaryHeap<Reverse<(Instant, u64)>> = BinaryHeap::new();
-            let mut pending: std::collections::HashMap<u64, (Arc<AtomicBool>, u64)> =
-                std::collections::HashMap::new();
-            let mut seq = 0u64;
-            let mut open = true;
-            while open || !due.is_empty() {
-                let wait = due
-                    .peek()
-                    .map(|Reverse((at, _))| at.saturating_duration_since(Instant::now()))
-                    .unwrap_or(Duration::from_millis(50));
-                match completions.recv_timeout(wait) {
-                    Ok((at, ready, key)) => {
-                        pending.insert(seq, (ready, key));
-                        due.push(Reverse((at, seq)));
-                        seq += 1;
-                    }
-                    Err(mpsc::RecvTimeoutError::Disconnected) => open = false,
-                    Err(mpsc::RecvTimeoutError::Timeout) => {}
-                }
-                let now = Instant::now();
-                while let Some(&Reverse((at, id))) = due.peek() {
-                    if at > now {
-                        break;
-                    }
-                    due.pop();
-                    if let Some((ready, key)) = pending.remove(&id) {
-                        ready.store(true, Ordering::Release);
-                        let _ = purgatory.check_and_complete(&key);
+    // The completion thread: force-completes each request when its latency
+    // passes. Its queue of due times is a LocalTimer on elapsed time.
+    let origin = Instant::now();
+    let (to_complete, completions) =
+        crossbeam_channel::unbounded::<(Instant, Parked<FakeOperation>)>();
+    let completer = thread::spawn(move || {
+        let mut due: LocalTimer<Parked<FakeOperation>> = LocalTimer::builder()
+            .tick(Duration::from_micros(100))
+            .build()
+            .expect("completion queue");
+        let mut open = true;
+        while open || !due.is_empty() {
+            let wait = due
+                .next_expiration()
+                .map(|at| (origin + at).saturating_duration_since(Instant::now()))
+                .unwrap_or(Duration::from_millis(50));
+            match completions.recv_timeout(wait) {
+                Ok((at, parked)) => {
+                    due.schedule_at(at - origin, parked);
+                    // Take whatever else is queued without waiting.
+                    for (at, parked) in completions.try_iter() {
+                        due.schedule_at(at - origin, parked);
                     }
                 }
+                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => open = false,
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
             }
-        })
-    };
+            for e in due.advance(origin.elapsed()) {
+                e.into_inner().force_complete();
+            }
+        }
+    });
 
     let mut rng = SmallRng::seed_from_u64(42);
     let cpu_start = cpu_seconds();
@@ -258,20 +248,16 @@ fn main() {
         keys.clear();
         keys.extend((0..args.keys).map(|_| rng.gen_range(0..args.key_space_size)));
         let latency = Duration::from_secs_f64((mu + sigma * normal(&mut rng)).exp() / 1000.0);
-        let ready = Arc::new(AtomicBool::new(false));
         let enqueued = Instant::now();
         let op = FakeOperation {
             timeout,
-            ready: Arc::clone(&ready),
             deadline: enqueued + timeout,
             stats: Arc::clone(&stats),
         };
-        purgatory
-            .try_complete_else_watch(op, &keys)
-            .expect("watched");
+        let parked = purgatory.park(op, &keys).expect("watched");
         if latency < timeout {
             to_complete
-                .send((enqueued + latency, ready, keys[0]))
+                .send((enqueued + latency, parked))
                 .expect("completion thread");
         }
         if i % 100_000 == 99_999 && !args.json {
@@ -286,7 +272,7 @@ fn main() {
     let deadline = Instant::now() + timeout + Duration::from_secs(5);
     loop {
         let s = stats.lock();
-        if s.completed + s.expired >= args.num || Instant::now() > deadline {
+        if s.ended >= args.num || Instant::now() > deadline {
             break;
         }
         drop(s);
@@ -309,7 +295,7 @@ fn main() {
         println!(
             "{{\"num\":{},\"target_rate\":{},\"actual_rate\":{:.0},\"elapsed_s\":{:.3},\"cpu_s\":{:.3},\"cpu_per_request_us\":{:.3},\"peak_rss_mib\":{:.1},\"completed\":{},\"expired\":{},\"lateness_ms\":{{\"p50\":{p50:.3},\"p99\":{p99:.3},\"p999\":{p999:.3},\"max\":{max:.3}}},\"early\":{},\"purged\":{},\"panics\":{}}}",
             args.num, args.rate, actual_rate, elapsed.as_secs_f64(), cpu, cpu_per_request_us,
-            peak_rss_mib(), s.completed, s.expired, s.early, metrics.purged, metrics.panics
+            peak_rss_mib(), s.ended - s.expired, s.expired, s.early, metrics.purged, metrics.panics
         );
     } else {
         eprintln!();
@@ -324,15 +310,15 @@ fn main() {
             cpu, cpu_per_request_us
         );
         println!("peak rss            {:.1} MiB", peak_rss_mib());
-        println!("completed / expired {} / {}", s.completed, s.expired);
+        println!(
+            "completed / expired {} / {}",
+            s.ended - s.expired,
+            s.expired
+        );
         println!("expiry lateness ms  p50 {p50:.3}  p99 {p99:.3}  p99.9 {p999:.3}  max {max:.3}");
         println!("early expiries      {}", s.early);
         println!("purged entries      {}", metrics.purged);
     }
     assert_eq!(s.early, 0, "an expiry fired early");
-    assert_eq!(
-        s.completed + s.expired,
-        args.num,
-        "every request ends exactly once"
-    );
+    assert_eq!(s.ended, args.num, "every request ends exactly once");
 }

@@ -111,8 +111,8 @@ pub use local::{
     Advance, Expired, LocalTimer, LocalTimerBuilder, DEFAULT_TICK, DEFAULT_WHEEL_SIZE,
 };
 pub use purgatory::{
-    DelayedOperation, Purgatory, PurgatoryBuilder, PurgatoryMetrics, ShutDownError, WatchError,
-    DEFAULT_PURGE_INTERVAL,
+    DelayedOperation, Parked, Purgatory, PurgatoryBuilder, PurgatoryMetrics, ShutDownError,
+    WatchError, DEFAULT_PURGE_INTERVAL,
 };
 pub use timer::{BoxTask, Metrics, Task, Timer, TimerBuilder, TimerHandle};
 pub use wheel::TimerKey;

@@ -613,3 +613,80 @@ fn an_event_during_registration_is_not_missed() {
     }
     assert_eq!(p.watched(), 0);
 }
+
+#[test]
+fn a_parked_handle_completes_its_operation_directly() {
+    let clock = ManualClock::new();
+    let p = purgatory(&clock);
+    let (op, ready, record) = gate(ms(100));
+    let parked = p.park(op, &["a", "b"]).unwrap();
+    assert!(!parked.completed_now());
+    assert!(!parked.try_complete(), "condition false");
+    ready.store(true, Ordering::SeqCst);
+    assert!(parked.try_complete());
+    assert!(parked.is_done());
+    assert!(!parked.force_complete(), "already done");
+    assert_eq!(record.completed.load(Ordering::SeqCst), 1);
+    assert_eq!(p.delayed(), 0, "its timer is cancelled");
+    // Its entries linger until their keys are checked.
+    assert_eq!(p.watched(), 2);
+    assert_eq!(p.check_and_complete(&"a").unwrap(), 0);
+    assert_eq!(p.check_and_complete(&"b").unwrap(), 0);
+    assert_eq!(p.watched(), 0);
+
+    let (op, _ready, record) = gate(ms(100));
+    let parked = p.park(op, &["c"]).unwrap();
+    assert!(parked.force_complete(), "whatever the condition");
+    assert_eq!(record.completed.load(Ordering::SeqCst), 1);
+    clock.advance(ms(200));
+    thread::sleep(ms(20));
+    assert_eq!(
+        record.expired.load(Ordering::SeqCst),
+        0,
+        "no expiry after completion"
+    );
+
+    let (op, ready, _) = gate(ms(100));
+    ready.store(true, Ordering::SeqCst);
+    assert!(p.park(op, &["d"]).unwrap().completed_now());
+}
+
+#[test]
+fn force_complete_racing_expiry_completes_exactly_once() {
+    let clock = ManualClock::new();
+    let p: Purgatory<u32, Gate> = Purgatory::builder()
+        .timer(Timer::builder().clock(clock.clone()).workers(2))
+        .build()
+        .unwrap();
+    let mut handles = Vec::new();
+    let mut records = Vec::new();
+    for i in 0..2_000u32 {
+        let (op, _, record) = gate(ms(1 + u64::from(i % 10)));
+        handles.push(p.park(op, &[i % 7]).unwrap());
+        records.push(record);
+    }
+    let forcer = thread::spawn(move || handles.iter().filter(|h| h.force_complete()).count());
+    for _ in 0..12 {
+        clock.advance(ms(1));
+    }
+    let forced = forcer.join().unwrap();
+    wait_until("every operation done", || {
+        records
+            .iter()
+            .all(|r| r.completed.load(Ordering::SeqCst) == 1)
+    });
+    let expired: usize = records
+        .iter()
+        .map(|r| r.expired.load(Ordering::SeqCst))
+        .sum();
+    assert_eq!(
+        forced + expired,
+        2_000,
+        "each one exactly once, by one path"
+    );
+    let m = p.metrics();
+    assert_eq!(
+        (m.completed_by_try as usize, m.expired as usize),
+        (forced, expired)
+    );
+}

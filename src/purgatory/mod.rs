@@ -232,6 +232,70 @@ fn shut_down<K, O: DelayedOperation>(core: &Core<K, O>, timer: &Timer<Job<O>>) -
     expired
 }
 
+/// A handle to one operation in a [`Purgatory`], from [`Purgatory::park`].
+///
+/// Completing through the handle is O(1): it locks just this operation. The
+/// operation's entries leave the watch lists at the next check of their keys
+/// or the next purge.
+pub struct Parked<O> {
+    /// The operation.
+    op: Arc<Op<O>>,
+    /// Where completions are counted.
+    counters: Arc<OpCounters>,
+    /// Whether `park` completed it at once.
+    completed_now: bool,
+}
+
+impl<O> fmt::Debug for Parked<O> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Parked")
+            .field("completed_now", &self.completed_now)
+            .finish()
+    }
+}
+
+impl<O: DelayedOperation> Parked<O> {
+    /// Whether `park` completed the operation at once (it was never parked).
+    ///
+    /// # Examples
+    ///
+    /// See [`Purgatory::park`].
+    pub fn completed_now(&self) -> bool {
+        self.completed_now
+    }
+
+    /// Runs the operation's `try_complete` under its lock; returns whether
+    /// this call completed it.
+    ///
+    /// # Examples
+    ///
+    /// See [`Purgatory::park`].
+    pub fn try_complete(&self) -> bool {
+        self.op.try_complete_watched(&self.counters)
+    }
+
+    /// Completes the operation now, whatever its condition (`on_complete`
+    /// runs, `on_expiration` does not); returns whether this call completed
+    /// it. Its timer is cancelled. Waits for the operation's lock, so do not
+    /// call it from another operation's callback.
+    ///
+    /// # Examples
+    ///
+    /// See [`Purgatory::park`].
+    pub fn force_complete(&self) -> bool {
+        self.op.force_complete(&self.counters)
+    }
+
+    /// Whether the operation is done: completed, expired or cancelled.
+    ///
+    /// # Examples
+    ///
+    /// See [`Purgatory::park`].
+    pub fn is_done(&self) -> bool {
+        self.op.is_done()
+    }
+}
+
 /// Parks delayed operations until they complete or expire.
 ///
 /// `K` is the watch-key type (a topic, a partition, a request id…), `O` the
@@ -500,7 +564,8 @@ where
     /// The whole registration runs under the operation's lock: try, watch,
     /// try again. An event that arrives during registration is therefore
     /// seen either by the second try or by the `check_and_complete` that
-    /// reports it.
+    /// reports it. [`park`](Self::park) does the same and also returns a
+    /// handle to the operation.
     ///
     /// # Errors
     ///
@@ -511,6 +576,40 @@ where
     ///
     /// See [`Purgatory`].
     pub fn try_complete_else_watch(&self, op: O, keys: &[K]) -> Result<bool, WatchError<O>> {
+        self.park(op, keys).map(|parked| parked.completed_now)
+    }
+
+    /// Like [`try_complete_else_watch`](Self::try_complete_else_watch), and
+    /// returns a [`Parked`] handle that completes this one operation directly,
+    /// in O(1), without scanning a watch list (Kafka's `forceComplete` on an
+    /// operation the caller kept).
+    ///
+    /// # Errors
+    ///
+    /// As [`try_complete_else_watch`](Self::try_complete_else_watch).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use purgatorio::{DelayedOperation, Purgatory};
+    ///
+    /// struct Produce { acked: bool }
+    /// impl DelayedOperation for Produce {
+    ///     fn delay(&self) -> Duration { Duration::from_secs(30) }
+    ///     fn try_complete(&mut self) -> bool { self.acked }
+    ///     fn on_complete(&mut self) { println!("answer the producer") }
+    /// }
+    ///
+    /// let p: Purgatory<&str, Produce> = Purgatory::builder().build().unwrap();
+    /// let parked = p.park(Produce { acked: false }, &["partition-0"]).unwrap();
+    /// assert!(!parked.completed_now());
+    /// assert!(!parked.try_complete());   // condition still false
+    /// assert!(parked.force_complete());  // the replicas acknowledged this request
+    /// assert!(parked.is_done());
+    /// assert_eq!(p.delayed(), 0);
+    /// ```
+    pub fn park(&self, op: O, keys: &[K]) -> Result<Parked<O>, WatchError<O>> {
         let core = self.core();
         if core.closed.load(Ordering::SeqCst) {
             return Err(WatchError::ShutDown(op));
@@ -536,23 +635,25 @@ where
             }
             cell.try_complete_locked(state, counters)
         });
-        if completed || cell.is_done() {
-            self.maybe_purge();
-            return Ok(completed);
-        }
-        let job = Job::Expire {
-            op: Arc::clone(&cell),
-            counters: Arc::clone(counters),
-        };
-        match self.owner.timer.schedule(delay, job) {
-            Ok(handle) => cell.set_timer(handle),
-            // Shut down meanwhile: expire it, as shutdown does with the rest.
-            Err(ScheduleError(_)) => {
-                cell.expire(counters);
+        if !completed && !cell.is_done() {
+            let job = Job::Expire {
+                op: Arc::clone(&cell),
+                counters: Arc::clone(counters),
+            };
+            match self.owner.timer.schedule(delay, job) {
+                Ok(handle) => cell.set_timer(handle),
+                // Shut down meanwhile: expire it, as shutdown does with the rest.
+                Err(ScheduleError(_)) => {
+                    cell.expire(counters);
+                }
             }
         }
         self.maybe_purge();
-        Ok(false)
+        Ok(Parked {
+            op: cell,
+            counters: Arc::clone(counters),
+            completed_now: completed,
+        })
     }
 
     /// Tries every operation watched on `key`; returns how many this call

@@ -218,6 +218,17 @@ impl<O: DelayedOperation> Op<O> {
         }
     }
 
+    /// Completes the operation unconditionally (Kafka's `forceComplete`)
+    /// unless it is done already; returns whether this call completed it.
+    pub(crate) fn force_complete(&self, counters: &OpCounters) -> bool {
+        let mut state = self.state.lock();
+        if self.is_done() || state.op.is_none() {
+            return false;
+        }
+        self.finish(&mut state, Outcome::Completed, counters);
+        true
+    }
+
     /// Completes the operation as expired unless it is done already. Returns
     /// whether this call expired it.
     pub(crate) fn expire(&self, counters: &OpCounters) -> bool {
