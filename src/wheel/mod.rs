@@ -116,6 +116,16 @@ fn retain_live<T>(arena: &Arena<T>, refs: &mut Vec<Ref>) -> Option<Ref> {
     refs.iter().copied().min_by_key(|r| r.deadline)
 }
 
+/// Pops dead references off the end of `refs` until a live one is last;
+/// returns how many it popped.
+fn pop_dead<T>(arena: &Arena<T>, refs: &mut Vec<Ref>) -> usize {
+    let before = refs.len();
+    while refs.last().is_some_and(|r| !arena.is_live(r.idx, r.stamp)) {
+        refs.pop();
+    }
+    before - refs.len()
+}
+
 /// One level of the wheel.
 #[derive(Clone, Copy, Debug)]
 struct Level {
@@ -432,20 +442,8 @@ impl<T> Wheel<T> {
     /// ask for a wake-up with nothing due. Amortised O(1): dead references met
     /// here are dropped for good, and a rescan is bounded by [`RESCAN_LIMIT`].
     fn settle_head(&mut self) {
-        while let Some(&r) = self.overdue.last() {
-            if self.arena.is_live(r.idx, r.stamp) {
-                break;
-            }
-            self.overdue.pop();
-            self.garbage -= 1;
-        }
-        while let Some(&r) = self.ready.last() {
-            if self.arena.is_live(r.idx, r.stamp) {
-                break;
-            }
-            self.ready.pop();
-            self.garbage -= 1;
-        }
+        self.garbage -= pop_dead(&self.arena, &mut self.overdue);
+        self.garbage -= pop_dead(&self.arena, &mut self.ready);
         while let Some((_, bucket)) = self.queue.peek() {
             let b = bucket as usize;
             let holder = self.holders[b];
@@ -456,15 +454,16 @@ impl<T> Wheel<T> {
             if b < self.geometry.wheel_size() as usize {
                 // Level 0: every reference has the key as its deadline, so
                 // any live one makes the key exact.
-                while let Some(&r) = refs.last() {
-                    if self.arena.is_live(r.idx, r.stamp) {
-                        self.holders[b] = r;
+                self.garbage -= pop_dead(&self.arena, refs);
+                match refs.last() {
+                    Some(&live) => {
+                        self.holders[b] = live;
                         return;
                     }
-                    refs.pop();
-                    self.garbage -= 1;
+                    None => {
+                        self.queue.disarm(bucket);
+                    }
                 }
-                self.queue.disarm(bucket);
             } else if refs.len() <= RESCAN_LIMIT {
                 let before = refs.len();
                 let earliest = retain_live(&self.arena, refs);
@@ -562,7 +561,6 @@ impl<T> Wheel<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::ops::Not;
 
     fn drain_due(w: &mut Wheel<u64>, now: u64) -> Vec<(u64, u64)> {
         std::iter::from_fn(|| w.poll(now))
@@ -718,7 +716,7 @@ mod tests {
             Some(100_050),
             "small coarse bucket rescanned"
         );
-        assert!(w.reschedule(far, 5).not());
+        assert!(!w.reschedule(far, 5), "a cancelled key stays stale");
     }
 
     #[test]
