@@ -37,12 +37,11 @@ impl WheelConfig {
         wheel_size: DEFAULT_WHEEL_SIZE,
     };
 
-    /// Checks the settings; returns the tick resolution and an empty wheel at
-    /// tick zero.
-    pub(crate) fn build<T>(self) -> Result<(Resolution, Wheel<T>), BuildError> {
+    /// Checks the settings; returns the tick resolution and the wheel size.
+    pub(crate) fn check(self) -> Result<(Resolution, u64), BuildError> {
         let tick = check_tick(self.tick)?;
         let wheel_size = check_wheel_size(self.wheel_size)?;
-        Ok((Resolution::new(tick), Wheel::new(wheel_size, 0)))
+        Ok((Resolution::new(tick), wheel_size))
     }
 }
 
@@ -160,9 +159,9 @@ impl<T> LocalTimerBuilder<T> {
     /// assert!(matches!(err, BuildError::WheelSize(1)));
     /// ```
     pub fn build(self) -> Result<LocalTimer<T>, BuildError> {
-        let (resolution, wheel) = self.config.build()?;
+        let (resolution, wheel_size) = self.config.check()?;
         Ok(LocalTimer {
-            wheel,
+            wheel: Wheel::new(wheel_size, 0),
             resolution,
             now: Duration::ZERO,
         })

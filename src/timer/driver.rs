@@ -78,6 +78,14 @@ impl Wake for Signal {
     }
 }
 
+/// The earlier of two optional times; `None` only if both are.
+fn earlier<T: Ord>(a: Option<T>, b: Option<T>) -> Option<T> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
 impl<T: Task> Shared<T> {
     /// The driver thread's loop; returns once the timer is shut down.
     pub(crate) fn drive(&self) {
@@ -141,10 +149,7 @@ impl<T: Task> Shared<T> {
                 // were, dropping it outside every lock is the safe answer.
                 drop(self.pool.submit(batch));
                 if let Some(next) = next {
-                    earliest = match (earliest, next) {
-                        (Some(a), Some(b)) => Some(a.min(b)),
-                        (a, b) => a.or(b),
-                    };
+                    earliest = earlier(earliest, next);
                     break;
                 }
             }
@@ -166,11 +171,7 @@ impl<T: Task> Shared<T> {
             if self.common.is_closed() || give_up.is_some_and(|g| Instant::now() >= g) {
                 return false;
             }
-            let until = match (due, give_up) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
-            self.common.signal.wait(seen, until);
+            self.common.signal.wait(seen, earlier(due, give_up));
         }
     }
 }

@@ -489,7 +489,7 @@ impl<T: Task> TimerBuilder<T> {
     /// assert!(matches!(err, BuildError::Shards(0)));
     /// ```
     pub fn build(self) -> Result<Timer<T>, BuildError> {
-        let (resolution, _) = self.config.build::<T>()?;
+        let (resolution, wheel_size) = self.config.check()?;
         if !(1..=MAX_SHARDS).contains(&self.shards) {
             return Err(BuildError::Shards(self.shards));
         }
@@ -508,19 +508,18 @@ impl<T: Task> TimerBuilder<T> {
         });
         let shards = (0..self.shards)
             .map(|_| {
-                let (_, wheel) = self.config.build()?;
-                Ok(Arc::new(Shard {
+                Arc::new(Shard {
                     state: Mutex::new(ShardState {
-                        wheel,
+                        wheel: Wheel::new(wheel_size, 0),
                         scheduled: 0,
                         cancelled: 0,
                         expired: 0,
                         closed: false,
                     }),
                     common: Arc::clone(&common),
-                }))
+                })
             })
-            .collect::<Result<_, BuildError>>()?;
+            .collect();
         let pool = Pool::start(self.workers, &self.thread_name, &common)?;
         let shared = Arc::new(Shared {
             shards,
