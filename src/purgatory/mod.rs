@@ -37,7 +37,7 @@ use std::time::Duration;
 
 use crate::error::{BuildError, ScheduleError};
 use crate::timer::{BoxTask, Timer, TimerBuilder};
-use op::{Job, Op, OpCounters};
+use op::{Job, Op, OpCounters, Outcome};
 use watchers::Watchers;
 
 pub use op::DelayedOperation;
@@ -151,7 +151,8 @@ pub struct PurgatoryMetrics {
     pub watched: usize,
     /// Operations waiting in the timer.
     pub delayed: usize,
-    /// Operations completed by a successful `try_complete`.
+    /// Operations completed other than by expiry: a successful
+    /// `try_complete`, or [`Parked::force_complete`].
     pub completed_by_try: u64,
     /// Operations completed by expiry (including at shutdown).
     pub expired: u64,
@@ -218,16 +219,14 @@ fn shut_down<K, O: DelayedOperation>(core: &Core<K, O>, timer: &Timer<Job<O>>) -
     if core.closed.swap(true, Ordering::SeqCst) {
         return 0;
     }
+    // Every pending operation is in at least one watch list, so the drained
+    // lists cover the timer's pending jobs too.
     let watched = core.watchers.drain();
-    let mut expired = 0;
-    for job in timer.shutdown() {
-        if let Job::Expire { op, .. } = job {
-            expired += usize::from(op.expire_detached(&core.counters));
-        }
-    }
-    for op in watched {
-        expired += usize::from(op.expire_detached(&core.counters));
-    }
+    drop(timer.shutdown());
+    let expired = watched
+        .iter()
+        .filter(|op| op.expire_detached(&core.counters))
+        .count();
     core.counters.lingering.store(0, Ordering::Relaxed);
     expired
 }
@@ -283,7 +282,7 @@ impl<O: DelayedOperation> Parked<O> {
     ///
     /// See [`Purgatory::park`].
     pub fn force_complete(&self) -> bool {
-        self.op.force_complete(&self.counters)
+        self.op.complete(Outcome::Completed, &self.counters)
     }
 
     /// Whether the operation is done: completed, expired or cancelled.
@@ -644,7 +643,7 @@ where
                 Ok(handle) => cell.set_timer(handle),
                 // Shut down meanwhile: expire it, as shutdown does with the rest.
                 Err(ScheduleError(_)) => {
-                    cell.expire(counters);
+                    cell.complete(Outcome::Expired, counters);
                 }
             }
         }
@@ -672,16 +671,15 @@ where
         if core.closed.load(Ordering::SeqCst) {
             return Err(ShutDownError);
         }
-        let ops = core.watchers.snapshot(key);
-        if ops.is_empty() {
-            return Ok(0);
-        }
+        let ops = core.watchers.live_snapshot(key, &core.counters);
         let completed = ops
             .iter()
             .filter(|op| op.try_complete_watched(&core.counters))
             .count();
         drop(ops);
-        core.watchers.remove_done(key, &core.counters);
+        if completed > 0 {
+            core.watchers.remove_done(key, &core.counters);
+        }
         self.maybe_purge();
         Ok(completed)
     }

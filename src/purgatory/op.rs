@@ -90,7 +90,8 @@ pub trait DelayedOperation: Send + 'static {
 /// Counters shared by the purgatory and its timer tasks.
 #[derive(Debug, Default)]
 pub(crate) struct OpCounters {
-    /// Operations completed by a successful `try_complete`.
+    /// Operations completed other than by expiry: a successful
+    /// `try_complete`, or `Parked::force_complete`.
     pub(crate) completed_by_try: AtomicU64,
     /// Operations completed by expiry (including shutdown).
     pub(crate) expired: AtomicU64,
@@ -124,7 +125,7 @@ pub(crate) struct Op<O> {
 
 /// How a completion came about.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Outcome {
+pub(crate) enum Outcome {
     /// `try_complete` returned true.
     Completed,
     /// The delay passed.
@@ -218,25 +219,15 @@ impl<O: DelayedOperation> Op<O> {
         }
     }
 
-    /// Completes the operation unconditionally (Kafka's `forceComplete`)
-    /// unless it is done already; returns whether this call completed it.
-    pub(crate) fn force_complete(&self, counters: &OpCounters) -> bool {
+    /// Completes the operation unless it is done already: `Completed` is
+    /// Kafka's `forceComplete` (whatever its condition), `Expired` the timeout
+    /// path. Returns whether this call completed it.
+    pub(crate) fn complete(&self, outcome: Outcome, counters: &OpCounters) -> bool {
         let mut state = self.state.lock();
         if self.is_done() || state.op.is_none() {
             return false;
         }
-        self.finish(&mut state, Outcome::Completed, counters);
-        true
-    }
-
-    /// Completes the operation as expired unless it is done already. Returns
-    /// whether this call expired it.
-    pub(crate) fn expire(&self, counters: &OpCounters) -> bool {
-        let mut state = self.state.lock();
-        if self.is_done() || state.op.is_none() {
-            return false;
-        }
-        self.finish(&mut state, Outcome::Expired, counters);
+        self.finish(&mut state, outcome, counters);
         true
     }
 
@@ -260,7 +251,7 @@ impl<O: DelayedOperation> Op<O> {
     /// expired it.
     pub(crate) fn expire_detached(&self, counters: &OpCounters) -> bool {
         self.watches.store(0, Ordering::Relaxed);
-        self.expire(counters)
+        self.complete(Outcome::Expired, counters)
     }
 
     /// Stores the timer handle, or cancels the timer at once if the operation
@@ -295,13 +286,15 @@ impl<O: DelayedOperation> Op<O> {
         }
     }
 
-    /// Sets `done`, cancels the timer, and counts the operation's watch-list
-    /// entries as lingering.
+    /// Counts the operation's watch-list entries as lingering, sets `done`,
+    /// and cancels the timer.
     fn mark_done(&self, state: &mut OpState<O>, counters: &OpCounters) {
-        self.done.store(true, Ordering::Release);
+        // Count first: whoever removes an entry does so because it saw
+        // `done`, so its subtraction comes after this addition.
         counters
             .lingering
             .fetch_add(self.watches.load(Ordering::Relaxed), Ordering::Relaxed);
+        self.done.store(true, Ordering::Release);
         if let Some(timer) = state.timer.take() {
             // Taking the timer shard's lock under the op lock is the one
             // nesting (op → timer shard); the timer never takes an op lock.
@@ -334,7 +327,7 @@ impl<O: DelayedOperation> Task for Job<O> {
     fn run(self) {
         match self {
             Job::Expire { op, counters } => {
-                op.expire(&counters);
+                op.complete(Outcome::Expired, &counters);
             }
             Job::Run(work) => work(),
         }

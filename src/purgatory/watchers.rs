@@ -64,33 +64,41 @@ impl<K: Hash + Eq + Clone, O: DelayedOperation> Watchers<K, O> {
         }
     }
 
-    /// A copy of `key`'s list, to try its operations outside the lock.
-    pub(crate) fn snapshot(&self, key: &K) -> Vec<Arc<Op<O>>> {
-        self.shard(key)
-            .lock()
-            .lists
-            .get(key)
-            .cloned()
+    /// Drops the done operations from `key`'s list (and the key if its list
+    /// empties) and returns a copy of the rest, to try outside the lock.
+    pub(crate) fn live_snapshot(&self, key: &K, counters: &OpCounters) -> Vec<Arc<Op<O>>> {
+        self.edit_list(key, counters, |list| list.clone())
             .unwrap_or_default()
     }
 
     /// Drops the done operations from `key`'s list, and the key if its list
-    /// empties. Returns how many entries went.
-    pub(crate) fn remove_done(&self, key: &K, counters: &OpCounters) -> usize {
+    /// empties.
+    pub(crate) fn remove_done(&self, key: &K, counters: &OpCounters) {
+        self.edit_list(key, counters, |_| ());
+    }
+
+    /// Under the shard lock: drops the done operations from `key`'s list,
+    /// runs `f` on what is left, removes the key if its list is empty.
+    /// `None` if `key` has no list.
+    fn edit_list<R>(
+        &self,
+        key: &K,
+        counters: &OpCounters,
+        f: impl FnOnce(&Vec<Arc<Op<O>>>) -> R,
+    ) -> Option<R> {
         let mut shard = self.shard(key).lock();
-        let Some(list) = shard.lists.get_mut(key) else {
-            return 0;
-        };
+        let list = shard.lists.get_mut(key)?;
         let before = list.len();
         list.retain(|op| !op.is_done());
         let removed = before - list.len();
+        let result = f(list);
         if list.is_empty() {
             shard.lists.remove(key);
         }
         shard.watched -= removed;
         drop(shard);
         sub_saturating(&counters.lingering, removed);
-        removed
+        Some(result)
     }
 
     /// Removes `key`'s whole list and returns it.
