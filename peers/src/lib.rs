@@ -36,23 +36,23 @@ pub trait Subject {
 
     /// An empty structure at time 0.
     fn new() -> Self;
-    /// Schedules `id` to fire at `deadline` ms.
-    fn schedule(&mut self, deadline: u64, id: u64) -> Self::Key;
-    /// Schedules `id` at `deadline` ms with no intent to cancel it.
-    fn schedule_forget(&mut self, deadline: u64, id: u64) {
-        drop(self.schedule(deadline, id));
+    /// Schedules `payload` to fire at `deadline` ms.
+    fn schedule(&mut self, deadline: u64, payload: u64) -> Self::Key;
+    /// Schedules `payload` at `deadline` ms with no intent to cancel it.
+    fn schedule_forget(&mut self, deadline: u64, payload: u64) {
+        drop(self.schedule(deadline, payload));
     }
     /// Cancels a pending timer; true if it was pending.
     fn cancel(&mut self, key: Self::Key) -> bool;
-    /// Moves time forward to `now` ms and passes the id of every timer due
-    /// by then to `fire`.
+    /// Moves time forward to `now` ms and passes the payload of every timer
+    /// due by then to `fire`.
     fn advance(&mut self, now: u64, fire: &mut dyn FnMut(u64));
     /// When the structure's own driver would next wake up, in ms, if anything
     /// is pending.
     fn next_wake(&mut self) -> Option<u64>;
     /// Runs the structure to empty the way its own driver would, waking only
-    /// when it says something may be due; passes `(now, id)` for each timer
-    /// fired and returns the number of wake-ups.
+    /// when it says something may be due; passes `(now, payload)` for each
+    /// timer fired and returns the number of wake-ups.
     fn drive(&mut self, fire: &mut dyn FnMut(u64, u64)) -> u64 {
         let mut wakeups = 0;
         while let Some(at) = self.next_wake() {
@@ -130,10 +130,10 @@ pub fn w1<S: Subject>(pending: usize) -> Churn<S> {
 pub struct Expire<S: Subject> {
     /// The structure under test.
     pub subject: S,
-    deadlines: Vec<u64>,
+    n: u64,
 }
 
-/// What a W2 run saw.
+/// What a W2 or W4 run saw.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Fired {
     /// Timers fired.
@@ -142,6 +142,40 @@ pub struct Fired {
     pub early: u64,
     /// Timers fired more than one tick after their deadline.
     pub late: u64,
+    /// Sum of the fired timers' ids; with `fired` it shows each fired once.
+    pub id_sum: u64,
+}
+
+/// The payload of timer `id` due at `deadline`: the deadline rides along so
+/// that checking a firing needs no lookup that would cost the structure
+/// under test a cache miss it does not cause.
+fn payload(deadline: u64, id: u64) -> u64 {
+    (deadline << 32) | id
+}
+
+impl Fired {
+    fn new() -> Self {
+        Fired {
+            fired: 0,
+            early: 0,
+            late: 0,
+            id_sum: 0,
+        }
+    }
+
+    /// Records that the timer with `payload` fired at `now`.
+    fn record(&mut self, now: u64, payload: u64) {
+        let (deadline, id) = (payload >> 32, payload & 0xffff_ffff);
+        self.fired += 1;
+        self.early += u64::from(now < deadline);
+        self.late += u64::from(now > deadline + 1);
+        self.id_sum += id;
+    }
+
+    /// True if ids `0..n` each fired exactly once (by count and sum).
+    pub fn exactly_once(&self, n: u64) -> bool {
+        self.fired == n && self.id_sum == n * n.saturating_sub(1) / 2
+    }
 }
 
 impl<S: Subject> Expire<S> {
@@ -149,34 +183,27 @@ impl<S: Subject> Expire<S> {
     pub fn new(n: usize) -> Self {
         let mut rng = SmallRng::seed_from_u64(SEED);
         let mut subject = S::new();
-        let deadlines: Vec<u64> = (0..n).map(|_| rng.gen_range(1..=10_000)).collect();
-        for (id, &d) in deadlines.iter().enumerate() {
-            subject.schedule_forget(d, id as u64);
+        for id in 0..n as u64 {
+            let deadline = rng.gen_range(1..=10_000);
+            subject.schedule_forget(deadline, payload(deadline, id));
         }
-        Self { subject, deadlines }
+        Self {
+            subject,
+            n: n as u64,
+        }
     }
 
     /// Advances 1 ms at a time to 10,001 and classifies every firing.
     pub fn run(mut self) -> Fired {
-        let mut seen = vec![false; self.deadlines.len()];
-        let mut out = Fired {
-            fired: 0,
-            early: 0,
-            late: 0,
-        };
+        let mut out = Fired::new();
         for now in 1..=10_001u64 {
-            let deadlines = &self.deadlines;
-            self.subject.advance(now, &mut |id| {
-                let d = deadlines[id as usize];
-                assert!(
-                    !std::mem::replace(&mut seen[id as usize], true),
-                    "fired twice"
-                );
-                out.fired += 1;
-                out.early += u64::from(now < d);
-                out.late += u64::from(now > d + 1);
-            });
+            self.subject.advance(now, &mut |p| out.record(now, p));
         }
+        assert!(
+            out.exactly_once(self.n),
+            "{}: not exactly once: {out:?}",
+            S::NAME
+        );
         out
     }
 }
@@ -218,10 +245,8 @@ pub fn w3<S: Subject>(n: usize) -> f64 {
 pub struct Sparse {
     /// Times the driver woke up.
     pub wakeups: u64,
-    /// Timers fired.
-    pub fired: u64,
-    /// Timers fired before their deadline.
-    pub early: u64,
+    /// The firings.
+    pub fired: Fired,
 }
 
 /// W4 sparse: 1,000 timers uniform in [1 s, 3,600 s], driven by waking only
@@ -229,22 +254,18 @@ pub struct Sparse {
 pub fn w4<S: Subject>() -> Sparse {
     let mut rng = SmallRng::seed_from_u64(SEED);
     let mut subject = S::new();
-    let deadlines: Vec<u64> = (0..1_000)
-        .map(|_| rng.gen_range(1_000..=3_600_000))
-        .collect();
-    for (id, &d) in deadlines.iter().enumerate() {
-        subject.schedule_forget(d, id as u64);
+    for id in 0..1_000 {
+        let deadline = rng.gen_range(1_000..=3_600_000);
+        subject.schedule_forget(deadline, payload(deadline, id));
     }
-    let (mut fired, mut early) = (0, 0);
-    let wakeups = subject.drive(&mut |now, id| {
-        fired += 1;
-        early += u64::from(now < deadlines[id as usize]);
-    });
-    Sparse {
-        wakeups,
-        fired,
-        early,
-    }
+    let mut fired = Fired::new();
+    let wakeups = subject.drive(&mut |now, p| fired.record(now, p));
+    assert!(
+        fired.exactly_once(1_000),
+        "{}: W4 not exactly once: {fired:?}",
+        S::NAME
+    );
+    Sparse { wakeups, fired }
 }
 
 /// purgatorio's single-threaded core, [`purgatorio::LocalTimer`].
@@ -258,8 +279,8 @@ impl Subject for Purgatorio {
     fn new() -> Self {
         Self(purgatorio::LocalTimer::new())
     }
-    fn schedule(&mut self, deadline: u64, id: u64) -> Self::Key {
-        self.0.schedule_at(ms(deadline), id)
+    fn schedule(&mut self, deadline: u64, payload: u64) -> Self::Key {
+        self.0.schedule_at(ms(deadline), payload)
     }
     fn cancel(&mut self, key: Self::Key) -> bool {
         self.0.cancel(key).is_some()
@@ -301,11 +322,12 @@ impl Subject for Nexus {
             now: 0,
         }
     }
-    fn schedule(&mut self, deadline: u64, id: u64) -> Self::Key {
-        self.wheel.schedule(self.epoch + ms(deadline), id)
+    fn schedule(&mut self, deadline: u64, payload: u64) -> Self::Key {
+        self.wheel.schedule(self.epoch + ms(deadline), payload)
     }
-    fn schedule_forget(&mut self, deadline: u64, id: u64) {
-        self.wheel.schedule_forget(self.epoch + ms(deadline), id);
+    fn schedule_forget(&mut self, deadline: u64, payload: u64) {
+        self.wheel
+            .schedule_forget(self.epoch + ms(deadline), payload);
     }
     fn cancel(&mut self, key: Self::Key) -> bool {
         self.wheel.cancel(key).is_some()
@@ -356,14 +378,15 @@ impl Subject for Kompact {
             live: 0,
         }
     }
-    fn schedule(&mut self, deadline: u64, id: u64) -> Self::Key {
+    fn schedule(&mut self, deadline: u64, payload: u64) -> Self::Key {
+        // The payload doubles as the entry's id: payloads are unique here.
         let entry = hierarchical_hash_wheel_timer::IdOnlyTimerEntry::new(
-            id,
+            payload,
             ms(deadline.saturating_sub(self.now)),
         );
         self.wheel.insert(entry).expect("deadline in the future");
         self.live += 1;
-        id
+        payload
     }
     fn cancel(&mut self, key: Self::Key) -> bool {
         let was = self.wheel.cancel(&key).is_ok();
@@ -435,9 +458,9 @@ impl Subject for Tokio {
             now: 0,
         }
     }
-    fn schedule(&mut self, deadline: u64, id: u64) -> Self::Key {
+    fn schedule(&mut self, deadline: u64, payload: u64) -> Self::Key {
         let _guard = self.rt.enter();
-        self.queue.insert_at(id, self.start + ms(deadline))
+        self.queue.insert_at(payload, self.start + ms(deadline))
     }
     fn cancel(&mut self, key: Self::Key) -> bool {
         let _guard = self.rt.enter();
@@ -502,11 +525,12 @@ impl Subject for Tokio {
     }
 }
 
-/// `std::collections::BinaryHeap` of `(deadline, id)` with lazy cancel: a
-/// cancelled id is flagged and skipped when it reaches the top.
+/// `std::collections::BinaryHeap` of `(deadline, sequence, payload)` with
+/// lazy cancel: a cancelled sequence number is flagged and skipped when it
+/// reaches the top.
 #[derive(Default)]
 pub struct Heap {
-    heap: BinaryHeap<Reverse<(u64, u64)>>,
+    heap: BinaryHeap<Reverse<(u64, u64, u64)>>,
     cancelled: Vec<bool>,
     live: usize,
 }
@@ -519,35 +543,33 @@ impl Subject for Heap {
     fn new() -> Self {
         Self::default()
     }
-    fn schedule(&mut self, deadline: u64, id: u64) -> Self::Key {
-        if self.cancelled.len() <= id as usize {
-            self.cancelled.resize(id as usize + 1, false);
-        }
-        self.heap.push(Reverse((deadline, id)));
+    fn schedule(&mut self, deadline: u64, payload: u64) -> Self::Key {
+        let seq = self.cancelled.len() as u64;
+        self.cancelled.push(false);
+        self.heap.push(Reverse((deadline, seq, payload)));
         self.live += 1;
-        id
+        seq
     }
     fn cancel(&mut self, key: Self::Key) -> bool {
-        let flag = &mut self.cancelled[key as usize];
-        let was = !std::mem::replace(flag, true);
+        let was = !std::mem::replace(&mut self.cancelled[key as usize], true);
         self.live -= usize::from(was);
         was
     }
     fn advance(&mut self, now: u64, fire: &mut dyn FnMut(u64)) {
-        while let Some(&Reverse((deadline, id))) = self.heap.peek() {
+        while let Some(&Reverse((deadline, seq, payload))) = self.heap.peek() {
             if deadline > now {
                 break;
             }
             self.heap.pop();
-            if !std::mem::replace(&mut self.cancelled[id as usize], true) {
+            if !std::mem::replace(&mut self.cancelled[seq as usize], true) {
                 self.live -= 1;
-                fire(id);
+                fire(payload);
             }
         }
     }
     fn next_wake(&mut self) -> Option<u64> {
-        while let Some(&Reverse((deadline, id))) = self.heap.peek() {
-            if !self.cancelled[id as usize] {
+        while let Some(&Reverse((deadline, seq, _))) = self.heap.peek() {
+            if !self.cancelled[seq as usize] {
                 return Some(deadline);
             }
             self.heap.pop();
@@ -571,9 +593,9 @@ impl Subject for BTree {
     fn new() -> Self {
         Self::default()
     }
-    fn schedule(&mut self, deadline: u64, id: u64) -> Self::Key {
-        self.0.insert((deadline, id), ());
-        (deadline, id)
+    fn schedule(&mut self, deadline: u64, payload: u64) -> Self::Key {
+        self.0.insert((deadline, payload), ());
+        (deadline, payload)
     }
     fn cancel(&mut self, key: Self::Key) -> bool {
         self.0.remove(&key).is_some()
