@@ -14,16 +14,19 @@
 //! `forceComplete`); the others expire. The report:
 //! target and actual enqueue rate, process CPU time in total and per request,
 //! peak RSS, completed versus expired, expiry lateness percentiles, and the
-//! number of early expiries (which must be 0).
+//! number of early expiries (which must be 0). RSS is sampled every 100 ms
+//! so a long run shows whether memory stays flat.
 
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use indicatif::{ProgressBar, ProgressStyle};
 use parking_lot::Mutex;
 use purgatorio::{DelayedOperation, LocalTimer, Parked, Purgatory};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
+use rand_distr::{Distribution, Exp, LogNormal};
 
 /// Command-line settings.
 #[derive(Debug, Clone)]
@@ -155,22 +158,27 @@ fn cpu_seconds() -> f64 {
     (ticks(11) + ticks(12)) / 100.0
 }
 
-/// Peak resident set size from /proc, in MiB.
-fn peak_rss_mib() -> f64 {
+/// A `/proc/self/status` field in kB (VmHWM: peak RSS, VmRSS: current), as MiB.
+fn status_mib(field: &str) -> f64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     status
         .lines()
-        .find(|l| l.starts_with("VmHWM:"))
+        .find(|l| l.starts_with(field))
         .and_then(|l| l.split_whitespace().nth(1))
         .and_then(|kb| kb.parse::<f64>().ok())
         .map_or(0.0, |kb| kb / 1024.0)
 }
 
-/// A standard normal sample (Box–Muller).
-fn normal(rng: &mut SmallRng) -> f64 {
-    let u1: f64 = rng.gen_range(f64::EPSILON..1.0);
-    let u2: f64 = rng.gen();
-    (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
+/// Samples the current RSS every 100 ms until `stop` is set.
+fn sample_rss(stop: Arc<std::sync::atomic::AtomicBool>) -> thread::JoinHandle<Vec<f64>> {
+    thread::spawn(move || {
+        let mut samples = Vec::new();
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            samples.push(status_mib("VmRSS:"));
+            thread::sleep(Duration::from_millis(100));
+        }
+        samples
+    })
 }
 
 fn percentile(sorted: &[u64], p: f64) -> f64 {
@@ -192,9 +200,24 @@ fn main() {
     let purgatory: Purgatory<u64, FakeOperation> = Purgatory::builder().build().expect("purgatory");
     let stats = Arc::new(Mutex::new(Stats::default()));
     let timeout = Duration::from_millis(args.timeout_ms);
-    // Log-normal fitted to the median and the 75th percentile.
+    // Log-normal fitted to the median and the 75th percentile (ms).
     let mu = args.pct50_ms.ln();
     let sigma = (args.pct75_ms.ln() - mu) / 0.674_489_75;
+    let latency_ms = LogNormal::new(mu, sigma).expect("validated percentiles");
+    let gap_s = Exp::new(args.rate).expect("validated rate");
+    let stop_sampling = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sampler = sample_rss(Arc::clone(&stop_sampling));
+    let progress = if args.json {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::new(args.num)
+    };
+    progress.set_style(
+        ProgressStyle::with_template(
+            "{bar:40} {pos}/{len} requests  {per_sec}  eta {eta}",
+        )
+        .expect("template"),
+    );
 
     // The completion thread: force-completes each request when its latency
     // passes. Its queue of due times is a LocalTimer on elapsed time.
@@ -236,8 +259,7 @@ fn main() {
     let mut keys = Vec::with_capacity(args.keys);
     for i in 0..args.num {
         // Poisson arrivals: exponential gaps.
-        let gap = -(1.0 - rng.gen::<f64>()).ln() / args.rate;
-        next_arrival += Duration::from_secs_f64(gap);
+        next_arrival += Duration::from_secs_f64(gap_s.sample(&mut rng));
         let now = Instant::now();
         if next_arrival > now {
             let ahead = next_arrival - now;
@@ -247,7 +269,7 @@ fn main() {
         }
         keys.clear();
         keys.extend((0..args.keys).map(|_| rng.gen_range(0..args.key_space_size)));
-        let latency = Duration::from_secs_f64((mu + sigma * normal(&mut rng)).exp() / 1000.0);
+        let latency = Duration::from_secs_f64(latency_ms.sample(&mut rng) / 1000.0);
         let enqueued = Instant::now();
         let op = FakeOperation {
             timeout,
@@ -260,11 +282,14 @@ fn main() {
                 .send((enqueued + latency, parked))
                 .expect("completion thread");
         }
-        if i % 100_000 == 99_999 && !args.json {
-            eprint!(".");
+        if i % 4096 == 4095 {
+            progress.inc(4096);
         }
     }
     let enqueue_elapsed = start.elapsed();
+    progress.finish_and_clear();
+    // RSS is judged over the steady part: while requests arrive.
+    stop_sampling.store(true, std::sync::atomic::Ordering::Relaxed);
     drop(to_complete);
     completer.join().expect("completion thread");
     // Wait for the last expirations (bounded: everything is due by now +
@@ -280,6 +305,12 @@ fn main() {
     }
     let elapsed = start.elapsed();
     let cpu = cpu_seconds() - cpu_start;
+    let rss = sampler.join().expect("RSS sampler");
+    // Flatness: the spread of RSS after the first tenth of the run.
+    let settled = &rss[rss.len() / 10..];
+    let rss_lo = settled.iter().copied().fold(f64::MAX, f64::min);
+    let rss_hi = settled.iter().copied().fold(0.0, f64::max);
+    let peak = status_mib("VmHWM:");
     let metrics = purgatory.metrics();
     let mut s = stats.lock();
     s.lateness_us.sort_unstable();
@@ -291,33 +322,39 @@ fn main() {
         percentile(&s.lateness_us, 0.999),
         s.lateness_us.last().map_or(0.0, |&v| v as f64 / 1000.0),
     );
+    let completed = s.ended - s.expired;
     if args.json {
+        let samples: Vec<String> = rss.iter().map(|v| format!("{v:.1}")).collect();
         println!(
-            "{{\"num\":{},\"target_rate\":{},\"actual_rate\":{:.0},\"elapsed_s\":{:.3},\"cpu_s\":{:.3},\"cpu_per_request_us\":{:.3},\"peak_rss_mib\":{:.1},\"completed\":{},\"expired\":{},\"lateness_ms\":{{\"p50\":{p50:.3},\"p99\":{p99:.3},\"p999\":{p999:.3},\"max\":{max:.3}}},\"early\":{},\"purged\":{},\"panics\":{}}}",
+            "{{\"num\":{},\"target_rate\":{},\"actual_rate\":{:.0},\"elapsed_s\":{:.3},\"cpu_s\":{:.3},\"cpu_per_request_us\":{:.3},\"peak_rss_mib\":{peak:.1},\"rss_settled_mib\":[{rss_lo:.1},{rss_hi:.1}],\"rss_samples_mib\":[{}],\"completed\":{completed},\"expired\":{},\"lateness_ms\":{{\"p50\":{p50:.3},\"p99\":{p99:.3},\"p999\":{p999:.3},\"max\":{max:.3}}},\"early\":{},\"purged\":{},\"panics\":{}}}",
             args.num, args.rate, actual_rate, elapsed.as_secs_f64(), cpu, cpu_per_request_us,
-            peak_rss_mib(), s.ended - s.expired, s.expired, s.early, metrics.purged, metrics.panics
+            samples.join(","), s.expired, s.early, metrics.purged, metrics.panics
         );
     } else {
-        eprintln!();
-        println!("requests            {}", args.num);
-        println!("elapsed             {:.3} s", elapsed.as_secs_f64());
-        println!(
-            "enqueue rate        {:.0} /s actual vs {:.0} /s target",
-            actual_rate, args.rate
-        );
-        println!(
-            "cpu (process)       {:.3} s total, {:.3} µs per request",
-            cpu, cpu_per_request_us
-        );
-        println!("peak rss            {:.1} MiB", peak_rss_mib());
-        println!(
-            "completed / expired {} / {}",
-            s.ended - s.expired,
-            s.expired
-        );
-        println!("expiry lateness ms  p50 {p50:.3}  p99 {p99:.3}  p99.9 {p999:.3}  max {max:.3}");
-        println!("early expiries      {}", s.early);
-        println!("purged entries      {}", metrics.purged);
+        let rows = [
+            ("requests", args.num.to_string()),
+            ("elapsed", format!("{:.3} s", elapsed.as_secs_f64())),
+            ("target enqueue rate", format!("{:.0} /s", args.rate)),
+            ("actual enqueue rate", format!("{actual_rate:.0} /s")),
+            ("CPU, process total", format!("{cpu:.3} s")),
+            ("CPU per request", format!("{cpu_per_request_us:.3} µs")),
+            ("peak RSS", format!("{peak:.1} MiB")),
+            (
+                "RSS while enqueuing, after 10 %",
+                format!("{rss_lo:.1} – {rss_hi:.1} MiB ({} samples)", settled.len()),
+            ),
+            ("completed / expired", format!("{completed} / {}", s.expired)),
+            ("expiry lateness p50", format!("{p50:.3} ms")),
+            ("expiry lateness p99", format!("{p99:.3} ms")),
+            ("expiry lateness p99.9", format!("{p999:.3} ms")),
+            ("expiry lateness max", format!("{max:.3} ms")),
+            ("early expiries", s.early.to_string()),
+            ("purged watch entries", metrics.purged.to_string()),
+        ];
+        let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+        for (k, v) in rows {
+            println!("{k:<width$}  {v}");
+        }
     }
     assert_eq!(s.early, 0, "an expiry fired early");
     assert_eq!(s.ended, args.num, "every request ends exactly once");

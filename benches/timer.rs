@@ -1,0 +1,155 @@
+//! Criterion: the thread-safe timer and the purgatory.
+//!
+//! - `timer_churn/threads/{1,2}`: W1 on [`Timer`] (system clock): 1,000,000
+//!   pending split over the threads, each thread doing schedule + cancel of
+//!   a random own pending timer. Time is per pair over all threads, so the
+//!   2-thread figure is the aggregate throughput.
+//! - `purgatory/complete`: park an operation on one of 10,000 keys, satisfy
+//!   it and `check_and_complete` the key (the completion-heavy mix).
+//! - `purgatory/expire`: park 100,000 operations with a 10 ms timeout on a
+//!   manual clock, advance it and wait until all expired (the expiry-heavy
+//!   mix); time per operation.
+//!
+//! ```text
+//! cargo bench --bench timer
+//! ```
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use crossbeam_channel::{bounded, unbounded, Sender};
+use purgatorio::{DelayedOperation, ManualClock, Purgatory, Timer};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+const PENDING: usize = 1_000_000;
+
+/// A W1 deadline an hour out (nothing fires during the bench), spread over
+/// W1's 30 s.
+fn delay(rng: &mut SmallRng) -> Duration {
+    Duration::from_millis(3_600_000 + rng.gen_range(1..=30_000))
+}
+
+/// A thread that keeps its own pending timers and runs churn on request.
+fn churn_worker(timer: Timer<fn()>, pending: usize, seed: u64) -> Sender<(u64, Sender<()>)> {
+    let (tx, rx) = unbounded::<(u64, Sender<()>)>();
+    let (ready_tx, ready_rx) = bounded(1);
+    thread::spawn(move || {
+        let task: fn() = || ();
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let mut handles: Vec<_> = (0..pending)
+            .map(|_| timer.schedule(delay(&mut rng), task).expect("scheduled"))
+            .collect();
+        ready_tx.send(()).expect("bench waits");
+        for (pairs, done) in rx {
+            for _ in 0..pairs {
+                let handle = timer.schedule(delay(&mut rng), task).expect("scheduled");
+                let victim = rng.gen_range(0..handles.len());
+                assert!(std::mem::replace(&mut handles[victim], handle).cancel());
+            }
+            done.send(()).expect("bench waits");
+        }
+    });
+    ready_rx.recv().expect("worker filled its timers");
+    tx
+}
+
+fn timer_churn(c: &mut Criterion) {
+    let mut group = c.benchmark_group("timer_churn");
+    group.throughput(Throughput::Elements(1));
+    for threads in [1usize, 2] {
+        group.bench_with_input(BenchmarkId::new("threads", threads), &threads, |b, &t| {
+            let timer: Timer<fn()> = Timer::builder().build().expect("timer");
+            let workers: Vec<_> = (0..t)
+                .map(|i| churn_worker(timer.clone(), PENDING / t, i as u64))
+                .collect();
+            b.iter_custom(|iters| {
+                let per = iters.div_ceil(t as u64);
+                let (done_tx, done_rx) = unbounded();
+                let start = Instant::now();
+                for w in &workers {
+                    w.send((per, done_tx.clone())).expect("worker alive");
+                }
+                for _ in 0..t {
+                    done_rx.recv().expect("worker done");
+                }
+                start.elapsed()
+            });
+            drop(workers);
+            timer.shutdown();
+        });
+    }
+    group.finish();
+}
+
+/// An operation satisfied when its key's flag is set.
+struct Op {
+    flag: Arc<AtomicBool>,
+    timeout: Duration,
+}
+
+impl DelayedOperation for Op {
+    fn delay(&self) -> Duration {
+        self.timeout
+    }
+    fn try_complete(&mut self) -> bool {
+        self.flag.load(Ordering::Relaxed)
+    }
+    fn on_complete(&mut self) {}
+}
+
+fn purgatory(c: &mut Criterion) {
+    let mut group = c.benchmark_group("purgatory");
+    group.throughput(Throughput::Elements(1));
+    group.bench_function("complete", |b| {
+        const KEYS: u64 = 10_000;
+        let purgatory: Purgatory<u64, Op> = Purgatory::builder().build().expect("purgatory");
+        let flags: Vec<_> = (0..KEYS).map(|_| Arc::new(AtomicBool::new(false))).collect();
+        let mut rng = SmallRng::seed_from_u64(7);
+        b.iter(|| {
+            let key = rng.gen_range(0..KEYS);
+            let flag = &flags[key as usize];
+            let op = Op {
+                flag: Arc::clone(flag),
+                timeout: Duration::from_secs(30),
+            };
+            assert!(!purgatory.try_complete_else_watch(op, &[key]).expect("watched"));
+            flag.store(true, Ordering::Relaxed);
+            assert_eq!(purgatory.check_and_complete(&key).expect("open"), 1);
+            flag.store(false, Ordering::Relaxed);
+        });
+    });
+    group.sample_size(10);
+    const EXPIRING: u64 = 100_000;
+    group.throughput(Throughput::Elements(EXPIRING));
+    group.bench_function("expire", |b| {
+        let clock = ManualClock::new();
+        let purgatory: Purgatory<u64, Op> = Purgatory::builder()
+            .timer(Timer::builder().clock(clock.clone()))
+            .build()
+            .expect("purgatory");
+        let never = Arc::new(AtomicBool::new(false));
+        let mut rng = SmallRng::seed_from_u64(9);
+        b.iter(|| {
+            for _ in 0..EXPIRING {
+                let op = Op {
+                    flag: Arc::clone(&never),
+                    timeout: Duration::from_millis(10),
+                };
+                let keys = [rng.gen_range(0..10_000u64)];
+                assert!(!purgatory.try_complete_else_watch(op, &keys).expect("watched"));
+            }
+            clock.advance(Duration::from_millis(10));
+            while purgatory.delayed() > 0 {
+                thread::yield_now();
+            }
+        });
+    });
+    group.finish();
+}
+
+criterion_group!(benches, timer_churn, purgatory);
+criterion_main!(benches);
