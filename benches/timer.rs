@@ -107,7 +107,9 @@ fn purgatory(c: &mut Criterion) {
     group.bench_function("complete", |b| {
         const KEYS: u64 = 10_000;
         let purgatory: Purgatory<u64, Op> = Purgatory::builder().build().expect("purgatory");
-        let flags: Vec<_> = (0..KEYS).map(|_| Arc::new(AtomicBool::new(false))).collect();
+        let flags: Vec<_> = (0..KEYS)
+            .map(|_| Arc::new(AtomicBool::new(false)))
+            .collect();
         let mut rng = SmallRng::seed_from_u64(7);
         b.iter(|| {
             let key = rng.gen_range(0..KEYS);
@@ -116,7 +118,9 @@ fn purgatory(c: &mut Criterion) {
                 flag: Arc::clone(flag),
                 timeout: Duration::from_secs(30),
             };
-            assert!(!purgatory.try_complete_else_watch(op, &[key]).expect("watched"));
+            assert!(!purgatory
+                .try_complete_else_watch(op, &[key])
+                .expect("watched"));
             flag.store(true, Ordering::Relaxed);
             assert_eq!(purgatory.check_and_complete(&key).expect("open"), 1);
             flag.store(false, Ordering::Relaxed);
@@ -140,7 +144,9 @@ fn purgatory(c: &mut Criterion) {
                     timeout: Duration::from_millis(10),
                 };
                 let keys = [rng.gen_range(0..10_000u64)];
-                assert!(!purgatory.try_complete_else_watch(op, &keys).expect("watched"));
+                assert!(!purgatory
+                    .try_complete_else_watch(op, &keys)
+                    .expect("watched"));
             }
             clock.advance(Duration::from_millis(10));
             while purgatory.delayed() > 0 {

@@ -213,10 +213,8 @@ fn main() {
         ProgressBar::new(args.num)
     };
     progress.set_style(
-        ProgressStyle::with_template(
-            "{bar:40} {pos}/{len} requests  {per_sec}  eta {eta}",
-        )
-        .expect("template"),
+        ProgressStyle::with_template("{bar:40} {pos}/{len} requests  {per_sec}  eta {eta}")
+            .expect("template"),
     );
 
     // The completion thread: force-completes each request when its latency
@@ -343,7 +341,10 @@ fn main() {
                 "RSS while enqueuing, after 10 %",
                 format!("{rss_lo:.1} – {rss_hi:.1} MiB ({} samples)", settled.len()),
             ),
-            ("completed / expired", format!("{completed} / {}", s.expired)),
+            (
+                "completed / expired",
+                format!("{completed} / {}", s.expired),
+            ),
             ("expiry lateness p50", format!("{p50:.3} ms")),
             ("expiry lateness p99", format!("{p99:.3} ms")),
             ("expiry lateness p99.9", format!("{p999:.3} ms")),

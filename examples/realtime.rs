@@ -1,0 +1,157 @@
+//! The real-time check: 1,000,000 timers with delays uniform in
+//! [1, 2,000] ms on the system clock, run by the thread-safe [`Timer`]'s own
+//! driver and workers. Reports how late each fired (p50, p99, p99.9, max),
+//! how many fired early (must be 0) and the process CPU time per timer.
+//!
+//! ```text
+//! cargo run --release --example realtime
+//! cargo run --release --example realtime -- 200000     # fewer timers
+//! ```
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use purgatorio::{Task, Timer};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+/// Lateness histogram in 10 µs buckets up to 100 ms, plus the maximum.
+struct Lateness {
+    buckets: Vec<AtomicU64>,
+    max_us: AtomicU64,
+    early: AtomicU64,
+    fired: AtomicU64,
+}
+
+const BUCKET_US: u64 = 10;
+
+impl Lateness {
+    fn new() -> Self {
+        Lateness {
+            buckets: (0..10_000).map(|_| AtomicU64::new(0)).collect(),
+            max_us: AtomicU64::new(0),
+            early: AtomicU64::new(0),
+            fired: AtomicU64::new(0),
+        }
+    }
+
+    fn record(&self, deadline: Instant) {
+        let now = Instant::now();
+        match now.checked_duration_since(deadline) {
+            Some(late) => {
+                let us = late.as_micros() as u64;
+                let b = ((us / BUCKET_US) as usize).min(self.buckets.len() - 1);
+                self.buckets[b].fetch_add(1, Ordering::Relaxed);
+                self.max_us.fetch_max(us, Ordering::Relaxed);
+            }
+            None => {
+                self.early.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        self.fired.fetch_add(1, Ordering::Release);
+    }
+
+    /// The lateness (ms) below which a fraction `p` of the on-time firings fell.
+    fn percentile(&self, p: f64) -> f64 {
+        let counts: Vec<u64> = self
+            .buckets
+            .iter()
+            .map(|b| b.load(Ordering::Relaxed))
+            .collect();
+        let total: u64 = counts.iter().sum();
+        let want = (total as f64 * p).ceil() as u64;
+        let mut seen = 0;
+        for (i, c) in counts.iter().enumerate() {
+            seen += c;
+            if seen >= want {
+                return ((i as u64 + 1) * BUCKET_US) as f64 / 1000.0;
+            }
+        }
+        f64::INFINITY
+    }
+}
+
+/// One timer: records its lateness when run.
+struct Probe {
+    deadline: Instant,
+    lateness: Arc<Lateness>,
+}
+
+impl Task for Probe {
+    fn run(self) {
+        self.lateness.record(self.deadline);
+    }
+}
+
+/// Process CPU time (user + system) from /proc, in seconds.
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let rest = stat.rsplit(')').next().unwrap_or("");
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+fn main() {
+    let n: u64 = match std::env::args().nth(1).map(|a| a.parse()) {
+        None => 1_000_000,
+        Some(Ok(n)) if n > 0 => n,
+        Some(_) => {
+            eprintln!("usage: realtime [NUMBER_OF_TIMERS]");
+            std::process::exit(2);
+        }
+    };
+    let lateness = Arc::new(Lateness::new());
+    let timer: Timer<Probe> = Timer::builder().build().expect("timer");
+    let mut rng = SmallRng::seed_from_u64(1);
+    let cpu_start = cpu_seconds();
+    let start = Instant::now();
+    for _ in 0..n {
+        let delay = Duration::from_millis(rng.gen_range(1..=2_000));
+        let probe = Probe {
+            deadline: Instant::now() + delay,
+            lateness: Arc::clone(&lateness),
+        };
+        drop(timer.schedule(delay, probe).expect("scheduled"));
+    }
+    let scheduled_in = start.elapsed();
+    while lateness.fired.load(Ordering::Acquire) < n {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let cpu = cpu_seconds() - cpu_start;
+    let m = timer.metrics();
+    println!("timers               {n} (delays uniform in [1, 2000] ms, system clock)");
+    println!("scheduled in         {:.3} s", scheduled_in.as_secs_f64());
+    println!(
+        "all fired after      {:.3} s",
+        start.elapsed().as_secs_f64()
+    );
+    println!(
+        "lateness ms          p50 {:.2}  p99 {:.2}  p99.9 {:.2}  max {:.3}",
+        lateness.percentile(0.5),
+        lateness.percentile(0.99),
+        lateness.percentile(0.999),
+        lateness.max_us.load(Ordering::Relaxed) as f64 / 1000.0
+    );
+    println!(
+        "early                {}",
+        lateness.early.load(Ordering::Relaxed)
+    );
+    println!(
+        "CPU (process)        {:.3} s, {:.0} ns per timer",
+        cpu,
+        cpu * 1e9 / n as f64
+    );
+    println!("driver wake-ups      {}", m.wakeups);
+    assert_eq!(
+        lateness.early.load(Ordering::Relaxed),
+        0,
+        "a timer fired early"
+    );
+}
