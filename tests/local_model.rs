@@ -210,3 +210,100 @@ model_test!(model_tick_1us, 1_000);
 model_test!(model_tick_1ms, 1_000_000);
 model_test!(model_tick_10ms, 10_000_000);
 model_test!(model_tick_100ms, 100_000_000);
+
+// ---------------------------------------------------------------------------
+// The fuzz harness: the same model, fed operation sequences decoded with
+// `arbitrary` from random bytes, for as long as asked.
+//
+//   PURGATORIO_FUZZ_SECS=600 cargo test --release --test local_model fuzz -- --nocapture
+//
+// Without the variable it runs 300 sequences. A failure prints the seed of
+// the failing sequence; PURGATORIO_FUZZ_SEED=<seed> replays just that one.
+
+use arbitrary::Unstructured;
+use rand::rngs::SmallRng;
+use rand::{RngCore, SeedableRng};
+
+/// A delay spanning many tick widths and, now and then, far beyond the wheel.
+fn fuzz_delay(u: &mut Unstructured, tick_ns: u64) -> arbitrary::Result<u64> {
+    Ok(match u.int_in_range(0..=6u8)? {
+        0..=3 => u.int_in_range(0..=tick_ns * 300)?,
+        4 | 5 => u.int_in_range(0..=tick_ns * 100_000)?,
+        _ => u.int_in_range(0..=u64::MAX / 4)?,
+    })
+}
+
+fn fuzz_step(u: &mut Unstructured, tick_ns: u64) -> arbitrary::Result<u64> {
+    Ok(match u.int_in_range(0..=5u8)? {
+        0..=2 => u.int_in_range(0..=tick_ns * 3)?,
+        3 | 4 => u.int_in_range(0..=tick_ns * 500)?,
+        _ => u.int_in_range(0..=tick_ns * 200_000)?,
+    })
+}
+
+fn fuzz_op(u: &mut Unstructured, tick_ns: u64) -> arbitrary::Result<Op> {
+    Ok(match u.int_in_range(0..=15u8)? {
+        0..=5 => Op::Schedule(fuzz_delay(u, tick_ns)?),
+        6 => Op::ScheduleAt(u.int_in_range(0..=tick_ns * 1000)?),
+        7..=9 => Op::Cancel(u.arbitrary()?),
+        10 | 11 => Op::Reschedule(u.arbitrary()?, fuzz_delay(u, tick_ns)?),
+        12..=14 => Op::Advance(fuzz_step(u, tick_ns)?),
+        _ => Op::AdvancePartial(fuzz_step(u, tick_ns)?, u.int_in_range(0..=3)?),
+    })
+}
+
+/// Decodes one case (tick, wheel size, operations) from `bytes` and runs it.
+fn fuzz_one(bytes: &[u8]) -> Result<usize, String> {
+    let mut u = Unstructured::new(bytes);
+    let decode = |u: &mut Unstructured| -> arbitrary::Result<(u64, usize, Vec<Op>)> {
+        let tick_ns = *u.choose(&[1u64, 1_000, 1_000_000, 10_000_000, 100_000_000])?;
+        let wheel_size = match u.int_in_range(0..=3u8)? {
+            0 => *u.choose(&[2usize, 3, 4, 8, 64])?,
+            _ => u.int_in_range(2..=300)?,
+        };
+        let mut ops = Vec::new();
+        while !u.is_empty() && ops.len() < 2_000 {
+            ops.push(fuzz_op(u, tick_ns)?);
+        }
+        Ok((tick_ns, wheel_size, ops))
+    };
+    let Ok((tick_ns, wheel_size, ops)) = decode(&mut u) else {
+        return Ok(0);
+    };
+    let n = ops.len();
+    run(tick_ns, wheel_size, ops).map_err(|e| e.to_string())?;
+    Ok(n)
+}
+
+#[test]
+fn fuzz() {
+    let env = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u64>().ok());
+    let seeds: Box<dyn Iterator<Item = u64>> = match env("PURGATORIO_FUZZ_SEED") {
+        Some(seed) => Box::new(std::iter::once(seed)),
+        None => Box::new(1..),
+    };
+    let budget = env("PURGATORIO_FUZZ_SECS").map(Duration::from_secs);
+    let start = std::time::Instant::now();
+    let (mut cases, mut ops) = (0u64, 0u64);
+    for seed in seeds {
+        let done = match budget {
+            Some(b) => start.elapsed() >= b,
+            None => cases >= 300,
+        };
+        if done {
+            break;
+        }
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let mut bytes = vec![0u8; 64 + (rng.next_u32() % 16_384) as usize];
+        rng.fill_bytes(&mut bytes);
+        match fuzz_one(&bytes) {
+            Ok(n) => ops += n as u64,
+            Err(e) => panic!("diverged from the model at PURGATORIO_FUZZ_SEED={seed}: {e}"),
+        }
+        cases += 1;
+    }
+    eprintln!(
+        "fuzz: {cases} sequences, {ops} operations, no divergence ({:.0?})",
+        start.elapsed()
+    );
+}
