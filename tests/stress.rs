@@ -88,7 +88,7 @@ fn timer_tasks_run_exactly_once_or_are_cancelled() {
             });
         }
     });
-    wait_until("the timer to drain", || timer.len() == 0);
+    wait_until("the timer to drain", || timer.is_empty());
     let m = timer.metrics();
     wait_until("the workers to finish", || {
         timer.metrics().expired

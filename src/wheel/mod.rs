@@ -271,8 +271,13 @@ impl<T> Wheel<T> {
     /// earliest timer of a large coarse bucket was cancelled (then a poll at
     /// the reported tick cascades that bucket and hands out nothing).
     pub(crate) fn next_expiration(&self) -> Option<u64> {
-        if !self.overdue.is_empty() || !self.ready.is_empty() {
+        if !self.ready.is_empty() {
             return Some(self.now);
+        }
+        // Overdue timers were due by the wheel's time when filed; after a
+        // clock that went backwards they are due by their own deadline.
+        if let Some(earliest) = self.overdue.iter().map(|r| r.deadline).min() {
+            return Some(earliest);
         }
         self.queue
             .peek()
@@ -285,7 +290,7 @@ impl<T> Wheel<T> {
     /// `now` (or stays where it was if `now` is earlier: time never runs back).
     pub(crate) fn poll(&mut self, now: u64) -> Option<Fired<T>> {
         loop {
-            if let Some(r) = self.next_overdue() {
+            if let Some(r) = self.next_overdue(now) {
                 if let Some(fired) = self.take(r) {
                     return Some(fired);
                 }
@@ -411,15 +416,20 @@ impl<T> Wheel<T> {
         }
     }
 
-    /// The next overdue reference, earliest deadline first.
+    /// The next overdue reference due by `now`, earliest deadline first.
+    /// With a monotonic clock every overdue reference is due; one filed
+    /// after the clock went backwards waits until `now` reaches it.
     #[inline]
-    fn next_overdue(&mut self) -> Option<Ref> {
+    fn next_overdue(&mut self, now: u64) -> Option<Ref> {
         if !self.overdue_sorted {
             self.overdue
                 .sort_unstable_by_key(|r| std::cmp::Reverse(r.deadline));
             self.overdue_sorted = true;
         }
-        self.overdue.pop()
+        match self.overdue.last() {
+            Some(r) if r.deadline <= now => self.overdue.pop(),
+            _ => None,
+        }
     }
 
     /// Frees the timer behind `r`, if `r` is live.
@@ -609,7 +619,7 @@ mod tests {
         w.insert(90, 90);
         w.insert(10, 10);
         w.insert(100, 100);
-        assert_eq!(w.next_expiration(), Some(100));
+        assert_eq!(w.next_expiration(), Some(10), "due since 10");
         let out: Vec<u64> = drain_due(&mut w, 100).into_iter().map(|f| f.0).collect();
         assert_eq!(out, vec![10, 90, 100]);
         assert_eq!(drain_due(&mut w, 150), vec![(150, 150)]);
