@@ -28,6 +28,10 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Exp, LogNormal};
 
+#[path = "support/proc_stats.rs"]
+mod proc_stats;
+use proc_stats::{cpu_seconds, status_mib};
+
 /// Command-line settings.
 #[derive(Debug, Clone)]
 struct Args {
@@ -140,33 +144,6 @@ impl DelayedOperation for FakeOperation {
             None => stats.early += 1,
         }
     }
-}
-
-/// Process CPU time (user + system) from /proc, in seconds.
-fn cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    // Fields after the command name, which is in parentheses.
-    let rest = stat.rsplit(')').next().unwrap_or("");
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|v| v.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    // utime and stime are fields 14 and 15 of the full line: 11 and 12 here.
-    (ticks(11) + ticks(12)) / 100.0
-}
-
-/// A `/proc/self/status` field in kB (VmHWM: peak RSS, VmRSS: current), as MiB.
-fn status_mib(field: &str) -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find(|l| l.starts_with(field))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|kb| kb.parse::<f64>().ok())
-        .map_or(0.0, |kb| kb / 1024.0)
 }
 
 /// Samples the current RSS every 100 ms until `stop` is set.

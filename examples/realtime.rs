@@ -16,6 +16,10 @@ use purgatorio::{Task, Timer};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
+#[path = "support/proc_stats.rs"]
+mod proc_stats;
+use proc_stats::cpu_seconds;
+
 /// Lateness histogram in 10 µs buckets up to 100 ms, plus the maximum.
 struct Lateness {
     buckets: Vec<AtomicU64>,
@@ -82,20 +86,6 @@ impl Task for Probe {
     fn run(self) {
         self.lateness.record(self.deadline);
     }
-}
-
-/// Process CPU time (user + system) from /proc, in seconds.
-fn cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let rest = stat.rsplit(')').next().unwrap_or("");
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|v| v.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    (ticks(11) + ticks(12)) / 100.0
 }
 
 fn main() {

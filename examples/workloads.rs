@@ -17,6 +17,10 @@ use purgatorio::{LocalTimer, ManualClock, Timer};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
+#[path = "support/proc_stats.rs"]
+mod proc_stats;
+use proc_stats::rss_bytes as rss;
+
 const SEED: u64 = 0x0005_eed0_f9a7_9a70;
 
 fn ms(v: u64) -> Duration {
@@ -101,17 +105,6 @@ fn w2() {
         "W2 expire: {:>7.1} ns per fired timer ({fired} fired, {early} early, {late} more than a tick late)",
         elapsed.as_nanos() as f64 / fired as f64
     );
-}
-
-/// Resident set size of this process in bytes.
-fn rss() -> u64 {
-    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
-    let pages: u64 = statm
-        .split_whitespace()
-        .nth(1)
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    pages * 4096
 }
 
 /// W3 memory: 10,000,000 pending u64 payloads in [1 ms, 1 h].

@@ -10,7 +10,7 @@
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use purgatorio_peers::{w1, w2, BTree, Heap, Kompact, Nexus, Purgatorio, Subject, Tokio};
+use purgatorio_peers::{BTree, Churn, Expire, Heap, Kompact, Nexus, Purgatorio, Subject, Tokio};
 
 const SIZES: [usize; 3] = [10_000, 100_000, 1_000_000];
 
@@ -19,7 +19,7 @@ fn churn_one<S: Subject>(c: &mut Criterion) {
     group.throughput(Throughput::Elements(1));
     for n in SIZES {
         group.bench_with_input(BenchmarkId::new(S::NAME, n), &n, |b, &n| {
-            let mut churn = w1::<S>(n);
+            let mut churn = Churn::<S>::new(n);
             b.iter_custom(|pairs| {
                 let start = Instant::now();
                 churn.run(pairs);
@@ -40,7 +40,7 @@ fn expire_one<S: Subject>(c: &mut Criterion) {
             b.iter_custom(|iters| {
                 let mut total = Duration::ZERO;
                 for _ in 0..iters {
-                    let expire = w2::<S>(n);
+                    let expire = Expire::<S>::new(n);
                     let start = Instant::now();
                     let fired = expire.run();
                     total += start.elapsed();

@@ -2,7 +2,7 @@
 //!
 //! Every timer structure is wrapped in one [`Subject`] adapter: time in whole
 //! milliseconds on a caller-driven clock that starts at 0, a 1 ms tick, and a
-//! `u64` id as the payload. The workloads ([`w1`], [`w2`], [`w3`], [`w4`]) are
+//! `u64` id as the payload. The workloads ([`Churn`], [`Expire`], [`w3`], [`w4`]) are
 //! written once against that trait, so every peer runs the same operations in
 //! the same order from the same seed, and every run checks its fired counts
 //! and that nothing fired early.
@@ -16,6 +16,10 @@ use std::time::Duration;
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
+
+#[path = "../../examples/support/proc_stats.rs"]
+mod proc_stats;
+use proc_stats::rss_bytes as rss;
 
 /// The fixed seed every workload starts from.
 pub const SEED: u64 = 0x0005_eed0_f9a7_9a70;
@@ -121,11 +125,6 @@ impl<S: Subject> Churn<S> {
     }
 }
 
-/// W1 churn: returns a prepared [`Churn`] with `pending` timers.
-pub fn w1<S: Subject>(pending: usize) -> Churn<S> {
-    Churn::new(pending)
-}
-
 /// W2 expire, prepared: `n` timers with deadlines uniform in [1, 10,000] ms.
 pub struct Expire<S: Subject> {
     /// The structure under test.
@@ -206,22 +205,6 @@ impl<S: Subject> Expire<S> {
         );
         out
     }
-}
-
-/// W2 expire: returns a prepared [`Expire`] with `n` timers.
-pub fn w2<S: Subject>(n: usize) -> Expire<S> {
-    Expire::new(n)
-}
-
-/// Resident set size of this process in bytes (Linux; 0 elsewhere).
-pub fn rss() -> u64 {
-    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
-    let pages: u64 = statm
-        .split_whitespace()
-        .nth(1)
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    pages * 4096
 }
 
 /// W3 memory: RSS growth in bytes per pending timer with `n` timers in
@@ -309,6 +292,8 @@ pub struct Nexus {
     wheel: nexus_timer::Wheel<u64>,
     epoch: std::time::Instant,
     now: u64,
+    /// Reused across polls, so no peer pays an allocation per tick.
+    buf: Vec<u64>,
 }
 
 impl Subject for Nexus {
@@ -322,6 +307,7 @@ impl Subject for Nexus {
             wheel: nexus_timer::Wheel::unbounded(4096, epoch),
             epoch,
             now: 0,
+            buf: Vec::new(),
         }
     }
     fn schedule(&mut self, deadline: u64, payload: u64) -> Self::Key {
@@ -335,11 +321,10 @@ impl Subject for Nexus {
         self.wheel.cancel(key).is_some()
     }
     fn advance(&mut self, now: u64, fire: &mut dyn FnMut(u64)) {
-        let mut buf = Vec::new();
         self.now = self.now.max(now);
         self.wheel
-            .poll_and_rebalance(self.epoch + ms(now), &mut buf);
-        buf.into_iter().for_each(fire);
+            .poll_and_rebalance(self.epoch + ms(now), &mut self.buf);
+        self.buf.drain(..).for_each(fire);
     }
     fn next_wake(&mut self) -> Option<u64> {
         // `next_deadline` is a lower bound that can stay behind the clock

@@ -13,7 +13,9 @@
 use std::time::Instant;
 
 use plotters::prelude::*;
-use purgatorio_peers::{w1, w2, w3, w4, BTree, Heap, Kompact, Nexus, Purgatorio, Subject, Tokio};
+use purgatorio_peers::{
+    w3, w4, BTree, Churn, Expire, Heap, Kompact, Nexus, Purgatorio, Subject, Tokio,
+};
 
 /// One structure's figures.
 struct Row {
@@ -60,7 +62,7 @@ fn measure<S: Subject>(index: usize, cfg: &Config) -> Row {
         let pairs = (2 * n as u64).max(1_000_000);
         let w1_runs = (0..cfg.runs)
             .map(|_| {
-                let mut churn = w1::<S>(n);
+                let mut churn = Churn::<S>::new(n);
                 let start = Instant::now();
                 churn.run(pairs);
                 let ns = start.elapsed().as_nanos() as f64 / pairs as f64;
@@ -71,7 +73,7 @@ fn measure<S: Subject>(index: usize, cfg: &Config) -> Row {
         row.w1.push(median(w1_runs));
         let w2_runs = (0..cfg.runs)
             .map(|_| {
-                let expire = w2::<S>(n);
+                let expire = Expire::<S>::new(n);
                 let start = Instant::now();
                 let fired = expire.run();
                 let ns = start.elapsed().as_nanos() as f64 / fired.fired as f64;

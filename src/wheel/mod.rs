@@ -276,8 +276,13 @@ impl<T> Wheel<T> {
         }
         // Overdue timers were due by the wheel's time when filed; after a
         // clock that went backwards they are due by their own deadline.
-        if let Some(earliest) = self.overdue.iter().map(|r| r.deadline).min() {
-            return Some(earliest);
+        let earliest = if self.overdue_sorted {
+            self.overdue.last().map(|r| r.deadline)
+        } else {
+            self.overdue.iter().map(|r| r.deadline).min()
+        };
+        if earliest.is_some() {
+            return earliest;
         }
         self.queue
             .peek()
