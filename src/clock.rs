@@ -21,7 +21,7 @@ use std::fmt;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
+use crate::sync::Mutex;
 
 /// The tick that no clock reading reaches: deadlines beyond the representable
 /// range are stored here and never fire.

@@ -14,13 +14,12 @@ use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
 use std::fmt;
 use std::hash::{BuildHasher, Hash};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use parking_lot::Mutex;
-
 use crate::error::{BuildError, ScheduleError};
+use crate::sync::{AtomicU64, Mutex};
 use crate::timer::{BoxTask, Task, Timer, TimerBuilder, TimerHandle};
 
 /// The callback a [`KeyedTimer`] calls with each expired key and value.

@@ -98,6 +98,7 @@ mod error;
 mod keyed;
 mod local;
 mod purgatory;
+mod sync;
 mod timer;
 mod wheel;
 

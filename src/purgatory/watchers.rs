@@ -4,19 +4,17 @@
 //! A shard lock is held only to edit or copy a list, never while an
 //! operation's callbacks run, and no operation lock is taken under it.
 
-use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hash};
 use std::sync::Arc;
 
-use parking_lot::Mutex;
-
 use super::op::{sub_saturating, DelayedOperation, Op, OpCounters};
+use crate::sync::{HashState, Mutex};
 
 /// One shard of the watch lists.
 struct Shard<K, O> {
     /// Operations watched per key; a key whose list empties is removed.
-    lists: HashMap<K, Vec<Arc<Op<O>>>>,
+    lists: HashMap<K, Vec<Arc<Op<O>>>, HashState>,
     /// Sum of the lengths of `lists`.
     watched: usize,
 }
@@ -26,7 +24,7 @@ pub(crate) struct Watchers<K, O> {
     /// The shards.
     shards: Box<[Mutex<Shard<K, O>>]>,
     /// Picks a key's shard.
-    hasher: RandomState,
+    hasher: HashState,
 }
 
 impl<K: Hash + Eq + Clone, O: DelayedOperation> Watchers<K, O> {
@@ -36,12 +34,12 @@ impl<K: Hash + Eq + Clone, O: DelayedOperation> Watchers<K, O> {
             shards: (0..shards.max(1))
                 .map(|_| {
                     Mutex::new(Shard {
-                        lists: HashMap::new(),
+                        lists: HashMap::default(),
                         watched: 0,
                     })
                 })
                 .collect(),
-            hasher: RandomState::new(),
+            hasher: HashState::default(),
         }
     }
 

@@ -21,11 +21,10 @@
 use std::sync::atomic::Ordering::SeqCst;
 use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex};
-
 use super::pool::Job;
 use super::{Shared, Task};
 use crate::clock::Wake;
+use crate::sync::{Condvar, Mutex};
 
 /// The most expirations moved out of a shard under one hold of its lock.
 pub(crate) const BATCH: usize = 1024;

@@ -34,19 +34,21 @@ mod driver;
 mod metrics;
 mod pool;
 
+#[cfg(all(test, purgatorio_loom))]
+mod loom_models;
+
 use std::cell::Cell;
 use std::fmt;
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
-
 use crate::clock::{Clock, ClockWaker, Resolution, SystemClock, Wake};
 use crate::error::{BuildError, ScheduleError, MAX_SHARDS, MAX_WORKERS};
 use crate::local::WheelConfig;
+use crate::sync::{AtomicBool, AtomicU64, Mutex};
 use crate::wheel::{TimerKey, Wheel};
 use driver::Signal;
 use pool::{Job, Pool};
@@ -823,6 +825,14 @@ impl<T: Task> Timer<T> {
     /// ```
     pub fn run_due(&self) -> usize {
         self.shared().pass().0
+    }
+
+    /// Runs the tasks handed to the (thread-less) pool on the calling
+    /// thread; the loom models' worker.
+    #[cfg(purgatorio_loom)]
+    pub(crate) fn run_queued(&self) -> usize {
+        let shared = self.shared();
+        shared.pool.run_queued(&shared.common)
     }
 
     /// Shuts the timer down and returns the tasks that never ran.

@@ -11,10 +11,10 @@ use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 
 use crossbeam_channel::{Receiver, Sender};
-use parking_lot::Mutex;
 
 use super::{Common, Task};
 use crate::error::BuildError;
+use crate::sync::Mutex;
 
 /// An expired task on its way to a worker.
 pub(crate) struct Job<T> {
@@ -33,16 +33,21 @@ pub(crate) struct Pool<T> {
     sender: Mutex<Option<Sender<Batch<T>>>>,
     /// Worker threads not yet joined.
     workers: Mutex<Vec<JoinHandle<()>>>,
+    /// Under loom there are no worker threads: the model runs the queued
+    /// batches itself, with [`run_queued`](Self::run_queued).
+    #[cfg(purgatorio_loom)]
+    receiver: Receiver<Batch<T>>,
 }
 
 impl<T: Task> Pool<T> {
-    /// Starts `workers` threads named `{name}-worker-{i}`.
+    /// Starts `workers` threads named `{name}-worker-{i}` (none under loom).
     pub(crate) fn start(
         workers: usize,
         name: &str,
         common: &Arc<Common>,
     ) -> Result<Self, BuildError> {
         let (sender, receiver) = crossbeam_channel::unbounded::<Batch<T>>();
+        let workers = if cfg!(purgatorio_loom) { 0 } else { workers };
         let mut handles = Vec::with_capacity(workers);
         for i in 0..workers {
             let receiver = receiver.clone();
@@ -63,7 +68,24 @@ impl<T: Task> Pool<T> {
         Ok(Pool {
             sender: Mutex::new(Some(sender)),
             workers: Mutex::new(handles),
+            #[cfg(purgatorio_loom)]
+            receiver,
         })
+    }
+
+    /// Runs the queued batches on the calling thread, as a worker would;
+    /// returns how many tasks ran. The receive happens under the sender's
+    /// lock, so loom sees each batch's hand-off.
+    #[cfg(purgatorio_loom)]
+    pub(crate) fn run_queued(&self, common: &Common) -> usize {
+        let batches: Vec<Batch<T>> = {
+            let _sender = self.sender.lock();
+            self.receiver.try_iter().collect()
+        };
+        batches
+            .into_iter()
+            .map(|batch| run_batch(batch, common))
+            .sum()
     }
 
     /// Queues a batch; gives it back if the pool is closed.
@@ -101,12 +123,19 @@ pub(crate) fn join_all(handles: Vec<JoinHandle<()>>) {
 /// A worker's loop: run batches until the channel closes.
 fn work<T: Task>(receiver: &Receiver<Batch<T>>, common: &Common) {
     for batch in receiver {
-        for job in batch {
-            common.record_lag(job.deadline);
-            let task = job.task;
-            if catch_unwind(AssertUnwindSafe(move || task.run())).is_err() {
-                common.counters.record_panic();
-            }
+        run_batch(batch, common);
+    }
+}
+
+/// Runs a batch's tasks, catching and counting panics; returns how many ran.
+fn run_batch<T: Task>(batch: Batch<T>, common: &Common) -> usize {
+    let ran = batch.len();
+    for job in batch {
+        common.record_lag(job.deadline);
+        let task = job.task;
+        if catch_unwind(AssertUnwindSafe(move || task.run())).is_err() {
+            common.counters.record_panic();
         }
     }
+    ran
 }

@@ -1,0 +1,195 @@
+//! loom models of the timer's shared state (`--cfg purgatorio_loom`).
+//!
+//! Each model builds a real [`Timer`] on a [`ManualClock`], without a driver
+//! thread and without workers: one model thread plays the driver (`run_due`)
+//! and then the worker (`run_queued`), others cancel, reschedule, schedule
+//! or shut down, and loom runs every interleaving of their locks and atomics.
+
+use std::sync::atomic::Ordering::SeqCst;
+use std::sync::Arc;
+use std::time::Duration;
+
+use loom::thread;
+
+use super::{BoxTask, Timer};
+use crate::sync::{model, AtomicUsize};
+use crate::ManualClock;
+
+/// A timer with a 1 ms tick and 4 slots per level, one shard, driven by the
+/// model, and its clock.
+fn timer() -> (Timer, ManualClock) {
+    let clock = ManualClock::new();
+    let timer = Timer::builder()
+        .tick(Duration::from_millis(1))
+        .wheel_size(4)
+        .shards(1)
+        .clock(clock.clone())
+        .driver_thread(false)
+        .build()
+        .expect("valid timer");
+    (timer, clock)
+}
+
+/// A task that counts its runs in `ran`.
+fn counting(ran: &Arc<AtomicUsize>) -> BoxTask {
+    let ran = Arc::clone(ran);
+    Box::new(move || {
+        ran.fetch_add(1, SeqCst);
+    })
+}
+
+/// Cancel racing the driver's flush of a due bucket: the task runs or the
+/// cancel answers `true`, never both, never neither; the counters agree.
+#[test]
+fn cancel_races_flush() {
+    model("cancel_races_flush", || {
+        let (timer, clock) = timer();
+        let ran = Arc::new(AtomicUsize::new(0));
+        let handle = timer
+            .schedule(Duration::from_millis(1), counting(&ran))
+            .unwrap();
+        clock.advance(Duration::from_millis(1));
+
+        let driver = timer.clone();
+        let driving = thread::spawn(move || {
+            driver.run_due();
+            driver.run_queued();
+        });
+        let cancelled = handle.cancel();
+        driving.join().unwrap();
+
+        let ran = ran.load(SeqCst);
+        assert_eq!(
+            ran + usize::from(cancelled),
+            1,
+            "ran {ran}, cancelled {cancelled}"
+        );
+        let metrics = timer.metrics();
+        assert_eq!(metrics.scheduled, 1);
+        assert_eq!(metrics.cancelled, u64::from(cancelled));
+        assert_eq!(metrics.expired, ran as u64);
+        assert_eq!(metrics.pending, 0);
+        assert!(!handle.is_pending());
+    });
+}
+
+/// Cancel and reschedule racing a cascade from the second level and the
+/// flush that follows: the task runs at most once, and exactly once unless a
+/// cancel answered `true`; a rescheduled task still fires, never early.
+#[test]
+fn cancel_and_reschedule_race_cascade() {
+    model("cancel_and_reschedule_race_cascade", || {
+        let (timer, clock) = timer();
+        let ran = Arc::new(AtomicUsize::new(0));
+        // 6 ticks with 4 slots: level 1, cascaded down when the clock passes 4.
+        let handle = timer
+            .schedule(Duration::from_millis(6), counting(&ran))
+            .unwrap();
+        clock.advance(Duration::from_millis(5));
+
+        let driver = timer.clone();
+        let driving = thread::spawn(move || {
+            driver.run_due();
+            driver.run_queued();
+        });
+        let mover = handle.clone();
+        // From tick 5 to tick 7: past the original deadline.
+        let moving = thread::spawn(move || mover.reschedule(Duration::from_millis(2)));
+        let cancelled = handle.cancel();
+        driving.join().unwrap();
+        let rescheduled = moving.join().unwrap();
+
+        // Nothing was due at tick 5, so nothing may have run yet.
+        assert_eq!(ran.load(SeqCst), 0, "fired early");
+        clock.advance(Duration::from_millis(1));
+        timer.run_due();
+        timer.run_queued();
+        if rescheduled {
+            // Moved to tick 7: still not due at tick 6.
+            assert_eq!(ran.load(SeqCst), 0, "fired before its new deadline");
+        }
+        clock.advance(Duration::from_millis(1));
+        timer.run_due();
+        timer.run_queued();
+
+        let ran = ran.load(SeqCst);
+        assert_eq!(
+            ran + usize::from(cancelled),
+            1,
+            "ran {ran}, cancelled {cancelled}"
+        );
+        assert_eq!(timer.metrics().cancelled, u64::from(cancelled));
+        assert_eq!(timer.len(), 0);
+    });
+}
+
+/// The driver's wake-up protocol: a schedule that creates an earlier
+/// deadline while the driver makes its pass is seen by that pass, or the
+/// driver's planned wake is no later than it, or the driver is signalled.
+/// Never a sleep past the new deadline.
+#[test]
+fn schedule_never_loses_a_wakeup() {
+    model("schedule_never_loses_a_wakeup", || {
+        let (timer, _clock) = timer();
+        let ran = Arc::new(AtomicUsize::new(0));
+        // Something later is already pending: the driver plans to wake at 9.
+        timer
+            .schedule(Duration::from_millis(9), counting(&ran))
+            .unwrap();
+
+        let scheduler = timer.clone();
+        let task = counting(&ran);
+        let scheduling =
+            thread::spawn(move || scheduler.schedule(Duration::from_millis(3), task).is_ok());
+
+        let shared = timer.shared();
+        let seen = shared.common.signal.epoch();
+        let (moved, _) = shared.pass();
+        let planned = shared.common.next_wake.load(SeqCst);
+        assert!(scheduling.join().unwrap());
+
+        assert_eq!(moved, 0);
+        let signalled = shared.common.signal.epoch() != seen;
+        assert!(
+            planned <= 3 || signalled,
+            "driver plans tick {planned}, deadline 3, no signal"
+        );
+    });
+}
+
+/// Shutdown racing a schedule: the task is refused and handed back, or
+/// accepted and then returned by shutdown. Never lost, never run.
+#[test]
+fn shutdown_races_schedule() {
+    model("shutdown_races_schedule", || {
+        let (timer, _clock) = timer();
+        let ran = Arc::new(AtomicUsize::new(0));
+        let scheduler = timer.clone();
+        let task = counting(&ran);
+        let scheduling = thread::spawn(move || {
+            scheduler
+                .schedule(Duration::from_millis(2), task)
+                .map(|_| ())
+                .map_err(|refused| refused.into_inner())
+        });
+        let mut pending = timer.shutdown();
+        let scheduled = scheduling.join().unwrap();
+        // A second shutdown returns nothing more.
+        assert!(timer.shutdown().is_empty());
+
+        match scheduled {
+            Ok(()) => assert_eq!(pending.len(), 1, "accepted task lost by shutdown"),
+            Err(task) => {
+                assert!(pending.is_empty());
+                pending.push(task);
+            }
+        }
+        assert_eq!(timer.run_queued(), 0);
+        assert_eq!(ran.load(SeqCst), 0, "ran after shutdown");
+        // The task came back whole: it still runs when the caller runs it.
+        for task in pending {
+            task();
+        }
+        assert_eq!(ran.load(SeqCst), 1);
+    });
+}
