@@ -690,3 +690,71 @@ fn force_complete_racing_expiry_completes_exactly_once() {
         (forced, expired)
     );
 }
+
+/// Reads its condition, then (on the try after `park` watched it) lets
+/// another thread report the event while the lock is still held, and only
+/// then answers what it read: the interleaving in which the event arrives
+/// between the read and the unlock, made deterministic.
+struct Handshake {
+    ready: Arc<AtomicBool>,
+    tries: usize,
+    go: mpsc::Sender<()>,
+    reported: mpsc::Receiver<()>,
+    record: Arc<Record>,
+}
+
+impl DelayedOperation for Handshake {
+    fn delay(&self) -> Duration {
+        Duration::from_secs(3600)
+    }
+    fn try_complete(&mut self) -> bool {
+        let seen = self.ready.load(Ordering::SeqCst);
+        self.tries += 1;
+        if self.tries == 2 {
+            self.go.send(()).unwrap();
+            self.reported
+                .recv_timeout(PATIENCE)
+                .expect("event reported");
+        }
+        seen
+    }
+    fn on_complete(&mut self) {
+        self.record.completed.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// An event reported by `check_and_complete` while `park` holds the
+/// operation's lock after watching it (the checker finds the lock taken and
+/// leaves a retry) is not lost: `park` honours the retry and completes it.
+/// (Found by the loom model `watch_races_check_and_complete_and_purge`.)
+#[test]
+fn an_event_reported_during_registration_is_not_lost() {
+    let clock = ManualClock::new();
+    let p: Purgatory<&str, Handshake> = purgatory(&clock);
+    let (go, went) = mpsc::channel();
+    let (report, reported) = mpsc::channel();
+    let ready = Arc::new(AtomicBool::new(false));
+    let record = Arc::new(Record::default());
+    let op = Handshake {
+        ready: Arc::clone(&ready),
+        tries: 0,
+        go,
+        reported,
+        record: Arc::clone(&record),
+    };
+    let checker = p.clone();
+    let checking = thread::spawn(move || {
+        went.recv().unwrap();
+        ready.store(true, Ordering::SeqCst);
+        // The operation is locked by `park`: nothing completes here.
+        let completed = checker.check_and_complete(&"k").unwrap();
+        report.send(()).unwrap();
+        completed
+    });
+    let parked = p.park(op, &["k"]).unwrap();
+    assert_eq!(checking.join().unwrap(), 0);
+    assert!(parked.is_done(), "the reported event was lost");
+    assert!(parked.completed_now());
+    assert_eq!(record.completed.load(Ordering::SeqCst), 1);
+    assert_eq!(p.delayed(), 0);
+}

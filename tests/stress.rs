@@ -240,3 +240,65 @@ fn purgatory_operations_complete_exactly_once() {
     });
     purgatory.shutdown();
 }
+
+/// Counts its completions; never completes by itself.
+struct Parked {
+    completed: Arc<AtomicUsize>,
+}
+
+impl DelayedOperation for Parked {
+    fn delay(&self) -> Duration {
+        Duration::from_secs(3600)
+    }
+    fn try_complete(&mut self) -> bool {
+        false
+    }
+    fn on_complete(&mut self) {
+        self.completed.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// `park` racing `shutdown`: once both have returned, every operation the
+/// purgatory accepted has ended (expired by shutdown, or by `park` itself).
+/// Before the fix that the loom model `shutdown_races_park` found, an
+/// operation watched after shutdown drained the lists could be left pending.
+#[test]
+fn park_racing_shutdown_leaves_nothing_pending() {
+    let rounds = (ops_per_thread() / 25).max(1);
+    for round in 0..rounds {
+        let purgatory: Purgatory<u64, Parked> = Purgatory::builder()
+            .timer(Timer::builder().shards(2).workers(1))
+            .build()
+            .expect("purgatory");
+        let completed = Arc::new(AtomicUsize::new(0));
+        let accepted = AtomicUsize::new(0);
+        thread::scope(|s| {
+            for t in 0..2u64 {
+                let (p, completed, accepted) = (&purgatory, &completed, &accepted);
+                s.spawn(move || {
+                    for key in 0.. {
+                        let op = Parked {
+                            completed: Arc::clone(completed),
+                        };
+                        match p.park(op, &[key % 8, t]) {
+                            Ok(_) => accepted.fetch_add(1, Ordering::Relaxed),
+                            Err(_) => return,
+                        };
+                    }
+                });
+            }
+            // Let the producers get going, then shut down under them.
+            wait_until("the producers to start", || {
+                accepted.load(Ordering::Relaxed) > round % 50
+            });
+            purgatory.shutdown();
+        });
+        let accepted = accepted.load(Ordering::Relaxed);
+        assert_eq!(
+            completed.load(Ordering::Relaxed),
+            accepted,
+            "round {round}: an accepted operation was left pending"
+        );
+        assert_eq!(purgatory.metrics().expired, accepted as u64);
+    }
+}

@@ -28,14 +28,18 @@
 mod op;
 mod watchers;
 
+#[cfg(all(test, purgatorio_loom))]
+mod loom_models;
+
 use std::error::Error;
 use std::fmt;
 use std::hash::Hash;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::{BuildError, ScheduleError};
+use crate::sync::{AtomicBool, AtomicU64};
 use crate::timer::{BoxTask, Timer, TimerBuilder};
 use op::{Job, Op, OpCounters, Outcome};
 use watchers::Watchers;
@@ -219,12 +223,19 @@ fn shut_down<K, O: DelayedOperation>(core: &Core<K, O>, timer: &Timer<Job<O>>) -
     if core.closed.swap(true, Ordering::SeqCst) {
         return 0;
     }
-    // Every pending operation is in at least one watch list, so the drained
-    // lists cover the timer's pending jobs too.
+    // An operation parked while this runs may be watched after the drain:
+    // then its expiry job comes back from the timer's shutdown below, or its
+    // `park` finds the timer shut down and expires it there. (Dropping the
+    // timer's jobs instead lost such an operation: the loom model
+    // `shutdown_races_park` found that.)
     let watched = core.watchers.drain();
-    drop(timer.shutdown());
+    let scheduled = timer.shutdown().into_iter().filter_map(|job| match job {
+        Job::Expire { op, .. } => Some(op),
+        Job::Run(_) => None,
+    });
     let expired = watched
-        .iter()
+        .into_iter()
+        .chain(scheduled)
         .filter(|op| op.expire_detached(&core.counters))
         .count();
     core.counters.lingering.store(0, Ordering::Relaxed);
@@ -633,20 +644,23 @@ where
                 }
             }
             cell.try_complete_locked(state, counters)
-        });
-        if !completed && !cell.is_done() {
+        }) || cell.honour_retry(counters);
+        let completed = if completed || cell.is_done() {
+            completed
+        } else {
             let job = Job::Expire {
                 op: Arc::clone(&cell),
                 counters: Arc::clone(counters),
             };
             match self.owner.timer.schedule(delay, job) {
-                Ok(handle) => cell.set_timer(handle),
+                Ok(handle) => cell.set_timer(handle, counters),
                 // Shut down meanwhile: expire it, as shutdown does with the rest.
                 Err(ScheduleError(_)) => {
                     cell.complete(Outcome::Expired, counters);
+                    false
                 }
             }
-        }
+        };
         self.maybe_purge();
         Ok(Parked {
             op: cell,

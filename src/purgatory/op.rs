@@ -9,12 +9,11 @@
 //! counted and leaves the operation done.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use parking_lot::Mutex;
-
+use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Mutex};
 use crate::timer::{Task, TimerHandle};
 
 /// An operation that waits in a [`Purgatory`](crate::Purgatory) until it can
@@ -166,6 +165,14 @@ impl<O: DelayedOperation> Op<O> {
     /// to raise it), this call tries once more itself. So an event that
     /// arrived before this call is never missed, and a callback that calls
     /// `check_and_complete` never waits for another operation's lock.
+    ///
+    /// Every access to `retry` is a read-modify-write, which reads the
+    /// latest value, and acquires what the raiser released: the holder that
+    /// clears a raised flag sees the raiser's event in `try_complete` even if
+    /// the user's condition is a relaxed atomic. (A plain store and load, as
+    /// in Kafka's `tryCompletePending`, is a store-buffering pattern: the
+    /// holder could clear the flag and still read the condition stale. The
+    /// loom model `retry_flag_never_loses_a_completion` found that.)
     pub(crate) fn try_complete_watched(&self, counters: &OpCounters) -> bool {
         loop {
             if self.is_done() {
@@ -173,14 +180,14 @@ impl<O: DelayedOperation> Op<O> {
             }
             let retry = match self.state.try_lock() {
                 Some(mut state) => {
-                    self.retry.store(false, Ordering::SeqCst);
+                    self.retry.swap(false, Ordering::AcqRel);
                     if self.try_complete_locked(&mut state, counters) {
                         return true;
                     }
                     drop(state);
-                    self.retry.load(Ordering::SeqCst)
+                    self.retry.swap(false, Ordering::AcqRel)
                 }
-                None => !self.retry.swap(true, Ordering::SeqCst),
+                None => !self.retry.swap(true, Ordering::AcqRel),
             };
             if !retry {
                 return false;
@@ -189,8 +196,24 @@ impl<O: DelayedOperation> Op<O> {
     }
 
     /// Runs `f` with the operation locked.
+    ///
+    /// A watcher that found the lock taken meanwhile may have raised
+    /// `retry` and left: if `f` leaves the operation pending, the caller must
+    /// call [`honour_retry`](Self::honour_retry) next.
     pub(crate) fn with_lock<R>(&self, f: impl FnOnce(&mut OpState<O>) -> R) -> R {
         f(&mut self.state.lock())
+    }
+
+    /// After holding the lock with `lock()` and leaving the operation
+    /// pending: if a watcher raised `retry` meanwhile, tries again on its
+    /// behalf. Returns whether this completed the operation.
+    ///
+    /// Without this, a `check_and_complete` that arrived while `park` held
+    /// the lock (registering, or storing the timer) gave up on it, and its
+    /// event was lost: the loom model
+    /// `watch_races_check_and_complete_and_purge` found that.
+    pub(crate) fn honour_retry(&self, counters: &OpCounters) -> bool {
+        self.retry.swap(false, Ordering::AcqRel) && self.try_complete_watched(counters)
     }
 
     /// Tries to complete the operation; the caller holds its lock.
@@ -255,14 +278,18 @@ impl<O: DelayedOperation> Op<O> {
     }
 
     /// Stores the timer handle, or cancels the timer at once if the operation
-    /// completed before the handle arrived.
-    pub(crate) fn set_timer(&self, handle: TimerHandle<Job<O>>) {
+    /// completed before the handle arrived. Returns whether a retry raised
+    /// meanwhile completed the operation (see [`honour_retry`](Self::honour_retry)).
+    pub(crate) fn set_timer(&self, handle: TimerHandle<Job<O>>, counters: &OpCounters) -> bool {
         let mut state = self.state.lock();
         if self.is_done() {
             drop(state);
             handle.cancel();
+            false
         } else {
             state.timer = Some(handle);
+            drop(state);
+            self.honour_retry(counters)
         }
     }
 

@@ -1,0 +1,239 @@
+//! loom models of the purgatory's shared state (`--cfg purgatorio_loom`).
+//!
+//! Each model builds a real [`Purgatory`] whose timer runs on a
+//! [`ManualClock`] without a driver thread or workers: the thread that
+//! expires plays both (`run_due`, then `run_queued`). loom runs every
+//! interleaving of the operation locks, the watch-list shard locks, the
+//! timer shard lock and the atomics between them.
+
+use std::sync::atomic::Ordering::{Relaxed, SeqCst};
+use std::sync::Arc;
+use std::time::Duration;
+
+use loom::thread;
+
+use super::{DelayedOperation, Purgatory, WatchError};
+use crate::sync::{model, AtomicBool, AtomicUsize};
+use crate::{ManualClock, Timer};
+
+/// What an operation's callbacks did.
+#[derive(Default)]
+struct Log {
+    /// Runs of `on_complete`.
+    completed: AtomicUsize,
+    /// Runs of `on_expiration`.
+    expired: AtomicUsize,
+}
+
+/// Waits for `ready` (a relaxed flag), for 1 ms.
+struct Wait {
+    ready: Arc<AtomicBool>,
+    log: Arc<Log>,
+}
+
+impl DelayedOperation for Wait {
+    fn delay(&self) -> Duration {
+        Duration::from_millis(1)
+    }
+    fn try_complete(&mut self) -> bool {
+        // Relaxed on purpose: the purgatory must supply the ordering.
+        self.ready.load(Relaxed)
+    }
+    fn on_complete(&mut self) {
+        self.log.completed.fetch_add(1, SeqCst);
+    }
+    fn on_expiration(&mut self) {
+        self.log.expired.fetch_add(1, SeqCst);
+    }
+}
+
+/// One operation's condition and callback log.
+fn wait() -> (Wait, Arc<AtomicBool>, Arc<Log>) {
+    let ready = Arc::new(AtomicBool::new(false));
+    let log = Arc::new(Log::default());
+    let op = Wait {
+        ready: Arc::clone(&ready),
+        log: Arc::clone(&log),
+    };
+    (op, ready, log)
+}
+
+type Model = Purgatory<&'static str, Wait>;
+
+/// A purgatory with two watch shards on a manual clock, and the clock.
+fn purgatory() -> (Model, ManualClock) {
+    let clock = ManualClock::new();
+    let timer = Timer::builder()
+        .tick(Duration::from_millis(1))
+        .wheel_size(4)
+        .shards(1)
+        .clock(clock.clone())
+        .driver_thread(false);
+    let purgatory = Purgatory::builder()
+        .watch_shards(2)
+        .timer(timer)
+        .build()
+        .expect("valid purgatory");
+    (purgatory, clock)
+}
+
+/// The expiry path: the driver's pass, then the worker running what it
+/// handed over. Returns how many timer tasks ran.
+fn expire(purgatory: &Model) -> usize {
+    let timer = &purgatory.owner.timer;
+    timer.run_due();
+    timer.run_queued()
+}
+
+/// Completion racing expiry and `force_complete`: `on_complete` runs once,
+/// `on_expiration` only if expiry won, and exactly one path reports the win.
+#[test]
+fn completion_races_expiry_and_force_complete() {
+    model("completion_races_expiry_and_force_complete", || {
+        let (purgatory, clock) = purgatory();
+        let (op, ready, log) = wait();
+        let parked = purgatory.park(op, &["k"]).unwrap();
+        assert!(!parked.completed_now());
+        clock.advance(Duration::from_millis(1));
+
+        let expirer = purgatory.clone();
+        let expiring = thread::spawn(move || expire(&expirer));
+        let completer = purgatory.clone();
+        let completing = thread::spawn(move || {
+            ready.store(true, Relaxed);
+            completer.check_and_complete(&"k").unwrap()
+        });
+        let forced = parked.force_complete();
+        expiring.join().unwrap();
+        let checked = completing.join().unwrap();
+
+        let metrics = purgatory.metrics();
+        let expired = metrics.expired as usize;
+        assert_eq!(log.completed.load(SeqCst), 1, "on_complete runs once");
+        assert_eq!(log.expired.load(SeqCst), expired);
+        assert_eq!(checked + usize::from(forced) + expired, 1, "one winner");
+        assert_eq!(metrics.completed_by_try, u64::from(checked == 1 || forced));
+        assert!(parked.is_done());
+        assert_eq!(purgatory.delayed(), 0);
+    });
+}
+
+/// `cancel_for_key` racing expiry and completion: the operation is handed
+/// back untouched, or completed once; never both.
+#[test]
+fn cancel_for_key_races_expiry_and_completion() {
+    model("cancel_for_key_races_expiry_and_completion", || {
+        let (purgatory, clock) = purgatory();
+        let (op, ready, log) = wait();
+        purgatory.try_complete_else_watch(op, &["k"]).unwrap();
+        clock.advance(Duration::from_millis(1));
+
+        let expirer = purgatory.clone();
+        let expiring = thread::spawn(move || expire(&expirer));
+        let completer = purgatory.clone();
+        let completing = thread::spawn(move || {
+            ready.store(true, Relaxed);
+            completer.check_and_complete(&"k").unwrap()
+        });
+        let back = purgatory.cancel_for_key(&"k").unwrap();
+        expiring.join().unwrap();
+        let checked = completing.join().unwrap();
+
+        let completed = log.completed.load(SeqCst);
+        assert_eq!(back.len() + completed, 1, "handed back xor completed");
+        let metrics = purgatory.metrics();
+        assert_eq!(metrics.completed_by_try + metrics.expired, completed as u64);
+        assert_eq!(metrics.completed_by_try, checked as u64);
+        assert_eq!(log.expired.load(SeqCst) as u64, metrics.expired);
+        assert_eq!(purgatory.delayed(), 0);
+    });
+}
+
+/// Registration (try, watch, try again) racing `check_and_complete` on a
+/// key of the operation and a purge of the watch lists: an event reported
+/// after its condition became true is never lost, and the purge drops only
+/// done operations.
+#[test]
+fn watch_races_check_and_complete_and_purge() {
+    model("watch_races_check_and_complete_and_purge", || {
+        let (purgatory, _clock) = purgatory();
+        // A done operation lingering on "a", for the purge to find.
+        let (old, _, old_log) = wait();
+        assert!(purgatory.park(old, &["a"]).unwrap().force_complete());
+
+        let (op, ready, log) = wait();
+        let watcher = purgatory.clone();
+        let watching = thread::spawn(move || watcher.park(op, &["a", "b"]).unwrap());
+        let completer = purgatory.clone();
+        let completing = thread::spawn(move || {
+            ready.store(true, Relaxed);
+            completer.check_and_complete(&"b").unwrap()
+        });
+        purgatory.owner.core.purge();
+        let parked = watching.join().unwrap();
+        let checked = completing.join().unwrap();
+
+        assert!(parked.is_done(), "completion lost");
+        assert_eq!(log.completed.load(SeqCst), 1);
+        assert_eq!(log.expired.load(SeqCst), 0);
+        assert_eq!(usize::from(parked.completed_now()) + checked, 1);
+        assert_eq!(old_log.completed.load(SeqCst), 1);
+        assert_eq!(purgatory.metrics().completed_by_try, 2);
+        // Everything is done, so one more purge empties the lists.
+        purgatory.owner.core.purge();
+        assert_eq!(purgatory.watched(), 0);
+        assert_eq!(purgatory.keys(), 0);
+    });
+}
+
+/// Two `check_and_complete` calls on one key, the condition turning true
+/// between them: a caller that finds the operation locked leaves the retry
+/// flag, and the holder tries again. No completion is lost.
+#[test]
+fn retry_flag_never_loses_a_completion() {
+    model("retry_flag_never_loses_a_completion", || {
+        let (purgatory, _clock) = purgatory();
+        let (op, ready, log) = wait();
+        let parked = purgatory.park(op, &["a"]).unwrap();
+
+        let completer = purgatory.clone();
+        let completing = thread::spawn(move || {
+            ready.store(true, Relaxed);
+            completer.check_and_complete(&"a").unwrap()
+        });
+        let mine = purgatory.check_and_complete(&"a").unwrap();
+        let theirs = completing.join().unwrap();
+
+        assert!(parked.is_done(), "completion lost");
+        assert_eq!(mine + theirs, 1);
+        assert_eq!(log.completed.load(SeqCst), 1);
+    });
+}
+
+/// Shutdown racing `park`: the operation is refused and handed back, or it
+/// is accepted and then expired exactly once (by shutdown, or by `park`
+/// itself when the timer is already shut down). None is left pending.
+#[test]
+fn shutdown_races_park() {
+    model("shutdown_races_park", || {
+        let (purgatory, _clock) = purgatory();
+        let (op, _, log) = wait();
+        let parker = purgatory.clone();
+        let parking = thread::spawn(move || parker.park(op, &["a"]));
+        purgatory.shutdown();
+        let parked = parking.join().unwrap();
+
+        match parked {
+            Ok(parked) => {
+                assert!(parked.is_done(), "accepted operation left pending");
+                assert_eq!(log.completed.load(SeqCst), 1);
+                assert_eq!(log.expired.load(SeqCst), 1);
+            }
+            Err(WatchError::ShutDown(_)) => {
+                assert_eq!(log.completed.load(SeqCst), 0);
+            }
+            Err(WatchError::NoKeys(_)) => unreachable!("one key given"),
+        }
+        assert_eq!(purgatory.delayed(), 0);
+    });
+}
