@@ -10,7 +10,6 @@
 //! still matches (a key set again meanwhile has a new id), releases the lock,
 //! and only then calls the expiry callback.
 
-use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
 use std::fmt;
 use std::hash::{BuildHasher, Hash};
@@ -19,7 +18,7 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use crate::error::{BuildError, ScheduleError};
-use crate::sync::{AtomicU64, Mutex};
+use crate::sync::{AtomicU64, HashState, Mutex};
 use crate::timer::{BoxTask, Task, Timer, TimerBuilder, TimerHandle};
 
 /// The callback a [`KeyedTimer`] calls with each expired key and value.
@@ -36,14 +35,14 @@ struct Entry<K, V> {
 }
 
 /// One shard of the key map.
-type Shard<K, V> = Mutex<HashMap<K, Entry<K, V>>>;
+type Shard<K, V> = Mutex<HashMap<K, Entry<K, V>, HashState>>;
 
 /// What the keyed timer's handles and tasks share.
 struct Shared<K, V> {
     /// key → entry, sharded by the key's hash.
     shards: Box<[Shard<K, V>]>,
     /// Picks a key's shard.
-    hasher: RandomState,
+    hasher: HashState,
     /// Source of entry ids.
     next_id: AtomicU64,
     /// Called with each expired key and value, outside every lock.
@@ -195,9 +194,9 @@ where
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let shared = Arc::new(Shared {
             shards: (0..16 * cores)
-                .map(|_| Mutex::new(HashMap::new()))
+                .map(|_| Mutex::new(HashMap::default()))
                 .collect(),
-            hasher: RandomState::new(),
+            hasher: HashState::default(),
             next_id: AtomicU64::new(0),
             on_expire: Box::new(on_expire),
         });
@@ -364,5 +363,66 @@ where
     pub fn shutdown(&self) -> Vec<(K, V)> {
         drop(self.timer.shutdown());
         self.drain()
+    }
+}
+
+/// loom model of the keyed timer (`--cfg purgatorio_loom`): `set` racing
+/// expiry and `remove` on one key. Every value comes out exactly once (to the
+/// callback, back from `set` or `remove`, or from the final drain), and none
+/// reaches the callback before its deadline.
+#[cfg(all(test, purgatorio_loom))]
+mod loom_models {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use loom::thread;
+
+    use super::KeyedTimer;
+    use crate::sync::{model, Mutex};
+    use crate::{ManualClock, Timer};
+
+    #[test]
+    fn set_races_expiry_and_remove() {
+        model("keyed_set_races_expiry_and_remove", || {
+            let clock = ManualClock::new();
+            let expired = Arc::new(Mutex::new(Vec::new()));
+            let seen = Arc::clone(&expired);
+            let keyed = KeyedTimer::with_timer(
+                Timer::builder()
+                    .tick(Duration::from_millis(1))
+                    .wheel_size(4)
+                    .shards(1)
+                    .clock(clock.clone())
+                    .driver_thread(false),
+                move |_key: u8, value: u32| seen.lock().push(value),
+            )
+            .expect("valid keyed timer");
+            assert_eq!(keyed.set(7, 1, Duration::from_millis(1)), Ok(None));
+            clock.advance(Duration::from_millis(1));
+
+            let expirer = keyed.clone();
+            let expiring = thread::spawn(move || {
+                expirer.timer.run_due();
+                expirer.timer.run_queued();
+            });
+            let setter = keyed.clone();
+            let setting = thread::spawn(move || {
+                setter
+                    .set(7, 2, Duration::from_millis(2))
+                    .expect("timer running")
+            });
+            let removed = keyed.remove(&7);
+            expiring.join().unwrap();
+            let replaced = setting.join().unwrap();
+
+            let mut out: Vec<u32> = expired.lock().clone();
+            // Value 2 is due at tick 3; the clock is at tick 1.
+            assert!(!out.contains(&2), "value 2 expired early");
+            out.extend(replaced);
+            out.extend(removed);
+            out.extend(keyed.drain().into_iter().map(|(_, value)| value));
+            out.sort_unstable();
+            assert_eq!(out, [1, 2], "each value exactly once");
+        });
     }
 }
