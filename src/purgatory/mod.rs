@@ -575,8 +575,9 @@ where
     /// try again. An event that arrives during registration is therefore
     /// seen by the second try, or by the `check_and_complete` that reports
     /// it, or (if that call found the operation locked by the registration)
-    /// by one more try right after the lock is released. [`park`](Self::park) does the same and also returns a
-    /// handle to the operation.
+    /// by one more try right after the lock is released.
+    /// [`park`](Self::park) does the same and also returns a handle to the
+    /// operation.
     ///
     /// # Errors
     ///
