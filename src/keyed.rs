@@ -379,7 +379,8 @@ mod loom_models {
 
     use super::KeyedTimer;
     use crate::sync::{model, Mutex};
-    use crate::{ManualClock, Timer};
+    use crate::timer::loom_models::builder;
+    use crate::ManualClock;
 
     #[test]
     fn set_races_expiry_and_remove() {
@@ -387,24 +388,15 @@ mod loom_models {
             let clock = ManualClock::new();
             let expired = Arc::new(Mutex::new(Vec::new()));
             let seen = Arc::clone(&expired);
-            let keyed = KeyedTimer::with_timer(
-                Timer::builder()
-                    .tick(Duration::from_millis(1))
-                    .wheel_size(4)
-                    .shards(1)
-                    .clock(clock.clone())
-                    .driver_thread(false),
-                move |_key: u8, value: u32| seen.lock().push(value),
-            )
+            let keyed = KeyedTimer::with_timer(builder(&clock), move |_key: u8, value: u32| {
+                seen.lock().push(value)
+            })
             .expect("valid keyed timer");
             assert_eq!(keyed.set(7, 1, Duration::from_millis(1)), Ok(None));
             clock.advance(Duration::from_millis(1));
 
             let expirer = keyed.clone();
-            let expiring = thread::spawn(move || {
-                expirer.timer.run_due();
-                expirer.timer.run_queued();
-            });
+            let expiring = thread::spawn(move || expirer.timer.run_due_here());
             let setter = keyed.clone();
             let setting = thread::spawn(move || {
                 setter

@@ -2,7 +2,7 @@
 //!
 //! Each model builds a real [`Purgatory`] whose timer runs on a
 //! [`ManualClock`] without a driver thread or workers: the thread that
-//! expires plays both (`run_due`, then `run_queued`). loom runs every
+//! expires plays both (`run_due_here`). loom runs every
 //! interleaving of the operation locks, the watch-list shard locks, the
 //! timer shard lock and the atomics between them.
 
@@ -10,11 +10,12 @@ use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::sync::Arc;
 use std::time::Duration;
 
-use loom::thread;
+use loom::thread::{self, JoinHandle};
 
 use super::{DelayedOperation, Purgatory, WatchError};
 use crate::sync::{model, AtomicBool, AtomicUsize};
-use crate::{ManualClock, Timer};
+use crate::timer::loom_models::builder;
+use crate::ManualClock;
 
 /// What an operation's callbacks did.
 #[derive(Default)]
@@ -60,29 +61,32 @@ fn wait() -> (Wait, Arc<AtomicBool>, Arc<Log>) {
 
 type Model = Purgatory<&'static str, Wait>;
 
-/// A purgatory with two watch shards on a manual clock, and the clock.
+/// A purgatory with two watch shards on the model timer, and its clock.
 fn purgatory() -> (Model, ManualClock) {
     let clock = ManualClock::new();
-    let timer = Timer::builder()
-        .tick(Duration::from_millis(1))
-        .wheel_size(4)
-        .shards(1)
-        .clock(clock.clone())
-        .driver_thread(false);
     let purgatory = Purgatory::builder()
         .watch_shards(2)
-        .timer(timer)
+        .timer(builder(&clock))
         .build()
         .expect("valid purgatory");
     (purgatory, clock)
 }
 
-/// The expiry path: the driver's pass, then the worker running what it
-/// handed over. Returns how many timer tasks ran.
-fn expire(purgatory: &Model) -> usize {
-    let timer = &purgatory.owner.timer;
-    timer.run_due();
-    timer.run_queued()
+/// The expiry path on its own thread: the driver's pass, then the worker
+/// running what it handed over.
+fn expiring(purgatory: &Model) -> JoinHandle<usize> {
+    let purgatory = purgatory.clone();
+    thread::spawn(move || purgatory.owner.timer.run_due_here())
+}
+
+/// An event on its own thread: the condition turns true, then
+/// `check_and_complete` on `key` reports it. Joins to how many it completed.
+fn reporting(purgatory: &Model, ready: Arc<AtomicBool>, key: &'static str) -> JoinHandle<usize> {
+    let purgatory = purgatory.clone();
+    thread::spawn(move || {
+        ready.store(true, Relaxed);
+        purgatory.check_and_complete(&key).unwrap()
+    })
 }
 
 /// Completion racing expiry and `force_complete`: `on_complete` runs once,
@@ -96,13 +100,8 @@ fn completion_races_expiry_and_force_complete() {
         assert!(!parked.completed_now());
         clock.advance(Duration::from_millis(1));
 
-        let expirer = purgatory.clone();
-        let expiring = thread::spawn(move || expire(&expirer));
-        let completer = purgatory.clone();
-        let completing = thread::spawn(move || {
-            ready.store(true, Relaxed);
-            completer.check_and_complete(&"k").unwrap()
-        });
+        let expiring = expiring(&purgatory);
+        let completing = reporting(&purgatory, ready, "k");
         let forced = parked.force_complete();
         expiring.join().unwrap();
         let checked = completing.join().unwrap();
@@ -128,13 +127,8 @@ fn cancel_for_key_races_expiry_and_completion() {
         purgatory.try_complete_else_watch(op, &["k"]).unwrap();
         clock.advance(Duration::from_millis(1));
 
-        let expirer = purgatory.clone();
-        let expiring = thread::spawn(move || expire(&expirer));
-        let completer = purgatory.clone();
-        let completing = thread::spawn(move || {
-            ready.store(true, Relaxed);
-            completer.check_and_complete(&"k").unwrap()
-        });
+        let expiring = expiring(&purgatory);
+        let completing = reporting(&purgatory, ready, "k");
         let back = purgatory.cancel_for_key(&"k").unwrap();
         expiring.join().unwrap();
         let checked = completing.join().unwrap();
@@ -164,11 +158,7 @@ fn watch_races_check_and_complete_and_purge() {
         let (op, ready, log) = wait();
         let watcher = purgatory.clone();
         let watching = thread::spawn(move || watcher.park(op, &["a", "b"]).unwrap());
-        let completer = purgatory.clone();
-        let completing = thread::spawn(move || {
-            ready.store(true, Relaxed);
-            completer.check_and_complete(&"b").unwrap()
-        });
+        let completing = reporting(&purgatory, ready, "b");
         purgatory.owner.core.purge();
         let parked = watching.join().unwrap();
         let checked = completing.join().unwrap();
@@ -196,11 +186,7 @@ fn retry_flag_never_loses_a_completion() {
         let (op, ready, log) = wait();
         let parked = purgatory.park(op, &["a"]).unwrap();
 
-        let completer = purgatory.clone();
-        let completing = thread::spawn(move || {
-            ready.store(true, Relaxed);
-            completer.check_and_complete(&"a").unwrap()
-        });
+        let completing = reporting(&purgatory, ready, "a");
         let mine = purgatory.check_and_complete(&"a").unwrap();
         let theirs = completing.join().unwrap();
 

@@ -632,7 +632,7 @@ where
         let delay = op.delay();
         let cell = Arc::new(Op::new(op));
         let counters = &core.counters;
-        let completed = cell.with_lock(|state| {
+        let (completed, retried) = cell.with_lock(counters, |state| {
             if cell.try_complete_locked(state, counters) {
                 return true;
             }
@@ -646,9 +646,11 @@ where
                 }
             }
             cell.try_complete_locked(state, counters)
-        }) || cell.honour_retry(counters);
-        let completed = if completed || cell.is_done() {
-            completed
+        });
+        let completed = if completed || retried {
+            true
+        } else if cell.is_done() {
+            false
         } else {
             let job = Job::Expire {
                 op: Arc::clone(&cell),

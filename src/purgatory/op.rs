@@ -195,25 +195,26 @@ impl<O: DelayedOperation> Op<O> {
         }
     }
 
-    /// Runs `f` with the operation locked.
+    /// Runs `f` with the operation locked, for a caller that may leave it
+    /// pending (`park`). Returns `f`'s result and whether a retry completed
+    /// the operation after the unlock.
     ///
-    /// A watcher that found the lock taken meanwhile may have raised
-    /// `retry` and left: if `f` leaves the operation pending, the caller must
-    /// call [`honour_retry`](Self::honour_retry) next.
-    pub(crate) fn with_lock<R>(&self, f: impl FnOnce(&mut OpState<O>) -> R) -> R {
-        f(&mut self.state.lock())
-    }
-
-    /// After holding the lock with `lock()` and leaving the operation
-    /// pending: if a watcher raised `retry` meanwhile, tries again on its
-    /// behalf. Returns whether this completed the operation.
-    ///
-    /// Without this, a `check_and_complete` that arrived while `park` held
-    /// the lock (registering, or storing the timer) gave up on it, and its
-    /// event was lost: the loom model
+    /// A watcher that found the lock taken meanwhile raised `retry` and left.
+    /// So if the operation is still pending after the unlock, this tries
+    /// again on the watcher's behalf. Without that, a `check_and_complete`
+    /// that arrived while `park` held the lock (registering, or storing the
+    /// timer) gave up, and its event was lost: the loom model
     /// `watch_races_check_and_complete_and_purge` found that.
-    pub(crate) fn honour_retry(&self, counters: &OpCounters) -> bool {
-        self.retry.swap(false, Ordering::AcqRel) && self.try_complete_watched(counters)
+    pub(crate) fn with_lock<R>(
+        &self,
+        counters: &OpCounters,
+        f: impl FnOnce(&mut OpState<O>) -> R,
+    ) -> (R, bool) {
+        let result = f(&mut self.state.lock());
+        let retried = !self.is_done()
+            && self.retry.swap(false, Ordering::AcqRel)
+            && self.try_complete_watched(counters);
+        (result, retried)
     }
 
     /// Tries to complete the operation; the caller holds its lock.
@@ -279,18 +280,20 @@ impl<O: DelayedOperation> Op<O> {
 
     /// Stores the timer handle, or cancels the timer at once if the operation
     /// completed before the handle arrived. Returns whether a retry raised
-    /// meanwhile completed the operation (see [`honour_retry`](Self::honour_retry)).
+    /// meanwhile completed the operation (see [`with_lock`](Self::with_lock)).
     pub(crate) fn set_timer(&self, handle: TimerHandle<Job<O>>, counters: &OpCounters) -> bool {
-        let mut state = self.state.lock();
-        if self.is_done() {
-            drop(state);
+        let (late, retried) = self.with_lock(counters, |state| {
+            if self.is_done() {
+                Some(handle)
+            } else {
+                state.timer = Some(handle);
+                None
+            }
+        });
+        if let Some(handle) = late {
             handle.cancel();
-            false
-        } else {
-            state.timer = Some(handle);
-            drop(state);
-            self.honour_retry(counters)
         }
+        retried
     }
 
     /// Marks the operation done, cancels its timer, and runs the callbacks.

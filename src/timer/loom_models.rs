@@ -1,9 +1,9 @@
 //! loom models of the timer's shared state (`--cfg purgatorio_loom`).
 //!
 //! Each model builds a real [`Timer`] on a [`ManualClock`], without a driver
-//! thread and without workers: one model thread plays the driver (`run_due`)
-//! and then the worker (`run_queued`), others cancel, reschedule, schedule
-//! or shut down, and loom runs every interleaving of their locks and atomics.
+//! thread and without workers: one model thread plays the driver and then
+//! the worker (`run_due_here`), others cancel, reschedule, schedule or shut
+//! down, and loom runs every interleaving of their locks and atomics.
 
 use std::sync::atomic::Ordering::SeqCst;
 use std::sync::Arc;
@@ -11,22 +11,26 @@ use std::time::Duration;
 
 use loom::thread;
 
-use super::{BoxTask, Timer};
+use super::{BoxTask, Timer, TimerBuilder};
 use crate::sync::{model, AtomicUsize};
 use crate::ManualClock;
 
-/// A timer with a 1 ms tick and 4 slots per level, one shard, driven by the
-/// model, and its clock.
-fn timer() -> (Timer, ManualClock) {
-    let clock = ManualClock::new();
-    let timer = Timer::builder()
+/// The timer every model uses (also the purgatory's and the keyed timer's):
+/// a 1 ms tick, 4 slots per level, one shard, `clock`, and no driver
+/// thread; the model drives it with `run_due_here`.
+pub(crate) fn builder(clock: &ManualClock) -> TimerBuilder {
+    Timer::builder()
         .tick(Duration::from_millis(1))
         .wheel_size(4)
         .shards(1)
         .clock(clock.clone())
         .driver_thread(false)
-        .build()
-        .expect("valid timer");
+}
+
+/// A model timer and its clock.
+fn timer() -> (Timer, ManualClock) {
+    let clock = ManualClock::new();
+    let timer = builder(&clock).build().expect("valid timer");
     (timer, clock)
 }
 
@@ -51,10 +55,7 @@ fn cancel_races_flush() {
         clock.advance(Duration::from_millis(1));
 
         let driver = timer.clone();
-        let driving = thread::spawn(move || {
-            driver.run_due();
-            driver.run_queued();
-        });
+        let driving = thread::spawn(move || driver.run_due_here());
         let cancelled = handle.cancel();
         driving.join().unwrap();
 
@@ -88,10 +89,7 @@ fn cancel_and_reschedule_race_cascade() {
         clock.advance(Duration::from_millis(5));
 
         let driver = timer.clone();
-        let driving = thread::spawn(move || {
-            driver.run_due();
-            driver.run_queued();
-        });
+        let driving = thread::spawn(move || driver.run_due_here());
         let mover = handle.clone();
         // From tick 5 to tick 7: past the original deadline.
         let moving = thread::spawn(move || mover.reschedule(Duration::from_millis(2)));
@@ -102,15 +100,13 @@ fn cancel_and_reschedule_race_cascade() {
         // Nothing was due at tick 5, so nothing may have run yet.
         assert_eq!(ran.load(SeqCst), 0, "fired early");
         clock.advance(Duration::from_millis(1));
-        timer.run_due();
-        timer.run_queued();
+        timer.run_due_here();
         if rescheduled {
             // Moved to tick 7: still not due at tick 6.
             assert_eq!(ran.load(SeqCst), 0, "fired before its new deadline");
         }
         clock.advance(Duration::from_millis(1));
-        timer.run_due();
-        timer.run_queued();
+        timer.run_due_here();
 
         let ran = ran.load(SeqCst);
         assert_eq!(
@@ -184,7 +180,7 @@ fn shutdown_races_schedule() {
                 pending.push(task);
             }
         }
-        assert_eq!(timer.run_queued(), 0);
+        assert_eq!(timer.run_due_here(), 0);
         assert_eq!(ran.load(SeqCst), 0, "ran after shutdown");
         // The task came back whole: it still runs when the caller runs it.
         for task in pending {

@@ -35,7 +35,7 @@ mod metrics;
 mod pool;
 
 #[cfg(all(test, purgatorio_loom))]
-mod loom_models;
+pub(crate) mod loom_models;
 
 use std::cell::Cell;
 use std::fmt;
@@ -827,10 +827,12 @@ impl<T: Task> Timer<T> {
         self.shared().pass().0
     }
 
-    /// Runs the tasks handed to the (thread-less) pool on the calling
-    /// thread; the loom models' worker.
+    /// The loom models' driver and worker in one: hands every due task to
+    /// the (thread-less) pool, then runs what the pool holds on the calling
+    /// thread. Returns how many tasks ran.
     #[cfg(purgatorio_loom)]
-    pub(crate) fn run_queued(&self) -> usize {
+    pub(crate) fn run_due_here(&self) -> usize {
+        self.run_due();
         let shared = self.shared();
         shared.pool.run_queued(&shared.common)
     }
