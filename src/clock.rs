@@ -354,6 +354,22 @@ impl Resolution {
         }
     }
 
+    /// The tick at which a timer due at `deadline` may fire when the clock
+    /// reads `now` (both since the origin): the deadline rounded up, but for
+    /// a deadline at or before `now` never past `now`'s tick, so it is due at
+    /// once. (Rounding up alone made a deadline inside the current tick, such
+    /// as "now", wait for the next tick.) A long-past deadline keeps its own
+    /// tick, so expirations stay in deadline order.
+    #[inline]
+    pub(crate) fn due_tick(&self, deadline: Duration, now: Duration) -> u64 {
+        let tick = self.deadline_tick(deadline);
+        if deadline <= now {
+            tick.min(self.now_tick(now))
+        } else {
+            tick
+        }
+    }
+
     /// The tick that `now` (since the origin) falls in: rounded down, and
     /// never [`NEVER`].
     #[inline]
@@ -411,6 +427,32 @@ mod tests {
                     assert!(r.now_tick(fire - Duration::from_nanos(1)) < dt);
                 }
             }
+        }
+    }
+
+    #[test]
+    fn a_due_deadline_is_due_in_the_current_tick() {
+        let r = Resolution::new(10 * MS);
+        let now = 15 * MS;
+        assert_eq!(r.due_tick(14 * MS, now), 1, "past, inside the current tick");
+        assert_eq!(r.due_tick(now, now), 1, "exactly now");
+        assert_eq!(
+            r.due_tick(Duration::ZERO, now),
+            0,
+            "long past keeps its tick"
+        );
+        assert_eq!(r.due_tick(10 * MS, now), 1, "past, at a tick boundary");
+        assert_eq!(r.due_tick(9 * MS, now), 1);
+        assert_eq!(r.due_tick(now + Duration::from_nanos(1), now), 2);
+        assert_eq!(r.due_tick(20 * MS, now), 2);
+        assert_eq!(r.due_tick(20 * MS + Duration::from_nanos(1), now), 3);
+        // Never early: the tick's start is at or after the deadline, or the
+        // deadline had already passed when scheduled.
+        for d_ns in 0..40_000_000u64 / 1_000_000 {
+            let deadline = Duration::from_millis(d_ns);
+            let tick = r.due_tick(deadline, now);
+            assert!(r.tick_start(tick) >= deadline || deadline <= now);
+            assert!(tick <= r.now_tick(now) || r.tick_start(tick) >= deadline);
         }
     }
 

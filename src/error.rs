@@ -46,6 +46,8 @@ pub enum BuildError {
     Shards(usize),
     /// The worker count is outside `1..=`[`MAX_WORKERS`].
     Workers(usize),
+    /// The thread name contains a NUL byte, which no thread name may hold.
+    ThreadName(String),
     /// A thread could not be started.
     Spawn(std::io::Error),
 }
@@ -63,6 +65,9 @@ impl fmt::Display for BuildError {
             BuildError::Shards(n) => write!(f, "shard count {n} is outside 1..={MAX_SHARDS}"),
             BuildError::Workers(n) => {
                 write!(f, "worker count {n} is outside 1..={MAX_WORKERS}")
+            }
+            BuildError::ThreadName(name) => {
+                write!(f, "thread name {name:?} contains a NUL byte")
             }
             BuildError::Spawn(err) => write!(f, "could not start a timer thread: {err}"),
         }
@@ -166,6 +171,7 @@ mod tests {
             BuildError::WheelSize(1),
             BuildError::Shards(0),
             BuildError::Workers(0),
+            BuildError::ThreadName("a\0b".into()),
         ] {
             let msg = err.to_string();
             assert!(msg.chars().next().unwrap().is_lowercase(), "{msg}");

@@ -8,7 +8,10 @@
 //! Lock order: map shard → timer shard. An expiring entry's task runs on a
 //! timer worker, takes the map shard's lock, removes the entry if its `id`
 //! still matches (a key set again meanwhile has a new id), releases the lock,
-//! and only then calls the expiry callback.
+//! and only then calls the expiry callback. No key, value or task is ever
+//! dropped under a map shard's lock: whatever leaves the map is dropped
+//! after the lock is released, since its `Drop` is user code. (`Hash` and
+//! `Eq` of the key run under it, as in any map.)
 
 use std::collections::HashMap;
 use std::fmt;
@@ -233,7 +236,10 @@ where
         let mut shard = self.shared.shard(&key).lock();
         if let Some(entry) = shard.get_mut(&key) {
             if entry.handle.reschedule(delay) {
-                return Ok(Some(std::mem::replace(&mut entry.value, value)));
+                let old = std::mem::replace(&mut entry.value, value);
+                drop(shard);
+                // `key` (the map keeps its own copy) drops here, unlocked.
+                return Ok(Some(old));
             }
             // Its timer already fired; the in-flight task will find a new id.
         }
@@ -244,10 +250,23 @@ where
             id,
         };
         match self.timer.schedule(delay, task) {
-            Ok(handle) => Ok(shard
-                .insert(key, Entry { value, id, handle })
-                .map(|old| old.value)),
-            Err(_) => Err(ScheduleError((key, value))),
+            Ok(handle) => {
+                let entry = Entry { value, id, handle };
+                let replaced = match shard.get_mut(&key) {
+                    Some(slot) => Some(std::mem::replace(slot, entry)),
+                    None => {
+                        shard.insert(key, entry);
+                        return Ok(None);
+                    }
+                };
+                drop(shard);
+                Ok(replaced.map(|old| old.value))
+            }
+            Err(ScheduleError(task)) => {
+                drop(shard);
+                drop(task);
+                Err(ScheduleError((key, value)))
+            }
         }
     }
 
@@ -283,7 +302,7 @@ where
     /// assert_eq!(t.remove(&1), None);
     /// ```
     pub fn remove(&self, key: &K) -> Option<V> {
-        let entry = self.shared.shard(key).lock().remove(key)?;
+        let (_key, entry) = self.shared.shard(key).lock().remove_entry(key)?;
         entry.handle.cancel();
         Some(entry.value)
     }

@@ -215,7 +215,7 @@ impl<T> fmt::Debug for LocalTimerBuilder<T> {
 pub struct Expired<T> {
     /// The timer's key, stale from now on.
     key: TimerKey,
-    /// The deadline, rounded up to the tick.
+    /// The start of the tick it was due in.
     deadline: Duration,
     /// The payload.
     value: T,
@@ -235,7 +235,10 @@ impl<T> Expired<T> {
         self.key
     }
 
-    /// The deadline, rounded up to the tick (the earliest time it could fire).
+    /// The start of the tick the timer was due in: its deadline rounded up
+    /// to the tick (the earliest time it could fire), or, for a deadline
+    /// that had already passed inside the tick it was scheduled in, that
+    /// tick's start.
     ///
     /// # Examples
     ///
@@ -386,7 +389,8 @@ impl<T> LocalTimer<T> {
     }
 
     /// Schedules `value` to come due at `deadline` (time since zero). A
-    /// deadline at or before the timer's time is due at the next poll.
+    /// deadline at or before the timer's time is due at once: the next poll,
+    /// even at the same time, hands it out.
     ///
     /// # Panics
     ///
@@ -403,8 +407,8 @@ impl<T> LocalTimer<T> {
     /// ```
     #[inline]
     pub fn schedule_at(&mut self, deadline: Duration, value: T) -> TimerKey {
-        self.wheel
-            .insert(self.resolution.deadline_tick(deadline), value)
+        let tick = self.resolution.due_tick(deadline, self.now);
+        self.wheel.insert(tick, value)
     }
 
     /// Cancels a pending timer and returns its payload; `None` if the key is
@@ -454,8 +458,8 @@ impl<T> LocalTimer<T> {
     /// ```
     #[inline]
     pub fn reschedule_at(&mut self, key: TimerKey, deadline: Duration) -> bool {
-        self.wheel
-            .reschedule(key, self.resolution.deadline_tick(deadline))
+        let tick = self.resolution.due_tick(deadline, self.now);
+        self.wheel.reschedule(key, tick)
     }
 
     /// Whether `key` is still pending.

@@ -6,17 +6,22 @@
 //! API, so the models run the crate's own code, not a copy of it.
 //!
 //! Plain statistics that order nothing (`timer::metrics`, the shard hint)
-//! keep the standard atomics in both builds.
+//! keep the standard atomics in both builds. Thread-locals come from here
+//! too: loom's threads are not the operating system's.
 
 #[cfg(not(purgatorio_loom))]
-pub(crate) use parking_lot::{Condvar, Mutex};
+pub(crate) use parking_lot::{Condvar, Mutex, MutexGuard};
 #[cfg(not(purgatorio_loom))]
 pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
+#[cfg(not(purgatorio_loom))]
+pub(crate) use std::thread_local;
 
 #[cfg(purgatorio_loom)]
 pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 #[cfg(purgatorio_loom)]
-pub(crate) use model::{Condvar, Mutex};
+pub(crate) use loom::thread_local;
+#[cfg(purgatorio_loom)]
+pub(crate) use model::{Condvar, Mutex, MutexGuard};
 
 /// Picks watch-list shards and hashes their maps: random per purgatory
 /// (HashDoS-resistant) normally, fixed under loom, whose models must run the

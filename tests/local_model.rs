@@ -4,8 +4,9 @@
 //! 1 µs, 1 ms, 10 ms and 100 ms and wheel sizes from 2 upward (small wheels
 //! force many levels). Checked after every step: each timer comes out exactly
 //! once, never before its deadline, never more than one tick after it
-//! relative to the advances made, in deadline order; cancel returns the payload
-//! exactly when the model says it is pending; stale keys are harmless.
+//! relative to the advances made, in deadline order; a deadline at or before
+//! the timer's time is due at once; cancel returns the payload exactly when
+//! the model says it is pending; stale keys are harmless.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -51,12 +52,41 @@ fn op(tick_ns: u64) -> impl Strategy<Value = Op> {
     ]
 }
 
-/// Deadline of a pending timer in the model: the exact requested time.
+/// A pending timer in the model.
+#[derive(Clone, Copy, Debug)]
+struct Pending {
+    /// The exact requested deadline, in ns.
+    deadline: u64,
+    /// The tick in which it is due: its deadline rounded up, but for a
+    /// deadline at or before the timer's time when scheduled no later than
+    /// that time's tick (due at once).
+    due_tick: u64,
+    /// Its key.
+    key: TimerKey,
+}
+
 #[derive(Debug)]
 struct Model {
-    /// id → (deadline ns, key)
-    pending: BTreeMap<u64, (u64, TimerKey)>,
+    /// id → pending timer
+    pending: BTreeMap<u64, Pending>,
     keys: Vec<(u64, TimerKey)>,
+}
+
+/// The tick in which a timer scheduled for `deadline` is due when the
+/// timer's time is `now` (both in ns): its deadline rounded up, but never
+/// past `now`'s tick if the deadline has passed.
+fn due_tick(deadline: u64, now: u64, tick_ns: u64) -> u64 {
+    let tick = deadline.div_ceil(tick_ns);
+    if deadline <= now {
+        tick.min(now / tick_ns)
+    } else {
+        tick
+    }
+}
+
+/// The start of `tick`, in ns, without overflow.
+fn tick_start(tick: u64, tick_ns: u64) -> u128 {
+    u128::from(tick) * u128::from(tick_ns)
 }
 
 fn run(tick_ns: u64, wheel_size: usize, ops: Vec<Op>) -> Result<(), TestCaseError> {
@@ -83,8 +113,17 @@ fn run(tick_ns: u64, wheel_size: usize, ops: Vec<Op>) -> Result<(), TestCaseErro
                 };
                 let id = next_id;
                 next_id += 1;
+                let timer_now = timer.now().as_nanos() as u64;
                 let key = timer.schedule_at(Duration::from_nanos(deadline), id);
-                model.pending.insert(id, (deadline, key));
+                let due_tick = due_tick(deadline, timer_now, tick_ns);
+                model.pending.insert(
+                    id,
+                    Pending {
+                        deadline,
+                        due_tick,
+                        key,
+                    },
+                );
                 model.keys.push((id, key));
             }
             Op::Cancel(i) => {
@@ -103,12 +142,21 @@ fn run(tick_ns: u64, wheel_size: usize, ops: Vec<Op>) -> Result<(), TestCaseErro
                 let (id, key) = model.keys[i % model.keys.len()];
                 let deadline = now.saturating_add(delay);
                 let pending = model.pending.contains_key(&id);
+                let timer_now = timer.now().as_nanos() as u64;
                 prop_assert_eq!(
                     timer.reschedule_at(key, Duration::from_nanos(deadline)),
                     pending
                 );
                 if pending {
-                    model.pending.insert(id, (deadline, key));
+                    let due_tick = due_tick(deadline, timer_now, tick_ns);
+                    model.pending.insert(
+                        id,
+                        Pending {
+                            deadline,
+                            due_tick,
+                            key,
+                        },
+                    );
                 }
             }
             Op::Advance(step) | Op::AdvancePartial(step, _) => {
@@ -125,7 +173,12 @@ fn run(tick_ns: u64, wheel_size: usize, ops: Vec<Op>) -> Result<(), TestCaseErro
                     };
                     taken += 1;
                     let id = *e.get_ref();
-                    let Some((deadline, key)) = model.pending.remove(&id) else {
+                    let Some(Pending {
+                        deadline,
+                        due_tick,
+                        key,
+                    }) = model.pending.remove(&id)
+                    else {
                         return Err(TestCaseError::fail(format!(
                             "timer {id} fired twice or after cancel"
                         )));
@@ -138,8 +191,7 @@ fn run(tick_ns: u64, wheel_size: usize, ops: Vec<Op>) -> Result<(), TestCaseErro
                         deadline,
                         now
                     );
-                    prop_assert!(e.deadline() >= Duration::from_nanos(deadline));
-                    prop_assert!(e.deadline() < Duration::from_nanos(deadline) + tick);
+                    prop_assert_eq!(e.deadline().as_nanos(), tick_start(due_tick, tick_ns));
                     prop_assert!(e.deadline() >= last_deadline, "out of deadline order");
                     last_deadline = e.deadline();
                 }
@@ -147,8 +199,8 @@ fn run(tick_ns: u64, wheel_size: usize, ops: Vec<Op>) -> Result<(), TestCaseErro
                     // Everything whose rounded-up deadline has come is out: at
                     // most one tick late relative to the advances made.
                     let now_tick = now / tick_ns;
-                    for (id, (deadline, _)) in &model.pending {
-                        let due_tick = deadline.div_ceil(tick_ns);
+                    for (id, pending) in &model.pending {
+                        let due_tick = pending.due_tick;
                         prop_assert!(
                             due_tick > now_tick,
                             "timer {} due at tick {} still pending at tick {}",
@@ -163,12 +215,12 @@ fn run(tick_ns: u64, wheel_size: usize, ops: Vec<Op>) -> Result<(), TestCaseErro
         prop_assert_eq!(timer.len(), model.pending.len());
         if let (Some(next), Some(min)) = (
             timer.next_expiration(),
-            model.pending.values().map(|p| p.0).min(),
+            model.pending.values().map(|p| p.due_tick).min(),
         ) {
-            let due = Duration::from_nanos(min.div_ceil(tick_ns) * tick_ns);
+            let due = tick_start(min, tick_ns).max(u128::from(now / tick_ns * tick_ns));
             prop_assert!(
-                next <= due.max(Duration::from_nanos(now / tick_ns * tick_ns)),
-                "next_expiration {:?} later than earliest {:?}",
+                next.as_nanos() <= due,
+                "next_expiration {:?} later than earliest due {} ns",
                 next,
                 due
             );

@@ -250,3 +250,26 @@ fn reschedule_keeps_the_key() {
     assert_eq!(e.key(), k);
     assert_eq!(e.deadline(), ms(505));
 }
+
+#[test]
+fn a_deadline_inside_the_current_tick_is_due_at_once() {
+    // Issue 10, defect 5: with a 10 ms tick at 15 ms, a deadline of 14 ms
+    // (or "now", or zero delay) rounded up to 20 ms and waited a whole tick.
+    let mut timer = LocalTimer::builder().tick(ms(10)).build().unwrap();
+    assert!(timer.poll(ms(15)).is_none());
+    let past = timer.schedule_at(ms(14), 'x');
+    let now = timer.schedule(Duration::ZERO, 'y');
+    let mut due: Vec<_> = std::iter::from_fn(|| timer.poll(ms(15)))
+        .map(|e| (e.key(), e.into_inner()))
+        .collect();
+    due.sort();
+    assert_eq!(due, {
+        let mut expected = vec![(past, 'x'), (now, 'y')];
+        expected.sort();
+        expected
+    });
+    // A later deadline in the same tick still waits: never early.
+    timer.schedule_at(ms(16), 'z');
+    assert!(timer.poll(ms(19)).is_none());
+    assert_eq!(timer.poll(ms(20)).unwrap().into_inner(), 'z');
+}

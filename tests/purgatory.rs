@@ -758,3 +758,256 @@ fn an_event_reported_during_registration_is_not_lost() {
     assert_eq!(record.completed.load(Ordering::SeqCst), 1);
     assert_eq!(p.delayed(), 0);
 }
+
+// ---------------------------------------------------------------------------
+// Issue 10's defects: each hung, spun or counted wrong before its fix. Each
+// body runs on its own thread under a watchdog, so a hang fails fast.
+
+/// Runs `body` on a new thread and fails if it does not return within
+/// [`PATIENCE`] (the hung thread is left behind; the test fails at once).
+fn within<R: Send + 'static>(what: &str, body: impl FnOnce() -> R + Send + 'static) -> R {
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        let _ = tx.send(body());
+    });
+    match rx.recv_timeout(PATIENCE) {
+        Ok(result) => result,
+        Err(mpsc::RecvTimeoutError::Timeout) => panic!("{what}: hung for {PATIENCE:?}"),
+        Err(mpsc::RecvTimeoutError::Disconnected) => panic!("{what}: panicked (see above)"),
+    }
+}
+
+/// An operation that keeps a purgatory handle and calls it when dropped.
+struct CallsOnDrop {
+    purgatory: Option<Purgatory<u32, CallsOnDrop>>,
+    dropped: mpsc::Sender<usize>,
+}
+
+impl DelayedOperation for CallsOnDrop {
+    fn delay(&self) -> Duration {
+        ms(60_000)
+    }
+    fn try_complete(&mut self) -> bool {
+        false
+    }
+    fn on_complete(&mut self) {}
+}
+
+impl Drop for CallsOnDrop {
+    fn drop(&mut self) {
+        if let Some(p) = self.purgatory.take() {
+            let _ = self.dropped.send(p.watched());
+        }
+    }
+}
+
+#[test]
+fn an_operation_whose_drop_calls_the_purgatory_does_not_deadlock() {
+    // Defect 1: the operation was dropped inside `Vec::retain` under the
+    // watch shard's lock, and its `Drop` waited for that same lock.
+    within("drop calling watched()", || {
+        let clock = ManualClock::new();
+        let p: Purgatory<u32, CallsOnDrop> = Purgatory::builder()
+            .watch_shards(1)
+            .timer(Timer::builder().clock(clock.clone()).workers(1))
+            .build()
+            .unwrap();
+        let (tx, rx) = mpsc::channel();
+        let op = CallsOnDrop {
+            purgatory: Some(p.clone()),
+            dropped: tx,
+        };
+        let parked = p.park(op, &[1]).unwrap();
+        assert!(parked.force_complete());
+        drop(parked);
+        assert_eq!(p.check_and_complete(&1), Ok(0));
+        assert_eq!(rx.recv_timeout(PATIENCE).unwrap(), 1, "ran, watched once");
+        assert_eq!(p.watched(), 0);
+    });
+}
+
+/// Counts the live threads whose name starts with `prefix`.
+fn threads_named(prefix: &str) -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .map(|tasks| {
+            tasks
+                .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+                .filter(|name| name.starts_with(prefix))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_lingering_operation_holding_the_last_handle_shuts_down_cleanly() {
+    // Defect 2: the purge dropped the operation (and so the last handle)
+    // under a shard lock; shutdown's drain then waited for that lock, the
+    // worker hung and the threads were never joined.
+    within("last handle inside a lingering operation", || {
+        let clock = ManualClock::new();
+        let p: Purgatory<u32, CallsOnDrop> = Purgatory::builder()
+            .purge_interval(0)
+            .timer(
+                Timer::builder()
+                    .clock(clock.clone())
+                    .workers(1)
+                    .thread_name("lingr"),
+            )
+            .build()
+            .unwrap();
+        wait_until("the driver and the worker to start", || {
+            threads_named("lingr") == 2
+        });
+        let (tx, rx) = mpsc::channel();
+        let op = CallsOnDrop {
+            purgatory: Some(p.clone()),
+            dropped: tx,
+        };
+        let parked = p.park(op, &[1, 2]).unwrap();
+        assert!(parked.force_complete());
+        drop(parked);
+        assert_eq!(p.check_and_complete(&1), Ok(0)); // lingers on 2; a purge is queued
+        drop(p);
+        rx.recv_timeout(PATIENCE).unwrap();
+        let start = Instant::now();
+        while threads_named("lingr") > 0 {
+            assert!(start.elapsed() < PATIENCE, "purgatory threads left running");
+            thread::yield_now();
+        }
+    });
+}
+
+/// An operation whose `try_complete` reports its own key.
+struct ReportsItself {
+    purgatory: Arc<Mutex<Option<Purgatory<u32, ReportsItself>>>>,
+    tries: Arc<AtomicUsize>,
+}
+
+impl DelayedOperation for ReportsItself {
+    fn delay(&self) -> Duration {
+        ms(60_000)
+    }
+    fn try_complete(&mut self) -> bool {
+        self.tries.fetch_add(1, Ordering::SeqCst);
+        let p = self.purgatory.lock().clone();
+        if let Some(p) = p {
+            assert_eq!(p.check_and_complete(&1), Ok(0));
+        }
+        false
+    }
+    fn on_complete(&mut self) {}
+}
+
+#[test]
+fn try_complete_reporting_its_own_key_gets_one_more_attempt_not_a_livelock() {
+    // Defect 3: the nested call raised the retry flag on the operation the
+    // thread itself held, and the retry loop never ended (100 % CPU).
+    within("try_complete reporting its own key", || {
+        let p: Purgatory<u32, ReportsItself> = Purgatory::builder().build().unwrap();
+        let slot = Arc::new(Mutex::new(Some(p.clone())));
+        let tries = Arc::new(AtomicUsize::new(0));
+        let op = ReportsItself {
+            purgatory: Arc::clone(&slot),
+            tries: Arc::clone(&tries),
+        };
+        assert!(!p.try_complete_else_watch(op, &[1]).unwrap());
+        // Try, watch, try again, and the one extra attempt its own report earned.
+        assert_eq!(tries.load(Ordering::SeqCst), 3);
+        // Reported from outside, it is tried once and again once for the
+        // report its own try made.
+        assert_eq!(p.check_and_complete(&1), Ok(0));
+        assert_eq!(tries.load(Ordering::SeqCst), 5);
+        slot.lock().take();
+    });
+}
+
+/// Shuts its purgatory down from `on_complete`.
+struct ShutsDown {
+    purgatory: Arc<Mutex<Option<Purgatory<u32, ShutsDown>>>>,
+    ready: Arc<AtomicBool>,
+    record: Arc<Record>,
+}
+
+impl DelayedOperation for ShutsDown {
+    fn delay(&self) -> Duration {
+        ms(60_000)
+    }
+    fn try_complete(&mut self) -> bool {
+        self.ready.load(Ordering::SeqCst)
+    }
+    fn on_complete(&mut self) {
+        self.record.completed.fetch_add(1, Ordering::SeqCst);
+        let p = self.purgatory.lock().take();
+        if let Some(p) = p {
+            p.shutdown();
+        }
+    }
+    fn on_expiration(&mut self) {
+        self.record.expired.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn shutdown_from_on_complete_of_an_operation_still_watched_elsewhere() {
+    // Defect 4: shutdown's expiry pass waited for the lock of the very
+    // operation whose `on_complete` called it (it was still in key 3's list).
+    within("shutdown from on_complete", || {
+        let clock = ManualClock::new();
+        let p: Purgatory<u32, ShutsDown> = purgatory_on(&clock);
+        let slot = Arc::new(Mutex::new(Some(p.clone())));
+        let ready = Arc::new(AtomicBool::new(false));
+        let record = Arc::new(Record::default());
+        let op = ShutsDown {
+            purgatory: Arc::clone(&slot),
+            ready: Arc::clone(&ready),
+            record: Arc::clone(&record),
+        };
+        assert!(!p.try_complete_else_watch(op, &[1, 3]).unwrap());
+        // Another operation, pending, that the shutdown must expire.
+        let other_record = Arc::new(Record::default());
+        let other = ShutsDown {
+            purgatory: Arc::new(Mutex::new(None)),
+            ready: Arc::new(AtomicBool::new(false)),
+            record: Arc::clone(&other_record),
+        };
+        assert!(!p.try_complete_else_watch(other, &[2]).unwrap());
+        ready.store(true, Ordering::SeqCst);
+        assert_eq!(p.check_and_complete(&1), Ok(1));
+        assert_eq!(record.completed.load(Ordering::SeqCst), 1);
+        assert_eq!(record.expired.load(Ordering::SeqCst), 0);
+        assert_eq!(other_record.completed.load(Ordering::SeqCst), 1);
+        assert_eq!(other_record.expired.load(Ordering::SeqCst), 1);
+        assert_eq!(p.check_and_complete(&3), Err(ShutDownError));
+    });
+}
+
+fn purgatory_on<O: DelayedOperation>(clock: &ManualClock) -> Purgatory<u32, O> {
+    Purgatory::builder()
+        .timer(Timer::builder().clock(clock.clone()).workers(2))
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn the_purge_is_not_a_delayed_operation_and_needs_no_tick() {
+    // Defect 7: the purge job went through the wheel, so `delayed()` counted
+    // it and it waited for the next tick (for ever on a clock that stays).
+    within("purge without a tick", || {
+        let clock = ManualClock::new();
+        let p: Purgatory<u32, Gate> = Purgatory::builder()
+            .purge_interval(0)
+            .timer(Timer::builder().clock(clock.clone()).workers(1))
+            .build()
+            .unwrap();
+        let (op, ready, record) = gate(ms(60_000));
+        assert!(!p.try_complete_else_watch(op, &[1, 2]).unwrap());
+        ready.store(true, Ordering::SeqCst);
+        assert_eq!(p.check_and_complete(&1), Ok(1));
+        assert_eq!(record.completed.load(Ordering::SeqCst), 1);
+        assert_eq!(p.delayed(), 0, "nothing waits in the timer");
+        // The clock never moves, yet the purge runs and empties key 2.
+        wait_until("the purge", || p.metrics().purged == 1);
+        assert_eq!(p.watched(), 0);
+        assert_eq!(p.delayed(), 0);
+    });
+}

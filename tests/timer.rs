@@ -487,3 +487,55 @@ fn far_deadlines_are_accepted() {
     assert!(h.is_pending());
     assert!(h.cancel());
 }
+
+#[test]
+fn a_zero_delay_inside_the_current_tick_runs_without_waiting_for_the_next() {
+    // Issue 10, defect 5: at 15 ms on a 10 ms tick, `schedule(ZERO)` waited
+    // for the clock to reach 20 ms.
+    let clock = ManualClock::new();
+    let timer: Timer = Timer::builder()
+        .clock(clock.clone())
+        .tick(ms(10))
+        .driver_thread(false)
+        .workers(1)
+        .build()
+        .unwrap();
+    clock.advance(ms(15));
+    let (tx, rx) = mpsc::channel();
+    let zero = tx.clone();
+    timer
+        .schedule(Duration::ZERO, Box::new(move || zero.send("zero").unwrap()))
+        .unwrap();
+    let past = timer.now() - ms(1);
+    timer
+        .schedule_at(past, Box::new(move || tx.send("past").unwrap()))
+        .unwrap();
+    let mut got = [
+        rx.recv_timeout(PATIENCE).unwrap(),
+        rx.recv_timeout(PATIENCE).unwrap(),
+    ];
+    got.sort();
+    assert_eq!(got, ["past", "zero"]);
+    // A rescheduled handle moved to "now" is due at the next step too.
+    let (tx, rx) = mpsc::channel();
+    let h = timer
+        .schedule(ms(100), Box::new(move || tx.send("moved").unwrap()))
+        .unwrap();
+    assert!(h.reschedule(Duration::ZERO));
+    assert_eq!(timer.run_due(), 1);
+    assert_eq!(rx.recv_timeout(PATIENCE).unwrap(), "moved");
+}
+
+#[test]
+fn a_thread_name_with_a_nul_byte_is_a_build_error() {
+    // Issue 10, defect 6: it panicked inside `std::thread`.
+    let err = Timer::<purgatorio::BoxTask>::builder()
+        .thread_name("bad\0name")
+        .build()
+        .unwrap_err();
+    assert!(matches!(&err, BuildError::ThreadName(name) if name == "bad\0name"));
+    assert_eq!(
+        err.to_string(),
+        "thread name \"bad\\0name\" contains a NUL byte"
+    );
+}

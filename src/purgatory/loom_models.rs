@@ -223,3 +223,70 @@ fn shutdown_races_park() {
         assert_eq!(purgatory.delayed(), 0);
     });
 }
+
+/// An operation that holds a purgatory handle and calls the purgatory from
+/// its `Drop` before letting the handle go.
+struct HoldsHandle {
+    /// The handle; possibly the purgatory's last.
+    purgatory: Option<Purgatory<&'static str, HoldsHandle>>,
+    /// Runs of `on_complete`, then of `Drop`.
+    log: Arc<Log>,
+}
+
+impl DelayedOperation for HoldsHandle {
+    fn delay(&self) -> Duration {
+        Duration::from_millis(1)
+    }
+    fn try_complete(&mut self) -> bool {
+        false
+    }
+    fn on_complete(&mut self) {
+        self.log.completed.fetch_add(1, SeqCst);
+    }
+}
+
+impl Drop for HoldsHandle {
+    fn drop(&mut self) {
+        if let Some(purgatory) = self.purgatory.take() {
+            // Takes the watch shards' locks: a deadlock if any were held.
+            let _ = purgatory.watched();
+            self.log.expired.fetch_add(1, SeqCst); // counts drops here
+        }
+    }
+}
+
+/// The drop paths: an operation that holds a purgatory handle is completed
+/// on one thread (and dropped there), a purge sweeps its lingering entry on
+/// another, and the application drops its own handle on a third, so the
+/// last handle goes with whichever finishes last, possibly inside the
+/// operation's `Drop`. No deadlock, no lock held while user code runs
+/// (the `Drop` calls the purgatory), the operation completes and is dropped
+/// exactly once, and the shutdown that follows leaves nothing watched.
+#[test]
+fn purge_and_completion_race_the_last_handles_drop() {
+    model("purge_and_completion_race_the_last_handles_drop", || {
+        let clock = ManualClock::new();
+        let purgatory: Purgatory<&'static str, HoldsHandle> = Purgatory::builder()
+            .watch_shards(2)
+            .timer(builder(&clock))
+            .build()
+            .expect("valid purgatory");
+        let log = Arc::new(Log::default());
+        let op = HoldsHandle {
+            purgatory: Some(purgatory.clone()),
+            log: Arc::clone(&log),
+        };
+        let parked = purgatory.park(op, &["a", "b"]).unwrap();
+        // The purge works on the watch lists alone: it keeps no handle.
+        let core = Arc::clone(&purgatory.owner.core);
+
+        let completing = thread::spawn(move || parked.force_complete());
+        let purging = thread::spawn(move || core.purge());
+        drop(purgatory);
+        assert!(completing.join().unwrap(), "force_complete wins");
+        purging.join().unwrap();
+
+        assert_eq!(log.completed.load(SeqCst), 1, "on_complete once");
+        assert_eq!(log.expired.load(SeqCst), 1, "dropped once");
+    });
+}

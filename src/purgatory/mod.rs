@@ -41,7 +41,7 @@ use std::time::Duration;
 use crate::error::{BuildError, ScheduleError};
 use crate::sync::{AtomicBool, AtomicU64};
 use crate::timer::{BoxTask, Timer, TimerBuilder};
-use op::{Job, Op, OpCounters, Outcome};
+use op::{Job, Op, OpCounters, Request};
 use watchers::Watchers;
 
 pub use op::DelayedOperation;
@@ -233,6 +233,9 @@ fn shut_down<K, O: DelayedOperation>(core: &Core<K, O>, timer: &Timer<Job<O>>) -
         Job::Expire { op, .. } => Some(op),
         Job::Run(_) => None,
     });
+    // An operation whose lock a callback holds (this thread's own, called
+    // from inside it, or another's while this one is inside a callback) is
+    // left to expire when its holder releases it; it is not counted here.
     let expired = watched
         .into_iter()
         .chain(scheduled)
@@ -281,19 +284,24 @@ impl<O: DelayedOperation> Parked<O> {
     ///
     /// See [`Purgatory::park`].
     pub fn try_complete(&self) -> bool {
-        self.op.try_complete_watched(&self.counters)
+        self.op.try_complete(&self.counters)
     }
 
     /// Completes the operation now, whatever its condition (`on_complete`
     /// runs, `on_expiration` does not); returns whether this call completed
-    /// it. Its timer is cancelled. Waits for the operation's lock, so do not
-    /// call it from another operation's callback.
+    /// it. Its timer is cancelled.
+    ///
+    /// Waits for the operation's lock if a callback of it is running on
+    /// another thread. Called from inside a callback (of this operation or
+    /// any other), it never waits: if the lock is taken, the completion is
+    /// left to the lock's holder, which carries it out as soon as its
+    /// callback returns, and this call returns `false`.
     ///
     /// # Examples
     ///
     /// See [`Purgatory::park`].
     pub fn force_complete(&self) -> bool {
-        self.op.complete(Outcome::Completed, &self.counters)
+        self.op.complete(Request::Force, &self.counters)
     }
 
     /// Whether the operation is done: completed, expired or cancelled.
@@ -632,39 +640,27 @@ where
         let delay = op.delay();
         let cell = Arc::new(Op::new(op));
         let counters = &core.counters;
-        let (completed, retried) = cell.with_lock(counters, |state| {
-            if cell.try_complete_locked(state, counters) {
-                return true;
-            }
-            if cell.is_done() {
-                // `try_complete` panicked: done, without callbacks.
-                return false;
-            }
+        let completed = cell.register(counters, || {
             for (i, key) in keys.iter().enumerate() {
                 if !keys[..i].contains(key) {
                     core.watchers.watch(key, &cell);
                 }
             }
-            cell.try_complete_locked(state, counters)
         });
-        let completed = if completed || retried {
-            true
-        } else if cell.is_done() {
-            false
-        } else {
+        if !completed && !cell.is_done() {
             let job = Job::Expire {
                 op: Arc::clone(&cell),
                 counters: Arc::clone(counters),
             };
             match self.owner.timer.schedule(delay, job) {
-                Ok(handle) => cell.set_timer(handle, counters),
+                Ok(handle) => cell.set_timer(handle),
                 // Shut down meanwhile: expire it, as shutdown does with the rest.
-                Err(ScheduleError(_)) => {
-                    cell.complete(Outcome::Expired, counters);
-                    false
+                Err(ScheduleError(job)) => {
+                    drop(job);
+                    cell.complete(Request::Expire, counters);
                 }
             }
-        };
+        }
         self.maybe_purge();
         Ok(Parked {
             op: cell,
@@ -692,7 +688,7 @@ where
         let ops = core.watchers.live_snapshot(key, &core.counters);
         let completed = ops
             .iter()
-            .filter(|op| op.try_complete_watched(&core.counters))
+            .filter(|op| op.try_complete(&core.counters))
             .count();
         drop(ops);
         if completed > 0 {
@@ -706,8 +702,10 @@ where
     /// expired; their timers are cancelled and they leave every other list
     /// at the next purge. Operations already done are not returned.
     ///
-    /// Waits for each operation's lock, so call it from outside the
-    /// operations' callbacks.
+    /// Waits for the lock of an operation whose callback runs on another
+    /// thread. Called from inside a callback it never waits: an operation
+    /// whose lock is taken (such as the one whose callback this is) stays
+    /// watched and is not returned.
     ///
     /// # Errors
     ///
@@ -736,12 +734,15 @@ where
         if core.closed.load(Ordering::SeqCst) {
             return Err(ShutDownError);
         }
-        let removed = core.watchers.take(key);
-        let ops = removed
+        let watched = core.watchers.live_snapshot(key, &core.counters);
+        let ops = watched
             .iter()
-            .filter_map(|op| op.cancel_detached(&core.counters))
+            .filter_map(|op| op.cancel(&core.counters))
             .collect();
-        drop(removed);
+        drop(watched);
+        // The cancelled operations are done now: they leave `key`'s list
+        // here and their other lists at the next check or purge.
+        core.watchers.remove_done(key, &core.counters);
         self.maybe_purge();
         Ok(ops)
     }
@@ -834,6 +835,13 @@ where
     /// the calling thread. Returns how many it expired. Afterwards every call
     /// returns an error; calling it again returns 0.
     ///
+    /// It may be called from a callback (so may the drop of the last
+    /// handle): the worker thread it runs on, if any, is not joined (it
+    /// exits once its callback returns), and an operation whose lock is held
+    /// (the calling callback's own, or, from a callback, one held by another
+    /// thread) expires as soon as its holder releases it and is not
+    /// counted.
+    ///
     /// # Examples
     ///
     /// ```
@@ -865,8 +873,11 @@ where
         }
         let for_purge = Arc::clone(&self.owner.core);
         let job = Job::Run(Box::new(move || for_purge.purge()));
-        if self.owner.timer.schedule(Duration::ZERO, job).is_err() {
+        // Straight to the workers: an internal job never enters the wheel,
+        // so it neither shows in `delayed()` nor waits for a tick.
+        if let Err(job) = self.owner.timer.execute(job) {
             core.purging.store(false, Ordering::Release);
+            drop(job);
         }
     }
 }

@@ -1,19 +1,44 @@
 //! Delayed operations and the cell that makes their completion exactly-once.
 //!
-//! Every path that can complete an operation (a `try_complete` from
-//! `try_complete_else_watch` or `check_and_complete`, the timer's expiry,
-//! shutdown) takes the operation's own lock, checks `done`, sets it, and only
-//! then runs the user's callbacks, still under that lock. So `on_complete`
-//! runs once, and expiry never runs it while another thread is inside
-//! `try_complete`. User callbacks run under `catch_unwind`: a panic is
-//! counted and leaves the operation done.
+//! ## The operation's lock
+//!
+//! Every path that completes an operation (a `try_complete` from
+//! `try_complete_else_watch` or `check_and_complete`, `force_complete`, the
+//! timer's expiry, shutdown) takes the operation's own lock, checks `done`,
+//! sets it, and runs the user's callbacks under that lock. So `on_complete`
+//! runs once, and never while another thread is inside `try_complete`. This
+//! lock is the one lock of ours that user code runs under. The user's value
+//! is taken out as the operation finishes and dropped only after the lock is
+//! released, so its `Drop` runs with no lock of ours held.
+//!
+//! ## Nobody waits for an operation from inside a callback
+//!
+//! A thread that holds an operation's lock (it is running a callback) never
+//! waits for another operation's lock, and expiry never waits for one
+//! either. Where the lock is taken, the caller leaves a *request* in the
+//! operation's `requests` word instead, and the holder carries it out right
+//! after releasing the lock (Kafka's `tryCompletePending`, widened):
+//!
+//! | bit | left by | the holder then |
+//! |---|---|---|
+//! | [`RETRY`] | an event (`check_and_complete`, `Parked::try_complete`) | tries again |
+//! | [`RETRY_NESTED`] | an event reported from inside a `try_complete` | tries again, at most once per call |
+//! | [`FORCE`] | `force_complete` from inside a callback | completes it |
+//! | [`EXPIRE`] | expiry; shutdown from inside a callback | expires it |
+//!
+//! So no cycle of operation locks can form, whatever the callbacks call, and
+//! a `try_complete` that reports its own key gets one more attempt instead
+//! of spinning for ever. Threads outside every callback may wait for an
+//! operation's lock (`force_complete`, `cancel_for_key`, shutdown): they hold
+//! none, so they close no cycle.
 
+use std::cell::Cell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Mutex};
+use crate::sync::{thread_local, AtomicBool, AtomicU64, AtomicUsize, Mutex, MutexGuard};
 use crate::timer::{Task, TimerHandle};
 
 /// An operation that waits in a [`Purgatory`](crate::Purgatory) until it can
@@ -26,20 +51,42 @@ use crate::timer::{Task, TimerHandle};
 ///   runs next. It may be called many times, from any thread, but never
 ///   concurrently with another callback of the same operation.
 /// * [`on_complete`](Self::on_complete) runs **exactly once**, on whichever path
-///   wins: a successful `try_complete`, or expiry.
+///   wins: a successful `try_complete`, `force_complete`, or expiry.
 /// * [`on_expiration`](Self::on_expiration) runs after `on_complete`, only when
 ///   the operation completed because its delay passed (or the purgatory shut
 ///   down).
-/// * Callbacks run under the operation's own lock and no other lock of the
-///   purgatory's or the timer's. A callback may call
-///   [`check_and_complete`](crate::Purgatory::check_and_complete),
-///   [`try_complete_else_watch`](crate::Purgatory::try_complete_else_watch)
-///   and the timer without deadlock (but must not wait for *this* operation to
-///   complete, or for another thread that waits for it).
-/// * A callback that panics is caught and counted in
-///   [`PurgatoryMetrics::panics`](crate::PurgatoryMetrics::panics); the
-///   operation is then done (a panic in `try_complete` completes it without
-///   callbacks) and the purgatory keeps working.
+/// * The operation is dropped once it is done, right after its last
+///   callback, on the thread that ran it, with no lock of the crate's held.
+///
+/// ## What callbacks may call
+///
+/// Callbacks run under **the operation's own lock** and no other lock of the
+/// purgatory's or the timer's. From a callback, every call of the purgatory,
+/// its [`Parked`](crate::Parked) handles and the timers works and returns
+/// promptly; none waits for an operation that a callback (on any thread)
+/// holds. Where that would be needed, the call leaves the work to the
+/// thread holding that operation, which does it as soon as its callback
+/// returns:
+///
+/// * `check_and_complete` on a key of an operation being tried elsewhere
+///   asks that thread to try it again. Reported from inside a
+///   `try_complete` (including this operation's own key), it earns the
+///   operation **one** more attempt per call, not an endless loop.
+/// * `force_complete` of an operation whose lock is held returns `false` and
+///   the operation completes when its holder releases it (unless the holder
+///   completes or cancels it first).
+/// * `cancel_for_key` leaves an operation whose lock is held where it is
+///   (not returned, still watched).
+/// * `shutdown`, or dropping the last `Purgatory` handle, expires the
+///   operations whose locks are held when their holders release them; the
+///   calling thread does not wait for its own worker to finish.
+///
+/// A callback must not wait (on a channel, a lock of its own…) for another
+/// thread that is waiting for this operation. A callback that panics is
+/// caught and counted in
+/// [`PurgatoryMetrics::panics`](crate::PurgatoryMetrics::panics); the
+/// operation is then done (a panic in `try_complete` completes it without
+/// callbacks) and the purgatory keeps working.
 ///
 /// # Examples
 ///
@@ -100,48 +147,218 @@ pub(crate) struct OpCounters {
     pub(crate) lingering: AtomicUsize,
 }
 
-/// What an operation's lock protects.
-pub(crate) struct OpState<O> {
-    /// The user's operation; `None` once handed back by `cancel_for_key`.
-    op: Option<O>,
-    /// The operation's timer, once added.
-    timer: Option<TimerHandle<Job<O>>>,
+/// Request bit: an event arrived while another thread held the lock.
+const RETRY: usize = 1;
+/// Request bit: an event was reported from inside a `try_complete` (this
+/// operation's own, or another's) while the lock was held.
+const RETRY_NESTED: usize = 1 << 1;
+/// Request bit: complete the operation (`force_complete`).
+const FORCE: usize = 1 << 2;
+/// Request bit: expire the operation.
+const EXPIRE: usize = 1 << 3;
+
+/// What a caller asks of an operation; a later variant overrides an earlier
+/// one when several are pending.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Request {
+    /// Run `try_complete`; complete the operation if it returns `true`.
+    Try,
+    /// Complete it as expired.
+    Expire,
+    /// Complete it, whatever its condition.
+    Force,
+}
+
+impl Request {
+    /// The strongest request among raised `bits`.
+    fn from_bits(bits: usize) -> Request {
+        if bits & FORCE != 0 {
+            Request::Force
+        } else if bits & EXPIRE != 0 {
+            Request::Expire
+        } else {
+            Request::Try
+        }
+    }
+
+    /// The bit this request leaves for the lock's holder.
+    fn bit(self) -> usize {
+        match self {
+            Request::Try if Depth::get().trying > 0 => RETRY_NESTED,
+            Request::Try => RETRY,
+            Request::Expire => EXPIRE,
+            Request::Force => FORCE,
+        }
+    }
+}
+
+/// How a completion came about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// `try_complete` returned true, or `force_complete`.
+    Completed,
+    /// The delay passed.
+    Expired,
+}
+
+/// What this thread is doing inside operations' callbacks.
+#[derive(Clone, Copy, Default)]
+struct Depth {
+    /// Operation locks this thread holds.
+    held: u32,
+    /// `try_complete` calls running on this thread.
+    trying: u32,
+}
+
+/// No thread is inside a callback.
+const OUTSIDE: Depth = Depth { held: 0, trying: 0 };
+
+#[cfg(not(purgatorio_loom))]
+thread_local! {
+    /// This thread's [`Depth`].
+    static DEPTH: Cell<Depth> = const { Cell::new(OUTSIDE) };
+}
+
+// loom's `thread_local!` takes only a plain initialiser.
+#[cfg(purgatorio_loom)]
+thread_local! {
+    /// This thread's [`Depth`].
+    static DEPTH: Cell<Depth> = Cell::new(OUTSIDE);
+}
+
+impl Depth {
+    /// This thread's depth.
+    fn get() -> Depth {
+        DEPTH.with(Cell::get)
+    }
+
+    /// Changes this thread's depth.
+    fn update(f: impl FnOnce(&mut Depth)) {
+        DEPTH.with(|cell| {
+            let mut depth = cell.get();
+            f(&mut depth);
+            cell.set(depth);
+        });
+    }
+}
+
+/// Whether the calling thread holds an operation's lock, that is, runs one
+/// of its callbacks (or is about to): it must then not wait for another.
+pub(crate) fn in_callback() -> bool {
+    Depth::get().held > 0
 }
 
 /// An operation shared by the watch lists and the timer.
 pub(crate) struct Op<O> {
-    /// The operation and its timer handle.
-    state: Mutex<OpState<O>>,
-    /// Set, under the lock, when the operation completed or was cancelled;
+    /// The user's operation, under the operation's lock: `None` once it
+    /// finished (and was dropped) or was handed back by `cancel_for_key`.
+    state: Mutex<Option<O>>,
+    /// The operation's timer, once added. A lock of its own, so storing the
+    /// handle never waits for a callback.
+    timer: Mutex<Option<TimerHandle<Job<O>>>>,
+    /// Set, under the operation's lock, when it completed or was cancelled;
     /// read without it to skip and purge done entries.
     done: AtomicBool,
     /// Number of watch lists the operation was added to.
     watches: AtomicUsize,
-    /// Set by a watcher that found the lock taken: the holder must try again
-    /// after releasing it (Kafka's `tryCompletePending`).
-    retry: AtomicBool,
+    /// Requests left for the lock's holder (see the module docs).
+    requests: AtomicUsize,
 }
 
-/// How a completion came about.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Outcome {
-    /// `try_complete` returned true.
-    Completed,
-    /// The delay passed.
-    Expired,
+/// An operation locked by this thread. Dropping it releases the lock, then
+/// drops the user's value if the operation finished while locked.
+struct Locked<'a, O> {
+    /// The lock's guard; declared first, so released first.
+    state: MutexGuard<'a, Option<O>>,
+    /// The cell.
+    op: &'a Op<O>,
+    /// The finished operation's value, to drop after the lock.
+    finished: Option<O>,
+}
+
+impl<O> Drop for Locked<'_, O> {
+    fn drop(&mut self) {
+        // The fields drop after this: the guard, then the finished value,
+        // whose `Drop` may call anything since no lock is held by then.
+        Depth::update(|d| d.held -= 1);
+    }
+}
+
+impl<O: DelayedOperation> Locked<'_, O> {
+    /// Carries out `request` on the pending operation; returns how it
+    /// completed here, if it did.
+    fn carry_out(&mut self, request: Request, counters: &OpCounters) -> Option<Outcome> {
+        let outcome = match request {
+            Request::Try => return self.try_complete(counters).then_some(Outcome::Completed),
+            Request::Expire => Outcome::Expired,
+            Request::Force => Outcome::Completed,
+        };
+        self.finish(outcome, counters).then_some(outcome)
+    }
+
+    /// Runs `try_complete`; completes the operation if it returns `true`.
+    /// Returns whether it did.
+    fn try_complete(&mut self, counters: &OpCounters) -> bool {
+        if self.op.is_done() {
+            return false;
+        }
+        let Some(op) = self.state.as_mut() else {
+            return false;
+        };
+        Depth::update(|d| d.trying += 1);
+        let result = catch_unwind(AssertUnwindSafe(|| op.try_complete()));
+        Depth::update(|d| d.trying -= 1);
+        match result {
+            Ok(true) => self.finish(Outcome::Completed, counters),
+            Ok(false) => false,
+            Err(_) => {
+                counters.panics.fetch_add(1, Ordering::Relaxed);
+                self.op.mark_done(counters);
+                self.finished = self.state.take();
+                false
+            }
+        }
+    }
+
+    /// Completes the operation unless it is done: marks it done, runs the
+    /// callbacks, and takes the value out to drop after the lock. Returns
+    /// whether this call completed it.
+    fn finish(&mut self, outcome: Outcome, counters: &OpCounters) -> bool {
+        if self.op.is_done() {
+            return false;
+        }
+        let Some(op) = self.state.as_mut() else {
+            return false;
+        };
+        self.op.mark_done(counters);
+        let counter = match outcome {
+            Outcome::Completed => &counters.completed_by_try,
+            Outcome::Expired => &counters.expired,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        let ran = catch_unwind(AssertUnwindSafe(|| {
+            op.on_complete();
+            if outcome == Outcome::Expired {
+                op.on_expiration();
+            }
+        }));
+        if ran.is_err() {
+            counters.panics.fetch_add(1, Ordering::Relaxed);
+        }
+        self.finished = self.state.take();
+        true
+    }
 }
 
 impl<O: DelayedOperation> Op<O> {
     /// A fresh, pending operation.
     pub(crate) fn new(op: O) -> Self {
         Op {
-            state: Mutex::new(OpState {
-                op: Some(op),
-                timer: None,
-            }),
+            state: Mutex::new(Some(op)),
+            timer: Mutex::new(None),
             done: AtomicBool::new(false),
             watches: AtomicUsize::new(0),
-            retry: AtomicBool::new(false),
+            requests: AtomicUsize::new(0),
         }
     }
 
@@ -156,178 +373,209 @@ impl<O: DelayedOperation> Op<O> {
         self.watches.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Tries to complete the operation without ever blocking on its lock
-    /// (Kafka's `maybeTryComplete`); returns whether this call completed it.
+    /// Wraps a held guard.
+    fn locked<'a>(&'a self, state: MutexGuard<'a, Option<O>>) -> Locked<'a, O> {
+        Depth::update(|d| d.held += 1);
+        Locked {
+            state,
+            op: self,
+            finished: None,
+        }
+    }
+
+    /// Waits for the lock. Only for a thread outside every callback, or for
+    /// an operation no other thread can see yet.
+    fn lock(&self) -> Locked<'_, O> {
+        self.locked(self.state.lock())
+    }
+
+    /// Takes the lock if it is free.
+    fn try_lock(&self) -> Option<Locked<'_, O>> {
+        self.state.try_lock().map(|state| self.locked(state))
+    }
+
+    /// Registers a fresh operation that no other thread can see yet: runs
+    /// `try_complete`; if that fails, runs `watch` and tries again (an event
+    /// that arrived during `watch` is seen by the second try, or left as a
+    /// request that [`settle`](Self::settle) then honours). Returns whether
+    /// the operation completed.
+    pub(crate) fn register(&self, counters: &OpCounters, watch: impl FnOnce()) -> bool {
+        let completed = {
+            let mut locked = self.lock();
+            locked.try_complete(counters)
+                || (!self.is_done() && {
+                    watch();
+                    locked.try_complete(counters)
+                })
+        };
+        completed || self.settle(counters) == Some(Outcome::Completed)
+    }
+
+    /// After a lock hold that left the operation pending: carries out the
+    /// requests left meanwhile. Returns how this call completed it, if it
+    /// did.
+    fn settle(&self, counters: &OpCounters) -> Option<Outcome> {
+        match self.requests.swap(0, Ordering::AcqRel) {
+            0 => None,
+            raised => self.drive(
+                Request::from_bits(raised),
+                raised & !RETRY_NESTED != 0,
+                counters,
+            ),
+        }
+    }
+
+    /// Carries out `request` without ever waiting for the lock (Kafka's
+    /// `maybeTryComplete`); returns how this call completed the operation,
+    /// if it did. That can be another caller's request carried out on its
+    /// behalf: a checker that expires an operation for the timer has not
+    /// completed it, so callers compare the outcome with what they asked.
     ///
-    /// If another thread holds the lock, this call raises `retry` and leaves;
-    /// the holder sees the flag after releasing the lock and tries again. If
-    /// the holder may already have looked at the flag (this call was the one
-    /// to raise it), this call tries once more itself. So an event that
-    /// arrived before this call is never missed, and a callback that calls
-    /// `check_and_complete` never waits for another operation's lock.
+    /// If another thread holds the lock, this leaves the request for it and
+    /// goes; the holder carries it out after releasing the lock. If the
+    /// holder may already have looked (this call's request was the first
+    /// one left), this call looks once more itself. So an event that arrived
+    /// before this call is never missed.
     ///
-    /// Every access to `retry` is a read-modify-write, which reads the
-    /// latest value, and acquires what the raiser released: the holder that
-    /// clears a raised flag sees the raiser's event in `try_complete` even if
-    /// the user's condition is a relaxed atomic. (A plain store and load, as
-    /// in Kafka's `tryCompletePending`, is a store-buffering pattern: the
+    /// Every access to `requests` is a read-modify-write, which reads the
+    /// latest value and acquires what the raiser released: the holder that
+    /// clears a raised retry sees the raiser's event in `try_complete` even
+    /// if the user's condition is a relaxed atomic. (A plain store and load,
+    /// as in Kafka's `tryCompletePending`, is a store-buffering pattern: the
     /// holder could clear the flag and still read the condition stale. The
     /// loom model `retry_flag_never_loses_a_completion` found that.)
-    pub(crate) fn try_complete_watched(&self, counters: &OpCounters) -> bool {
+    pub(crate) fn request(&self, request: Request, counters: &OpCounters) -> Option<Outcome> {
+        self.drive(request, true, counters)
+    }
+
+    /// Runs `try_complete` without waiting for the lock; returns whether
+    /// this call completed the operation (a forced completion left by
+    /// another caller counts, an expiry does not).
+    pub(crate) fn try_complete(&self, counters: &OpCounters) -> bool {
+        self.request(Request::Try, counters) == Some(Outcome::Completed)
+    }
+
+    /// [`request`](Self::request), with `nested_retry` telling whether a
+    /// retry raised from inside a `try_complete` may still be honoured.
+    fn drive(
+        &self,
+        mut request: Request,
+        mut nested_retry: bool,
+        counters: &OpCounters,
+    ) -> Option<Outcome> {
         loop {
             if self.is_done() {
-                return false;
+                return None;
             }
-            let retry = match self.state.try_lock() {
-                Some(mut state) => {
-                    self.retry.swap(false, Ordering::AcqRel);
-                    if self.try_complete_locked(&mut state, counters) {
-                        return true;
-                    }
-                    drop(state);
-                    self.retry.swap(false, Ordering::AcqRel)
+            let Some(mut locked) = self.try_lock() else {
+                if self.requests.fetch_or(request.bit(), Ordering::AcqRel) != 0 {
+                    return None;
                 }
-                None => !self.retry.swap(true, Ordering::AcqRel),
+                continue;
             };
-            if !retry {
-                return false;
+            // What was raised so far is covered now: a retry by this try, a
+            // forced completion or an expiry by carrying it out here.
+            let raised = self.requests.swap(0, Ordering::AcqRel);
+            request = request.max(Request::from_bits(raised));
+            if let Some(outcome) = locked.carry_out(request, counters) {
+                return Some(outcome);
             }
+            drop(locked);
+            // Still pending (or done by a panic): honour what was raised
+            // while this call held the lock. A retry raised from inside a
+            // `try_complete` counts once, so one that reports its own key
+            // cannot keep the loop going.
+            let raised = self.requests.swap(0, Ordering::AcqRel);
+            if raised & !RETRY_NESTED == 0 {
+                if raised == 0 || !nested_retry {
+                    return None;
+                }
+                nested_retry = false;
+            }
+            request = Request::from_bits(raised);
         }
     }
 
-    /// Runs `f` with the operation locked, for a caller that may leave it
-    /// pending (`park`). Returns `f`'s result and whether a retry completed
-    /// the operation after the unlock.
-    ///
-    /// A watcher that found the lock taken meanwhile raised `retry` and left.
-    /// So if the operation is still pending after the unlock, this tries
-    /// again on the watcher's behalf. Without that, a `check_and_complete`
-    /// that arrived while `park` held the lock (registering, or storing the
-    /// timer) gave up, and its event was lost: the loom model
-    /// `watch_races_check_and_complete_and_purge` found that.
-    pub(crate) fn with_lock<R>(
-        &self,
-        counters: &OpCounters,
-        f: impl FnOnce(&mut OpState<O>) -> R,
-    ) -> (R, bool) {
-        let result = f(&mut self.state.lock());
-        let retried = !self.is_done()
-            && self.retry.swap(false, Ordering::AcqRel)
-            && self.try_complete_watched(counters);
-        (result, retried)
-    }
-
-    /// Tries to complete the operation; the caller holds its lock.
-    pub(crate) fn try_complete_locked(
-        &self,
-        state: &mut OpState<O>,
-        counters: &OpCounters,
-    ) -> bool {
-        if self.is_done() {
-            return false;
-        }
-        let Some(op) = state.op.as_mut() else {
-            return false;
+    /// Completes the operation (`Force`) or expires it (`Expire`) unless it
+    /// is done; returns whether this call did. Waits for the lock, unless
+    /// the calling thread is inside a callback: then a held lock gets the
+    /// request left for its holder, and this returns `false`.
+    pub(crate) fn complete(&self, request: Request, counters: &OpCounters) -> bool {
+        let wanted = match request {
+            Request::Force => Outcome::Completed,
+            Request::Expire => Outcome::Expired,
+            Request::Try => unreachable!("complete forces or expires"),
         };
-        match catch_unwind(AssertUnwindSafe(|| op.try_complete())) {
-            Ok(true) => {
-                self.finish(state, Outcome::Completed, counters);
-                true
-            }
-            Ok(false) => false,
-            Err(_) => {
-                counters.panics.fetch_add(1, Ordering::Relaxed);
-                self.mark_done(state, counters);
-                false
-            }
-        }
-    }
-
-    /// Completes the operation unless it is done already: `Completed` is
-    /// Kafka's `forceComplete` (whatever its condition), `Expired` the timeout
-    /// path. Returns whether this call completed it.
-    pub(crate) fn complete(&self, outcome: Outcome, counters: &OpCounters) -> bool {
-        let mut state = self.state.lock();
-        if self.is_done() || state.op.is_none() {
+        if self.is_done() {
             return false;
         }
-        self.finish(&mut state, outcome, counters);
-        true
+        let outcome = if in_callback() {
+            self.request(request, counters)
+        } else {
+            self.lock().carry_out(request, counters)
+        };
+        outcome == Some(wanted)
     }
 
-    /// Takes the operation back without completing it, for `cancel_for_key`,
-    /// which has just removed one watch-list entry of it. Returns `None` if it
-    /// is done already.
-    pub(crate) fn cancel_detached(&self, counters: &OpCounters) -> Option<O> {
-        let mut state = self.state.lock();
+    /// Takes the operation back without completing it (`cancel_for_key`).
+    /// Waits for the lock unless the calling thread is inside a callback.
+    /// `None` if it is done, or locked while called from a callback.
+    pub(crate) fn cancel(&self, counters: &OpCounters) -> Option<O> {
         if self.is_done() {
-            // Its entries were counted as lingering; one of them is gone.
-            sub_saturating(&counters.lingering, 1);
             return None;
         }
-        self.watches.fetch_sub(1, Ordering::Relaxed);
-        self.mark_done(&mut state, counters);
-        state.op.take()
+        let mut locked = if in_callback() {
+            self.try_lock()?
+        } else {
+            self.lock()
+        };
+        if self.is_done() {
+            return None;
+        }
+        self.mark_done(counters);
+        locked.state.take()
     }
 
-    /// Completes the operation as expired if it is not done, for shutdown,
-    /// after its watch-list entries were dropped. Returns whether this call
-    /// expired it.
+    /// Expires the operation if it is not done, for shutdown, after its
+    /// watch-list entries were dropped. Returns whether this call expired it.
     pub(crate) fn expire_detached(&self, counters: &OpCounters) -> bool {
         self.watches.store(0, Ordering::Relaxed);
-        self.complete(Outcome::Expired, counters)
+        self.complete(Request::Expire, counters)
     }
 
-    /// Stores the timer handle, or cancels the timer at once if the operation
-    /// completed before the handle arrived. Returns whether a retry raised
-    /// meanwhile completed the operation (see [`with_lock`](Self::with_lock)).
-    pub(crate) fn set_timer(&self, handle: TimerHandle<Job<O>>, counters: &OpCounters) -> bool {
-        let (late, retried) = self.with_lock(counters, |state| {
+    /// Stores the timer handle, or cancels the timer at once if the
+    /// operation finished before the handle arrived.
+    pub(crate) fn set_timer(&self, handle: TimerHandle<Job<O>>) {
+        let late = {
+            let mut timer = self.timer.lock();
+            // `mark_done` sets `done` before taking this lock: if it took
+            // the lock first, `done` is visible here.
             if self.is_done() {
                 Some(handle)
             } else {
-                state.timer = Some(handle);
+                *timer = Some(handle);
                 None
             }
-        });
+        };
         if let Some(handle) = late {
             handle.cancel();
-        }
-        retried
-    }
-
-    /// Marks the operation done, cancels its timer, and runs the callbacks.
-    fn finish(&self, state: &mut OpState<O>, outcome: Outcome, counters: &OpCounters) {
-        self.mark_done(state, counters);
-        let counter = match outcome {
-            Outcome::Completed => &counters.completed_by_try,
-            Outcome::Expired => &counters.expired,
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
-        let Some(op) = state.op.as_mut() else { return };
-        let ran = catch_unwind(AssertUnwindSafe(|| {
-            op.on_complete();
-            if outcome == Outcome::Expired {
-                op.on_expiration();
-            }
-        }));
-        if ran.is_err() {
-            counters.panics.fetch_add(1, Ordering::Relaxed);
         }
     }
 
     /// Counts the operation's watch-list entries as lingering, sets `done`,
-    /// and cancels the timer.
-    fn mark_done(&self, state: &mut OpState<O>, counters: &OpCounters) {
+    /// and cancels the timer. The caller holds the operation's lock.
+    fn mark_done(&self, counters: &OpCounters) {
         // Count first: whoever removes an entry does so because it saw
         // `done`, so its subtraction comes after this addition.
         counters
             .lingering
             .fetch_add(self.watches.load(Ordering::Relaxed), Ordering::Relaxed);
         self.done.store(true, Ordering::Release);
-        if let Some(timer) = state.timer.take() {
-            // Taking the timer shard's lock under the op lock is the one
-            // nesting (op → timer shard); the timer never takes an op lock.
+        let timer = self.timer.lock().take();
+        if let Some(timer) = timer {
+            // op lock → timer shard is the one nesting; the timer never
+            // takes an operation's lock. The cancelled job holds an `Arc` of
+            // this operation, never the last one.
             timer.cancel();
         }
     }
@@ -356,8 +604,11 @@ pub(crate) enum Job<O> {
 impl<O: DelayedOperation> Task for Job<O> {
     fn run(self) {
         match self {
+            // Never waits: a callback holding the operation expires it on
+            // release, so a worker cannot be stuck behind a callback that
+            // is shutting the purgatory down.
             Job::Expire { op, counters } => {
-                op.complete(Outcome::Expired, &counters);
+                op.request(Request::Expire, &counters);
             }
             Job::Run(work) => work(),
         }

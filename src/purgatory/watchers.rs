@@ -3,6 +3,10 @@
 //! A key's shard is chosen by its hash, so unrelated keys rarely share a lock.
 //! A shard lock is held only to edit or copy a list, never while an
 //! operation's callbacks run, and no operation lock is taken under it.
+//! Nothing a user wrote runs under it but the key's `Hash`, `Eq` and (for a
+//! new key) `Clone`: operations and keys that leave a list are dropped after
+//! the lock is released, since dropping them may run user code (the last
+//! reference to an operation, a key's `Drop`).
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hash};
@@ -75,9 +79,10 @@ impl<K: Hash + Eq + Clone, O: DelayedOperation> Watchers<K, O> {
         self.edit_list(key, counters, |_| ());
     }
 
-    /// Under the shard lock: drops the done operations from `key`'s list,
-    /// runs `f` on what is left, removes the key if its list is empty.
-    /// `None` if `key` has no list.
+    /// Under the shard lock: takes the done operations out of `key`'s list,
+    /// runs `f` on what is left, and takes the key out if its list is empty.
+    /// What was taken out is dropped after the lock. `None` if `key` has no
+    /// list.
     fn edit_list<R>(
         &self,
         key: &K,
@@ -86,44 +91,39 @@ impl<K: Hash + Eq + Clone, O: DelayedOperation> Watchers<K, O> {
     ) -> Option<R> {
         let mut shard = self.shard(key).lock();
         let list = shard.lists.get_mut(key)?;
-        let before = list.len();
-        list.retain(|op| !op.is_done());
-        let removed = before - list.len();
+        let done: Vec<Arc<Op<O>>> = list.extract_if(.., |op| op.is_done()).collect();
         let result = f(list);
-        if list.is_empty() {
-            shard.lists.remove(key);
-        }
-        shard.watched -= removed;
+        let emptied = list.is_empty();
+        shard.watched -= done.len();
+        let emptied = if emptied {
+            shard.lists.remove_entry(key)
+        } else {
+            None
+        };
         drop(shard);
-        sub_saturating(&counters.lingering, removed);
+        sub_saturating(&counters.lingering, done.len());
+        drop((done, emptied));
         Some(result)
     }
 
-    /// Removes `key`'s whole list and returns it.
-    pub(crate) fn take(&self, key: &K) -> Vec<Arc<Op<O>>> {
-        let mut shard = self.shard(key).lock();
-        let list = shard.lists.remove(key).unwrap_or_default();
-        shard.watched -= list.len();
-        list
-    }
-
-    /// Drops every done operation from every list, one shard at a time.
-    /// Returns how many entries went.
+    /// Takes every done operation out of every list, one shard at a time,
+    /// and drops them (and the keys whose lists emptied) after that shard's
+    /// lock. Returns how many entries went.
     pub(crate) fn purge(&self, counters: &OpCounters) -> usize {
         let mut total = 0;
         for shard in self.shards.iter() {
-            let mut shard = shard.lock();
-            let mut removed = 0;
-            shard.lists.retain(|_, list| {
-                let before = list.len();
-                list.retain(|op| !op.is_done());
-                removed += before - list.len();
-                !list.is_empty()
-            });
-            shard.watched -= removed;
-            drop(shard);
-            sub_saturating(&counters.lingering, removed);
-            total += removed;
+            let mut done: Vec<Arc<Op<O>>> = Vec::new();
+            let emptied: Vec<(K, Vec<Arc<Op<O>>>)> = {
+                let mut shard = shard.lock();
+                for list in shard.lists.values_mut() {
+                    done.extend(list.extract_if(.., |op| op.is_done()));
+                }
+                shard.watched -= done.len();
+                shard.lists.extract_if(|_, list| list.is_empty()).collect()
+            };
+            sub_saturating(&counters.lingering, done.len());
+            total += done.len();
+            drop((done, emptied));
         }
         total
     }
@@ -141,13 +141,16 @@ impl<K: Hash + Eq + Clone, O: DelayedOperation> Watchers<K, O> {
 
 impl<K, O> Watchers<K, O> {
     /// Removes every list; returns every operation once (an operation watched
-    /// on several keys appears once).
+    /// on several keys appears once). The keys are dropped after the locks.
     pub(crate) fn drain(&self) -> Vec<Arc<Op<O>>> {
         let mut all: Vec<Arc<Op<O>>> = Vec::new();
         for shard in self.shards.iter() {
-            let mut shard = shard.lock();
-            shard.watched = 0;
-            for (_, list) in shard.lists.drain() {
+            let lists = {
+                let mut shard = shard.lock();
+                shard.watched = 0;
+                std::mem::take(&mut shard.lists)
+            };
+            for (_, list) in lists {
                 all.extend(list);
             }
         }

@@ -125,15 +125,17 @@ impl Common {
         self.resolution.now_tick(self.elapsed())
     }
 
-    /// The tick at which a task due at `deadline` may fire.
-    fn deadline_tick(&self, deadline: Instant) -> u64 {
-        self.resolution
-            .deadline_tick(deadline.saturating_duration_since(self.origin))
+    /// The tick at which a task due at `deadline` may fire, the clock
+    /// reading `elapsed`: due now if the deadline has passed.
+    fn deadline_tick(&self, deadline: Instant, elapsed: Duration) -> u64 {
+        let deadline = deadline.saturating_duration_since(self.origin);
+        self.resolution.due_tick(deadline, elapsed)
     }
 
     /// The tick at which a task due `delay` after `elapsed` may fire.
     fn delay_tick(&self, elapsed: Duration, delay: Duration) -> u64 {
-        self.resolution.deadline_tick(elapsed.saturating_add(delay))
+        self.resolution
+            .due_tick(elapsed.saturating_add(delay), elapsed)
     }
 
     /// The instant at which `tick` begins, if representable.
@@ -223,7 +225,8 @@ fn shutdown<T: Task>(shared: &Shared<T>, driver: &Mutex<Option<JoinHandle<()>>>)
         pending.extend(drained);
     }
     common.signal.notify();
-    if let Some(handle) = driver.lock().take() {
+    let driver = driver.lock().take();
+    if let Some(handle) = driver {
         pool::join_all(vec![handle]);
     }
     shared.pool.close();
@@ -480,6 +483,7 @@ impl<T: Task> TimerBuilder<T> {
     ///
     /// [`BuildError::Tick`], [`BuildError::WheelSize`], [`BuildError::Shards`]
     /// or [`BuildError::Workers`] for a value out of range;
+    /// [`BuildError::ThreadName`] for a thread name with a NUL byte;
     /// [`BuildError::Spawn`] if a thread could not be started (any thread
     /// already started is stopped and joined first).
     ///
@@ -497,6 +501,9 @@ impl<T: Task> TimerBuilder<T> {
         }
         if !(1..=MAX_WORKERS).contains(&self.workers) {
             return Err(BuildError::Workers(self.workers));
+        }
+        if self.thread_name.contains('\0') {
+            return Err(BuildError::ThreadName(self.thread_name));
         }
         let signal = Arc::new(Signal::default());
         let common = Arc::new(Common {
@@ -648,8 +655,9 @@ impl<T: Task> Timer<T> {
         task: T,
     ) -> Result<TimerHandle<T>, ScheduleError<T>> {
         let common = &self.shared().common;
-        let tick = common.deadline_tick(deadline);
-        self.schedule_tick(tick, common.now_tick(), task)
+        let elapsed = common.elapsed();
+        let tick = common.deadline_tick(deadline, elapsed);
+        self.schedule_tick(tick, common.resolution.now_tick(elapsed), task)
     }
 
     /// Schedules `task` at tick `tick`, the clock being at tick `now`.
@@ -680,6 +688,20 @@ impl<T: Task> Timer<T> {
             shard: Arc::clone(shard),
             key,
         })
+    }
+
+    /// Hands an internal task (a purge) straight to the workers: it never
+    /// enters a wheel, so it shows in no gauge and waits for no tick. Gives
+    /// the task back if the timer is shut down.
+    pub(crate) fn execute(&self, task: T) -> Result<(), T> {
+        let job = Job {
+            task,
+            deadline: pool::UNTIMED,
+        };
+        self.shared()
+            .pool
+            .submit(vec![job])
+            .map_err(|mut batch| batch.pop().expect("one job").task)
     }
 
     /// Hands a task that is already due to the workers.
@@ -962,7 +984,8 @@ impl<T: Task> TimerHandle<T> {
     /// assert!(h.reschedule_at(timer.now() + Duration::from_secs(60)));
     /// ```
     pub fn reschedule_at(&self, deadline: Instant) -> bool {
-        let tick = self.shard.common.deadline_tick(deadline);
+        let common = &self.shard.common;
+        let tick = common.deadline_tick(deadline, common.elapsed());
         self.reschedule_tick(tick)
     }
 

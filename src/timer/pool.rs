@@ -16,11 +16,14 @@ use super::{Common, Task};
 use crate::error::BuildError;
 use crate::sync::Mutex;
 
+/// The deadline of an internal job that never was a timer: no lag recorded.
+pub(crate) const UNTIMED: u64 = u64::MAX;
+
 /// An expired task on its way to a worker.
 pub(crate) struct Job<T> {
     /// The task.
     pub(crate) task: T,
-    /// Its deadline in ticks, for the lag metric.
+    /// Its deadline in ticks, for the lag metric, or [`UNTIMED`].
     pub(crate) deadline: u64,
 }
 
@@ -131,7 +134,9 @@ fn work<T: Task>(receiver: &Receiver<Batch<T>>, common: &Common) {
 fn run_batch<T: Task>(batch: Batch<T>, common: &Common) -> usize {
     let ran = batch.len();
     for job in batch {
-        common.record_lag(job.deadline);
+        if job.deadline != UNTIMED {
+            common.record_lag(job.deadline);
+        }
         let task = job.task;
         if catch_unwind(AssertUnwindSafe(move || task.run())).is_err() {
             common.counters.record_panic();
