@@ -1,27 +1,14 @@
-//! Errors. Small, typed, and a refused task is always given back.
+//! Every error of the crate, in one place. Small, typed, and a refused task,
+//! operation, key or value is always given back.
 
 use std::error::Error;
 use std::fmt;
 use std::time::Duration;
 
-/// The smallest tick a timer accepts.
-pub const MIN_TICK: Duration = Duration::from_nanos(1);
-
-/// The largest tick a timer accepts (one hour).
-pub const MAX_TICK: Duration = Duration::from_secs(3600);
-
-/// The smallest wheel size (slots per level).
-pub const MIN_WHEEL_SIZE: usize = 2;
-
-/// The largest wheel size (slots per level); bucket ids must fit a `u32`
-/// across every level, and each level allocates this many buckets.
-pub const MAX_WHEEL_SIZE: usize = 1 << 16;
-
-/// The largest number of shards a [`Timer`](crate::Timer) accepts.
-pub const MAX_SHARDS: usize = 1024;
-
-/// The largest number of worker threads a [`Timer`](crate::Timer) accepts.
-pub const MAX_WORKERS: usize = 1024;
+use crate::tick::{
+    Invalid, MAX_SHARDS, MAX_TICK, MAX_WATCH_SHARDS, MAX_WHEEL_SIZE, MAX_WORKERS, MIN_TICK,
+    MIN_WHEEL_SIZE,
+};
 
 /// Why a timer could not be built.
 ///
@@ -46,6 +33,8 @@ pub enum BuildError {
     Shards(usize),
     /// The worker count is outside `1..=`[`MAX_WORKERS`].
     Workers(usize),
+    /// The purgatory's watch-shard count is outside `1..=`[`MAX_WATCH_SHARDS`].
+    WatchShards(usize),
     /// The thread name contains a NUL byte, which no thread name may hold.
     ThreadName(String),
     /// A thread could not be started.
@@ -66,10 +55,22 @@ impl fmt::Display for BuildError {
             BuildError::Workers(n) => {
                 write!(f, "worker count {n} is outside 1..={MAX_WORKERS}")
             }
+            BuildError::WatchShards(n) => {
+                write!(f, "watch shard count {n} is outside 1..={MAX_WATCH_SHARDS}")
+            }
             BuildError::ThreadName(name) => {
                 write!(f, "thread name {name:?} contains a NUL byte")
             }
             BuildError::Spawn(err) => write!(f, "could not start a timer thread: {err}"),
+        }
+    }
+}
+
+impl From<Invalid> for BuildError {
+    fn from(invalid: Invalid) -> Self {
+        match invalid {
+            Invalid::Tick(tick) => BuildError::Tick(tick),
+            Invalid::WheelSize(size) => BuildError::WheelSize(size),
         }
     }
 }
@@ -80,24 +81,6 @@ impl Error for BuildError {
             BuildError::Spawn(err) => Some(err),
             _ => None,
         }
-    }
-}
-
-/// Checks a tick length.
-pub(crate) fn check_tick(tick: Duration) -> Result<Duration, BuildError> {
-    if (MIN_TICK..=MAX_TICK).contains(&tick) {
-        Ok(tick)
-    } else {
-        Err(BuildError::Tick(tick))
-    }
-}
-
-/// Checks a wheel size.
-pub(crate) fn check_wheel_size(size: usize) -> Result<u64, BuildError> {
-    if (MIN_WHEEL_SIZE..=MAX_WHEEL_SIZE).contains(&size) {
-        Ok(size as u64)
-    } else {
-        Err(BuildError::WheelSize(size))
     }
 }
 
@@ -146,23 +129,91 @@ impl<T> fmt::Display for ScheduleError<T> {
 
 impl<T> Error for ScheduleError<T> {}
 
+/// Why [`Purgatory::try_complete_else_watch`] refused an operation; the
+/// operation is handed back.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use purgatorio::{DelayedOperation, Purgatory, WatchError};
+///
+/// struct Never;
+/// impl DelayedOperation for Never {
+///     fn delay(&self) -> Duration { Duration::from_secs(1) }
+///     fn try_complete(&mut self) -> bool { false }
+///     fn on_complete(&mut self) {}
+/// }
+///
+/// let purgatory: Purgatory<u32, Never> = Purgatory::builder().build().unwrap();
+/// let err = purgatory.try_complete_else_watch(Never, &[]).unwrap_err();
+/// assert_eq!(err.to_string(), "an operation needs at least one watch key");
+/// let _op: Never = err.into_inner();
+/// ```
+#[non_exhaustive]
+pub enum WatchError<O> {
+    /// The key list was empty.
+    NoKeys(O),
+    /// The purgatory is shut down.
+    ShutDown(O),
+}
+
+impl<O> WatchError<O> {
+    /// The refused operation.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(purgatorio::WatchError::NoKeys(3).into_inner(), 3);
+    /// ```
+    pub fn into_inner(self) -> O {
+        match self {
+            WatchError::NoKeys(op) | WatchError::ShutDown(op) => op,
+        }
+    }
+}
+
+impl<O> fmt::Debug for WatchError<O> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WatchError::NoKeys(_) => f.write_str("NoKeys(..)"),
+            WatchError::ShutDown(_) => f.write_str("ShutDown(..)"),
+        }
+    }
+}
+
+impl<O> fmt::Display for WatchError<O> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WatchError::NoKeys(_) => f.write_str("an operation needs at least one watch key"),
+            WatchError::ShutDown(_) => f.write_str("purgatory is shut down"),
+        }
+    }
+}
+
+impl<O> Error for WatchError<O> {}
+
+/// A call on a purgatory that was shut down.
+///
+/// # Examples
+///
+/// ```
+/// assert_eq!(purgatorio::ShutDownError.to_string(), "purgatory is shut down");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ShutDownError;
+
+impl fmt::Display for ShutDownError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("purgatory is shut down")
+    }
+}
+
+impl Error for ShutDownError {}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn bounds_are_inclusive() {
-        assert!(check_tick(MIN_TICK).is_ok());
-        assert!(check_tick(MAX_TICK).is_ok());
-        assert!(check_tick(Duration::ZERO).is_err());
-        assert!(check_tick(MAX_TICK + Duration::from_nanos(1)).is_err());
-        assert!(check_tick(Duration::MAX).is_err());
-        assert_eq!(check_wheel_size(2).unwrap(), 2);
-        assert_eq!(check_wheel_size(MAX_WHEEL_SIZE).unwrap(), 1 << 16);
-        for bad in [0, 1, MAX_WHEEL_SIZE + 1, usize::MAX] {
-            assert!(matches!(check_wheel_size(bad), Err(BuildError::WheelSize(n)) if n == bad));
-        }
-    }
 
     #[test]
     fn messages_are_lowercase() {
@@ -171,6 +222,7 @@ mod tests {
             BuildError::WheelSize(1),
             BuildError::Shards(0),
             BuildError::Workers(0),
+            BuildError::WatchShards(0),
             BuildError::ThreadName("a\0b".into()),
         ] {
             let msg = err.to_string();

@@ -15,13 +15,14 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::hash::{BuildHasher, Hash};
+use std::hash::Hash;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use crate::error::{BuildError, ScheduleError};
-use crate::sync::{AtomicU64, HashState, Mutex};
+use crate::sharded::Sharded;
+use crate::sync::{AtomicU64, HashState};
 use crate::timer::{BoxTask, Task, Timer, TimerBuilder, TimerHandle};
 
 /// The callback a [`KeyedTimer`] calls with each expired key and value.
@@ -37,32 +38,21 @@ struct Entry<K, V> {
     handle: TimerHandle<Expiry<K, V>>,
 }
 
-/// One shard of the key map.
-type Shard<K, V> = Mutex<HashMap<K, Entry<K, V>, HashState>>;
-
-/// What the keyed timer's handles and tasks share.
-struct Shared<K, V> {
+/// The keyed timer's map, its id source and its callback: what its handles
+/// and its timer tasks share.
+struct KeyMap<K, V> {
     /// key → entry, sharded by the key's hash.
-    shards: Box<[Shard<K, V>]>,
-    /// Picks a key's shard.
-    hasher: HashState,
+    shards: Sharded<HashMap<K, Entry<K, V>, HashState>>,
     /// Source of entry ids.
     next_id: AtomicU64,
     /// Called with each expired key and value, outside every lock.
     on_expire: Box<OnExpire<K, V>>,
 }
 
-impl<K: Hash + Eq, V> Shared<K, V> {
-    /// The shard of `key`.
-    fn shard(&self, key: &K) -> &Shard<K, V> {
-        &self.shards[self.hasher.hash_one(key) as usize % self.shards.len()]
-    }
-}
-
 /// The timer task of one entry.
 struct Expiry<K, V> {
     /// The keyed timer; weak, so pending tasks do not keep it alive.
-    shared: Weak<Shared<K, V>>,
+    shared: Weak<KeyMap<K, V>>,
     /// The entry's key.
     key: K,
     /// The entry's id.
@@ -79,7 +69,7 @@ where
             return;
         };
         let expired = {
-            let mut shard = shared.shard(&self.key).lock();
+            let mut shard = shared.shards.shard(&self.key).lock();
             match shard.get(&self.key) {
                 Some(entry) if entry.id == self.id => shard.remove_entry(&self.key),
                 _ => None,
@@ -128,8 +118,8 @@ where
     K: Hash + Eq + Clone + Send + Sync + 'static,
     V: Send + 'static,
 {
-    /// Map and callback.
-    shared: Arc<Shared<K, V>>,
+    /// Map, ids and callback.
+    shared: Arc<KeyMap<K, V>>,
     /// Runs the entries' timers.
     timer: Timer<Expiry<K, V>>,
 }
@@ -195,11 +185,8 @@ where
         on_expire: impl Fn(K, V) + Send + Sync + 'static,
     ) -> Result<Self, BuildError> {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let shared = Arc::new(Shared {
-            shards: (0..16 * cores)
-                .map(|_| Mutex::new(HashMap::default()))
-                .collect(),
-            hasher: HashState::default(),
+        let shared = Arc::new(KeyMap {
+            shards: Sharded::new(16 * cores, HashMap::default),
             next_id: AtomicU64::new(0),
             on_expire: Box::new(on_expire),
         });
@@ -233,7 +220,7 @@ where
         value: V,
         delay: Duration,
     ) -> Result<Option<V>, ScheduleError<(K, V)>> {
-        let mut shard = self.shared.shard(&key).lock();
+        let mut shard = self.shared.shards.shard(&key).lock();
         if let Some(entry) = shard.get_mut(&key) {
             if entry.handle.reschedule(delay) {
                 let old = std::mem::replace(&mut entry.value, value);
@@ -284,7 +271,7 @@ where
     /// assert!(!t.reset(&2, Duration::from_secs(30)));
     /// ```
     pub fn reset(&self, key: &K, delay: Duration) -> bool {
-        let shard = self.shared.shard(key).lock();
+        let shard = self.shared.shards.shard(key).lock();
         shard
             .get(key)
             .is_some_and(|entry| entry.handle.reschedule(delay))
@@ -302,7 +289,7 @@ where
     /// assert_eq!(t.remove(&1), None);
     /// ```
     pub fn remove(&self, key: &K) -> Option<V> {
-        let (_key, entry) = self.shared.shard(key).lock().remove_entry(key)?;
+        let (_key, entry) = self.shared.shards.shard(key).lock().remove_entry(key)?;
         entry.handle.cancel();
         Some(entry.value)
     }
@@ -316,7 +303,7 @@ where
     /// assert!(!t.contains(&1));
     /// ```
     pub fn contains(&self, key: &K) -> bool {
-        self.shared.shard(key).lock().contains_key(key)
+        self.shared.shards.shard(key).lock().contains_key(key)
     }
 
     /// Removes every key and returns the keys and values (no callback runs).
@@ -367,6 +354,13 @@ where
         self.len() == 0
     }
 
+    /// The loom model's expiry path: the driver's pass and the worker's run,
+    /// on the calling thread. Returns how many entries' tasks ran.
+    #[cfg(purgatorio_loom)]
+    pub(crate) fn run_due_here(&self) -> usize {
+        self.timer.run_due_here()
+    }
+
     /// Stops the timer (joining its threads) and returns every key still set,
     /// with its value; no callback runs. Afterwards [`set`](Self::set) fails.
     ///
@@ -382,58 +376,5 @@ where
     pub fn shutdown(&self) -> Vec<(K, V)> {
         drop(self.timer.shutdown());
         self.drain()
-    }
-}
-
-/// loom model of the keyed timer (`--cfg purgatorio_loom`): `set` racing
-/// expiry and `remove` on one key. Every value comes out exactly once (to the
-/// callback, back from `set` or `remove`, or from the final drain), and none
-/// reaches the callback before its deadline.
-#[cfg(all(test, purgatorio_loom))]
-mod loom_models {
-    use std::sync::Arc;
-    use std::time::Duration;
-
-    use loom::thread;
-
-    use super::KeyedTimer;
-    use crate::sync::{model, Mutex};
-    use crate::timer::loom_models::builder;
-    use crate::ManualClock;
-
-    #[test]
-    fn set_races_expiry_and_remove() {
-        model("keyed_set_races_expiry_and_remove", || {
-            let clock = ManualClock::new();
-            let expired = Arc::new(Mutex::new(Vec::new()));
-            let seen = Arc::clone(&expired);
-            let keyed = KeyedTimer::with_timer(builder(&clock), move |_key: u8, value: u32| {
-                seen.lock().push(value)
-            })
-            .expect("valid keyed timer");
-            assert_eq!(keyed.set(7, 1, Duration::from_millis(1)), Ok(None));
-            clock.advance(Duration::from_millis(1));
-
-            let expirer = keyed.clone();
-            let expiring = thread::spawn(move || expirer.timer.run_due_here());
-            let setter = keyed.clone();
-            let setting = thread::spawn(move || {
-                setter
-                    .set(7, 2, Duration::from_millis(2))
-                    .expect("timer running")
-            });
-            let removed = keyed.remove(&7);
-            expiring.join().unwrap();
-            let replaced = setting.join().unwrap();
-
-            let mut out: Vec<u32> = expired.lock().clone();
-            // Value 2 is due at tick 3; the clock is at tick 1.
-            assert!(!out.contains(&2), "value 2 expired early");
-            out.extend(replaced);
-            out.extend(removed);
-            out.extend(keyed.drain().into_iter().map(|(_, value)| value));
-            out.sort_unstable();
-            assert_eq!(out, [1, 2], "each value exactly once");
-        });
     }
 }

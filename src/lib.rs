@@ -74,8 +74,11 @@
 //! * **Unbounded range.** Any deadline up to [`Duration::MAX`](std::time::Duration::MAX) is accepted;
 //!   coarser levels appear only when a deadline needs them.
 //! * **Robust.** Bad configuration is a [`BuildError`]; a stale handle is
-//!   harmless; a panicking task is caught and counted; no lock of ours is held
-//!   while user code runs.
+//!   harmless; a panicking task is caught and counted. User code (tasks,
+//!   callbacks, and the `Drop` of anything you hand over: tasks, operations,
+//!   keys, values, the last handle) runs with no lock of ours held, with one
+//!   exception: an operation's callbacks run under that operation's own lock
+//!   (see [`DelayedOperation`] for what they may call: everything).
 //!
 //! ## Design
 //!
@@ -93,27 +96,28 @@
 #![warn(missing_docs, missing_debug_implementations)]
 
 mod clock;
-mod delay_queue;
 mod error;
 mod keyed;
 mod local;
+#[cfg(all(test, purgatorio_loom))]
+mod loom;
 mod purgatory;
+mod sharded;
 mod sync;
+mod tick;
 mod timer;
 mod wheel;
 
 pub use clock::{Clock, ClockWaker, ManualClock, SystemClock};
-pub use error::{
-    BuildError, ScheduleError, MAX_SHARDS, MAX_TICK, MAX_WHEEL_SIZE, MAX_WORKERS, MIN_TICK,
-    MIN_WHEEL_SIZE,
-};
+pub use error::{BuildError, ScheduleError, ShutDownError, WatchError};
 pub use keyed::KeyedTimer;
-pub use local::{
-    Advance, Expired, LocalTimer, LocalTimerBuilder, DEFAULT_TICK, DEFAULT_WHEEL_SIZE,
-};
+pub use local::{Advance, Expired, LocalTimer, LocalTimerBuilder};
 pub use purgatory::{
-    DelayedOperation, Parked, Purgatory, PurgatoryBuilder, PurgatoryMetrics, ShutDownError,
-    WatchError, DEFAULT_PURGE_INTERVAL,
+    DelayedOperation, Parked, Purgatory, PurgatoryBuilder, PurgatoryMetrics, DEFAULT_PURGE_INTERVAL,
+};
+pub use tick::{
+    DEFAULT_TICK, DEFAULT_WHEEL_SIZE, MAX_SHARDS, MAX_TICK, MAX_WATCH_SHARDS, MAX_WHEEL_SIZE,
+    MAX_WORKERS, MIN_TICK, MIN_WHEEL_SIZE,
 };
 pub use timer::{BoxTask, Metrics, Task, Timer, TimerBuilder, TimerHandle};
 pub use wheel::TimerKey;

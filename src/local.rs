@@ -11,39 +11,9 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::time::Duration;
 
-use crate::clock::Resolution;
-use crate::error::{check_tick, check_wheel_size, BuildError};
+use crate::error::BuildError;
+use crate::tick::{Resolution, WheelConfig};
 use crate::wheel::{Fired, TimerKey, Wheel};
-
-/// The default tick: one millisecond.
-pub const DEFAULT_TICK: Duration = Duration::from_millis(1);
-
-/// The default wheel size: 64 slots per level.
-pub const DEFAULT_WHEEL_SIZE: usize = 64;
-
-/// The wheel settings both builders share, validated in one place.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct WheelConfig {
-    /// Length of one tick.
-    pub(crate) tick: Duration,
-    /// Slots per level.
-    pub(crate) wheel_size: usize,
-}
-
-impl WheelConfig {
-    /// The defaults: [`DEFAULT_TICK`], [`DEFAULT_WHEEL_SIZE`].
-    pub(crate) const DEFAULT: WheelConfig = WheelConfig {
-        tick: DEFAULT_TICK,
-        wheel_size: DEFAULT_WHEEL_SIZE,
-    };
-
-    /// Checks the settings; returns the tick resolution and the wheel size.
-    pub(crate) fn check(self) -> Result<(Resolution, u64), BuildError> {
-        let tick = check_tick(self.tick)?;
-        let wheel_size = check_wheel_size(self.wheel_size)?;
-        Ok((Resolution::new(tick), wheel_size))
-    }
-}
 
 /// A hierarchical timing wheel driven by caller-supplied time.
 ///

@@ -121,28 +121,3 @@ mod model {
         }
     }
 }
-
-/// Runs a loom model of the crate's own code: every interleaving of its
-/// threads up to `LOOM_MAX_PREEMPTIONS` preemptions (4 unless set), and
-/// prints how many interleavings that was.
-#[cfg(all(test, purgatorio_loom))]
-pub(crate) fn model(name: &str, f: impl Fn() + Sync + Send + 'static) {
-    use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-    use std::sync::Arc;
-
-    let mut builder = loom::model::Builder::new();
-    if builder.preemption_bound.is_none() {
-        builder.preemption_bound = Some(4);
-    }
-    let runs = Arc::new(AtomicUsize::new(0));
-    let counted = Arc::clone(&runs);
-    builder.check(move || {
-        counted.fetch_add(1, Relaxed);
-        f();
-    });
-    println!(
-        "loom model {name}: {} interleavings (preemption bound {:?})",
-        runs.load(Relaxed),
-        builder.preemption_bound
-    );
-}

@@ -9,14 +9,16 @@
 //! reference to an operation, a key's `Drop`).
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, Hash};
+use std::hash::Hash;
 use std::sync::Arc;
 
-use super::op::{sub_saturating, DelayedOperation, Op, OpCounters};
-use crate::sync::{HashState, Mutex};
+use super::op::{sub_saturating, Op, OpCounters};
+use super::operation::DelayedOperation;
+use crate::sharded::Sharded;
+use crate::sync::HashState;
 
 /// One shard of the watch lists.
-struct Shard<K, O> {
+struct Lists<K, O> {
     /// Operations watched per key; a key whose list empties is removed.
     lists: HashMap<K, Vec<Arc<Op<O>>>, HashState>,
     /// Sum of the lengths of `lists`.
@@ -25,38 +27,25 @@ struct Shard<K, O> {
 
 /// All watch lists of a purgatory.
 pub(crate) struct Watchers<K, O> {
-    /// The shards.
-    shards: Box<[Mutex<Shard<K, O>>]>,
-    /// Picks a key's shard.
-    hasher: HashState,
+    /// The lists, sharded by key.
+    shards: Sharded<Lists<K, O>>,
 }
 
 impl<K: Hash + Eq + Clone, O: DelayedOperation> Watchers<K, O> {
     /// Empty lists in `shards` shards (≥ 1).
     pub(crate) fn new(shards: usize) -> Self {
         Watchers {
-            shards: (0..shards.max(1))
-                .map(|_| {
-                    Mutex::new(Shard {
-                        lists: HashMap::default(),
-                        watched: 0,
-                    })
-                })
-                .collect(),
-            hasher: HashState::default(),
+            shards: Sharded::new(shards, || Lists {
+                lists: HashMap::default(),
+                watched: 0,
+            }),
         }
-    }
-
-    /// The shard of `key`.
-    fn shard(&self, key: &K) -> &Mutex<Shard<K, O>> {
-        let at = self.hasher.hash_one(key) as usize % self.shards.len();
-        &self.shards[at]
     }
 
     /// Adds `op` to `key`'s list. The caller holds the operation's lock.
     pub(crate) fn watch(&self, key: &K, op: &Arc<Op<O>>) {
         op.add_watch();
-        let mut shard = self.shard(key).lock();
+        let mut shard = self.shards.shard(key).lock();
         shard.watched += 1;
         match shard.lists.get_mut(key) {
             Some(list) => list.push(Arc::clone(op)),
@@ -89,7 +78,7 @@ impl<K: Hash + Eq + Clone, O: DelayedOperation> Watchers<K, O> {
         counters: &OpCounters,
         f: impl FnOnce(&Vec<Arc<Op<O>>>) -> R,
     ) -> Option<R> {
-        let mut shard = self.shard(key).lock();
+        let mut shard = self.shards.shard(key).lock();
         let list = shard.lists.get_mut(key)?;
         let done: Vec<Arc<Op<O>>> = list.extract_if(.., |op| op.is_done()).collect();
         let result = f(list);

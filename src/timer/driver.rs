@@ -7,7 +7,7 @@
 //! At the start of a pass the driver resets it to `u64::MAX`, visits every
 //! shard, then lowers it to the earliest expiration it saw. A scheduler that
 //! inserts a deadline below `next_wake` lowers it with `fetch_min` and, if it
-//! was the one to lower it, raises the [`Signal`]. Either the driver saw the
+//! was the one to lower it, raises the [`Signal`](super::signal::Signal). Either the driver saw the
 //! new deadline while visiting the shard, or the deadline arrived after that
 //! visit, in which case it lowered `next_wake` (the driver then sleeps no
 //! later than it) and signalled (the driver makes another pass). No lost
@@ -19,63 +19,18 @@
 //! held with a shard lock. No user code runs on the driver.
 
 use std::sync::atomic::Ordering::SeqCst;
+use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::pool::Job;
-use super::{Shared, Task};
-use crate::clock::Wake;
-use crate::sync::{Condvar, Mutex};
+use super::pool::{self, Due, Pool};
+use super::shard::Shard;
+use super::task::Task;
+use super::timing::Timing;
+use crate::sync::Mutex;
 
 /// The most expirations moved out of a shard under one hold of its lock.
 pub(crate) const BATCH: usize = 1024;
-
-/// An event count: "something changed, look again".
-///
-/// A waiter reads the epoch *before* looking at the shards and then waits
-/// only while the epoch is unchanged, so a notification that arrives between
-/// the look and the wait is never lost, and no waiter consumes another's.
-#[derive(Debug, Default)]
-pub(crate) struct Signal {
-    /// Bumped by every notification.
-    epoch: Mutex<u64>,
-    /// Where waiters sleep.
-    condvar: Condvar,
-}
-
-impl Signal {
-    /// The current epoch, to pass to [`wait`](Self::wait) later.
-    pub(crate) fn epoch(&self) -> u64 {
-        *self.epoch.lock()
-    }
-
-    /// Bumps the epoch and wakes every waiter.
-    pub(crate) fn notify(&self) {
-        *self.epoch.lock() += 1;
-        self.condvar.notify_all();
-    }
-
-    /// Waits while the epoch is still `seen`, until `until` passes (no
-    /// timeout if `None`).
-    pub(crate) fn wait(&self, seen: u64, until: Option<Instant>) {
-        let mut epoch = self.epoch.lock();
-        while *epoch == seen {
-            match until {
-                Some(until) => {
-                    if self.condvar.wait_until(&mut epoch, until).timed_out() {
-                        return;
-                    }
-                }
-                None => self.condvar.wait(&mut epoch),
-            }
-        }
-    }
-}
-
-impl Wake for Signal {
-    fn wake(&self) {
-        self.notify();
-    }
-}
 
 /// The earlier of two optional times; `None` only if both are.
 fn earlier<T: Ord>(a: Option<T>, b: Option<T>) -> Option<T> {
@@ -85,17 +40,30 @@ fn earlier<T: Ord>(a: Option<T>, b: Option<T>) -> Option<T> {
     }
 }
 
-impl<T: Task> Shared<T> {
+/// The driver: the shards, the timing they share, and the pool it hands due
+/// tasks to. Its loop runs on the driver thread; its pass also serves
+/// [`Timer::run_due`](crate::Timer::run_due) and
+/// [`Timer::advance_clock`](crate::Timer::advance_clock).
+pub(crate) struct Driver<T> {
+    /// The shards, each behind its own lock.
+    pub(crate) shards: Box<[Arc<Shard<T>>]>,
+    /// Clock, signal, counters.
+    pub(crate) timing: Arc<Timing>,
+    /// The worker pool.
+    pub(crate) pool: Pool<T>,
+}
+
+impl<T: Task> Driver<T> {
     /// The driver thread's loop; returns once the timer is shut down.
     pub(crate) fn drive(&self) {
-        while !self.common.is_closed() {
-            let seen = self.common.signal.epoch();
+        while !self.timing.is_closed() {
+            let seen = self.timing.signal.epoch();
             let (_, until) = self.pass();
-            if self.common.is_closed() {
+            if self.timing.is_closed() {
                 return;
             }
-            self.common.signal.wait(seen, until);
-            self.common.counters.record_wakeup();
+            self.timing.signal.wait(seen, until);
+            self.timing.counters.record_wakeup();
         }
     }
 
@@ -103,21 +71,21 @@ impl<T: Task> Shared<T> {
     /// returns how many timers that was and the real instant to sleep until
     /// (`None`: until signalled).
     pub(crate) fn pass(&self) -> (usize, Option<Instant>) {
-        self.common.next_wake.store(u64::MAX, SeqCst);
-        let (moved, earliest) = self.run_due_at(self.common.now_tick());
+        self.timing.next_wake.store(u64::MAX, SeqCst);
+        let (moved, earliest) = self.run_due_at(self.timing.now_tick());
         if let Some(earliest) = earliest {
-            self.common.next_wake.fetch_min(earliest, SeqCst);
+            self.timing.next_wake.fetch_min(earliest, SeqCst);
         }
-        (moved, self.sleep_until(self.common.next_wake.load(SeqCst)))
+        (moved, self.sleep_until(self.timing.next_wake.load(SeqCst)))
     }
 
     /// The real instant at which tick `wake` begins, if the clock is real
     /// time and the instant is representable.
     fn sleep_until(&self, wake: u64) -> Option<Instant> {
-        if wake == u64::MAX || !self.common.clock.is_real_time() {
+        if wake == u64::MAX || !self.timing.clock.is_real_time() {
             return None;
         }
-        self.common.instant_of(wake)
+        self.timing.instant_of(wake)
     }
 
     /// Moves every timer due at tick `now` to the workers, shard by shard.
@@ -132,7 +100,7 @@ impl<T: Task> Shared<T> {
                     let mut state = shard.state.lock();
                     while batch.len() < BATCH {
                         match state.wheel.poll(now) {
-                            Some(fired) => batch.push(Job {
+                            Some(fired) => batch.push(Due {
                                 task: fired.value,
                                 deadline: fired.deadline,
                             }),
@@ -162,15 +130,37 @@ impl<T: Task> Shared<T> {
     pub(crate) fn advance_clock(&self, timeout: Duration) -> bool {
         let give_up = Instant::now().checked_add(timeout);
         loop {
-            let seen = self.common.signal.epoch();
+            let seen = self.timing.signal.epoch();
             let (moved, due) = self.pass();
             if moved > 0 {
                 return true;
             }
-            if self.common.is_closed() || give_up.is_some_and(|g| Instant::now() >= g) {
+            if self.timing.is_closed() || give_up.is_some_and(|g| Instant::now() >= g) {
                 return false;
             }
-            self.common.signal.wait(seen, earlier(due, give_up));
+            self.timing.signal.wait(seen, earlier(due, give_up));
         }
+    }
+
+    /// Stops the driver, drains the shards, closes the pool, joins the
+    /// driver `thread` and the workers (all but the calling thread) and
+    /// returns the tasks that never ran.
+    pub(crate) fn shutdown(&self, thread: &Mutex<Option<JoinHandle<()>>>) -> Vec<T> {
+        self.timing.closed.store(true, SeqCst);
+        let mut pending = Vec::new();
+        for shard in self.shards.iter() {
+            let mut state = shard.state.lock();
+            state.closed = true;
+            let drained = state.wheel.drain();
+            drop(state);
+            pending.extend(drained);
+        }
+        self.timing.signal.notify();
+        let thread = thread.lock().take();
+        if let Some(handle) = thread {
+            pool::join_all(vec![handle]);
+        }
+        self.pool.close();
+        pending
     }
 }

@@ -12,15 +12,16 @@ use std::thread::{self, JoinHandle};
 
 use crossbeam_channel::{Receiver, Sender};
 
-use super::{Common, Task};
+use super::task::Task;
+use super::timing::Timing;
 use crate::error::BuildError;
 use crate::sync::Mutex;
 
 /// The deadline of an internal job that never was a timer: no lag recorded.
 pub(crate) const UNTIMED: u64 = u64::MAX;
 
-/// An expired task on its way to a worker.
-pub(crate) struct Job<T> {
+/// A due task on its way to a worker.
+pub(crate) struct Due<T> {
     /// The task.
     pub(crate) task: T,
     /// Its deadline in ticks, for the lag metric, or [`UNTIMED`].
@@ -28,7 +29,7 @@ pub(crate) struct Job<T> {
 }
 
 /// A batch of expired tasks.
-pub(crate) type Batch<T> = Vec<Job<T>>;
+pub(crate) type Batch<T> = Vec<Due<T>>;
 
 /// The sending side of the pool and its threads.
 pub(crate) struct Pool<T> {
@@ -47,17 +48,17 @@ impl<T: Task> Pool<T> {
     pub(crate) fn start(
         workers: usize,
         name: &str,
-        common: &Arc<Common>,
+        timing: &Arc<Timing>,
     ) -> Result<Self, BuildError> {
         let (sender, receiver) = crossbeam_channel::unbounded::<Batch<T>>();
         let workers = if cfg!(purgatorio_loom) { 0 } else { workers };
         let mut handles = Vec::with_capacity(workers);
         for i in 0..workers {
             let receiver = receiver.clone();
-            let common = Arc::clone(common);
+            let timing = Arc::clone(timing);
             let spawned = thread::Builder::new()
                 .name(format!("{name}-worker-{i}"))
-                .spawn(move || work(&receiver, &common));
+                .spawn(move || work(&receiver, &timing));
             match spawned {
                 Ok(handle) => handles.push(handle),
                 Err(err) => {
@@ -80,14 +81,14 @@ impl<T: Task> Pool<T> {
     /// returns how many tasks ran. The receive happens under the sender's
     /// lock, so loom sees each batch's hand-off.
     #[cfg(purgatorio_loom)]
-    pub(crate) fn run_queued(&self, common: &Common) -> usize {
+    pub(crate) fn run_queued(&self, timing: &Timing) -> usize {
         let batches: Vec<Batch<T>> = {
             let _sender = self.sender.lock();
             self.receiver.try_iter().collect()
         };
         batches
             .into_iter()
-            .map(|batch| run_batch(batch, common))
+            .map(|batch| run_batch(batch, timing))
             .sum()
     }
 
@@ -124,22 +125,22 @@ pub(crate) fn join_all(handles: Vec<JoinHandle<()>>) {
 }
 
 /// A worker's loop: run batches until the channel closes.
-fn work<T: Task>(receiver: &Receiver<Batch<T>>, common: &Common) {
+fn work<T: Task>(receiver: &Receiver<Batch<T>>, timing: &Timing) {
     for batch in receiver {
-        run_batch(batch, common);
+        run_batch(batch, timing);
     }
 }
 
 /// Runs a batch's tasks, catching and counting panics; returns how many ran.
-fn run_batch<T: Task>(batch: Batch<T>, common: &Common) -> usize {
+fn run_batch<T: Task>(batch: Batch<T>, timing: &Timing) -> usize {
     let ran = batch.len();
     for job in batch {
         if job.deadline != UNTIMED {
-            common.record_lag(job.deadline);
+            timing.record_lag(job.deadline);
         }
         let task = job.task;
         if catch_unwind(AssertUnwindSafe(move || task.run())).is_err() {
-            common.counters.record_panic();
+            timing.counters.record_panic();
         }
     }
     ran

@@ -13,7 +13,7 @@
 //!   compaction runs when it outnumbers the live timers (amortised O(1)).
 //!   When the last live timer goes, all references are dropped at once, so an
 //!   empty wheel has no armed bucket and asks for no wake-up.
-//! * **Delay queue** ([`crate::delay_queue`]): every non-empty bucket is armed
+//! * **Bucket queue** (`bucket_queue`): every non-empty bucket is armed
 //!   once, keyed by the earliest deadline pushed into it since it was last
 //!   flushed. Advancing pops only due buckets, so its cost does not depend on
 //!   how much time passed.
@@ -28,13 +28,14 @@
 //! Within one tick, the order of expirations is unspecified.
 
 mod arena;
+mod bucket_queue;
 mod level;
 
 use std::num::NonZeroU32;
 
-use crate::clock::NEVER;
-use crate::delay_queue::DelayQueue;
+use crate::tick::NEVER;
 use arena::Arena;
+use bucket_queue::BucketQueue;
 use level::Geometry;
 
 /// Identifies one scheduled timer of a [`LocalTimer`](crate::LocalTimer).
@@ -162,7 +163,7 @@ pub(crate) struct Wheel<T> {
     /// it is live, the key is exact.
     holders: Vec<Ref>,
     /// Non-empty buckets by earliest deadline.
-    queue: DelayQueue,
+    queue: BucketQueue,
     /// Timers that were already due when scheduled.
     overdue: Vec<Ref>,
     /// Whether `overdue` is sorted latest first (served from the back).
@@ -185,7 +186,7 @@ impl<T> Wheel<T> {
             levels: Vec::new(),
             buckets: Vec::new(),
             holders: Vec::new(),
-            queue: DelayQueue::new(),
+            queue: BucketQueue::new(),
             overdue: Vec::new(),
             overdue_sorted: true,
             ready: Vec::new(),
@@ -459,7 +460,7 @@ impl<T> Wheel<T> {
         }
     }
 
-    /// Makes the head of the delay queue exact again after its key-setting
+    /// Makes the head of the bucket queue exact again after its key-setting
     /// timer died, so that [`next_expiration`](Self::next_expiration) does not
     /// ask for a wake-up with nothing due. Amortised O(1): dead references met
     /// here are dropped for good, and a rescan is bounded by [`RESCAN_LIMIT`].

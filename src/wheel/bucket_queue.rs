@@ -1,6 +1,6 @@
-//! The delay queue: armed buckets ordered by when they are due.
+//! The bucket queue: armed buckets ordered by when they are due.
 //!
-//! Kafka keeps its buckets in a `java.util.concurrent.DelayQueue`; we keep
+//! Kafka keeps its buckets in a `java.util.concurrent.BucketQueue`; we keep
 //! them in an *indexed* binary min-heap, so a bucket can be registered,
 //! re-keyed or withdrawn in O(log b), where b is the number of armed buckets
 //! (at most a few hundred; never the number of timers).
@@ -17,17 +17,17 @@ const ABSENT: u32 = u32::MAX;
 
 /// An indexed min-heap of bucket ids keyed by a `u64` tick.
 #[derive(Debug, Default)]
-pub(crate) struct DelayQueue {
+pub(crate) struct BucketQueue {
     /// The heap: `(key, bucket)`, smallest first.
     heap: Vec<(u64, u32)>,
     /// For each bucket id, its position in `heap`, or [`ABSENT`].
     pos: Vec<u32>,
 }
 
-impl DelayQueue {
+impl BucketQueue {
     /// An empty queue.
     pub(crate) fn new() -> Self {
-        DelayQueue::default()
+        BucketQueue::default()
     }
 
     /// Makes room for bucket ids below `buckets`.
@@ -188,7 +188,7 @@ mod tests {
     use std::collections::BTreeSet;
 
     /// Checks the heap property and the position index.
-    fn check(q: &DelayQueue) {
+    fn check(q: &BucketQueue) {
         for (i, &(k, b)) in q.heap.iter().enumerate() {
             assert_eq!(q.pos[b as usize] as usize, i, "position of bucket {b}");
             if i > 0 {
@@ -199,7 +199,7 @@ mod tests {
 
     #[test]
     fn matches_an_ordered_set() {
-        let mut q = DelayQueue::new();
+        let mut q = BucketQueue::new();
         q.reserve_buckets(64);
         let mut model: BTreeSet<(u64, u32)> = BTreeSet::new();
         let mut seed = 0x9e37_79b9_7f4a_7c15u64;

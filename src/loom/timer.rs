@@ -11,21 +11,9 @@ use std::time::Duration;
 
 use loom::thread;
 
-use super::{BoxTask, Timer, TimerBuilder};
-use crate::sync::{model, AtomicUsize};
-use crate::ManualClock;
-
-/// The timer every model uses (also the purgatory's and the keyed timer's):
-/// a 1 ms tick, 4 slots per level, one shard, `clock`, and no driver
-/// thread; the model drives it with `run_due_here`.
-pub(crate) fn builder(clock: &ManualClock) -> TimerBuilder {
-    Timer::builder()
-        .tick(Duration::from_millis(1))
-        .wheel_size(4)
-        .shards(1)
-        .clock(clock.clone())
-        .driver_thread(false)
-}
+use super::{builder, model};
+use crate::sync::AtomicUsize;
+use crate::{BoxTask, ManualClock, Timer};
 
 /// A model timer and its clock.
 fn timer() -> (Timer, ManualClock) {
@@ -138,14 +126,14 @@ fn schedule_never_loses_a_wakeup() {
         let scheduling =
             thread::spawn(move || scheduler.schedule(Duration::from_millis(3), task).is_ok());
 
-        let shared = timer.shared();
-        let seen = shared.common.signal.epoch();
-        let (moved, _) = shared.pass();
-        let planned = shared.common.next_wake.load(SeqCst);
+        let driver = timer.driver();
+        let seen = driver.timing.signal.epoch();
+        let (moved, _) = driver.pass();
+        let planned = driver.timing.next_wake.load(SeqCst);
         assert!(scheduling.join().unwrap());
 
         assert_eq!(moved, 0);
-        let signalled = shared.common.signal.epoch() != seen;
+        let signalled = driver.timing.signal.epoch() != seen;
         assert!(
             planned <= 3 || signalled,
             "driver plans tick {planned}, deadline 3, no signal"

@@ -12,10 +12,9 @@ use std::time::Duration;
 
 use loom::thread::{self, JoinHandle};
 
-use super::{DelayedOperation, Purgatory, WatchError};
-use crate::sync::{model, AtomicBool, AtomicUsize};
-use crate::timer::loom_models::builder;
-use crate::ManualClock;
+use super::{builder, model};
+use crate::sync::{AtomicBool, AtomicUsize};
+use crate::{DelayedOperation, ManualClock, Purgatory, WatchError};
 
 /// What an operation's callbacks did.
 #[derive(Default)]
@@ -76,7 +75,7 @@ fn purgatory() -> (Model, ManualClock) {
 /// running what it handed over.
 fn expiring(purgatory: &Model) -> JoinHandle<usize> {
     let purgatory = purgatory.clone();
-    thread::spawn(move || purgatory.owner.timer.run_due_here())
+    thread::spawn(move || purgatory.run_due_here())
 }
 
 /// An event on its own thread: the condition turns true, then
@@ -159,7 +158,7 @@ fn watch_races_check_and_complete_and_purge() {
         let watcher = purgatory.clone();
         let watching = thread::spawn(move || watcher.park(op, &["a", "b"]).unwrap());
         let completing = reporting(&purgatory, ready, "b");
-        purgatory.owner.core.purge();
+        purgatory.purge_now();
         let parked = watching.join().unwrap();
         let checked = completing.join().unwrap();
 
@@ -170,7 +169,7 @@ fn watch_races_check_and_complete_and_purge() {
         assert_eq!(old_log.completed.load(SeqCst), 1);
         assert_eq!(purgatory.metrics().completed_by_try, 2);
         // Everything is done, so one more purge empties the lists.
-        purgatory.owner.core.purge();
+        purgatory.purge_now();
         assert_eq!(purgatory.watched(), 0);
         assert_eq!(purgatory.keys(), 0);
     });
@@ -278,10 +277,10 @@ fn purge_and_completion_race_the_last_handles_drop() {
         };
         let parked = purgatory.park(op, &["a", "b"]).unwrap();
         // The purge works on the watch lists alone: it keeps no handle.
-        let core = Arc::clone(&purgatory.owner.core);
+        let purge = purgatory.purger();
 
         let completing = thread::spawn(move || parked.force_complete());
-        let purging = thread::spawn(move || core.purge());
+        let purging = thread::spawn(purge);
         drop(purgatory);
         assert!(completing.join().unwrap(), "force_complete wins");
         purging.join().unwrap();

@@ -1,0 +1,92 @@
+//! What a purgatory's handles, its timer's tasks and its purges share: the
+//! watch lists, the counters, the background purge and the shutdown.
+
+use std::hash::Hash;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use super::op::{Job, OpCounters};
+use super::operation::DelayedOperation;
+use super::watchers::Watchers;
+use crate::sync::{AtomicBool, AtomicU64};
+use crate::timer::Timer;
+
+/// What the purgatory's handles and its workers share.
+pub(super) struct Core<K, O> {
+    /// The watch lists.
+    pub(super) watchers: Watchers<K, O>,
+    /// Completion counters and the lingering estimate.
+    pub(super) counters: Arc<OpCounters>,
+    /// Lingering entries tolerated before a purge.
+    pub(super) purge_interval: usize,
+    /// Whether a purge job is queued or running.
+    pub(super) purging: AtomicBool,
+    /// Entries removed by purges.
+    pub(super) purged: AtomicU64,
+    /// Set by shutdown.
+    pub(super) closed: AtomicBool,
+}
+
+impl<K: Hash + Eq + Clone + Send + Sync + 'static, O: DelayedOperation> Core<K, O> {
+    /// Empty watch lists in `watch_shards` shards; a purge once more than
+    /// `purge_interval` done entries linger.
+    pub(super) fn new(watch_shards: usize, purge_interval: usize) -> Self {
+        Core {
+            watchers: Watchers::new(watch_shards),
+            counters: Arc::new(OpCounters::default()),
+            purge_interval,
+            purging: AtomicBool::new(false),
+            purged: AtomicU64::new(0),
+            closed: AtomicBool::new(false),
+        }
+    }
+
+    /// Runs a purge (on a worker). A trigger that arrived while it ran was
+    /// dropped (`purging` was set), and the sweep may already have passed the
+    /// shards it concerned: so after each sweep, sweep again while too many
+    /// done entries still linger.
+    pub(super) fn purge(&self) {
+        loop {
+            let removed = self.watchers.purge(&self.counters);
+            self.purged.fetch_add(removed as u64, Ordering::Relaxed);
+            self.purging.store(false, Ordering::Release);
+            let lingering = self.counters.lingering.load(Ordering::Relaxed);
+            if removed == 0
+                || lingering <= self.purge_interval
+                || self.purging.swap(true, Ordering::AcqRel)
+            {
+                return;
+            }
+        }
+    }
+}
+
+impl<K, O: DelayedOperation> Core<K, O> {
+    /// Shuts a purgatory down once: stops the timer and expires every pending
+    /// operation on the calling thread. Returns how many it expired.
+    pub(super) fn shut_down(&self, timer: &Timer<Job<O>>) -> usize {
+        if self.closed.swap(true, Ordering::SeqCst) {
+            return 0;
+        }
+        // An operation parked while this runs may be watched after the drain:
+        // then its expiry job comes back from the timer's shutdown below, or its
+        // `park` finds the timer shut down and expires it there. (Dropping the
+        // timer's jobs instead lost such an operation: the loom model
+        // `shutdown_races_park` found that.)
+        let watched = self.watchers.drain();
+        let scheduled = timer.shutdown().into_iter().filter_map(|job| match job {
+            Job::Expire { op, .. } => Some(op),
+            Job::Run(_) => None,
+        });
+        // An operation whose lock a callback holds (this thread's own, called
+        // from inside it, or another's while this one is inside a callback) is
+        // left to expire when its holder releases it; it is not counted here.
+        let expired = watched
+            .into_iter()
+            .chain(scheduled)
+            .filter(|op| op.expire_detached(&self.counters))
+            .count();
+        self.counters.lingering.store(0, Ordering::Relaxed);
+        expired
+    }
+}

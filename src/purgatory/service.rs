@@ -1,0 +1,443 @@
+//! [`Purgatory`]: park operations on keys, complete them by key, expire them
+//! on time.
+
+use std::fmt;
+use std::hash::Hash;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::core::Core;
+use super::metrics::PurgatoryMetrics;
+use super::op::{Job, Op, Request};
+use super::operation::DelayedOperation;
+use super::parked::Parked;
+use crate::error::{ScheduleError, ShutDownError, WatchError};
+use crate::timer::Timer;
+
+/// Owns the timer; the last [`Purgatory`] handle drops it, which shuts down.
+struct Shared<K, O: DelayedOperation> {
+    /// Watch lists and counters.
+    core: Arc<Core<K, O>>,
+    /// Expires operations and runs purges.
+    timer: Timer<Job<O>>,
+}
+
+impl<K, O: DelayedOperation> Drop for Shared<K, O> {
+    fn drop(&mut self) {
+        self.core.shut_down(&self.timer);
+    }
+}
+
+/// Parks delayed operations until they complete or expire.
+///
+/// `K` is the watch-key type (a topic, a partition, a request id…), `O` the
+/// operation type. Cloning is cheap and shares the purgatory. Dropping the
+/// last clone shuts it down like [`shutdown`](Self::shutdown).
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::atomic::{AtomicU64, Ordering};
+/// use std::sync::{mpsc, Arc};
+/// use std::time::Duration;
+/// use purgatorio::{DelayedOperation, ManualClock, Purgatory, Timer};
+///
+/// /// A fetch that waits until the log reaches `min_offset`.
+/// struct DelayedFetch {
+///     log_end: Arc<AtomicU64>,
+///     min_offset: u64,
+///     reply: mpsc::Sender<&'static str>,
+/// }
+///
+/// impl DelayedOperation for DelayedFetch {
+///     fn delay(&self) -> Duration { Duration::from_millis(500) }
+///     fn try_complete(&mut self) -> bool {
+///         self.log_end.load(Ordering::SeqCst) >= self.min_offset
+///     }
+///     fn on_complete(&mut self) { self.reply.send("data").unwrap() }
+///     fn on_expiration(&mut self) { self.reply.send("timeout").unwrap() }
+/// }
+///
+/// let clock = ManualClock::new();
+/// let purgatory = Purgatory::builder().timer(Timer::builder().clock(clock.clone())).build()?;
+/// let log_end = Arc::new(AtomicU64::new(0));
+/// let (tx, rx) = mpsc::channel();
+///
+/// let fetch = DelayedFetch { log_end: log_end.clone(), min_offset: 10, reply: tx.clone() };
+/// assert!(!purgatory.try_complete_else_watch(fetch, &["topic-a"])?); // parked
+/// assert_eq!((purgatory.watched(), purgatory.delayed()), (1, 1));
+///
+/// log_end.store(10, Ordering::SeqCst);                          // a produce arrives
+/// assert_eq!(purgatory.check_and_complete(&"topic-a")?, 1);     // completes the fetch
+/// assert_eq!(rx.recv()?, "data");
+///
+/// let fetch = DelayedFetch { log_end, min_offset: 99, reply: tx };
+/// purgatory.try_complete_else_watch(fetch, &["topic-a"])?;
+/// clock.advance(Duration::from_millis(500));                   // max_wait passes
+/// assert_eq!(rx.recv()?, "data");                               // on_complete, then
+/// assert_eq!(rx.recv()?, "timeout");                            // on_expiration
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct Purgatory<K, O: DelayedOperation> {
+    /// Shared ownership.
+    owner: Arc<Shared<K, O>>,
+}
+
+impl<K, O: DelayedOperation> Clone for Purgatory<K, O> {
+    fn clone(&self) -> Self {
+        Purgatory {
+            owner: Arc::clone(&self.owner),
+        }
+    }
+}
+
+impl<K, O: DelayedOperation> fmt::Debug for Purgatory<K, O> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Purgatory")
+            .field("purge_interval", &self.owner.core.purge_interval)
+            .field("timer", &self.owner.timer)
+            .finish()
+    }
+}
+
+impl<K, O> Purgatory<K, O>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    O: DelayedOperation,
+{
+    /// A purgatory on `core`, whose operations expire on `timer`.
+    pub(super) fn new(core: Arc<Core<K, O>>, timer: Timer<Job<O>>) -> Self {
+        Purgatory {
+            owner: Arc::new(Shared { core, timer }),
+        }
+    }
+
+    /// The shared state.
+    fn core(&self) -> &Core<K, O> {
+        &self.owner.core
+    }
+
+    /// Tries to complete `op` now; if it cannot, watches it on every distinct
+    /// key in `keys` and adds it to the timer with its
+    /// [`delay`](DelayedOperation::delay). Returns whether it completed now.
+    ///
+    /// The whole registration runs under the operation's lock: try, watch,
+    /// try again. An event that arrives during registration is therefore
+    /// seen by the second try, or by the `check_and_complete` that reports
+    /// it, or (if that call found the operation locked by the registration)
+    /// by one more try right after the lock is released.
+    /// [`park`](Self::park) does the same and also returns a handle to the
+    /// operation.
+    ///
+    /// # Errors
+    ///
+    /// [`WatchError::NoKeys`] if `keys` is empty; [`WatchError::ShutDown`] if
+    /// the purgatory is shut down. Both hand the operation back.
+    ///
+    /// # Examples
+    ///
+    /// See [`Purgatory`].
+    pub fn try_complete_else_watch(&self, op: O, keys: &[K]) -> Result<bool, WatchError<O>> {
+        self.park(op, keys).map(|parked| parked.completed_now())
+    }
+
+    /// Like [`try_complete_else_watch`](Self::try_complete_else_watch), and
+    /// returns a [`Parked`] handle that completes this one operation directly,
+    /// in O(1), without scanning a watch list (Kafka's `forceComplete` on an
+    /// operation the caller kept).
+    ///
+    /// # Errors
+    ///
+    /// As [`try_complete_else_watch`](Self::try_complete_else_watch).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use purgatorio::{DelayedOperation, Purgatory};
+    ///
+    /// struct Produce { acked: bool }
+    /// impl DelayedOperation for Produce {
+    ///     fn delay(&self) -> Duration { Duration::from_secs(30) }
+    ///     fn try_complete(&mut self) -> bool { self.acked }
+    ///     fn on_complete(&mut self) { println!("answer the producer") }
+    /// }
+    ///
+    /// let p: Purgatory<&str, Produce> = Purgatory::builder().build().unwrap();
+    /// let parked = p.park(Produce { acked: false }, &["partition-0"]).unwrap();
+    /// assert!(!parked.completed_now());
+    /// assert!(!parked.try_complete());   // condition still false
+    /// assert!(parked.force_complete());  // the replicas acknowledged this request
+    /// assert!(parked.is_done());
+    /// assert_eq!(p.delayed(), 0);
+    /// ```
+    pub fn park(&self, op: O, keys: &[K]) -> Result<Parked<O>, WatchError<O>> {
+        let core = self.core();
+        if core.closed.load(Ordering::SeqCst) {
+            return Err(WatchError::ShutDown(op));
+        }
+        if keys.is_empty() {
+            return Err(WatchError::NoKeys(op));
+        }
+        let delay = op.delay();
+        let cell = Arc::new(Op::new(op));
+        let counters = &core.counters;
+        let completed = cell.register(counters, || {
+            for (i, key) in keys.iter().enumerate() {
+                if !keys[..i].contains(key) {
+                    core.watchers.watch(key, &cell);
+                }
+            }
+        });
+        if !completed && !cell.is_done() {
+            let job = Job::Expire {
+                op: Arc::clone(&cell),
+                counters: Arc::clone(counters),
+            };
+            match self.owner.timer.schedule(delay, job) {
+                Ok(handle) => cell.set_timer(handle),
+                // Shut down meanwhile: expire it, as shutdown does with the rest.
+                Err(ScheduleError(job)) => {
+                    drop(job);
+                    cell.complete(Request::Expire, counters);
+                }
+            }
+        }
+        self.maybe_purge();
+        Ok(Parked::new(cell, Arc::clone(counters), completed))
+    }
+
+    /// Tries every operation watched on `key`; returns how many this call
+    /// completed. Done operations leave `key`'s list, and `key` goes when
+    /// its list empties. An unknown key completes nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`ShutDownError`] if the purgatory is shut down.
+    ///
+    /// # Examples
+    ///
+    /// See [`Purgatory`].
+    pub fn check_and_complete(&self, key: &K) -> Result<usize, ShutDownError> {
+        let core = self.core();
+        if core.closed.load(Ordering::SeqCst) {
+            return Err(ShutDownError);
+        }
+        let ops = core.watchers.live_snapshot(key, &core.counters);
+        let completed = ops
+            .iter()
+            .filter(|op| op.try_complete(&core.counters))
+            .count();
+        drop(ops);
+        if completed > 0 {
+            core.watchers.remove_done(key, &core.counters);
+        }
+        self.maybe_purge();
+        Ok(completed)
+    }
+
+    /// Removes `key`'s operations and hands them back, neither completed nor
+    /// expired; their timers are cancelled and they leave every other list
+    /// at the next purge. Operations already done are not returned.
+    ///
+    /// Waits for the lock of an operation whose callback runs on another
+    /// thread. Called from inside a callback it never waits: an operation
+    /// whose lock is taken (such as the one whose callback this is) stays
+    /// watched and is not returned.
+    ///
+    /// # Errors
+    ///
+    /// [`ShutDownError`] if the purgatory is shut down.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use purgatorio::{DelayedOperation, Purgatory};
+    /// struct Wait(u32);
+    /// impl DelayedOperation for Wait {
+    ///     fn delay(&self) -> Duration { Duration::from_secs(60) }
+    ///     fn try_complete(&mut self) -> bool { false }
+    ///     fn on_complete(&mut self) { unreachable!("cancelled, never completed") }
+    /// }
+    /// let p: Purgatory<&str, Wait> = Purgatory::builder().build().unwrap();
+    /// p.try_complete_else_watch(Wait(1), &["a", "b"]).unwrap();
+    /// let back = p.cancel_for_key(&"a").unwrap();
+    /// assert_eq!(back.len(), 1);
+    /// assert_eq!(back[0].0, 1);
+    /// assert_eq!(p.delayed(), 0);
+    /// ```
+    pub fn cancel_for_key(&self, key: &K) -> Result<Vec<O>, ShutDownError> {
+        let core = self.core();
+        if core.closed.load(Ordering::SeqCst) {
+            return Err(ShutDownError);
+        }
+        let watched = core.watchers.live_snapshot(key, &core.counters);
+        let ops = watched
+            .iter()
+            .filter_map(|op| op.cancel(&core.counters))
+            .collect();
+        drop(watched);
+        // The cancelled operations are done now: they leave `key`'s list
+        // here and their other lists at the next check or purge.
+        core.watchers.remove_done(key, &core.counters);
+        self.maybe_purge();
+        Ok(ops)
+    }
+
+    /// Sum of the lengths of all watch lists (an operation watched on three
+    /// keys counts three times; done operations count until removed).
+    ///
+    /// # Examples
+    ///
+    /// See [`Purgatory`].
+    pub fn watched(&self) -> usize {
+        self.core().watchers.watched()
+    }
+
+    /// Operations waiting in the timer.
+    ///
+    /// # Examples
+    ///
+    /// See [`Purgatory`].
+    pub fn delayed(&self) -> usize {
+        self.owner.timer.len()
+    }
+
+    /// Number of keys that have a watch list.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use purgatorio::{DelayedOperation, Purgatory};
+    /// # struct Op;
+    /// # impl DelayedOperation for Op {
+    /// #     fn delay(&self) -> std::time::Duration { std::time::Duration::from_secs(9) }
+    /// #     fn try_complete(&mut self) -> bool { false }
+    /// #     fn on_complete(&mut self) {}
+    /// # }
+    /// let p: Purgatory<u8, Op> = Purgatory::builder().build().unwrap();
+    /// p.try_complete_else_watch(Op, &[1, 2, 2]).unwrap();
+    /// assert_eq!(p.keys(), 2);
+    /// assert_eq!(p.watched(), 2);
+    /// ```
+    pub fn keys(&self) -> usize {
+        self.core().watchers.keys()
+    }
+
+    /// A snapshot of the gauges and counters.
+    ///
+    /// # Examples
+    ///
+    /// See [`PurgatoryMetrics`].
+    pub fn metrics(&self) -> PurgatoryMetrics {
+        let core = self.core();
+        let c = &core.counters;
+        PurgatoryMetrics {
+            watched: self.watched(),
+            delayed: self.delayed(),
+            completed_by_try: c.completed_by_try.load(Ordering::Relaxed),
+            expired: c.expired.load(Ordering::Relaxed),
+            purged: core.purged.load(Ordering::Relaxed),
+            panics: c.panics.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Drives expiry without a driver thread (a timer built with
+    /// [`driver_thread(false)`](crate::TimerBuilder::driver_thread)): waits up to
+    /// `timeout` for an operation to come due and hands everything due to the
+    /// workers. Returns whether anything was due.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use purgatorio::{DelayedOperation, Purgatory, Timer};
+    /// # struct Op;
+    /// # impl DelayedOperation for Op {
+    /// #     fn delay(&self) -> std::time::Duration { std::time::Duration::ZERO }
+    /// #     fn try_complete(&mut self) -> bool { false }
+    /// #     fn on_complete(&mut self) {}
+    /// # }
+    /// let p: Purgatory<u8, Op> = Purgatory::builder()
+    ///     .timer(Timer::builder().driver_thread(false))
+    ///     .build()
+    ///     .unwrap();
+    /// assert!(!p.advance_clock(std::time::Duration::ZERO));
+    /// ```
+    pub fn advance_clock(&self, timeout: Duration) -> bool {
+        self.owner.timer.advance_clock(timeout)
+    }
+
+    /// Shuts down: stops the timer (joining its threads) and completes every
+    /// pending operation as expired (`on_complete`, then `on_expiration`), on
+    /// the calling thread. Returns how many it expired. Afterwards every call
+    /// returns an error; calling it again returns 0.
+    ///
+    /// It may be called from a callback (so may the drop of the last
+    /// handle): the worker thread it runs on, if any, is not joined (it
+    /// exits once its callback returns), and an operation whose lock is held
+    /// (the calling callback's own, or, from a callback, one held by another
+    /// thread) expires as soon as its holder releases it and is not
+    /// counted.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use purgatorio::{DelayedOperation, Purgatory, ShutDownError};
+    /// # struct Op;
+    /// # impl DelayedOperation for Op {
+    /// #     fn delay(&self) -> Duration { Duration::from_secs(60) }
+    /// #     fn try_complete(&mut self) -> bool { false }
+    /// #     fn on_complete(&mut self) {}
+    /// # }
+    /// let p: Purgatory<u8, Op> = Purgatory::builder().build().unwrap();
+    /// p.try_complete_else_watch(Op, &[1]).unwrap();
+    /// assert_eq!(p.shutdown(), 1);
+    /// assert_eq!(p.check_and_complete(&1), Err(ShutDownError));
+    /// assert_eq!(p.shutdown(), 0);
+    /// ```
+    pub fn shutdown(&self) -> usize {
+        self.owner.core.shut_down(&self.owner.timer)
+    }
+
+    /// The loom models' expiry path: the driver's pass and the worker's run,
+    /// on the calling thread. Returns how many tasks ran.
+    #[cfg(purgatorio_loom)]
+    pub(crate) fn run_due_here(&self) -> usize {
+        self.owner.timer.run_due_here()
+    }
+
+    /// The loom models' purge, on the calling thread.
+    #[cfg(purgatorio_loom)]
+    pub(crate) fn purge_now(&self) {
+        self.core().purge();
+    }
+
+    /// A purge to run on another thread of a loom model; it keeps the watch
+    /// lists alive, not the purgatory.
+    #[cfg(purgatorio_loom)]
+    pub(crate) fn purger(&self) -> impl FnOnce() + Send + 'static {
+        let core = Arc::clone(&self.owner.core);
+        move || core.purge()
+    }
+
+    /// Hands a purge to the workers when enough done entries linger.
+    fn maybe_purge(&self) {
+        let core = &self.owner.core;
+        if core.counters.lingering.load(Ordering::Relaxed) <= core.purge_interval
+            || core.purging.swap(true, Ordering::AcqRel)
+        {
+            return;
+        }
+        let for_purge = Arc::clone(&self.owner.core);
+        let job = Job::Run(Box::new(move || for_purge.purge()));
+        // Straight to the workers: an internal job never enters the wheel,
+        // so it neither shows in `delayed()` nor waits for a tick.
+        if let Err(job) = self.owner.timer.execute(job) {
+            core.purging.store(false, Ordering::Release);
+            drop(job);
+        }
+    }
+}

@@ -1,0 +1,292 @@
+//! [`TimerBuilder`]: settings, validation, and starting the threads.
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::{Arc, Weak};
+use std::thread;
+use std::time::Duration;
+
+use super::driver::Driver;
+use super::metrics::Counters;
+use super::pool::Pool;
+use super::service::{Owner, Timer};
+use super::shard::{Shard, ShardState};
+use super::signal::Signal;
+use super::task::{BoxTask, Task};
+use super::timing::Timing;
+use crate::clock::{Clock, ClockWaker, SystemClock, Wake};
+use crate::error::BuildError;
+use crate::sync::{AtomicBool, AtomicU64, Mutex};
+use crate::tick::{WheelConfig, MAX_SHARDS, MAX_WORKERS};
+use crate::wheel::Wheel;
+
+/// Builds a [`Timer`].
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use purgatorio::{ManualClock, Timer};
+///
+/// let timer: Timer = Timer::builder()
+///     .tick(Duration::from_millis(1))
+///     .wheel_size(64)
+///     .shards(4)
+///     .workers(2)
+///     .clock(ManualClock::new())
+///     .thread_name("reaper")
+///     .build()
+///     .unwrap();
+/// assert_eq!(timer.tick(), Duration::from_millis(1));
+/// ```
+pub struct TimerBuilder<T: Task = BoxTask> {
+    /// Tick and wheel size of every shard.
+    config: WheelConfig,
+    /// Number of shards.
+    shards: usize,
+    /// Number of worker threads.
+    workers: usize,
+    /// Time source.
+    clock: Arc<dyn Clock>,
+    /// Prefix of thread names.
+    thread_name: String,
+    /// Whether to start a driver thread.
+    driver_thread: bool,
+    /// The task type of the timer to build.
+    task: PhantomData<fn() -> T>,
+}
+
+impl<T: Task> fmt::Debug for TimerBuilder<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TimerBuilder")
+            .field("tick", &self.config.tick)
+            .field("wheel_size", &self.config.wheel_size)
+            .field("shards", &self.shards)
+            .field("workers", &self.workers)
+            .field("clock", &self.clock)
+            .field("thread_name", &self.thread_name)
+            .field("driver_thread", &self.driver_thread)
+            .finish()
+    }
+}
+
+impl<T: Task> Default for TimerBuilder<T> {
+    fn default() -> Self {
+        let cores = thread::available_parallelism().map_or(1, |n| n.get());
+        TimerBuilder {
+            config: WheelConfig::DEFAULT,
+            shards: (2 * cores).min(MAX_SHARDS),
+            workers: cores.min(MAX_WORKERS),
+            clock: Arc::new(SystemClock),
+            thread_name: String::from("purgatorio"),
+            driver_thread: true,
+            task: PhantomData,
+        }
+    }
+}
+
+impl<T: Task> TimerBuilder<T> {
+    /// Sets the tick (default 1 ms): the resolution of deadlines.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let t: purgatorio::Timer = purgatorio::Timer::builder()
+    ///     .tick(std::time::Duration::from_micros(100)).build().unwrap();
+    /// assert_eq!(t.tick().as_micros(), 100);
+    /// ```
+    pub fn tick(mut self, tick: Duration) -> Self {
+        self.config.tick = tick;
+        self
+    }
+
+    /// Sets the slots per level of each shard's wheel (default 64).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let t: purgatorio::Timer = purgatorio::Timer::builder().wheel_size(20).build().unwrap();
+    /// # drop(t);
+    /// ```
+    pub fn wheel_size(mut self, wheel_size: usize) -> Self {
+        self.config.wheel_size = wheel_size;
+        self
+    }
+
+    /// Sets the number of shards (default: twice the available cores).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let t: purgatorio::Timer = purgatorio::Timer::builder().shards(1).build().unwrap();
+    /// # drop(t);
+    /// ```
+    pub fn shards(mut self, shards: usize) -> Self {
+        self.shards = shards;
+        self
+    }
+
+    /// Sets the number of worker threads (default: the available cores).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let t: purgatorio::Timer = purgatorio::Timer::builder().workers(1).build().unwrap();
+    /// # drop(t);
+    /// ```
+    pub fn workers(mut self, workers: usize) -> Self {
+        self.workers = workers;
+        self
+    }
+
+    /// Sets the clock (default [`SystemClock`]). Pass a [`ManualClock`](crate::ManualClock)
+    /// to drive the timer deterministically.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let clock = purgatorio::ManualClock::new();
+    /// let t: purgatorio::Timer = purgatorio::Timer::builder().clock(clock.clone()).build().unwrap();
+    /// # drop(t);
+    /// ```
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Arc::new(clock);
+        self
+    }
+
+    /// Sets the prefix of the threads' names (default `"purgatorio"`): the
+    /// driver is `{prefix}-driver`, workers `{prefix}-worker-{i}`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let t: purgatorio::Timer = purgatorio::Timer::builder().thread_name("fetch-timeouts").build().unwrap();
+    /// # drop(t);
+    /// ```
+    pub fn thread_name(mut self, prefix: impl Into<String>) -> Self {
+        self.thread_name = prefix.into();
+        self
+    }
+
+    /// Whether to start a driver thread (default `true`). Without one, the
+    /// caller drives the timer with [`Timer::advance_clock`] or
+    /// [`Timer::run_due`]; expired tasks still run on the worker pool.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let t: purgatorio::Timer = purgatorio::Timer::builder().driver_thread(false).build().unwrap();
+    /// assert_eq!(t.run_due(), 0);
+    /// ```
+    pub fn driver_thread(mut self, start: bool) -> Self {
+        self.driver_thread = start;
+        self
+    }
+
+    /// The same settings for a timer of another task type (the purgatory and
+    /// keyed timers take a configured `TimerBuilder` and run their own tasks).
+    pub(crate) fn retask<U: Task>(self) -> TimerBuilder<U> {
+        TimerBuilder {
+            config: self.config,
+            shards: self.shards,
+            workers: self.workers,
+            clock: self.clock,
+            thread_name: self.thread_name,
+            driver_thread: self.driver_thread,
+            task: PhantomData,
+        }
+    }
+
+    /// Builds the timer and starts its threads.
+    ///
+    /// # Errors
+    ///
+    /// [`BuildError::Tick`], [`BuildError::WheelSize`], [`BuildError::Shards`]
+    /// or [`BuildError::Workers`] for a value out of range;
+    /// [`BuildError::ThreadName`] for a thread name with a NUL byte;
+    /// [`BuildError::Spawn`] if a thread could not be started (any thread
+    /// already started is stopped and joined first).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use purgatorio::{BuildError, Timer};
+    /// let err = Timer::<purgatorio::BoxTask>::builder().shards(0).build().unwrap_err();
+    /// assert!(matches!(err, BuildError::Shards(0)));
+    /// ```
+    pub fn build(self) -> Result<Timer<T>, BuildError> {
+        let (resolution, wheel_size) = self.config.check()?;
+        if !(1..=MAX_SHARDS).contains(&self.shards) {
+            return Err(BuildError::Shards(self.shards));
+        }
+        if !(1..=MAX_WORKERS).contains(&self.workers) {
+            return Err(BuildError::Workers(self.workers));
+        }
+        if self.thread_name.contains('\0') {
+            return Err(BuildError::ThreadName(self.thread_name));
+        }
+        let signal = Arc::new(Signal::default());
+        let timing = Arc::new(Timing {
+            origin: self.clock.now(),
+            clock: Arc::clone(&self.clock),
+            resolution,
+            signal: Arc::clone(&signal),
+            next_wake: AtomicU64::new(u64::MAX),
+            closed: AtomicBool::new(false),
+            counters: Counters::new(),
+        });
+        let shards = (0..self.shards)
+            .map(|_| {
+                Arc::new(Shard {
+                    state: Mutex::new(ShardState {
+                        wheel: Wheel::new(wheel_size, 0),
+                        scheduled: 0,
+                        cancelled: 0,
+                        expired: 0,
+                        closed: false,
+                    }),
+                    timing: Arc::clone(&timing),
+                })
+            })
+            .collect();
+        let pool = Pool::start(self.workers, &self.thread_name, &timing)?;
+        let driver = Arc::new(Driver {
+            shards,
+            timing: Arc::clone(&timing),
+            pool,
+        });
+        let thread = if self.driver_thread {
+            let for_driver = Arc::clone(&driver);
+            let spawned = thread::Builder::new()
+                .name(format!("{}-driver", self.thread_name))
+                .spawn(move || for_driver.drive());
+            match spawned {
+                Ok(handle) => Some(handle),
+                Err(err) => {
+                    driver.pool.close();
+                    return Err(BuildError::Spawn(err));
+                }
+            }
+        } else {
+            None
+        };
+        let weak: Weak<dyn Wake> = Arc::downgrade(&signal) as Weak<dyn Wake>;
+        self.clock.register_waker(ClockWaker::new(weak));
+        Ok(Timer::new(Owner::new(driver, thread)))
+    }
+}
+
+impl<T: Task> Timer<T> {
+    /// A builder with the defaults: 1 ms tick, 64 slots per level, twice the
+    /// cores in shards, one worker per core, the system clock, a driver thread.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let timer: purgatorio::Timer = purgatorio::Timer::builder().build().unwrap();
+    /// assert!(timer.is_empty());
+    /// ```
+    pub fn builder() -> TimerBuilder<T> {
+        TimerBuilder::default()
+    }
+}

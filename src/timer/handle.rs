@@ -1,0 +1,135 @@
+//! [`TimerHandle`]: cancel or move one scheduled task.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::shard::Shard;
+use super::task::{BoxTask, Task};
+use crate::wheel::TimerKey;
+
+/// A scheduled task of a [`Timer`]: cancel or reschedule it from any thread.
+///
+/// The handle does not keep the timer running. Once the task has been handed
+/// to the workers (or cancelled, or the timer shut down) the handle is stale
+/// and every operation answers `false`.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// let timer: purgatorio::Timer = purgatorio::Timer::builder().build().unwrap();
+/// let handle = timer.schedule(Duration::from_secs(30), Box::new(|| ())).unwrap();
+/// let elsewhere = handle.clone();
+/// std::thread::spawn(move || assert!(elsewhere.cancel())).join().unwrap();
+/// assert!(!handle.cancel());
+/// ```
+pub struct TimerHandle<T = BoxTask> {
+    /// The shard the timer lives in.
+    shard: Arc<Shard<T>>,
+    /// Its key there.
+    key: TimerKey,
+}
+
+impl<T> Clone for TimerHandle<T> {
+    fn clone(&self) -> Self {
+        TimerHandle {
+            shard: Arc::clone(&self.shard),
+            key: self.key,
+        }
+    }
+}
+
+impl<T> fmt::Debug for TimerHandle<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TimerHandle")
+            .field("key", &self.key)
+            .finish()
+    }
+}
+
+impl<T> TimerHandle<T> {
+    /// The handle of the timer `key` in `shard`.
+    pub(super) fn new(shard: Arc<Shard<T>>, key: TimerKey) -> Self {
+        TimerHandle { shard, key }
+    }
+}
+
+impl<T: Task> TimerHandle<T> {
+    /// Cancels the task; `true` iff this call prevented it from running.
+    /// The task is dropped on the calling thread, outside the timer's locks.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let timer: purgatorio::Timer = purgatorio::Timer::builder().build().unwrap();
+    /// let handle = timer.schedule(Duration::from_secs(30), Box::new(|| ())).unwrap();
+    /// assert!(handle.cancel());
+    /// assert!(!handle.cancel());
+    /// ```
+    pub fn cancel(&self) -> bool {
+        let task = {
+            let mut state = self.shard.state.lock();
+            let task = state.wheel.remove(self.key);
+            state.cancelled += u64::from(task.is_some());
+            task
+        };
+        task.is_some()
+    }
+
+    /// Moves the task to `delay` from now; `false` if it is no longer pending.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let timer: purgatorio::Timer = purgatorio::Timer::builder().build().unwrap();
+    /// let session = timer.schedule(Duration::from_secs(30), Box::new(|| ())).unwrap();
+    /// assert!(session.reschedule(Duration::from_secs(30))); // heartbeat
+    /// ```
+    pub fn reschedule(&self, delay: Duration) -> bool {
+        let timing = &self.shard.timing;
+        let tick = timing.delay_tick(timing.elapsed(), delay);
+        self.reschedule_tick(tick)
+    }
+
+    /// Moves the task to `deadline`; `false` if it is no longer pending.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let timer: purgatorio::Timer = purgatorio::Timer::builder().build().unwrap();
+    /// let h = timer.schedule(Duration::from_secs(30), Box::new(|| ())).unwrap();
+    /// assert!(h.reschedule_at(timer.now() + Duration::from_secs(60)));
+    /// ```
+    pub fn reschedule_at(&self, deadline: Instant) -> bool {
+        let timing = &self.shard.timing;
+        let tick = timing.deadline_tick(deadline, timing.elapsed());
+        self.reschedule_tick(tick)
+    }
+
+    /// Moves the task to tick `tick`.
+    fn reschedule_tick(&self, tick: u64) -> bool {
+        let moved = self.shard.state.lock().wheel.reschedule(self.key, tick);
+        if moved {
+            self.shard.timing.wake_if_earlier(tick);
+        }
+        moved
+    }
+
+    /// Whether the task is still waiting in the wheel.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let timer: purgatorio::Timer = purgatorio::Timer::builder().build().unwrap();
+    /// let h = timer.schedule(Duration::from_secs(30), Box::new(|| ())).unwrap();
+    /// assert!(h.is_pending());
+    /// ```
+    pub fn is_pending(&self) -> bool {
+        self.shard.state.lock().wheel.contains(self.key)
+    }
+}

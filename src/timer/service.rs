@@ -1,0 +1,410 @@
+//! [`Timer`]: the handle users hold, and the owner whose drop shuts the
+//! timer down.
+
+use std::fmt;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::driver::Driver;
+use super::handle::TimerHandle;
+use super::metrics::Metrics;
+use super::pool::Due;
+use super::shard::{shard_index, Shard};
+use super::task::{BoxTask, Task};
+use crate::error::ScheduleError;
+use crate::sync::Mutex;
+use crate::wheel::TimerKey;
+
+/// Owns the threads; dropping the last [`Timer`] drops it, which shuts down.
+pub(crate) struct Owner<T: Task> {
+    /// Everything the threads share.
+    driver: Arc<Driver<T>>,
+    /// The driver thread, until joined.
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl<T: Task> Owner<T> {
+    /// Owns `driver` and the driver `thread`, if one was started.
+    pub(super) fn new(driver: Arc<Driver<T>>, thread: Option<JoinHandle<()>>) -> Self {
+        Owner {
+            driver,
+            thread: Mutex::new(thread),
+        }
+    }
+}
+
+impl<T: Task> Drop for Owner<T> {
+    fn drop(&mut self) {
+        // Pending tasks are dropped here, on the dropping thread, outside
+        // every lock.
+        drop(self.driver.shutdown(&self.thread));
+    }
+}
+
+/// A thread-safe hierarchical timing wheel with its own driver thread and
+/// worker pool.
+///
+/// Cloning is cheap and shares the timer. When the last clone is dropped the
+/// timer shuts down: the driver and workers are joined (tasks already handed
+/// to workers finish first) and pending tasks are dropped without running.
+/// Call [`shutdown`](Self::shutdown) to get them back instead.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use purgatorio::Timer;
+///
+/// let timer: Timer = Timer::builder().build().unwrap();
+/// let (tx, rx) = std::sync::mpsc::channel();
+/// timer.schedule(Duration::from_millis(10), Box::new(move || tx.send("fired").unwrap())).unwrap();
+/// let slow = timer.schedule(Duration::from_secs(60), Box::new(|| unreachable!())).unwrap();
+/// assert_eq!(rx.recv().unwrap(), "fired");
+/// assert!(slow.cancel());
+/// ```
+pub struct Timer<T: Task = BoxTask> {
+    /// Shared ownership of the driver and its threads.
+    owner: Arc<Owner<T>>,
+}
+
+impl<T: Task> Clone for Timer<T> {
+    fn clone(&self) -> Self {
+        Timer {
+            owner: Arc::clone(&self.owner),
+        }
+    }
+}
+
+impl<T: Task> fmt::Debug for Timer<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let timing = &self.driver().timing;
+        f.debug_struct("Timer")
+            .field("tick", &timing.resolution.tick())
+            .field("shards", &self.driver().shards.len())
+            .field("clock", &timing.clock)
+            .field("shut_down", &timing.is_closed())
+            .finish()
+    }
+}
+
+impl<T: Task> Timer<T> {
+    /// The first handle to the timer `owner` runs.
+    pub(super) fn new(owner: Owner<T>) -> Self {
+        Timer {
+            owner: Arc::new(owner),
+        }
+    }
+
+    /// Everything the threads share.
+    pub(crate) fn driver(&self) -> &Driver<T> {
+        &self.owner.driver
+    }
+
+    /// The tick length.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let timer: purgatorio::Timer = purgatorio::Timer::builder().build().unwrap();
+    /// assert_eq!(timer.tick(), purgatorio::DEFAULT_TICK);
+    /// ```
+    pub fn tick(&self) -> Duration {
+        self.driver().timing.resolution.tick()
+    }
+
+    /// The current time on the timer's clock.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let clock = purgatorio::ManualClock::new();
+    /// let timer: purgatorio::Timer = purgatorio::Timer::builder().clock(clock.clone()).build().unwrap();
+    /// let t0 = timer.now();
+    /// clock.advance(Duration::from_secs(1));
+    /// assert_eq!(timer.now() - t0, Duration::from_secs(1));
+    /// ```
+    pub fn now(&self) -> Instant {
+        self.driver().timing.clock.now()
+    }
+
+    /// Runs `task` on a worker once `delay` has passed on the timer's clock.
+    ///
+    /// A delay that rounds to the current tick or earlier hands the task to
+    /// the workers at once; its handle is then already stale.
+    ///
+    /// # Errors
+    ///
+    /// [`ScheduleError`] with the task inside if the timer is shut down.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let timer: purgatorio::Timer = purgatorio::Timer::builder().build().unwrap();
+    /// let handle = timer.schedule(Duration::from_secs(30), Box::new(|| ())).unwrap();
+    /// assert!(handle.is_pending());
+    /// ```
+    #[inline]
+    pub fn schedule(&self, delay: Duration, task: T) -> Result<TimerHandle<T>, ScheduleError<T>> {
+        let timing = &self.driver().timing;
+        let elapsed = timing.elapsed();
+        let tick = timing.delay_tick(elapsed, delay);
+        self.schedule_tick(tick, timing.resolution.now_tick(elapsed), task)
+    }
+
+    /// Runs `task` on a worker once the timer's clock reaches `deadline`.
+    ///
+    /// # Errors
+    ///
+    /// [`ScheduleError`] with the task inside if the timer is shut down.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let timer: purgatorio::Timer = purgatorio::Timer::builder().build().unwrap();
+    /// let at = timer.now() + Duration::from_secs(30);
+    /// let handle = timer.schedule_at(at, Box::new(|| ())).unwrap();
+    /// assert!(handle.cancel());
+    /// ```
+    #[inline]
+    pub fn schedule_at(
+        &self,
+        deadline: Instant,
+        task: T,
+    ) -> Result<TimerHandle<T>, ScheduleError<T>> {
+        let timing = &self.driver().timing;
+        let elapsed = timing.elapsed();
+        let tick = timing.deadline_tick(deadline, elapsed);
+        self.schedule_tick(tick, timing.resolution.now_tick(elapsed), task)
+    }
+
+    /// Schedules `task` at tick `tick`, the clock being at tick `now`.
+    #[inline]
+    fn schedule_tick(
+        &self,
+        tick: u64,
+        now: u64,
+        task: T,
+    ) -> Result<TimerHandle<T>, ScheduleError<T>> {
+        let driver = self.driver();
+        let shard = &driver.shards[shard_index(driver.shards.len())];
+        let timing = &driver.timing;
+        if tick <= now {
+            // Already due: straight to the workers (Kafka's "expired, run now").
+            return self.run_now(shard, tick, task);
+        }
+        let key = {
+            let mut state = shard.state.lock();
+            if state.closed {
+                return Err(ScheduleError(task));
+            }
+            state.scheduled += 1;
+            state.wheel.insert(tick, task)
+        };
+        timing.wake_if_earlier(tick);
+        Ok(TimerHandle::new(Arc::clone(shard), key))
+    }
+
+    /// Hands an internal task (a purge) straight to the workers: it never
+    /// enters a wheel, so it shows in no gauge and waits for no tick. Gives
+    /// the task back if the timer is shut down.
+    pub(crate) fn execute(&self, task: T) -> Result<(), T> {
+        let job = Due {
+            task,
+            deadline: super::pool::UNTIMED,
+        };
+        self.driver()
+            .pool
+            .submit(vec![job])
+            .map_err(|mut batch| batch.pop().expect("one job").task)
+    }
+
+    /// Hands a task that is already due to the workers.
+    fn run_now(
+        &self,
+        shard: &Arc<Shard<T>>,
+        tick: u64,
+        task: T,
+    ) -> Result<TimerHandle<T>, ScheduleError<T>> {
+        let job = Due {
+            task,
+            deadline: tick,
+        };
+        match self.driver().pool.submit(vec![job]) {
+            Ok(()) => {
+                let mut state = shard.state.lock();
+                state.scheduled += 1;
+                state.expired += 1;
+                drop(state);
+                Ok(TimerHandle::new(Arc::clone(shard), TimerKey::DEAD))
+            }
+            Err(mut batch) => Err(ScheduleError(batch.pop().expect("one job").task)),
+        }
+    }
+
+    /// Number of timers linked in the wheels, not yet handed to the workers.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let timer: purgatorio::Timer = purgatorio::Timer::builder().build().unwrap();
+    /// timer.schedule(Duration::from_secs(9), Box::new(|| ())).unwrap();
+    /// assert_eq!(timer.len(), 1);
+    /// ```
+    pub fn len(&self) -> usize {
+        self.driver()
+            .shards
+            .iter()
+            .map(|s| s.state.lock().wheel.len())
+            .sum()
+    }
+
+    /// Whether no timer is pending.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let timer: purgatorio::Timer = purgatorio::Timer::builder().build().unwrap();
+    /// assert!(timer.is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// A snapshot of the counters.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let timer: purgatorio::Timer = purgatorio::Timer::builder().build().unwrap();
+    /// assert_eq!(timer.metrics().scheduled, 0);
+    /// ```
+    pub fn metrics(&self) -> Metrics {
+        let mut metrics = Metrics::default();
+        for shard in self.driver().shards.iter() {
+            let state = shard.state.lock();
+            metrics.pending += state.wheel.len();
+            metrics.scheduled += state.scheduled;
+            metrics.cancelled += state.cancelled;
+            metrics.expired += state.expired;
+        }
+        self.driver().timing.counters.fill(&mut metrics);
+        metrics
+    }
+
+    /// The instant at which the earliest pending task may come due, if any
+    /// can. Never later than the earliest deadline; after cancellations it
+    /// can be earlier (a step at that time then finds nothing due).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let timer: purgatorio::Timer = purgatorio::Timer::builder().build().unwrap();
+    /// assert_eq!(timer.next_expiration(), None);
+    /// let at = timer.now() + Duration::from_secs(5);
+    /// timer.schedule_at(at, Box::new(|| ())).unwrap();
+    /// let next = timer.next_expiration().unwrap();
+    /// assert!(next >= at && next < at + timer.tick());
+    /// ```
+    pub fn next_expiration(&self) -> Option<Instant> {
+        let timing = &self.driver().timing;
+        self.driver()
+            .shards
+            .iter()
+            .filter_map(|s| s.state.lock().wheel.next_expiration())
+            .min()
+            .and_then(|tick| timing.instant_of(tick))
+    }
+
+    /// Kafka's `advanceClock(timeout)`: waits up to `timeout` (real time) for
+    /// a timer to come due, hands everything due to the workers, and returns
+    /// whether anything was due. For timers built with
+    /// [`driver_thread(false)`](TimerBuilder::driver_thread); harmless beside
+    /// a driver thread.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use purgatorio::{ManualClock, Timer};
+    ///
+    /// let clock = ManualClock::new();
+    /// let timer: Timer = Timer::builder().clock(clock.clone()).driver_thread(false).build().unwrap();
+    /// timer.schedule(Duration::from_millis(5), Box::new(|| ())).unwrap();
+    /// assert!(!timer.advance_clock(Duration::ZERO));
+    /// clock.advance(Duration::from_millis(5));
+    /// assert!(timer.advance_clock(Duration::ZERO));
+    /// ```
+    pub fn advance_clock(&self, timeout: Duration) -> bool {
+        self.driver().advance_clock(timeout)
+    }
+
+    /// A non-blocking step: hands every timer due now to the workers and
+    /// returns how many there were.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use purgatorio::{ManualClock, Timer};
+    ///
+    /// let clock = ManualClock::new();
+    /// let timer: Timer = Timer::builder().clock(clock.clone()).driver_thread(false).build().unwrap();
+    /// timer.schedule(Duration::from_millis(1), Box::new(|| ())).unwrap();
+    /// timer.schedule(Duration::from_millis(2), Box::new(|| ())).unwrap();
+    /// clock.advance(Duration::from_millis(2));
+    /// assert_eq!(timer.run_due(), 2);
+    /// ```
+    pub fn run_due(&self) -> usize {
+        self.driver().pass().0
+    }
+
+    /// The loom models' driver and worker in one: hands every due task to
+    /// the (thread-less) pool, then runs what the pool holds on the calling
+    /// thread. Returns how many tasks ran.
+    #[cfg(purgatorio_loom)]
+    pub(crate) fn run_due_here(&self) -> usize {
+        self.run_due();
+        let driver = self.driver();
+        driver.pool.run_queued(&driver.timing)
+    }
+
+    /// Shuts the timer down and returns the tasks that never ran.
+    ///
+    /// Stops the driver, drains every shard, lets the workers finish the
+    /// tasks already handed to them, and joins every thread (except the
+    /// calling one, if it is a worker: a task may shut its own timer down).
+    /// Afterwards `schedule` returns the task in a [`ScheduleError`], and
+    /// cancel and reschedule answer `false`. Calling it again returns nothing.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let timer: purgatorio::Timer = purgatorio::Timer::builder().build().unwrap();
+    /// timer.schedule(Duration::from_secs(60), Box::new(|| ())).unwrap();
+    /// assert_eq!(timer.shutdown().len(), 1);
+    /// assert!(timer.shutdown().is_empty());
+    /// assert!(timer.is_shut_down());
+    /// ```
+    pub fn shutdown(&self) -> Vec<T> {
+        self.driver().shutdown(&self.owner.thread)
+    }
+
+    /// Whether [`shutdown`](Self::shutdown) has been called.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let timer: purgatorio::Timer = purgatorio::Timer::builder().build().unwrap();
+    /// assert!(!timer.is_shut_down());
+    /// ```
+    pub fn is_shut_down(&self) -> bool {
+        self.driver().timing.is_closed()
+    }
+}

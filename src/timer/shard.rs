@@ -1,0 +1,53 @@
+//! A shard: one wheel and its counters behind a lock, and which shard a
+//! thread schedules into.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use super::timing::Timing;
+use crate::sync::Mutex;
+use crate::wheel::Wheel;
+
+/// One shard: a wheel and its counters behind a lock.
+pub(crate) struct Shard<T> {
+    /// The wheel and the counters updated with it.
+    pub(crate) state: Mutex<ShardState<T>>,
+    /// Shared with the timer.
+    pub(crate) timing: Arc<Timing>,
+}
+
+/// What a shard's lock protects.
+pub(crate) struct ShardState<T> {
+    /// Pending timers of this shard.
+    pub(crate) wheel: Wheel<T>,
+    /// Tasks accepted here.
+    pub(crate) scheduled: u64,
+    /// Successful cancels here.
+    pub(crate) cancelled: u64,
+    /// Tasks moved from here to the workers.
+    pub(crate) expired: u64,
+    /// Set by shutdown; the wheel is drained and accepts nothing more.
+    pub(crate) closed: bool,
+}
+
+thread_local! {
+    /// This thread's shard number, assigned round-robin on first use.
+    static SHARD_HINT: Cell<usize> = const { Cell::new(usize::MAX) };
+}
+
+/// Next shard number to hand to a new thread.
+static NEXT_SHARD: AtomicUsize = AtomicUsize::new(0);
+
+/// The calling thread's shard among `shards`.
+#[inline]
+pub(crate) fn shard_index(shards: usize) -> usize {
+    SHARD_HINT.with(|hint| {
+        let mut value = hint.get();
+        if value == usize::MAX {
+            value = NEXT_SHARD.fetch_add(1, Ordering::Relaxed);
+            hint.set(value);
+        }
+        value % shards
+    })
+}
