@@ -28,9 +28,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Exp, LogNormal};
 
-#[path = "support/proc_stats.rs"]
-mod proc_stats;
-use proc_stats::{cpu_seconds, status_mib};
+use purgatorio_workloads::proc::{cpu_seconds, status_mib};
 
 /// Command-line settings.
 #[derive(Debug, Clone)]

@@ -16,9 +16,7 @@ use purgatorio::{Task, Timer};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-#[path = "support/proc_stats.rs"]
-mod proc_stats;
-use proc_stats::cpu_seconds;
+use purgatorio_workloads::proc::cpu_seconds;
 
 /// Lateness histogram in 10 µs buckets up to 100 ms, plus the maximum.
 struct Lateness {

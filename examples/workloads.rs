@@ -1,50 +1,34 @@
-//! The standard workloads W1–W4 (shared brief) on the single-threaded core.
+//! The standard workloads W1–W4 on purgatorio alone: the single-threaded
+//! core, and the thread-safe timer for W1 and W4. The workloads themselves
+//! live in `purgatorio-workloads`, shared with the peers report, which runs
+//! the same ones beside the other timer structures.
 //!
 //! ```text
-//! cargo run --release --example workloads            # all four
+//! cargo run --release --example workloads            # all
 //! cargo run --release --example workloads -- w1 w3   # some (w1 w1-timer w2 w3 w4 w4-timer)
 //! ```
 //!
 //! Time is in milliseconds on a caller-driven clock starting at 0, with a
 //! fixed-seed RNG; tick 1 ms, 64 slots per level.
 
-use std::time::{Duration, Instant};
-
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use purgatorio::{LocalTimer, ManualClock, Timer};
+use purgatorio::{ManualClock, Timer};
+use purgatorio_workloads::{ms, w3, w4, Churn, Expire, Purgatorio, SEED};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-
-#[path = "support/proc_stats.rs"]
-mod proc_stats;
-use proc_stats::rss_bytes as rss;
-
-const SEED: u64 = 0x0005_eed0_f9a7_9a70;
-
-fn ms(v: u64) -> Duration {
-    Duration::from_millis(v)
-}
 
 /// W1 churn: 1,000,000 pending in [1, 30,000] ms, then 2,000,000 ×
 /// (schedule one more + cancel a random pending one).
 fn w1() {
-    let mut rng = SmallRng::seed_from_u64(SEED);
-    let mut timer = LocalTimer::new();
-    let mut keys: Vec<_> = (0..1_000_000u64)
-        .map(|i| timer.schedule_at(ms(rng.gen_range(1..=30_000)), i))
-        .collect();
+    let mut churn = Churn::<Purgatorio>::new(1_000_000);
     let pairs = 2_000_000u64;
     let start = Instant::now();
-    for i in 0..pairs {
-        let key = timer.schedule_at(ms(rng.gen_range(1..=30_000)), i);
-        let victim = rng.gen_range(0..keys.len());
-        let old = std::mem::replace(&mut keys[victim], key);
-        assert!(timer.cancel(old).is_some());
-    }
+    churn.run(pairs);
     let elapsed = start.elapsed();
-    assert_eq!(timer.len(), 1_000_000);
+    churn.finish();
     println!(
         "W1 churn:  {:>7.1} ns per schedule+cancel pair (1,000,000 pending, {pairs} pairs)",
         elapsed.as_nanos() as f64 / pairs as f64
@@ -83,67 +67,34 @@ fn w1_timer() {
 
 /// W2 expire: 1,000,000 in [1, 10,000] ms, advanced 1 ms at a time to 10,001.
 fn w2() {
-    let mut rng = SmallRng::seed_from_u64(SEED);
-    let mut timer = LocalTimer::new();
-    for _ in 0..1_000_000u64 {
-        let d = rng.gen_range(1..=10_000u64);
-        timer.schedule_at(ms(d), d);
-    }
-    let (mut fired, mut early, mut late) = (0u64, 0u64, 0u64);
+    let expire = Expire::<Purgatorio>::new(1_000_000);
     let start = Instant::now();
-    for now in 1..=10_001u64 {
-        for e in timer.advance(ms(now)) {
-            let deadline = e.into_inner();
-            fired += 1;
-            early += u64::from(deadline > now);
-            late += u64::from(now > deadline + 1);
-        }
-    }
+    let out = expire.run();
     let elapsed = start.elapsed();
-    assert_eq!(fired, 1_000_000);
     println!(
-        "W2 expire: {:>7.1} ns per fired timer ({fired} fired, {early} early, {late} more than a tick late)",
-        elapsed.as_nanos() as f64 / fired as f64
+        "W2 expire: {:>7.1} ns per fired timer ({} fired, {} early, {} more than a tick late)",
+        elapsed.as_nanos() as f64 / out.fired as f64,
+        out.fired,
+        out.early,
+        out.late
     );
 }
 
 /// W3 memory: 10,000,000 pending u64 payloads in [1 ms, 1 h].
-fn w3() {
-    let mut rng = SmallRng::seed_from_u64(SEED);
-    let before = rss();
-    let mut timer = LocalTimer::new();
-    let n = 10_000_000u64;
-    for i in 0..n {
-        timer.schedule_at(ms(rng.gen_range(1..=3_600_000)), i);
-    }
-    let after = rss();
-    println!(
-        "W3 memory: {:>7.1} bytes per pending timer ({n} pending, RSS +{} MiB)",
-        (after - before) as f64 / n as f64,
-        (after - before) >> 20
-    );
-    assert_eq!(timer.len(), n as usize);
+fn w3_memory() {
+    let n = 10_000_000;
+    let per = w3::<Purgatorio>(n);
+    println!("W3 memory: {per:>7.1} bytes per pending timer ({n} pending)");
 }
 
 /// W4 sparse: 1,000 timers in [1 s, 3,600 s], driven by waking at
 /// `next_expiration` only.
-fn w4() {
-    let mut rng = SmallRng::seed_from_u64(SEED);
-    let mut timer = LocalTimer::new();
-    for _ in 0..1_000 {
-        let d = rng.gen_range(1_000..=3_600_000u64);
-        timer.schedule_at(ms(d), d);
-    }
-    let (mut wakeups, mut fired, mut early) = (0u64, 0u64, 0u64);
-    while let Some(at) = timer.next_expiration() {
-        wakeups += 1;
-        for e in timer.advance(at) {
-            fired += 1;
-            early += u64::from(ms(e.into_inner()) > at);
-        }
-    }
-    assert_eq!(fired, 1_000);
-    println!("W4 sparse: {wakeups:>7} wake-ups for {fired} timers over an hour ({early} early; a 1 ms ticking wheel: 3,600,000)");
+fn w4_sparse() {
+    let sparse = w4::<Purgatorio>();
+    println!(
+        "W4 sparse: {:>7} wake-ups for {} timers over an hour ({} early; a 1 ms ticking wheel: 3,600,000)",
+        sparse.wakeups, sparse.fired.fired, sparse.fired.early
+    );
 }
 
 /// W4 on the thread-safe timer: the same 1,000 timers on a manual clock that
@@ -206,10 +157,10 @@ fn main() {
         w2();
     }
     if want("w3") {
-        w3();
+        w3_memory();
     }
     if want("w4") {
-        w4();
+        w4_sparse();
     }
     if want("w4-timer") {
         w4_timer();

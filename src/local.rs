@@ -573,6 +573,7 @@ impl<T> fmt::Debug for LocalTimer<T> {
 /// assert!(due.next().is_none());
 /// ```
 #[derive(Debug)]
+#[must_use = "an Advance does nothing until iterated: the timers it hands out are due"]
 pub struct Advance<'a, T> {
     /// The timer being advanced; its time is already set.
     timer: &'a mut LocalTimer<T>,

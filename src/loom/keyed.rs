@@ -9,8 +9,9 @@ use std::time::Duration;
 use loom::thread;
 
 use super::{builder, model};
+use crate::clock::ManualClock;
+use crate::keyed::KeyedTimer;
 use crate::sync::Mutex;
-use crate::{KeyedTimer, ManualClock};
 
 #[test]
 fn set_races_expiry_and_remove() {

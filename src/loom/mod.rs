@@ -18,7 +18,8 @@ mod timer;
 
 use std::time::Duration;
 
-use crate::{ManualClock, Timer, TimerBuilder};
+use crate::clock::ManualClock;
+use crate::timer::{Timer, TimerBuilder};
 
 /// The timer every model uses (also the purgatory's and the keyed timer's):
 /// a 1 ms tick, 4 slots per level, one shard, `clock`, and no driver

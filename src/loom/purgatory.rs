@@ -13,8 +13,10 @@ use std::time::Duration;
 use loom::thread::{self, JoinHandle};
 
 use super::{builder, model};
+use crate::clock::ManualClock;
+use crate::error::WatchError;
+use crate::purgatory::{DelayedOperation, Purgatory};
 use crate::sync::{AtomicBool, AtomicUsize};
-use crate::{DelayedOperation, ManualClock, Purgatory, WatchError};
 
 /// What an operation's callbacks did.
 #[derive(Default)]

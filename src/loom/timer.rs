@@ -12,8 +12,9 @@ use std::time::Duration;
 use loom::thread;
 
 use super::{builder, model};
+use crate::clock::ManualClock;
 use crate::sync::AtomicUsize;
-use crate::{BoxTask, ManualClock, Timer};
+use crate::timer::{BoxTask, Timer};
 
 /// A model timer and its clock.
 fn timer() -> (Timer, ManualClock) {

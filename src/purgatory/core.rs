@@ -8,7 +8,7 @@ use std::sync::Arc;
 use super::op::{Job, OpCounters};
 use super::operation::DelayedOperation;
 use super::watchers::Watchers;
-use crate::sync::{AtomicBool, AtomicU64};
+use crate::sync::AtomicBool;
 use crate::timer::Timer;
 
 /// What the purgatory's handles and its workers share.
@@ -21,8 +21,6 @@ pub(super) struct Core<K, O> {
     pub(super) purge_interval: usize,
     /// Whether a purge job is queued or running.
     pub(super) purging: AtomicBool,
-    /// Entries removed by purges.
-    pub(super) purged: AtomicU64,
     /// Set by shutdown.
     pub(super) closed: AtomicBool,
 }
@@ -36,7 +34,6 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static, O: DelayedOperation> Core<K, 
             counters: Arc::new(OpCounters::default()),
             purge_interval,
             purging: AtomicBool::new(false),
-            purged: AtomicU64::new(0),
             closed: AtomicBool::new(false),
         }
     }
@@ -48,7 +45,6 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static, O: DelayedOperation> Core<K, 
     pub(super) fn purge(&self) {
         loop {
             let removed = self.watchers.purge(&self.counters);
-            self.purged.fetch_add(removed as u64, Ordering::Relaxed);
             self.purging.store(false, Ordering::Release);
             let lingering = self.counters.lingering.load(Ordering::Relaxed);
             if removed == 0

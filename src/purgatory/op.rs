@@ -51,6 +51,9 @@ pub(crate) struct OpCounters {
     pub(crate) expired: AtomicU64,
     /// Panics caught in callbacks.
     pub(crate) panics: AtomicU64,
+    /// Done entries removed from watch lists by purges; counted under the
+    /// shard lock that removed them, so it never lags `watched`.
+    pub(crate) purged: AtomicU64,
     /// Watch-list entries of done operations not yet removed.
     pub(crate) lingering: AtomicUsize,
 }

@@ -339,7 +339,7 @@ where
             delayed: self.delayed(),
             completed_by_try: c.completed_by_try.load(Ordering::Relaxed),
             expired: c.expired.load(Ordering::Relaxed),
-            purged: core.purged.load(Ordering::Relaxed),
+            purged: c.purged.load(Ordering::Relaxed),
             panics: c.panics.load(Ordering::Relaxed),
         }
     }

@@ -10,6 +10,7 @@
 
 use std::collections::HashMap;
 use std::hash::Hash;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::op::{sub_saturating, Op, OpCounters};
@@ -108,6 +109,11 @@ impl<K: Hash + Eq + Clone, O: DelayedOperation> Watchers<K, O> {
                     done.extend(list.extract_if(.., |op| op.is_done()));
                 }
                 shard.watched -= done.len();
+                // Counted under the lock that removed them, so `purged`
+                // never lags `watched`.
+                counters
+                    .purged
+                    .fetch_add(done.len() as u64, Ordering::Relaxed);
                 shard.lists.extract_if(|_, list| list.is_empty()).collect()
             };
             sub_saturating(&counters.lingering, done.len());
