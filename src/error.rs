@@ -129,7 +129,7 @@ impl<T> fmt::Display for ScheduleError<T> {
 
 impl<T> Error for ScheduleError<T> {}
 
-/// Why [`Purgatory::try_complete_else_watch`] refused an operation; the
+/// Why [`Purgatory::try_complete_else_watch`](crate::Purgatory::try_complete_else_watch) refused an operation; the
 /// operation is handed back.
 ///
 /// # Examples

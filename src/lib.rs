@@ -82,9 +82,23 @@
 //!
 //! ## Design
 //!
-//! Data flows one way: [`Clock`] → wheel (levels, buckets, arena) → delay queue
-//! of buckets → [`LocalTimer`] → driver → worker pool → purgatory and keyed-timer
-//! callbacks. Each level is a ring of
+//! Two timers share one core, and the purgatory and keyed timers sit on the
+//! thread-safe one:
+//!
+//! ```text
+//!  Purgatory ──┐   KeyedTimer ──┐
+//!              ▼                ▼
+//!       Timer: shards of the wheel, one driver thread,    LocalTimer: you
+//!       a worker pool; time from a Clock                  supply the time
+//!              │                                              │
+//!              └──────────────────────┬───────────────────────┘
+//!                                     ▼
+//!           Wheel: levels of buckets, the arena, the bucket queue
+//!                                     ▼
+//!               tick: time ↔ ticks (deadlines up, readings down)
+//! ```
+//!
+//! Each level is a ring of
 //! `wheel_size` buckets; a bucket is a vector of 16-byte references to arena
 //! slots and is registered once in a deadline-ordered queue, keyed by the
 //! earliest deadline it holds, so a lone far-away timer fires on the driver's

@@ -84,7 +84,7 @@ pub struct LocalTimerBuilder<T> {
 
 impl<T> LocalTimerBuilder<T> {
     /// Sets the tick: the resolution of deadlines and the width of the finest
-    /// buckets. Defaults to [`DEFAULT_TICK`].
+    /// buckets. Defaults to [`DEFAULT_TICK`](crate::DEFAULT_TICK).
     ///
     /// # Examples
     ///
@@ -98,7 +98,7 @@ impl<T> LocalTimerBuilder<T> {
         self
     }
 
-    /// Sets the number of slots per level. Defaults to [`DEFAULT_WHEEL_SIZE`].
+    /// Sets the number of slots per level. Defaults to [`DEFAULT_WHEEL_SIZE`](crate::DEFAULT_WHEEL_SIZE).
     /// Powers of two are a little faster; any size from 2 works.
     ///
     /// # Examples

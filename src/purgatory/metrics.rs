@@ -25,7 +25,7 @@ pub struct PurgatoryMetrics {
     /// Operations waiting in the timer.
     pub delayed: usize,
     /// Operations completed other than by expiry: a successful
-    /// `try_complete`, or [`Parked::force_complete`].
+    /// `try_complete`, or [`Parked::force_complete`](crate::Parked::force_complete).
     pub completed_by_try: u64,
     /// Operations completed by expiry (including at shutdown).
     pub expired: u64,

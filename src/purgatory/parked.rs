@@ -6,7 +6,7 @@ use std::sync::Arc;
 use super::op::{Op, OpCounters, Request};
 use super::operation::DelayedOperation;
 
-/// A handle to one operation in a [`Purgatory`], from [`Purgatory::park`].
+/// A handle to one operation in a [`Purgatory`](crate::Purgatory), from [`Purgatory::park`](crate::Purgatory::park).
 ///
 /// Completing through the handle is O(1): it locks just this operation. The
 /// operation's entries leave the watch lists at the next check of their keys
@@ -43,7 +43,7 @@ impl<O: DelayedOperation> Parked<O> {
     ///
     /// # Examples
     ///
-    /// See [`Purgatory::park`].
+    /// See [`Purgatory::park`](crate::Purgatory::park).
     pub fn completed_now(&self) -> bool {
         self.completed_now
     }
@@ -53,7 +53,7 @@ impl<O: DelayedOperation> Parked<O> {
     ///
     /// # Examples
     ///
-    /// See [`Purgatory::park`].
+    /// See [`Purgatory::park`](crate::Purgatory::park).
     pub fn try_complete(&self) -> bool {
         self.op.try_complete(&self.counters)
     }
@@ -70,7 +70,7 @@ impl<O: DelayedOperation> Parked<O> {
     ///
     /// # Examples
     ///
-    /// See [`Purgatory::park`].
+    /// See [`Purgatory::park`](crate::Purgatory::park).
     pub fn force_complete(&self) -> bool {
         self.op.complete(Request::Force, &self.counters)
     }
@@ -79,7 +79,7 @@ impl<O: DelayedOperation> Parked<O> {
     ///
     /// # Examples
     ///
-    /// See [`Purgatory::park`].
+    /// See [`Purgatory::park`](crate::Purgatory::park).
     pub fn is_done(&self) -> bool {
         self.op.is_done()
     }

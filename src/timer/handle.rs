@@ -8,7 +8,7 @@ use super::shard::Shard;
 use super::task::{BoxTask, Task};
 use crate::wheel::TimerKey;
 
-/// A scheduled task of a [`Timer`]: cancel or reschedule it from any thread.
+/// A scheduled task of a [`Timer`](crate::Timer): cancel or reschedule it from any thread.
 ///
 /// The handle does not keep the timer running. Once the task has been handed
 /// to the workers (or cancelled, or the timer shut down) the handle is stale

@@ -324,7 +324,7 @@ impl<T: Task> Timer<T> {
     /// Kafka's `advanceClock(timeout)`: waits up to `timeout` (real time) for
     /// a timer to come due, hands everything due to the workers, and returns
     /// whether anything was due. For timers built with
-    /// [`driver_thread(false)`](TimerBuilder::driver_thread); harmless beside
+    /// [`driver_thread(false)`](crate::TimerBuilder::driver_thread); harmless beside
     /// a driver thread.
     ///
     /// # Examples

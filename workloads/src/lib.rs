@@ -266,7 +266,7 @@ pub struct Purgatorio(purgatorio::LocalTimer<u64>);
 impl Subject for Purgatorio {
     const NAME: &'static str = "purgatorio";
     // Cancel frees the slot and returns the payload at once, but leaves the
-    // bucket's reference behind as garbage: lazy by the brief's definition.
+    // bucket's reference behind as garbage: lazy by this report's definition (cancel leaves something behind).
     const EAGER_CANCEL: bool = false;
     type Key = purgatorio::TimerKey;
 
