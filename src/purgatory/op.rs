@@ -159,14 +159,19 @@ pub(crate) fn in_callback() -> bool {
     Depth::get().held > 0
 }
 
+/// What an operation's lock protects.
+struct OpState<O> {
+    /// The user's operation: `None` once it finished (and was dropped) or
+    /// was handed back by `cancel_for_key`.
+    op: Option<O>,
+    /// The operation's timer, added while registration held the lock.
+    timer: Option<TimerHandle<Job<O>>>,
+}
+
 /// An operation shared by the watch lists and the timer.
 pub(crate) struct Op<O> {
-    /// The user's operation, under the operation's lock: `None` once it
-    /// finished (and was dropped) or was handed back by `cancel_for_key`.
-    state: Mutex<Option<O>>,
-    /// The operation's timer, once added. A lock of its own, so storing the
-    /// handle never waits for a callback.
-    timer: Mutex<Option<TimerHandle<Job<O>>>>,
+    /// The operation and its timer handle: the operation's lock.
+    state: Mutex<OpState<O>>,
     /// Set, under the operation's lock, when it completed or was cancelled;
     /// read without it to skip and purge done entries.
     done: AtomicBool,
@@ -180,7 +185,7 @@ pub(crate) struct Op<O> {
 /// drops the user's value if the operation finished while locked.
 struct Locked<'a, O> {
     /// The lock's guard; declared first, so released first.
-    state: MutexGuard<'a, Option<O>>,
+    state: MutexGuard<'a, OpState<O>>,
     /// The cell.
     op: &'a Op<O>,
     /// The finished operation's value, to drop after the lock.
@@ -213,7 +218,7 @@ impl<O: DelayedOperation> Locked<'_, O> {
         if self.op.is_done() {
             return false;
         }
-        let Some(op) = self.state.as_mut() else {
+        let Some(op) = self.state.op.as_mut() else {
             return false;
         };
         Depth::update(|d| d.trying += 1);
@@ -224,8 +229,8 @@ impl<O: DelayedOperation> Locked<'_, O> {
             Ok(false) => false,
             Err(_) => {
                 counters.panics.fetch_add(1, Ordering::Relaxed);
-                self.op.mark_done(counters);
-                self.finished = self.state.take();
+                self.mark_done(counters, true);
+                self.finished = self.state.op.take();
                 false
             }
         }
@@ -238,10 +243,15 @@ impl<O: DelayedOperation> Locked<'_, O> {
         if self.op.is_done() {
             return false;
         }
-        let Some(op) = self.state.as_mut() else {
+        if self.state.op.is_none() {
+            return false;
+        }
+        // An expired operation's timer has fired already (or was drained
+        // by shutdown): only a completion has one to cancel.
+        self.mark_done(counters, outcome == Outcome::Completed);
+        let Some(op) = self.state.op.as_mut() else {
             return false;
         };
-        self.op.mark_done(counters);
         let counter = match outcome {
             Outcome::Completed => &counters.completed_by_try,
             Outcome::Expired => &counters.expired,
@@ -256,8 +266,27 @@ impl<O: DelayedOperation> Locked<'_, O> {
         if ran.is_err() {
             counters.panics.fetch_add(1, Ordering::Relaxed);
         }
-        self.finished = self.state.take();
+        self.finished = self.state.op.take();
         true
+    }
+
+    /// Counts the operation's watch-list entries as lingering, sets `done`,
+    /// and takes the timer handle, cancelling the timer if `cancel_timer`.
+    fn mark_done(&mut self, counters: &OpCounters, cancel_timer: bool) {
+        // Count first: whoever removes an entry does so because it saw
+        // `done`, so its subtraction comes after this addition.
+        counters
+            .lingering
+            .fetch_add(self.op.watches.load(Ordering::Relaxed), Ordering::Relaxed);
+        self.op.done.store(true, Ordering::Release);
+        if let Some(timer) = self.state.timer.take() {
+            if cancel_timer {
+                // op lock → timer shard is the one nesting; the timer never
+                // takes an operation's lock. The cancelled job holds an
+                // `Arc` of this operation, never the last one.
+                timer.cancel();
+            }
+        }
     }
 }
 
@@ -265,8 +294,10 @@ impl<O: DelayedOperation> Op<O> {
     /// A fresh, pending operation.
     pub(crate) fn new(op: O) -> Self {
         Op {
-            state: Mutex::new(Some(op)),
-            timer: Mutex::new(None),
+            state: Mutex::new(OpState {
+                op: Some(op),
+                timer: None,
+            }),
             done: AtomicBool::new(false),
             watches: AtomicUsize::new(0),
             requests: AtomicUsize::new(0),
@@ -285,7 +316,7 @@ impl<O: DelayedOperation> Op<O> {
     }
 
     /// Wraps a held guard.
-    fn locked<'a>(&'a self, state: MutexGuard<'a, Option<O>>) -> Locked<'a, O> {
+    fn locked<'a>(&'a self, state: MutexGuard<'a, OpState<O>>) -> Locked<'a, O> {
         Depth::update(|d| d.held += 1);
         Locked {
             state,
@@ -305,19 +336,42 @@ impl<O: DelayedOperation> Op<O> {
         self.state.try_lock().map(|state| self.locked(state))
     }
 
-    /// Registers a fresh operation that no other thread can see yet: runs
-    /// `try_complete`; if that fails, runs `watch` and tries again (an event
-    /// that arrived during `watch` is seen by the second try, or left as a
-    /// request that [`settle`](Self::settle) then honours). Returns whether
-    /// the operation completed.
-    pub(crate) fn register(&self, counters: &OpCounters, watch: impl FnOnce()) -> bool {
+    /// Registers a fresh operation that no other thread can see yet, all
+    /// under its lock: runs `try_complete`; if that fails, runs `watch` and
+    /// tries again (an event that arrived during `watch` is seen by the
+    /// second try, or left as a request that [`settle`](Self::settle) then
+    /// honours); if it is still pending, `arm` adds it to the timer and the
+    /// handle is kept. An expiry that fires before the lock is released
+    /// leaves its request too. `arm` giving no handle (the timer is shut
+    /// down) expires the operation. Returns whether it completed.
+    pub(crate) fn register(
+        &self,
+        counters: &OpCounters,
+        watch: impl FnOnce(),
+        arm: impl FnOnce() -> Option<TimerHandle<Job<O>>>,
+    ) -> bool {
         let completed = {
             let mut locked = self.lock();
-            locked.try_complete(counters)
-                || (!self.is_done() && {
-                    watch();
-                    locked.try_complete(counters)
-                })
+            if locked.try_complete(counters) {
+                true
+            } else if self.is_done() {
+                false
+            } else {
+                watch();
+                if locked.try_complete(counters) {
+                    true
+                } else {
+                    if !self.is_done() {
+                        match arm() {
+                            Some(handle) => locked.state.timer = Some(handle),
+                            None => {
+                                locked.finish(Outcome::Expired, counters);
+                            }
+                        }
+                    }
+                    false
+                }
+            }
         };
         completed || self.settle(counters) == Some(Outcome::Completed)
     }
@@ -443,8 +497,8 @@ impl<O: DelayedOperation> Op<O> {
         if self.is_done() {
             return None;
         }
-        self.mark_done(counters);
-        locked.state.take()
+        locked.mark_done(counters, true);
+        locked.state.op.take()
     }
 
     /// Expires the operation if it is not done, for shutdown, after its
@@ -452,43 +506,6 @@ impl<O: DelayedOperation> Op<O> {
     pub(crate) fn expire_detached(&self, counters: &OpCounters) -> bool {
         self.watches.store(0, Ordering::Relaxed);
         self.complete(Request::Expire, counters)
-    }
-
-    /// Stores the timer handle, or cancels the timer at once if the
-    /// operation finished before the handle arrived.
-    pub(crate) fn set_timer(&self, handle: TimerHandle<Job<O>>) {
-        let late = {
-            let mut timer = self.timer.lock();
-            // `mark_done` sets `done` before taking this lock: if it took
-            // the lock first, `done` is visible here.
-            if self.is_done() {
-                Some(handle)
-            } else {
-                *timer = Some(handle);
-                None
-            }
-        };
-        if let Some(handle) = late {
-            handle.cancel();
-        }
-    }
-
-    /// Counts the operation's watch-list entries as lingering, sets `done`,
-    /// and cancels the timer. The caller holds the operation's lock.
-    fn mark_done(&self, counters: &OpCounters) {
-        // Count first: whoever removes an entry does so because it saw
-        // `done`, so its subtraction comes after this addition.
-        counters
-            .lingering
-            .fetch_add(self.watches.load(Ordering::Relaxed), Ordering::Relaxed);
-        self.done.store(true, Ordering::Release);
-        let timer = self.timer.lock().take();
-        if let Some(timer) = timer {
-            // op lock → timer shard is the one nesting; the timer never
-            // takes an operation's lock. The cancelled job holds an `Arc` of
-            // this operation, never the last one.
-            timer.cancel();
-        }
     }
 }
 

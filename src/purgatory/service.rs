@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use super::core::Core;
 use super::metrics::PurgatoryMetrics;
-use super::op::{Job, Op, Request};
+use super::op::{Job, Op};
 use super::operation::DelayedOperation;
 use super::parked::Parked;
-use crate::error::{ScheduleError, ShutDownError, WatchError};
+use crate::error::{ShutDownError, WatchError};
 use crate::timer::Timer;
 
 /// Owns the timer; the last [`Purgatory`] handle drops it, which shuts down.
@@ -183,27 +183,24 @@ where
         let delay = op.delay();
         let cell = Arc::new(Op::new(op));
         let counters = &core.counters;
-        let completed = cell.register(counters, || {
+        let timer = &self.owner.timer;
+        let watch = || {
             for (i, key) in keys.iter().enumerate() {
                 if !keys[..i].contains(key) {
                     core.watchers.watch(key, &cell);
                 }
             }
-        });
-        if !completed && !cell.is_done() {
+        };
+        // Shut down meanwhile: no handle, and `register` expires it, as
+        // shutdown does with the rest.
+        let arm = || {
             let job = Job::Expire {
                 op: Arc::clone(&cell),
                 counters: Arc::clone(counters),
             };
-            match self.owner.timer.schedule(delay, job) {
-                Ok(handle) => cell.set_timer(handle),
-                // Shut down meanwhile: expire it, as shutdown does with the rest.
-                Err(ScheduleError(job)) => {
-                    drop(job);
-                    cell.complete(Request::Expire, counters);
-                }
-            }
-        }
+            timer.schedule(delay, job).ok()
+        };
+        let completed = cell.register(counters, watch, arm);
         self.maybe_purge();
         Ok(Parked::new(cell, Arc::clone(counters), completed))
     }
