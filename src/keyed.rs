@@ -356,7 +356,7 @@ where
 
     /// The loom model's expiry path: the driver's pass and the worker's run,
     /// on the calling thread. Returns how many entries' tasks ran.
-    #[cfg(purgatorio_loom)]
+    #[cfg(all(test, purgatorio_loom))]
     pub(crate) fn run_due_here(&self) -> usize {
         self.timer.run_due_here()
     }

@@ -401,20 +401,20 @@ where
 
     /// The loom models' expiry path: the driver's pass and the worker's run,
     /// on the calling thread. Returns how many tasks ran.
-    #[cfg(purgatorio_loom)]
+    #[cfg(all(test, purgatorio_loom))]
     pub(crate) fn run_due_here(&self) -> usize {
         self.owner.timer.run_due_here()
     }
 
     /// The loom models' purge, on the calling thread.
-    #[cfg(purgatorio_loom)]
+    #[cfg(all(test, purgatorio_loom))]
     pub(crate) fn purge_now(&self) {
         self.core().purge();
     }
 
     /// A purge to run on another thread of a loom model; it keeps the watch
     /// lists alive, not the purgatory.
-    #[cfg(purgatorio_loom)]
+    #[cfg(all(test, purgatorio_loom))]
     pub(crate) fn purger(&self) -> impl FnOnce() + Send + 'static {
         let core = Arc::clone(&self.owner.core);
         move || core.purge()

@@ -39,7 +39,9 @@ pub(crate) struct Pool<T> {
     workers: Mutex<Vec<JoinHandle<()>>>,
     /// Under loom there are no worker threads: the model runs the queued
     /// batches itself, with [`run_queued`](Self::run_queued).
+    /// Held here also so that the channel stays open without workers.
     #[cfg(purgatorio_loom)]
+    #[cfg_attr(not(test), allow(dead_code))]
     receiver: Receiver<Batch<T>>,
 }
 
@@ -80,7 +82,7 @@ impl<T: Task> Pool<T> {
     /// Runs the queued batches on the calling thread, as a worker would;
     /// returns how many tasks ran. The receive happens under the sender's
     /// lock, so loom sees each batch's hand-off.
-    #[cfg(purgatorio_loom)]
+    #[cfg(all(test, purgatorio_loom))]
     pub(crate) fn run_queued(&self, timing: &Timing) -> usize {
         let batches: Vec<Batch<T>> = {
             let _sender = self.sender.lock();

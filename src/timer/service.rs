@@ -367,7 +367,7 @@ impl<T: Task> Timer<T> {
     /// The loom models' driver and worker in one: hands every due task to
     /// the (thread-less) pool, then runs what the pool holds on the calling
     /// thread. Returns how many tasks ran.
-    #[cfg(purgatorio_loom)]
+    #[cfg(all(test, purgatorio_loom))]
     pub(crate) fn run_due_here(&self) -> usize {
         self.run_due();
         let driver = self.driver();
