@@ -12,7 +12,8 @@ use crate::error::BuildError;
 use crate::tick::MAX_WATCH_SHARDS;
 use crate::timer::{BoxTask, Timer, TimerBuilder};
 
-/// The default purge interval: lingering done entries tolerated before a purge.
+/// The default purge interval: lingering done entries tolerated before a
+/// purge (see [`PurgatoryBuilder::purge_interval`]).
 pub const DEFAULT_PURGE_INTERVAL: usize = 1000;
 
 /// Builds a [`Purgatory`].
@@ -84,6 +85,14 @@ where
 
     /// Sets how many done entries may linger in watch lists before a purge
     /// (default [`DEFAULT_PURGE_INTERVAL`]).
+    ///
+    /// A completed operation stays in its other keys' lists until a check of
+    /// those keys or a purge removes it. A purge also waits until the done
+    /// entries are at least half of all entries: a sweep reads every entry,
+    /// so it then removes at least as many as it keeps, and its cost stays
+    /// O(1) per completion however many operations are pending. Memory for
+    /// lingering entries is therefore bounded by the larger of this interval
+    /// and the number of live entries.
     ///
     /// # Examples
     ///

@@ -46,9 +46,8 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static, O: DelayedOperation> Core<K, 
         loop {
             let removed = self.watchers.purge(&self.counters);
             self.purging.store(false, Ordering::Release);
-            let lingering = self.counters.lingering.load(Ordering::Relaxed);
             if removed == 0
-                || lingering <= self.purge_interval
+                || !self.counters.purge_due(self.purge_interval)
                 || self.purging.swap(true, Ordering::AcqRel)
             {
                 return;
@@ -83,6 +82,7 @@ impl<K, O: DelayedOperation> Core<K, O> {
             .filter(|op| op.expire_detached(&self.counters))
             .count();
         self.counters.lingering.store(0, Ordering::Relaxed);
+        self.counters.entries.store(0, Ordering::Relaxed);
         expired
     }
 }

@@ -56,6 +56,27 @@ pub(crate) struct OpCounters {
     pub(crate) purged: AtomicU64,
     /// Watch-list entries of done operations not yet removed.
     pub(crate) lingering: AtomicUsize,
+    /// Watch-list entries, done or not.
+    pub(crate) entries: AtomicUsize,
+}
+
+impl OpCounters {
+    /// Whether a purge is due: more than `interval` done entries linger,
+    /// and they are at least half of all entries. A sweep reads every
+    /// entry, so it then removes at least as many as it keeps: amortised
+    /// O(1) per completion, however many operations are pending (the
+    /// wheel compacts its garbage by the same rule).
+    pub(crate) fn purge_due(&self, interval: usize) -> bool {
+        let lingering = self.lingering.load(Ordering::Relaxed);
+        lingering > interval && 2 * lingering >= self.entries.load(Ordering::Relaxed)
+    }
+
+    /// Counts `n` watch-list entries removed.
+    pub(crate) fn removed(&self, n: usize) {
+        if n > 0 {
+            sub_saturating(&self.entries, n);
+        }
+    }
 }
 
 /// Request bit: an event arrived while another thread held the lock.

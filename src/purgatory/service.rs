@@ -185,11 +185,14 @@ where
         let counters = &core.counters;
         let timer = &self.owner.timer;
         let watch = || {
+            let mut watched = 0;
             for (i, key) in keys.iter().enumerate() {
                 if !keys[..i].contains(key) {
                     core.watchers.watch(key, &cell);
+                    watched += 1;
                 }
             }
+            counters.entries.fetch_add(watched, Ordering::Relaxed);
         };
         // Shut down meanwhile: no handle, and `register` expires it, as
         // shutdown does with the rest.
@@ -423,7 +426,7 @@ where
     /// Hands a purge to the workers when enough done entries linger.
     fn maybe_purge(&self) {
         let core = &self.owner.core;
-        if core.counters.lingering.load(Ordering::Relaxed) <= core.purge_interval
+        if !core.counters.purge_due(core.purge_interval)
             || core.purging.swap(true, Ordering::AcqRel)
         {
             return;

@@ -92,6 +92,7 @@ impl<K: Hash + Eq + Clone, O: DelayedOperation> Watchers<K, O> {
         };
         drop(shard);
         sub_saturating(&counters.lingering, done.len());
+        counters.removed(done.len());
         drop((done, emptied));
         Some(result)
     }
@@ -117,6 +118,7 @@ impl<K: Hash + Eq + Clone, O: DelayedOperation> Watchers<K, O> {
                 shard.lists.extract_if(|_, list| list.is_empty()).collect()
             };
             sub_saturating(&counters.lingering, done.len());
+            counters.removed(done.len());
             total += done.len();
             drop((done, emptied));
         }
