@@ -999,6 +999,8 @@ fn the_purge_is_not_a_delayed_operation_and_needs_no_tick() {
             .timer(Timer::builder().clock(clock.clone()).workers(1))
             .build()
             .unwrap();
+        // Mid-tick, where a zero delay used to round up to the next tick.
+        clock.advance(Duration::from_micros(15_500));
         let (op, ready, record) = gate(ms(60_000));
         assert!(!p.try_complete_else_watch(op, &[1, 2]).unwrap());
         ready.store(true, Ordering::SeqCst);
