@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use crossbeam_channel::{bounded, unbounded, Sender};
-use purgatorio::{DelayedOperation, ManualClock, Purgatory, Timer};
+use purgatorio::{Completion, DelayedOperation, ManualClock, Purgatory, Timer};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -98,7 +98,7 @@ impl DelayedOperation for Op {
     fn try_complete(&mut self) -> bool {
         self.flag.load(Ordering::Relaxed)
     }
-    fn on_complete(&mut self) {}
+    fn on_complete(&mut self, _: Completion) {}
 }
 
 fn purgatory(c: &mut Criterion) {

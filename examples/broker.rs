@@ -25,7 +25,7 @@ use std::thread;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use purgatorio::{DelayedOperation, Purgatory};
+use purgatorio::{Completion, DelayedOperation, Purgatory};
 
 /// The largest `max_wait_ms` accepted (five minutes).
 const MAX_WAIT_MS: u64 = 300_000;
@@ -64,8 +64,6 @@ pub struct DelayedFetch {
     offset: usize,
     min_bytes: usize,
     max_wait: Duration,
-    /// Set when `try_complete` found enough bytes.
-    satisfied: bool,
     /// Where the connection waits for its answer.
     reply: mpsc::Sender<String>,
 }
@@ -77,15 +75,14 @@ impl DelayedOperation for DelayedFetch {
 
     fn try_complete(&mut self) -> bool {
         let (_, bytes) = self.logs.read(&self.topic, self.offset);
-        self.satisfied = bytes >= self.min_bytes;
-        self.satisfied
+        bytes >= self.min_bytes
     }
 
-    fn on_complete(&mut self) {
-        let how = if self.satisfied {
-            "completed"
-        } else {
+    fn on_complete(&mut self, completion: Completion) {
+        let how = if completion.is_timeout() {
             "expired"
+        } else {
+            "completed"
         };
         let answer = data(&self.logs, &self.topic, self.offset, how);
         // The client may have gone; nothing to do then.
@@ -169,7 +166,6 @@ impl Broker {
             offset,
             min_bytes,
             max_wait: Duration::from_millis(max_wait_ms),
-            satisfied: false,
             reply: tx,
         };
         match self

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 use parking_lot::Mutex;
-use purgatorio::{DelayedOperation, LocalTimer, Parked, Purgatory};
+use purgatorio::{Completion, DelayedOperation, LocalTimer, Parked, Purgatory};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Exp, LogNormal};
@@ -130,16 +130,16 @@ impl DelayedOperation for FakeOperation {
     fn try_complete(&mut self) -> bool {
         false
     }
-    fn on_complete(&mut self) {
+    fn on_complete(&mut self, completion: Completion) {
         self.stats.lock().ended += 1;
-    }
-    fn on_expiration(&mut self) {
-        let now = Instant::now();
-        let mut stats = self.stats.lock();
-        stats.expired += 1;
-        match now.checked_duration_since(self.deadline) {
-            Some(late) => stats.lateness_us.push(late.as_micros() as u64),
-            None => stats.early += 1,
+        if completion.is_timeout() {
+            let now = Instant::now();
+            let mut stats = self.stats.lock();
+            stats.expired += 1;
+            match now.checked_duration_since(self.deadline) {
+                Some(late) => stats.lateness_us.push(late.as_micros() as u64),
+                None => stats.early += 1,
+            }
         }
     }
 }

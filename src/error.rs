@@ -136,13 +136,13 @@ impl<T> Error for ScheduleError<T> {}
 ///
 /// ```
 /// use std::time::Duration;
-/// use purgatorio::{DelayedOperation, Purgatory, WatchError};
+/// use purgatorio::{Completion, DelayedOperation, Purgatory, WatchError};
 ///
 /// struct Never;
 /// impl DelayedOperation for Never {
 ///     fn delay(&self) -> Duration { Duration::from_secs(1) }
 ///     fn try_complete(&mut self) -> bool { false }
-///     fn on_complete(&mut self) {}
+///     fn on_complete(&mut self, _: Completion) {}
 /// }
 ///
 /// let purgatory: Purgatory<u32, Never> = Purgatory::builder().build().unwrap();

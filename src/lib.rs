@@ -127,7 +127,8 @@ pub use error::{BuildError, ScheduleError, ShutDownError, WatchError};
 pub use keyed::KeyedTimer;
 pub use local::{Advance, Expired, LocalTimer, LocalTimerBuilder};
 pub use purgatory::{
-    DelayedOperation, Parked, Purgatory, PurgatoryBuilder, PurgatoryMetrics, DEFAULT_PURGE_INTERVAL,
+    Completion, DelayedOperation, Parked, Purgatory, PurgatoryBuilder, PurgatoryMetrics,
+    DEFAULT_PURGE_INTERVAL,
 };
 pub use tick::{
     DEFAULT_TICK, DEFAULT_WHEEL_SIZE, MAX_SHARDS, MAX_TICK, MAX_WATCH_SHARDS, MAX_WHEEL_SIZE,

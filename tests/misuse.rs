@@ -10,7 +10,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use purgatorio::{Clock, ClockWaker, DelayedOperation, ManualClock, Purgatory, Timer};
+use purgatorio::{Clock, ClockWaker, Completion, DelayedOperation, ManualClock, Purgatory, Timer};
 
 /// A clock the test sets to any time, including earlier ones.
 #[derive(Debug, Clone)]
@@ -159,7 +159,7 @@ impl DelayedOperation for Never {
     fn try_complete(&mut self) -> bool {
         false
     }
-    fn on_complete(&mut self) {}
+    fn on_complete(&mut self, _: Completion) {}
 }
 
 #[test]

@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use purgatorio::{
-    DelayedOperation, ManualClock, Purgatory, PurgatoryMetrics, ShutDownError, Timer, WatchError,
+    Completion, DelayedOperation, ManualClock, Purgatory, PurgatoryMetrics, ShutDownError, Timer,
+    WatchError,
 };
 
 const PATIENCE: Duration = Duration::from_secs(20);
@@ -39,16 +40,16 @@ impl DelayedOperation for Gate {
         self.record.tries.fetch_add(1, Ordering::SeqCst);
         self.ready.load(Ordering::SeqCst)
     }
-    fn on_complete(&mut self) {
+    fn on_complete(&mut self, completion: Completion) {
         self.record.completed.fetch_add(1, Ordering::SeqCst);
-    }
-    fn on_expiration(&mut self) {
-        assert_eq!(
-            self.record.completed.load(Ordering::SeqCst),
-            1,
-            "on_complete first"
-        );
-        self.record.expired.fetch_add(1, Ordering::SeqCst);
+        if completion.is_timeout() {
+            assert_eq!(
+                self.record.completed.load(Ordering::SeqCst),
+                1,
+                "on_complete first"
+            );
+            self.record.expired.fetch_add(1, Ordering::SeqCst);
+        }
     }
 }
 
@@ -119,7 +120,7 @@ fn satisfaction_completes_a_watched_operation_exactly_once() {
     assert_eq!(record.completed.load(Ordering::SeqCst), 1);
     assert_eq!(record.expired.load(Ordering::SeqCst), 0);
     let m = p.metrics();
-    assert_eq!((m.completed_by_try, m.expired), (1, 0));
+    assert_eq!((m.satisfied, m.expired), (1, 0));
 }
 
 #[test]
@@ -304,9 +305,9 @@ fn check_and_complete_racing_expiry_completes_exactly_once() {
         expired += r.expired.load(Ordering::SeqCst);
     }
     let m = p.metrics();
-    assert_eq!(by_check as u64, m.completed_by_try);
+    assert_eq!(by_check as u64, m.satisfied);
     assert_eq!(expired as u64, m.expired);
-    assert_eq!(m.completed_by_try + m.expired, u64::from(n));
+    assert_eq!(m.satisfied + m.expired, u64::from(n));
     assert_eq!(m.delayed, 0);
 }
 
@@ -362,17 +363,17 @@ impl DelayedOperation for Chain {
     fn try_complete(&mut self) -> bool {
         self.ready.load(Ordering::SeqCst)
     }
-    fn on_complete(&mut self) {
+    fn on_complete(&mut self, completion: Completion) {
         let p = self.purgatory.lock().clone().expect("purgatory");
         // Re-entrant calls from a callback: poke the partner key, which may
         // be completing on another thread and poking ours right now.
         p.check_and_complete(&(self.key ^ 1)).unwrap();
         let _ = p.metrics();
         self.done.send(self.key).unwrap();
-    }
-    fn on_expiration(&mut self) {
-        let p = self.purgatory.lock().clone().expect("purgatory");
-        p.check_and_complete(&(self.key ^ 1)).unwrap();
+        if completion.is_timeout() {
+            let p = self.purgatory.lock().clone().expect("purgatory");
+            p.check_and_complete(&(self.key ^ 1)).unwrap();
+        }
     }
 }
 
@@ -433,7 +434,7 @@ impl DelayedOperation for Relay {
     fn try_complete(&mut self) -> bool {
         false
     }
-    fn on_complete(&mut self) {
+    fn on_complete(&mut self, _completion: Completion) {
         let p = self.purgatory.lock().clone().expect("purgatory");
         if self.hops > 0 {
             let next = Relay {
@@ -487,13 +488,13 @@ impl DelayedOperation for Panicky {
             _ => false,
         }
     }
-    fn on_complete(&mut self) {
+    fn on_complete(&mut self, completion: Completion) {
         if self.at == "on_complete" {
             panic!("on_complete failure (expected by the test)");
         }
-    }
-    fn on_expiration(&mut self) {
-        panic!("on_expiration failure (expected by the test)");
+        if completion.is_timeout() {
+            panic!("on_complete failure on expiry (expected by the test)");
+        }
     }
 }
 
@@ -514,7 +515,7 @@ fn panicking_callbacks_are_caught_counted_and_leave_the_operation_done() {
         delay: ms(10),
     };
     assert!(p.try_complete_else_watch(op, &["a"]).unwrap());
-    // on_expiration panics on the timer's worker.
+    // on_complete panics on expiry, on the timer's worker.
     let op = Panicky {
         at: "on_expiration",
         delay: ms(10),
@@ -524,10 +525,7 @@ fn panicking_callbacks_are_caught_counted_and_leave_the_operation_done() {
     wait_until("expiry", || p.metrics().expired == 1);
     wait_until("third panic", || p.metrics().panics == 3);
     let m: PurgatoryMetrics = p.metrics();
-    assert_eq!(
-        (m.completed_by_try, m.expired, m.panics, m.delayed),
-        (1, 1, 3, 0)
-    );
+    assert_eq!((m.satisfied, m.expired, m.panics, m.delayed), (1, 1, 3, 0));
     // Still working.
     let (op, ready, record) = gate(ms(10));
     let q: Purgatory<&str, Gate> = purgatory(&clock);
@@ -592,7 +590,7 @@ impl DelayedOperation for SecondTry {
         self.0 += 1;
         self.0 >= 2
     }
-    fn on_complete(&mut self) {
+    fn on_complete(&mut self, _completion: Completion) {
         self.1.completed.fetch_add(1, Ordering::SeqCst);
     }
 }
@@ -685,10 +683,7 @@ fn force_complete_racing_expiry_completes_exactly_once() {
         "each one exactly once, by one path"
     );
     let m = p.metrics();
-    assert_eq!(
-        (m.completed_by_try as usize, m.expired as usize),
-        (forced, expired)
-    );
+    assert_eq!((m.forced as usize, m.expired as usize), (forced, expired));
 }
 
 /// Reads its condition, then (on the try after `park` watched it) lets
@@ -718,7 +713,7 @@ impl DelayedOperation for Handshake {
         }
         seen
     }
-    fn on_complete(&mut self) {
+    fn on_complete(&mut self, _completion: Completion) {
         self.record.completed.fetch_add(1, Ordering::SeqCst);
     }
 }
@@ -790,7 +785,7 @@ impl DelayedOperation for CallsOnDrop {
     fn try_complete(&mut self) -> bool {
         false
     }
-    fn on_complete(&mut self) {}
+    fn on_complete(&mut self, _: Completion) {}
 }
 
 impl Drop for CallsOnDrop {
@@ -895,7 +890,7 @@ impl DelayedOperation for ReportsItself {
         }
         false
     }
-    fn on_complete(&mut self) {}
+    fn on_complete(&mut self, _: Completion) {}
 }
 
 #[test]
@@ -935,15 +930,15 @@ impl DelayedOperation for ShutsDown {
     fn try_complete(&mut self) -> bool {
         self.ready.load(Ordering::SeqCst)
     }
-    fn on_complete(&mut self) {
+    fn on_complete(&mut self, completion: Completion) {
         self.record.completed.fetch_add(1, Ordering::SeqCst);
         let p = self.purgatory.lock().take();
         if let Some(p) = p {
             p.shutdown();
         }
-    }
-    fn on_expiration(&mut self) {
-        self.record.expired.fetch_add(1, Ordering::SeqCst);
+        if completion.is_timeout() {
+            self.record.expired.fetch_add(1, Ordering::SeqCst);
+        }
     }
 }
 

@@ -15,7 +15,7 @@ use loom::thread::{self, JoinHandle};
 use super::{builder, model};
 use crate::clock::ManualClock;
 use crate::error::WatchError;
-use crate::purgatory::{DelayedOperation, Purgatory};
+use crate::purgatory::{Completion, DelayedOperation, Purgatory};
 use crate::sync::{AtomicBool, AtomicUsize};
 
 /// What an operation's callbacks did.
@@ -41,11 +41,11 @@ impl DelayedOperation for Wait {
         // Relaxed on purpose: the purgatory must supply the ordering.
         self.ready.load(Relaxed)
     }
-    fn on_complete(&mut self) {
+    fn on_complete(&mut self, completion: Completion) {
         self.log.completed.fetch_add(1, SeqCst);
-    }
-    fn on_expiration(&mut self) {
-        self.log.expired.fetch_add(1, SeqCst);
+        if completion.is_timeout() {
+            self.log.expired.fetch_add(1, SeqCst);
+        }
     }
 }
 
@@ -112,7 +112,10 @@ fn completion_races_expiry_and_force_complete() {
         assert_eq!(log.completed.load(SeqCst), 1, "on_complete runs once");
         assert_eq!(log.expired.load(SeqCst), expired);
         assert_eq!(checked + usize::from(forced) + expired, 1, "one winner");
-        assert_eq!(metrics.completed_by_try, u64::from(checked == 1 || forced));
+        assert_eq!(
+            (metrics.satisfied, metrics.forced),
+            (checked as u64, u64::from(forced))
+        );
         assert!(parked.is_done());
         assert_eq!(purgatory.delayed(), 0);
     });
@@ -137,8 +140,9 @@ fn cancel_for_key_races_expiry_and_completion() {
         let completed = log.completed.load(SeqCst);
         assert_eq!(back.len() + completed, 1, "handed back xor completed");
         let metrics = purgatory.metrics();
-        assert_eq!(metrics.completed_by_try + metrics.expired, completed as u64);
-        assert_eq!(metrics.completed_by_try, checked as u64);
+        assert_eq!(metrics.satisfied + metrics.expired, completed as u64);
+        assert_eq!(metrics.satisfied, checked as u64);
+        assert_eq!(metrics.cancelled, back.len() as u64);
         assert_eq!(log.expired.load(SeqCst) as u64, metrics.expired);
         assert_eq!(purgatory.delayed(), 0);
     });
@@ -169,7 +173,8 @@ fn watch_races_check_and_complete_and_purge() {
         assert_eq!(log.expired.load(SeqCst), 0);
         assert_eq!(usize::from(parked.completed_now()) + checked, 1);
         assert_eq!(old_log.completed.load(SeqCst), 1);
-        assert_eq!(purgatory.metrics().completed_by_try, 2);
+        let metrics = purgatory.metrics();
+        assert_eq!((metrics.satisfied, metrics.forced), (1, 1));
         // Everything is done, so one more purge empties the lists.
         purgatory.purge_now();
         assert_eq!(purgatory.watched(), 0);
@@ -241,7 +246,7 @@ impl DelayedOperation for HoldsHandle {
     fn try_complete(&mut self) -> bool {
         false
     }
-    fn on_complete(&mut self) {
+    fn on_complete(&mut self, _completion: Completion) {
         self.log.completed.fetch_add(1, SeqCst);
     }
 }

@@ -22,12 +22,12 @@ pub const DEFAULT_PURGE_INTERVAL: usize = 1000;
 ///
 /// ```
 /// # use std::time::Duration;
-/// # use purgatorio::{DelayedOperation, Purgatory};
+/// # use purgatorio::{Completion, DelayedOperation, Purgatory};
 /// # struct Op;
 /// # impl DelayedOperation for Op {
 /// #     fn delay(&self) -> Duration { Duration::from_secs(1) }
 /// #     fn try_complete(&mut self) -> bool { false }
-/// #     fn on_complete(&mut self) {}
+/// #     fn on_complete(&mut self, _: Completion) {}
 /// # }
 /// let purgatory: Purgatory<u64, Op> = Purgatory::builder()
 ///     .watch_shards(64)
@@ -68,12 +68,12 @@ where
     /// # Examples
     ///
     /// ```
-    /// # use purgatorio::{DelayedOperation, Purgatory};
+    /// # use purgatorio::{Completion, DelayedOperation, Purgatory};
     /// # struct Op;
     /// # impl DelayedOperation for Op {
     /// #     fn delay(&self) -> std::time::Duration { std::time::Duration::ZERO }
     /// #     fn try_complete(&mut self) -> bool { false }
-    /// #     fn on_complete(&mut self) {}
+    /// #     fn on_complete(&mut self, _: Completion) {}
     /// # }
     /// let p: Purgatory<u8, Op> = Purgatory::builder().watch_shards(1).build().unwrap();
     /// # drop(p);
@@ -97,12 +97,12 @@ where
     /// # Examples
     ///
     /// ```
-    /// # use purgatorio::{DelayedOperation, Purgatory};
+    /// # use purgatorio::{Completion, DelayedOperation, Purgatory};
     /// # struct Op;
     /// # impl DelayedOperation for Op {
     /// #     fn delay(&self) -> std::time::Duration { std::time::Duration::ZERO }
     /// #     fn try_complete(&mut self) -> bool { false }
-    /// #     fn on_complete(&mut self) {}
+    /// #     fn on_complete(&mut self, _: Completion) {}
     /// # }
     /// let p: Purgatory<u8, Op> = Purgatory::builder().purge_interval(100).build().unwrap();
     /// # drop(p);
@@ -120,12 +120,12 @@ where
     ///
     /// ```
     /// use std::time::Duration;
-    /// # use purgatorio::{DelayedOperation, Purgatory, Timer};
+    /// # use purgatorio::{Completion, DelayedOperation, Purgatory, Timer};
     /// # struct Op;
     /// # impl DelayedOperation for Op {
     /// #     fn delay(&self) -> Duration { Duration::ZERO }
     /// #     fn try_complete(&mut self) -> bool { false }
-    /// #     fn on_complete(&mut self) {}
+    /// #     fn on_complete(&mut self, _: Completion) {}
     /// # }
     /// let p: Purgatory<u8, Op> = Purgatory::builder()
     ///     .timer(Timer::builder().tick(Duration::from_micros(100)).workers(1).thread_name("produce"))
@@ -149,12 +149,12 @@ where
     /// # Examples
     ///
     /// ```
-    /// # use purgatorio::{BuildError, DelayedOperation, Purgatory};
+    /// # use purgatorio::{BuildError, Completion, DelayedOperation, Purgatory};
     /// # struct Op;
     /// # impl DelayedOperation for Op {
     /// #     fn delay(&self) -> std::time::Duration { std::time::Duration::ZERO }
     /// #     fn try_complete(&mut self) -> bool { false }
-    /// #     fn on_complete(&mut self) {}
+    /// #     fn on_complete(&mut self, _: Completion) {}
     /// # }
     /// let err = Purgatory::<u8, Op>::builder().watch_shards(0).build().unwrap_err();
     /// assert!(matches!(err, BuildError::WatchShards(0)));
@@ -179,12 +179,12 @@ where
     /// # Examples
     ///
     /// ```
-    /// # use purgatorio::{DelayedOperation, Purgatory};
+    /// # use purgatorio::{Completion, DelayedOperation, Purgatory};
     /// # struct Op;
     /// # impl DelayedOperation for Op {
     /// #     fn delay(&self) -> std::time::Duration { std::time::Duration::ZERO }
     /// #     fn try_complete(&mut self) -> bool { false }
-    /// #     fn on_complete(&mut self) {}
+    /// #     fn on_complete(&mut self, _: Completion) {}
     /// # }
     /// let p: Purgatory<String, Op> = Purgatory::builder().build().unwrap();
     /// assert_eq!(p.watched(), 0);

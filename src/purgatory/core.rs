@@ -58,7 +58,7 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static, O: DelayedOperation> Core<K, 
 
 impl<K, O: DelayedOperation> Core<K, O> {
     /// Shuts a purgatory down once: stops the timer and expires every pending
-    /// operation on the calling thread. Returns how many it expired.
+    /// operation on the calling thread. Returns how many it completed.
     pub(super) fn shut_down(&self, timer: &Timer<Job<O>>) -> usize {
         if self.closed.swap(true, Ordering::SeqCst) {
             return 0;
@@ -79,7 +79,7 @@ impl<K, O: DelayedOperation> Core<K, O> {
         let expired = watched
             .into_iter()
             .chain(scheduled)
-            .filter(|op| op.expire_detached(&self.counters))
+            .filter(|op| op.shut_down_detached(&self.counters))
             .count();
         self.counters.lingering.store(0, Ordering::Relaxed);
         self.counters.entries.store(0, Ordering::Relaxed);

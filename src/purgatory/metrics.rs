@@ -6,16 +6,16 @@
 ///
 /// ```
 /// # use std::time::Duration;
-/// # use purgatorio::{DelayedOperation, Purgatory};
+/// # use purgatorio::{Completion, DelayedOperation, Purgatory};
 /// # struct Op;
 /// # impl DelayedOperation for Op {
 /// #     fn delay(&self) -> Duration { Duration::from_secs(1) }
 /// #     fn try_complete(&mut self) -> bool { true }
-/// #     fn on_complete(&mut self) {}
+/// #     fn on_complete(&mut self, _: Completion) {}
 /// # }
 /// let purgatory: Purgatory<&str, Op> = Purgatory::builder().build().unwrap();
 /// assert!(purgatory.try_complete_else_watch(Op, &["k"]).unwrap());
-/// assert_eq!(purgatory.metrics().completed_by_try, 1);
+/// assert_eq!(purgatory.metrics().satisfied, 1);
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -24,11 +24,18 @@ pub struct PurgatoryMetrics {
     pub watched: usize,
     /// Operations waiting in the timer.
     pub delayed: usize,
-    /// Operations completed other than by expiry: a successful
-    /// `try_complete`, or [`Parked::force_complete`](crate::Parked::force_complete).
-    pub completed_by_try: u64,
-    /// Operations completed by expiry (including at shutdown).
+    /// Operations completed by a successful `try_complete`
+    /// ([`Completion::Satisfied`](crate::Completion::Satisfied)).
+    pub satisfied: u64,
+    /// Operations completed by [`Parked::force_complete`](crate::Parked::force_complete)
+    /// ([`Completion::Forced`](crate::Completion::Forced)).
+    pub forced: u64,
+    /// Operations whose delay passed ([`Completion::Expired`](crate::Completion::Expired)).
     pub expired: u64,
+    /// Operations completed by shutdown ([`Completion::ShutDown`](crate::Completion::ShutDown)).
+    pub shut_down: u64,
+    /// Operations handed back by `cancel_for_key`.
+    pub cancelled: u64,
     /// Done entries removed from watch lists by purges.
     pub purged: u64,
     /// Panics caught in operation callbacks.

@@ -36,6 +36,6 @@ mod watchers;
 
 pub use builder::{PurgatoryBuilder, DEFAULT_PURGE_INTERVAL};
 pub use metrics::PurgatoryMetrics;
-pub use operation::DelayedOperation;
+pub use operation::{Completion, DelayedOperation};
 pub use parked::Parked;
 pub use service::Purgatory;

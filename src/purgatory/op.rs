@@ -24,7 +24,8 @@
 //! | [`RETRY`] | an event (`check_and_complete`, `Parked::try_complete`) | tries again |
 //! | [`RETRY_NESTED`] | an event reported from inside a `try_complete` | tries again, at most once per call |
 //! | [`FORCE`] | `force_complete` from inside a callback | completes it |
-//! | [`EXPIRE`] | expiry; shutdown from inside a callback | expires it |
+//! | [`EXPIRE`] | expiry | expires it |
+//! | [`SHUT_DOWN`] | shutdown from inside a callback | completes it as shut down |
 //!
 //! So no cycle of operation locks can form, whatever the callbacks call, and
 //! a `try_complete` that reports its own key gets one more attempt instead
@@ -37,18 +38,23 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::operation::DelayedOperation;
+use super::operation::{Completion, DelayedOperation};
 use crate::sync::{thread_local, AtomicBool, AtomicU64, AtomicUsize, Mutex, MutexGuard};
 use crate::timer::{Task, TimerHandle};
 
 /// Counters shared by the purgatory and its timer tasks.
 #[derive(Debug, Default)]
 pub(crate) struct OpCounters {
-    /// Operations completed other than by expiry: a successful
-    /// `try_complete`, or `Parked::force_complete`.
-    pub(crate) completed_by_try: AtomicU64,
-    /// Operations completed by expiry (including shutdown).
+    /// Operations completed by a successful `try_complete`.
+    pub(crate) satisfied: AtomicU64,
+    /// Operations completed by `Parked::force_complete`.
+    pub(crate) forced: AtomicU64,
+    /// Operations completed by expiry.
     pub(crate) expired: AtomicU64,
+    /// Operations completed by shutdown.
+    pub(crate) shut_down: AtomicU64,
+    /// Operations handed back by `cancel_for_key`.
+    pub(crate) cancelled: AtomicU64,
     /// Panics caught in callbacks.
     pub(crate) panics: AtomicU64,
     /// Done entries removed from watch lists by purges; counted under the
@@ -61,6 +67,17 @@ pub(crate) struct OpCounters {
 }
 
 impl OpCounters {
+    /// Counts one completion.
+    fn count(&self, completion: Completion) {
+        let counter = match completion {
+            Completion::Satisfied => &self.satisfied,
+            Completion::Forced => &self.forced,
+            Completion::Expired => &self.expired,
+            Completion::ShutDown => &self.shut_down,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Whether a purge is due: more than `interval` done entries linger,
     /// and they are at least half of all entries. A sweep reads every
     /// entry, so it then removes at least as many as it keeps: amortised
@@ -88,6 +105,8 @@ const RETRY_NESTED: usize = 1 << 1;
 const FORCE: usize = 1 << 2;
 /// Request bit: expire the operation.
 const EXPIRE: usize = 1 << 3;
+/// Request bit: complete the operation as shut down.
+const SHUT_DOWN: usize = 1 << 4;
 
 /// What a caller asks of an operation; a later variant overrides an earlier
 /// one when several are pending.
@@ -97,6 +116,8 @@ pub(crate) enum Request {
     Try,
     /// Complete it as expired.
     Expire,
+    /// Complete it as shut down.
+    ShutDown,
     /// Complete it, whatever its condition.
     Force,
 }
@@ -106,6 +127,8 @@ impl Request {
     fn from_bits(bits: usize) -> Request {
         if bits & FORCE != 0 {
             Request::Force
+        } else if bits & SHUT_DOWN != 0 {
+            Request::ShutDown
         } else if bits & EXPIRE != 0 {
             Request::Expire
         } else {
@@ -119,18 +142,21 @@ impl Request {
             Request::Try if Depth::get().trying > 0 => RETRY_NESTED,
             Request::Try => RETRY,
             Request::Expire => EXPIRE,
+            Request::ShutDown => SHUT_DOWN,
             Request::Force => FORCE,
         }
     }
-}
 
-/// How a completion came about.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Outcome {
-    /// `try_complete` returned true, or `force_complete`.
-    Completed,
-    /// The delay passed.
-    Expired,
+    /// How carrying this request out completes the operation; `None` for a
+    /// try, which completes it only if `try_complete` says so.
+    fn completion(self) -> Option<Completion> {
+        match self {
+            Request::Try => None,
+            Request::Expire => Some(Completion::Expired),
+            Request::ShutDown => Some(Completion::ShutDown),
+            Request::Force => Some(Completion::Forced),
+        }
+    }
 }
 
 /// What this thread is doing inside operations' callbacks.
@@ -224,13 +250,11 @@ impl<O> Drop for Locked<'_, O> {
 impl<O: DelayedOperation> Locked<'_, O> {
     /// Carries out `request` on the pending operation; returns how it
     /// completed here, if it did.
-    fn carry_out(&mut self, request: Request, counters: &OpCounters) -> Option<Outcome> {
-        let outcome = match request {
-            Request::Try => return self.try_complete(counters).then_some(Outcome::Completed),
-            Request::Expire => Outcome::Expired,
-            Request::Force => Outcome::Completed,
-        };
-        self.finish(outcome, counters).then_some(outcome)
+    fn carry_out(&mut self, request: Request, counters: &OpCounters) -> Option<Completion> {
+        match request.completion() {
+            None => self.try_complete(counters).then_some(Completion::Satisfied),
+            Some(completion) => self.finish(completion, counters).then_some(completion),
+        }
     }
 
     /// Runs `try_complete`; completes the operation if it returns `true`.
@@ -246,7 +270,7 @@ impl<O: DelayedOperation> Locked<'_, O> {
         let result = catch_unwind(AssertUnwindSafe(|| op.try_complete()));
         Depth::update(|d| d.trying -= 1);
         match result {
-            Ok(true) => self.finish(Outcome::Completed, counters),
+            Ok(true) => self.finish(Completion::Satisfied, counters),
             Ok(false) => false,
             Err(_) => {
                 counters.panics.fetch_add(1, Ordering::Relaxed);
@@ -257,35 +281,23 @@ impl<O: DelayedOperation> Locked<'_, O> {
         }
     }
 
-    /// Completes the operation unless it is done: marks it done, runs the
-    /// callbacks, and takes the value out to drop after the lock. Returns
-    /// whether this call completed it.
-    fn finish(&mut self, outcome: Outcome, counters: &OpCounters) -> bool {
-        if self.op.is_done() {
+    /// Completes the operation unless it is done: marks it done, runs
+    /// `on_complete` with `completion`, and takes the value out to drop
+    /// after the lock. Returns whether this call completed it.
+    fn finish(&mut self, completion: Completion, counters: &OpCounters) -> bool {
+        if self.op.is_done() || self.state.op.is_none() {
             return false;
         }
-        if self.state.op.is_none() {
-            return false;
-        }
-        // An expired operation's timer has fired already (or was drained
-        // by shutdown): only a completion has one to cancel.
-        self.mark_done(counters, outcome == Outcome::Completed);
-        let Some(op) = self.state.op.as_mut() else {
-            return false;
-        };
-        let counter = match outcome {
-            Outcome::Completed => &counters.completed_by_try,
-            Outcome::Expired => &counters.expired,
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
-        let ran = catch_unwind(AssertUnwindSafe(|| {
-            op.on_complete();
-            if outcome == Outcome::Expired {
-                op.on_expiration();
+        // Only a satisfied or forced operation has a pending timer to
+        // cancel: an expired one's has fired, a shut-down one's was drained.
+        let cancel_timer = matches!(completion, Completion::Satisfied | Completion::Forced);
+        self.mark_done(counters, cancel_timer);
+        counters.count(completion);
+        if let Some(op) = self.state.op.as_mut() {
+            let ran = catch_unwind(AssertUnwindSafe(|| op.on_complete(completion)));
+            if ran.is_err() {
+                counters.panics.fetch_add(1, Ordering::Relaxed);
             }
-        }));
-        if ran.is_err() {
-            counters.panics.fetch_add(1, Ordering::Relaxed);
         }
         self.finished = self.state.op.take();
         true
@@ -386,7 +398,7 @@ impl<O: DelayedOperation> Op<O> {
                         match arm() {
                             Some(handle) => locked.state.timer = Some(handle),
                             None => {
-                                locked.finish(Outcome::Expired, counters);
+                                locked.finish(Completion::ShutDown, counters);
                             }
                         }
                     }
@@ -394,13 +406,13 @@ impl<O: DelayedOperation> Op<O> {
                 }
             }
         };
-        completed || self.settle(counters) == Some(Outcome::Completed)
+        completed || self.settle(counters) == Some(Completion::Satisfied)
     }
 
     /// After a lock hold that left the operation pending: carries out the
     /// requests left meanwhile. Returns how this call completed it, if it
     /// did.
-    fn settle(&self, counters: &OpCounters) -> Option<Outcome> {
+    fn settle(&self, counters: &OpCounters) -> Option<Completion> {
         match self.requests.swap(0, Ordering::AcqRel) {
             0 => None,
             raised => self.drive(
@@ -430,7 +442,7 @@ impl<O: DelayedOperation> Op<O> {
     /// as in Kafka's `tryCompletePending`, is a store-buffering pattern: the
     /// holder could clear the flag and still read the condition stale. The
     /// loom model `retry_flag_never_loses_a_completion` found that.)
-    pub(crate) fn request(&self, request: Request, counters: &OpCounters) -> Option<Outcome> {
+    pub(crate) fn request(&self, request: Request, counters: &OpCounters) -> Option<Completion> {
         self.drive(request, true, counters)
     }
 
@@ -438,7 +450,10 @@ impl<O: DelayedOperation> Op<O> {
     /// this call completed the operation (a forced completion left by
     /// another caller counts, an expiry does not).
     pub(crate) fn try_complete(&self, counters: &OpCounters) -> bool {
-        self.request(Request::Try, counters) == Some(Outcome::Completed)
+        matches!(
+            self.request(Request::Try, counters),
+            Some(Completion::Satisfied | Completion::Forced)
+        )
     }
 
     /// [`request`](Self::request), with `nested_retry` telling whether a
@@ -448,7 +463,7 @@ impl<O: DelayedOperation> Op<O> {
         mut request: Request,
         mut nested_retry: bool,
         counters: &OpCounters,
-    ) -> Option<Outcome> {
+    ) -> Option<Completion> {
         loop {
             if self.is_done() {
                 return None;
@@ -487,11 +502,8 @@ impl<O: DelayedOperation> Op<O> {
     /// the calling thread is inside a callback: then a held lock gets the
     /// request left for its holder, and this returns `false`.
     pub(crate) fn complete(&self, request: Request, counters: &OpCounters) -> bool {
-        let wanted = match request {
-            Request::Force => Outcome::Completed,
-            Request::Expire => Outcome::Expired,
-            Request::Try => unreachable!("complete forces or expires"),
-        };
+        let wanted = request.completion();
+        debug_assert!(wanted.is_some(), "complete forces, expires or shuts down");
         if self.is_done() {
             return false;
         }
@@ -500,7 +512,7 @@ impl<O: DelayedOperation> Op<O> {
         } else {
             self.lock().carry_out(request, counters)
         };
-        outcome == Some(wanted)
+        outcome.is_some() && outcome == wanted
     }
 
     /// Takes the operation back without completing it (`cancel_for_key`).
@@ -519,14 +531,15 @@ impl<O: DelayedOperation> Op<O> {
             return None;
         }
         locked.mark_done(counters, true);
+        counters.cancelled.fetch_add(1, Ordering::Relaxed);
         locked.state.op.take()
     }
 
-    /// Expires the operation if it is not done, for shutdown, after its
-    /// watch-list entries were dropped. Returns whether this call expired it.
-    pub(crate) fn expire_detached(&self, counters: &OpCounters) -> bool {
+    /// Completes the operation as shut down if it is not done, after its
+    /// watch-list entries were dropped. Returns whether this call did.
+    pub(crate) fn shut_down_detached(&self, counters: &OpCounters) -> bool {
         self.watches.store(0, Ordering::Relaxed);
-        self.complete(Request::Expire, counters)
+        self.complete(Request::ShutDown, counters)
     }
 }
 

@@ -59,8 +59,8 @@ impl<O: DelayedOperation> Parked<O> {
     }
 
     /// Completes the operation now, whatever its condition (`on_complete`
-    /// runs, `on_expiration` does not); returns whether this call completed
-    /// it. Its timer is cancelled.
+    /// runs with [`Completion::Forced`](crate::Completion::Forced)); returns
+    /// whether this call completed it. Its timer is cancelled.
     ///
     /// Waits for the operation's lock if a callback of it is running on
     /// another thread. Called from inside a callback (of this operation or

@@ -41,7 +41,7 @@ impl<K, O: DelayedOperation> Drop for Shared<K, O> {
 /// use std::sync::atomic::{AtomicU64, Ordering};
 /// use std::sync::{mpsc, Arc};
 /// use std::time::Duration;
-/// use purgatorio::{DelayedOperation, ManualClock, Purgatory, Timer};
+/// use purgatorio::{Completion, DelayedOperation, ManualClock, Purgatory, Timer};
 ///
 /// /// A fetch that waits until the log reaches `min_offset`.
 /// struct DelayedFetch {
@@ -55,8 +55,11 @@ impl<K, O: DelayedOperation> Drop for Shared<K, O> {
 ///     fn try_complete(&mut self) -> bool {
 ///         self.log_end.load(Ordering::SeqCst) >= self.min_offset
 ///     }
-///     fn on_complete(&mut self) { self.reply.send("data").unwrap() }
-///     fn on_expiration(&mut self) { self.reply.send("timeout").unwrap() }
+///     fn on_complete(&mut self, completion: Completion) {
+///         // One answer, whichever way it ends.
+///         let answer = if completion.is_timeout() { "timeout" } else { "data" };
+///         self.reply.send(answer).unwrap();
+///     }
 /// }
 ///
 /// let clock = ManualClock::new();
@@ -75,8 +78,8 @@ impl<K, O: DelayedOperation> Drop for Shared<K, O> {
 /// let fetch = DelayedFetch { log_end, min_offset: 99, reply: tx };
 /// purgatory.try_complete_else_watch(fetch, &["topic-a"])?;
 /// clock.advance(Duration::from_millis(500));                   // max_wait passes
-/// assert_eq!(rx.recv()?, "data");                               // on_complete, then
-/// assert_eq!(rx.recv()?, "timeout");                            // on_expiration
+/// assert_eq!(rx.recv()?, "timeout");                            // the one answer
+/// assert!(rx.recv_timeout(Duration::from_millis(50)).is_err());
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct Purgatory<K, O: DelayedOperation> {
@@ -155,13 +158,13 @@ where
     ///
     /// ```
     /// use std::time::Duration;
-    /// use purgatorio::{DelayedOperation, Purgatory};
+    /// use purgatorio::{Completion, DelayedOperation, Purgatory};
     ///
     /// struct Produce { acked: bool }
     /// impl DelayedOperation for Produce {
     ///     fn delay(&self) -> Duration { Duration::from_secs(30) }
     ///     fn try_complete(&mut self) -> bool { self.acked }
-    ///     fn on_complete(&mut self) { println!("answer the producer") }
+    ///     fn on_complete(&mut self, completion: Completion) { println!("answer the producer") }
     /// }
     ///
     /// let p: Purgatory<&str, Produce> = Purgatory::builder().build().unwrap();
@@ -254,12 +257,12 @@ where
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # use purgatorio::{DelayedOperation, Purgatory};
+    /// # use purgatorio::{Completion, DelayedOperation, Purgatory};
     /// struct Wait(u32);
     /// impl DelayedOperation for Wait {
     ///     fn delay(&self) -> Duration { Duration::from_secs(60) }
     ///     fn try_complete(&mut self) -> bool { false }
-    ///     fn on_complete(&mut self) { unreachable!("cancelled, never completed") }
+    ///     fn on_complete(&mut self, completion: Completion) { unreachable!("cancelled, never completed") }
     /// }
     /// let p: Purgatory<&str, Wait> = Purgatory::builder().build().unwrap();
     /// p.try_complete_else_watch(Wait(1), &["a", "b"]).unwrap();
@@ -310,12 +313,12 @@ where
     /// # Examples
     ///
     /// ```
-    /// # use purgatorio::{DelayedOperation, Purgatory};
+    /// # use purgatorio::{Completion, DelayedOperation, Purgatory};
     /// # struct Op;
     /// # impl DelayedOperation for Op {
     /// #     fn delay(&self) -> std::time::Duration { std::time::Duration::from_secs(9) }
     /// #     fn try_complete(&mut self) -> bool { false }
-    /// #     fn on_complete(&mut self) {}
+    /// #     fn on_complete(&mut self, _: Completion) {}
     /// # }
     /// let p: Purgatory<u8, Op> = Purgatory::builder().build().unwrap();
     /// p.try_complete_else_watch(Op, &[1, 2, 2]).unwrap();
@@ -337,8 +340,11 @@ where
         PurgatoryMetrics {
             watched: self.watched(),
             delayed: self.delayed(),
-            completed_by_try: c.completed_by_try.load(Ordering::Relaxed),
+            satisfied: c.satisfied.load(Ordering::Relaxed),
+            forced: c.forced.load(Ordering::Relaxed),
             expired: c.expired.load(Ordering::Relaxed),
+            shut_down: c.shut_down.load(Ordering::Relaxed),
+            cancelled: c.cancelled.load(Ordering::Relaxed),
             purged: c.purged.load(Ordering::Relaxed),
             panics: c.panics.load(Ordering::Relaxed),
         }
@@ -352,12 +358,12 @@ where
     /// # Examples
     ///
     /// ```
-    /// # use purgatorio::{DelayedOperation, Purgatory, Timer};
+    /// # use purgatorio::{Completion, DelayedOperation, Purgatory, Timer};
     /// # struct Op;
     /// # impl DelayedOperation for Op {
     /// #     fn delay(&self) -> std::time::Duration { std::time::Duration::ZERO }
     /// #     fn try_complete(&mut self) -> bool { false }
-    /// #     fn on_complete(&mut self) {}
+    /// #     fn on_complete(&mut self, _: Completion) {}
     /// # }
     /// let p: Purgatory<u8, Op> = Purgatory::builder()
     ///     .timer(Timer::builder().driver_thread(false))
@@ -370,27 +376,27 @@ where
     }
 
     /// Shuts down: stops the timer (joining its threads) and completes every
-    /// pending operation as expired (`on_complete`, then `on_expiration`), on
-    /// the calling thread. Returns how many it expired. Afterwards every call
-    /// returns an error; calling it again returns 0.
+    /// pending operation with [`Completion::ShutDown`](crate::Completion::ShutDown),
+    /// on the calling thread. Returns how many it completed. Afterwards every
+    /// call returns an error; calling it again returns 0.
     ///
     /// It may be called from a callback (so may the drop of the last
     /// handle): the worker thread it runs on, if any, is not joined (it
     /// exits once its callback returns), and an operation whose lock is held
     /// (the calling callback's own, or, from a callback, one held by another
-    /// thread) expires as soon as its holder releases it and is not
+    /// thread) completes as soon as its holder releases it and is not
     /// counted.
     ///
     /// # Examples
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # use purgatorio::{DelayedOperation, Purgatory, ShutDownError};
+    /// # use purgatorio::{Completion, DelayedOperation, Purgatory, ShutDownError};
     /// # struct Op;
     /// # impl DelayedOperation for Op {
     /// #     fn delay(&self) -> Duration { Duration::from_secs(60) }
     /// #     fn try_complete(&mut self) -> bool { false }
-    /// #     fn on_complete(&mut self) {}
+    /// #     fn on_complete(&mut self, _: Completion) {}
     /// # }
     /// let p: Purgatory<u8, Op> = Purgatory::builder().build().unwrap();
     /// p.try_complete_else_watch(Op, &[1]).unwrap();
