@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use crossbeam_channel::{bounded, unbounded, Sender};
-use purgatorio::{Completion, DelayedOperation, ManualClock, Purgatory, Timer};
+use purgatorio::{Completion, DelayedOperation, ManualClock, Purgatory, Timer, TimerBuilder};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -48,7 +48,8 @@ fn churn_worker(timer: Timer<fn()>, pending: usize, seed: u64) -> Sender<(u64, S
             for _ in 0..pairs {
                 let handle = timer.schedule(delay(&mut rng), task).expect("scheduled");
                 let victim = rng.gen_range(0..handles.len());
-                assert!(std::mem::replace(&mut handles[victim], handle).cancel());
+                let old = std::mem::replace(&mut handles[victim], handle);
+                assert!(old.cancel().is_some());
             }
             done.send(()).expect("bench waits");
         }
@@ -62,7 +63,7 @@ fn timer_churn(c: &mut Criterion) {
     group.throughput(Throughput::Elements(1));
     for threads in [1usize, 2] {
         group.bench_with_input(BenchmarkId::new("threads", threads), &threads, |b, &t| {
-            let timer: Timer<fn()> = Timer::builder().build().expect("timer");
+            let timer: Timer<fn()> = TimerBuilder::new().build().expect("timer");
             let workers: Vec<_> = (0..t)
                 .map(|i| churn_worker(timer.clone(), PENDING / t, i as u64))
                 .collect();
@@ -119,7 +120,7 @@ fn purgatory(c: &mut Criterion) {
                 timeout: Duration::from_secs(30),
             };
             assert!(!purgatory
-                .try_complete_else_watch(op, &[key])
+                .try_complete_else_watch(op, [key])
                 .expect("watched"));
             flag.store(true, Ordering::Relaxed);
             assert_eq!(purgatory.check_and_complete(&key).expect("open"), 1);
@@ -145,7 +146,7 @@ fn purgatory(c: &mut Criterion) {
                 };
                 let keys = [rng.gen_range(0..10_000u64)];
                 assert!(!purgatory
-                    .try_complete_else_watch(op, &keys)
+                    .try_complete_else_watch(op, keys)
                     .expect("watched"));
             }
             clock.advance(Duration::from_millis(10));

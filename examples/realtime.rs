@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use purgatorio::{Task, Timer};
+use purgatorio::{Task, Timer, TimerBuilder};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -96,7 +96,7 @@ fn main() {
         }
     };
     let lateness = Arc::new(Lateness::new());
-    let timer: Timer<Probe> = Timer::builder().build().expect("timer");
+    let timer: Timer<Probe> = TimerBuilder::new().build().expect("timer");
     let mut rng = SmallRng::seed_from_u64(1);
     let cpu_start = cpu_seconds();
     let start = Instant::now();

@@ -84,7 +84,30 @@ impl Error for BuildError {
     }
 }
 
+/// A value refused by a call, held until its owner takes it back. Behind a
+/// lock, so that the error is `Sync` (and `?` converts it into
+/// `Box<dyn Error + Send + Sync>` or `anyhow::Error`) even when the value
+/// (a boxed closure, an operation) is only `Send`: nobody can reach the value
+/// through a shared reference.
+struct Refused<T>(parking_lot::Mutex<T>);
+
+impl<T> Refused<T> {
+    /// Holds `value`.
+    fn new(value: T) -> Self {
+        Refused(parking_lot::Mutex::new(value))
+    }
+
+    /// The value.
+    fn into_inner(self) -> T {
+        self.0.into_inner()
+    }
+}
+
 /// A task the timer refused because it is shut down; the task is handed back.
+///
+/// `Send + Sync + 'static` whenever the task is `Send + 'static`, so `?`
+/// carries it into `Box<dyn Error + Send + Sync>`; `Debug` does not need the
+/// task to be `Debug`.
 ///
 /// # Examples
 ///
@@ -98,20 +121,33 @@ impl Error for BuildError {
 /// assert_eq!(err.to_string(), "timer is shut down");
 /// let _task = err.into_inner(); // yours again
 /// ```
-#[derive(PartialEq, Eq)]
-pub struct ScheduleError<T>(pub T);
+pub struct ScheduleError<T>(Refused<T>);
 
 impl<T> ScheduleError<T> {
+    /// The error for `task`.
+    pub(crate) fn new(task: T) -> Self {
+        ScheduleError(Refused::new(task))
+    }
+
     /// The refused task.
     ///
     /// # Examples
     ///
     /// ```
-    /// let err = purgatorio::ScheduleError(5);
-    /// assert_eq!(err.into_inner(), 5);
+    /// use std::time::Duration;
+    /// let timer = purgatorio::Timer::builder().build().unwrap();
+    /// timer.shutdown();
+    /// let err = timer.schedule(Duration::ZERO, || ()).unwrap_err();
+    /// purgatorio::Task::run(err.into_inner()); // still a task you can run
     /// ```
     pub fn into_inner(self) -> T {
-        self.0
+        self.0.into_inner()
+    }
+}
+
+impl<T: PartialEq> PartialEq for ScheduleError<T> {
+    fn eq(&self, other: &Self) -> bool {
+        std::ptr::eq(self, other) || *self.0 .0.lock() == *other.0 .0.lock()
     }
 }
 
@@ -129,14 +165,32 @@ impl<T> fmt::Display for ScheduleError<T> {
 
 impl<T> Error for ScheduleError<T> {}
 
-/// Why [`Purgatory::try_complete_else_watch`](crate::Purgatory::try_complete_else_watch) refused an operation; the
-/// operation is handed back.
+/// Why a purgatory refused an operation: see [`WatchError::kind`].
+///
+/// # Examples
+///
+/// See [`WatchError`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum WatchErrorKind {
+    /// The key list was empty.
+    NoKeys,
+    /// The purgatory is shut down.
+    ShutDown,
+}
+
+/// Why [`Purgatory::park`](crate::Purgatory::park) or
+/// [`try_complete_else_watch`](crate::Purgatory::try_complete_else_watch)
+/// refused an operation; the operation is handed back.
+///
+/// `Send + Sync + 'static` for every operation type, `Debug` without the
+/// operation being `Debug`.
 ///
 /// # Examples
 ///
 /// ```
 /// use std::time::Duration;
-/// use purgatorio::{Completion, DelayedOperation, Purgatory, WatchError};
+/// use purgatorio::{Completion, DelayedOperation, Purgatory, WatchErrorKind};
 ///
 /// struct Never;
 /// impl DelayedOperation for Never {
@@ -146,47 +200,59 @@ impl<T> Error for ScheduleError<T> {}
 /// }
 ///
 /// let purgatory: Purgatory<u32, Never> = Purgatory::builder().build().unwrap();
-/// let err = purgatory.try_complete_else_watch(Never, &[]).unwrap_err();
+/// let err = purgatory.try_complete_else_watch(Never, [0u32; 0]).unwrap_err();
+/// assert_eq!(err.kind(), WatchErrorKind::NoKeys);
 /// assert_eq!(err.to_string(), "an operation needs at least one watch key");
 /// let _op: Never = err.into_inner();
 /// ```
-#[non_exhaustive]
-pub enum WatchError<O> {
-    /// The key list was empty.
-    NoKeys(O),
-    /// The purgatory is shut down.
-    ShutDown(O),
+pub struct WatchError<O> {
+    /// Why.
+    kind: WatchErrorKind,
+    /// The operation.
+    op: Refused<O>,
 }
 
 impl<O> WatchError<O> {
+    /// The error of `kind` for `op`.
+    pub(crate) fn new(kind: WatchErrorKind, op: O) -> Self {
+        WatchError {
+            kind,
+            op: Refused::new(op),
+        }
+    }
+
+    /// Why the operation was refused.
+    ///
+    /// # Examples
+    ///
+    /// See [`WatchError`].
+    pub fn kind(&self) -> WatchErrorKind {
+        self.kind
+    }
+
     /// The refused operation.
     ///
     /// # Examples
     ///
-    /// ```
-    /// assert_eq!(purgatorio::WatchError::NoKeys(3).into_inner(), 3);
-    /// ```
+    /// See [`WatchError`].
     pub fn into_inner(self) -> O {
-        match self {
-            WatchError::NoKeys(op) | WatchError::ShutDown(op) => op,
-        }
+        self.op.into_inner()
     }
 }
 
 impl<O> fmt::Debug for WatchError<O> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            WatchError::NoKeys(_) => f.write_str("NoKeys(..)"),
-            WatchError::ShutDown(_) => f.write_str("ShutDown(..)"),
-        }
+        f.debug_struct("WatchError")
+            .field("kind", &self.kind)
+            .finish_non_exhaustive()
     }
 }
 
 impl<O> fmt::Display for WatchError<O> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            WatchError::NoKeys(_) => f.write_str("an operation needs at least one watch key"),
-            WatchError::ShutDown(_) => f.write_str("purgatory is shut down"),
+        match self.kind {
+            WatchErrorKind::NoKeys => f.write_str("an operation needs at least one watch key"),
+            WatchErrorKind::ShutDown => f.write_str("purgatory is shut down"),
         }
     }
 }
@@ -215,6 +281,26 @@ impl Error for ShutDownError {}
 mod tests {
     use super::*;
 
+    /// Every public error is `Send + Sync + 'static` even when the value it
+    /// hands back is only `Send` (a boxed closure, a `Cell`).
+    #[test]
+    fn errors_are_send_and_sync_whatever_they_hold() {
+        fn send_sync<E: Error + Send + Sync + 'static>(_: &E) {}
+        let not_sync = std::cell::Cell::new(1);
+        send_sync(&ScheduleError::new(
+            Box::new(move || not_sync.set(2)) as Box<dyn FnOnce() + Send>
+        ));
+        send_sync(&WatchError::new(
+            WatchErrorKind::ShutDown,
+            std::cell::Cell::new(2),
+        ));
+        send_sync(&ShutDownError);
+        send_sync(&BuildError::Workers(0));
+        let boxed: Box<dyn Error + Send + Sync> =
+            ScheduleError::new(std::cell::Cell::new(3)).into();
+        assert_eq!(boxed.to_string(), "timer is shut down");
+    }
+
     #[test]
     fn messages_are_lowercase() {
         for err in [
@@ -228,6 +314,6 @@ mod tests {
             let msg = err.to_string();
             assert!(msg.chars().next().unwrap().is_lowercase(), "{msg}");
         }
-        assert_eq!(ScheduleError(()).to_string(), "timer is shut down");
+        assert_eq!(ScheduleError::new(()).to_string(), "timer is shut down");
     }
 }

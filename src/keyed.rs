@@ -249,10 +249,10 @@ where
                 drop(shard);
                 Ok(replaced.map(|old| old.value))
             }
-            Err(ScheduleError(task)) => {
+            Err(refused) => {
                 drop(shard);
-                drop(task);
-                Err(ScheduleError((key, value)))
+                drop(refused.into_inner());
+                Err(ScheduleError::new((key, value)))
             }
         }
     }

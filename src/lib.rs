@@ -48,7 +48,7 @@
 //!
 //! clock.advance(Duration::from_millis(100)); // wakes the driver
 //! assert_eq!(rx.recv()?, "expired");           // ran on a worker thread
-//! assert!(!handle.cancel());                    // too late: it already ran
+//! assert!(handle.cancel().is_none());                    // too late: it already ran
 //! assert_eq!(timer.metrics().expired, 1);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -123,7 +123,7 @@ mod timer;
 mod wheel;
 
 pub use clock::{Clock, ClockWaker, ManualClock, SystemClock};
-pub use error::{BuildError, ScheduleError, ShutDownError, WatchError};
+pub use error::{BuildError, ScheduleError, ShutDownError, WatchError, WatchErrorKind};
 pub use keyed::KeyedTimer;
 pub use local::{Advance, Expired, LocalTimer, LocalTimerBuilder};
 pub use purgatory::{

@@ -57,9 +57,9 @@ fn a_clock_going_backwards_fires_nothing_early_and_panics_nowhere() {
     let ran = Arc::new(AtomicUsize::new(0));
     let task = || {
         let ran = Arc::clone(&ran);
-        Box::new(move || {
+        purgatorio::BoxTask::new(move || {
             ran.fetch_add(1, Ordering::SeqCst);
-        }) as purgatorio::BoxTask
+        })
     };
     timer.schedule(ms(10), task()).unwrap(); // due at 10 ms
     set(20);
@@ -91,9 +91,9 @@ fn a_stale_handle_never_touches_the_timer_that_reused_its_slot() {
     let ran = Arc::new(AtomicUsize::new(0));
     let counter = |n: usize| {
         let ran = Arc::clone(&ran);
-        Box::new(move || {
+        purgatorio::BoxTask::new(move || {
             ran.fetch_add(n, Ordering::SeqCst);
-        }) as purgatorio::BoxTask
+        })
     };
     let old = timer.schedule(ms(1), counter(1)).unwrap();
     clock.advance(ms(1));
@@ -102,13 +102,16 @@ fn a_stale_handle_never_touches_the_timer_that_reused_its_slot() {
     // One shard, one free slot: the new timer takes the old one's slot.
     let new = timer.schedule(ms(10), counter(100)).unwrap();
     assert!(!old.is_pending());
-    assert!(!old.cancel(), "a fired timer's handle cancels nothing");
+    assert!(
+        old.cancel().is_none(),
+        "a fired timer's handle cancels nothing"
+    );
     assert!(!old.reschedule(ms(1)), "nor moves anything");
     assert!(new.is_pending(), "the slot's new timer is untouched");
     clock.advance(ms(10));
     assert_eq!(timer.run_due(), 1);
     wait_until("the second task", || ran.load(Ordering::SeqCst) == 101);
-    assert!(!new.cancel());
+    assert!(new.cancel().is_none());
 }
 
 #[test]
@@ -165,10 +168,10 @@ impl DelayedOperation for Never {
 #[test]
 fn shutting_a_purgatory_down_twice_is_harmless() {
     let purgatory: Purgatory<u32, Never> = Purgatory::builder().build().unwrap();
-    purgatory.try_complete_else_watch(Never, &[1]).unwrap();
+    purgatory.try_complete_else_watch(Never, [1]).unwrap();
     assert_eq!(purgatory.shutdown(), 1);
     assert_eq!(purgatory.shutdown(), 0);
-    assert!(purgatory.try_complete_else_watch(Never, &[1]).is_err());
+    assert!(purgatory.try_complete_else_watch(Never, [1]).is_err());
     assert!(purgatory.check_and_complete(&1).is_err());
     assert_eq!(purgatory.watched(), 0);
 }

@@ -74,7 +74,7 @@ fn timer_tasks_run_exactly_once_or_are_cancelled() {
                     if rng.gen_bool(0.4) {
                         let (victim, ref h) = handles[rng.gen_range(0..handles.len())];
                         if rng.gen_bool(0.5) {
-                            if h.cancel() {
+                            if h.cancel().is_some() {
                                 assert!(
                                     !cancelled[victim].swap(true, Ordering::Relaxed),
                                     "cancelled twice with true"
@@ -280,7 +280,7 @@ fn park_racing_shutdown_leaves_nothing_pending() {
                         let op = Parked {
                             completed: Arc::clone(completed),
                         };
-                        match p.park(op, &[key % 8, t]) {
+                        match p.park(op, [key % 8, t]) {
                             Ok(_) => accepted.fetch_add(1, Ordering::Relaxed),
                             Err(_) => return,
                         };

@@ -11,7 +11,7 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::Duration;
 
-use purgatorio::{BuildError, ManualClock, Metrics, Task, Timer};
+use purgatorio::{BoxTask, BuildError, ManualClock, Metrics, Task, Timer, TimerBuilder};
 
 /// Upper bound for waiting on something that must happen.
 const PATIENCE: Duration = Duration::from_secs(20);
@@ -143,7 +143,7 @@ fn cancel_from_any_thread_is_truthful() {
                 barrier.wait();
                 let mut cancelled = Vec::new();
                 for (i, h) in handles.iter().enumerate() {
-                    if i % 2 == t && h.cancel() {
+                    if i % 2 == t && h.cancel().is_some() {
                         cancelled.push(i);
                     }
                 }
@@ -165,7 +165,7 @@ fn cancel_from_any_thread_is_truthful() {
     assert!(ran_set.is_disjoint(&cancelled), "cancelled and ran");
     assert_eq!(ran_set.len() + cancelled.len(), n, "lost a task");
     for h in handles.iter() {
-        assert!(!h.cancel(), "stale handle cancelled something");
+        assert!(h.cancel().is_none(), "stale handle cancelled something");
     }
     let m = timer.metrics();
     assert_eq!(m.cancelled as usize, cancelled.len());
@@ -208,7 +208,7 @@ fn zero_delay_runs_at_once_with_a_stale_handle() {
         .schedule(Duration::ZERO, Box::new(move || tx.send(()).unwrap()))
         .unwrap();
     rx.recv_timeout(PATIENCE).unwrap();
-    assert!(!h.cancel());
+    assert!(h.cancel().is_none());
     assert!(!h.is_pending());
     let now = timer.now();
     let past = now.checked_sub(ms(5)).unwrap_or(now);
@@ -267,18 +267,18 @@ fn shutdown_hands_back_pending_tasks_and_refuses_new_ones() {
     let pending = timer.shutdown();
     assert_eq!(pending.len(), 101);
     assert!(timer.is_shut_down());
-    assert!(!handle.cancel());
+    assert!(handle.cancel().is_none());
     assert!(!handle.reschedule(ms(1)));
     let err = timer.schedule(ms(1), Box::new(|| ())).unwrap_err();
     assert_eq!(err.to_string(), "timer is shut down");
-    let _task_back: Box<dyn FnOnce() + Send> = err.into_inner();
+    let _task_back: BoxTask = err.into_inner();
     assert!(timer.schedule(Duration::ZERO, Box::new(|| ())).is_err());
     assert!(timer.shutdown().is_empty(), "second shutdown");
     clock.advance(ms(10_000));
     assert!(!timer.advance_clock(Duration::ZERO));
     assert_eq!(ran.load(Ordering::SeqCst), 0);
     for task in pending {
-        task();
+        task.run();
     }
     assert_eq!(ran.load(Ordering::SeqCst), 100);
 }
@@ -375,7 +375,7 @@ fn tasks_may_use_the_timer_reentrantly() {
         .schedule(
             ms(1),
             Box::new(move || {
-                assert!(victim.cancel());
+                assert!(victim.cancel().is_some());
                 let tx2 = tx.clone();
                 t2.schedule(ms(1), Box::new(move || tx2.send("second").unwrap()))
                     .unwrap();
@@ -396,7 +396,7 @@ fn idle_system_clock_timer_never_wakes() {
     thread::sleep(ms(100));
     assert_eq!(timer.metrics().wakeups, 0, "woke with nothing ever pending");
     let h = timer.schedule(ms(5), Box::new(|| ())).unwrap();
-    assert!(h.cancel());
+    assert!(h.cancel().is_some());
     thread::sleep(ms(300));
     // At most two wake-ups, whatever the sleeps' length: the schedule's
     // notification (the driver re-plans) and, if the driver had planned its
@@ -470,7 +470,7 @@ impl Task for Send1 {
 #[test]
 fn custom_task_types_need_no_box() {
     let clock = ManualClock::new();
-    let timer: Timer<Send1> = Timer::builder().clock(clock.clone()).build().unwrap();
+    let timer: Timer<Send1> = TimerBuilder::new().clock(clock.clone()).build().unwrap();
     let (tx, rx) = mpsc::channel();
     timer.schedule(ms(3), Send1(tx, 42)).unwrap();
     clock.advance(ms(3));
@@ -485,7 +485,7 @@ fn far_deadlines_are_accepted() {
     assert!(h.is_pending());
     clock.advance(Duration::from_secs(1 << 40));
     assert!(h.is_pending());
-    assert!(h.cancel());
+    assert!(h.cancel().is_some());
 }
 
 #[test]

@@ -14,7 +14,7 @@ use loom::thread;
 use super::{builder, model};
 use crate::clock::ManualClock;
 use crate::sync::AtomicUsize;
-use crate::timer::{BoxTask, Timer};
+use crate::timer::{BoxTask, Task, Timer};
 
 /// A model timer and its clock.
 fn timer() -> (Timer, ManualClock) {
@@ -26,7 +26,7 @@ fn timer() -> (Timer, ManualClock) {
 /// A task that counts its runs in `ran`.
 fn counting(ran: &Arc<AtomicUsize>) -> BoxTask {
     let ran = Arc::clone(ran);
-    Box::new(move || {
+    BoxTask::new(move || {
         ran.fetch_add(1, SeqCst);
     })
 }
@@ -45,7 +45,7 @@ fn cancel_races_flush() {
 
         let driver = timer.clone();
         let driving = thread::spawn(move || driver.run_due_here());
-        let cancelled = handle.cancel();
+        let cancelled = handle.cancel().is_some();
         driving.join().unwrap();
 
         let ran = ran.load(SeqCst);
@@ -82,7 +82,7 @@ fn cancel_and_reschedule_race_cascade() {
         let mover = handle.clone();
         // From tick 5 to tick 7: past the original deadline.
         let moving = thread::spawn(move || mover.reschedule(Duration::from_millis(2)));
-        let cancelled = handle.cancel();
+        let cancelled = handle.cancel().is_some();
         driving.join().unwrap();
         let rescheduled = moving.join().unwrap();
 
@@ -173,7 +173,7 @@ fn shutdown_races_schedule() {
         assert_eq!(ran.load(SeqCst), 0, "ran after shutdown");
         // The task came back whole: it still runs when the caller runs it.
         for task in pending {
-            task();
+            task.run();
         }
         assert_eq!(ran.load(SeqCst), 1);
     });

@@ -10,7 +10,7 @@ use super::operation::DelayedOperation;
 use super::service::Purgatory;
 use crate::error::BuildError;
 use crate::tick::MAX_WATCH_SHARDS;
-use crate::timer::{BoxTask, Timer, TimerBuilder};
+use crate::timer::{BoxTask, TimerBuilder};
 
 /// The default purge interval: lingering done entries tolerated before a
 /// purge (see [`PurgatoryBuilder::purge_interval`]).
@@ -114,7 +114,7 @@ where
 
     /// Sets up the purgatory's timer: clock, tick, wheel size, shards,
     /// workers (which run expirations and purges), thread names, driver
-    /// thread. Defaults to [`Timer::builder()`].
+    /// thread. Defaults to [`Timer::builder()`](crate::Timer::builder).
     ///
     /// # Examples
     ///
@@ -194,7 +194,7 @@ where
         PurgatoryBuilder {
             watch_shards: (16 * cores).max(16),
             purge_interval: DEFAULT_PURGE_INTERVAL,
-            timer: Timer::builder(),
+            timer: TimerBuilder::new(),
             keys: std::marker::PhantomData,
         }
     }

@@ -1,6 +1,7 @@
 //! [`Purgatory`]: park operations on keys, complete them by key, expire them
 //! on time.
 
+use std::borrow::Borrow;
 use std::fmt;
 use std::hash::Hash;
 use std::sync::atomic::Ordering;
@@ -12,7 +13,7 @@ use super::metrics::PurgatoryMetrics;
 use super::op::{Job, Op};
 use super::operation::DelayedOperation;
 use super::parked::Parked;
-use crate::error::{ShutDownError, WatchError};
+use crate::error::{ShutDownError, WatchError, WatchErrorKind};
 use crate::timer::Timer;
 
 /// Owns the timer; the last [`Purgatory`] handle drops it, which shuts down.
@@ -63,7 +64,8 @@ impl<K, O: DelayedOperation> Drop for Shared<K, O> {
 /// }
 ///
 /// let clock = ManualClock::new();
-/// let purgatory = Purgatory::builder().timer(Timer::builder().clock(clock.clone())).build()?;
+/// let purgatory: Purgatory<&str, DelayedFetch> =
+///     Purgatory::builder().timer(Timer::builder().clock(clock.clone())).build()?;
 /// let log_end = Arc::new(AtomicU64::new(0));
 /// let (tx, rx) = mpsc::channel();
 ///
@@ -135,13 +137,18 @@ where
     ///
     /// # Errors
     ///
-    /// [`WatchError::NoKeys`] if `keys` is empty; [`WatchError::ShutDown`] if
-    /// the purgatory is shut down. Both hand the operation back.
+    /// A [`WatchError`] of kind [`NoKeys`](crate::WatchErrorKind::NoKeys) if
+    /// `keys` is empty, [`ShutDown`](crate::WatchErrorKind::ShutDown) if the
+    /// purgatory is shut down. Both hand the operation back.
     ///
     /// # Examples
     ///
     /// See [`Purgatory`].
-    pub fn try_complete_else_watch(&self, op: O, keys: &[K]) -> Result<bool, WatchError<O>> {
+    pub fn try_complete_else_watch(
+        &self,
+        op: O,
+        keys: impl IntoIterator<Item = impl Borrow<K>>,
+    ) -> Result<bool, WatchError<O>> {
         self.park(op, keys).map(|parked| parked.completed_now())
     }
 
@@ -175,13 +182,18 @@ where
     /// assert!(parked.is_done());
     /// assert_eq!(p.delayed(), 0);
     /// ```
-    pub fn park(&self, op: O, keys: &[K]) -> Result<Parked<O>, WatchError<O>> {
+    pub fn park(
+        &self,
+        op: O,
+        keys: impl IntoIterator<Item = impl Borrow<K>>,
+    ) -> Result<Parked<O>, WatchError<O>> {
         let core = self.core();
         if core.closed.load(Ordering::SeqCst) {
-            return Err(WatchError::ShutDown(op));
+            return Err(WatchError::new(WatchErrorKind::ShutDown, op));
         }
+        let keys: Vec<_> = keys.into_iter().collect();
         if keys.is_empty() {
-            return Err(WatchError::NoKeys(op));
+            return Err(WatchError::new(WatchErrorKind::NoKeys, op));
         }
         let delay = op.delay();
         let cell = Arc::new(Op::new(op));
@@ -190,7 +202,8 @@ where
         let watch = || {
             let mut watched = 0;
             for (i, key) in keys.iter().enumerate() {
-                if !keys[..i].contains(key) {
+                let key = key.borrow();
+                if !keys[..i].iter().any(|k| k.borrow() == key) {
                     core.watchers.watch(key, &cell);
                     watched += 1;
                 }
@@ -222,7 +235,11 @@ where
     /// # Examples
     ///
     /// See [`Purgatory`].
-    pub fn check_and_complete(&self, key: &K) -> Result<usize, ShutDownError> {
+    pub fn check_and_complete<Q>(&self, key: &Q) -> Result<usize, ShutDownError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
         let core = self.core();
         if core.closed.load(Ordering::SeqCst) {
             return Err(ShutDownError);
@@ -271,7 +288,11 @@ where
     /// assert_eq!(back[0].0, 1);
     /// assert_eq!(p.delayed(), 0);
     /// ```
-    pub fn cancel_for_key(&self, key: &K) -> Result<Vec<O>, ShutDownError> {
+    pub fn cancel_for_key<Q>(&self, key: &Q) -> Result<Vec<O>, ShutDownError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
         let core = self.core();
         if core.closed.load(Ordering::SeqCst) {
             return Err(ShutDownError);

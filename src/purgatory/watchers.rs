@@ -8,6 +8,7 @@
 //! the lock is released, since dropping them may run user code (the last
 //! reference to an operation, a key's `Drop`).
 
+use std::borrow::Borrow;
 use std::collections::HashMap;
 use std::hash::Hash;
 use std::sync::atomic::Ordering;
@@ -58,14 +59,22 @@ impl<K: Hash + Eq + Clone, O: DelayedOperation> Watchers<K, O> {
 
     /// Drops the done operations from `key`'s list (and the key if its list
     /// empties) and returns a copy of the rest, to try outside the lock.
-    pub(crate) fn live_snapshot(&self, key: &K, counters: &OpCounters) -> Vec<Arc<Op<O>>> {
+    pub(crate) fn live_snapshot<Q>(&self, key: &Q, counters: &OpCounters) -> Vec<Arc<Op<O>>>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
         self.edit_list(key, counters, |list| list.clone())
             .unwrap_or_default()
     }
 
     /// Drops the done operations from `key`'s list, and the key if its list
     /// empties.
-    pub(crate) fn remove_done(&self, key: &K, counters: &OpCounters) {
+    pub(crate) fn remove_done<Q>(&self, key: &Q, counters: &OpCounters)
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
         self.edit_list(key, counters, |_| ());
     }
 
@@ -73,12 +82,16 @@ impl<K: Hash + Eq + Clone, O: DelayedOperation> Watchers<K, O> {
     /// runs `f` on what is left, and takes the key out if its list is empty.
     /// What was taken out is dropped after the lock. `None` if `key` has no
     /// list.
-    fn edit_list<R>(
+    fn edit_list<Q, R>(
         &self,
-        key: &K,
+        key: &Q,
         counters: &OpCounters,
         f: impl FnOnce(&Vec<Arc<Op<O>>>) -> R,
-    ) -> Option<R> {
+    ) -> Option<R>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
         let mut shard = self.shards.shard(key).lock();
         let list = shard.lists.get_mut(key)?;
         let done: Vec<Arc<Op<O>>> = list.extract_if(.., |op| op.is_done()).collect();

@@ -86,6 +86,26 @@ impl<T: Task> Default for TimerBuilder<T> {
 }
 
 impl<T: Task> TimerBuilder<T> {
+    /// A builder with the defaults, for a timer of any task type `T` (the
+    /// default [`Timer::builder`] is this for [`BoxTask`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use purgatorio::{Task, Timer, TimerBuilder};
+    ///
+    /// struct Expire(u64);
+    /// impl Task for Expire {
+    ///     fn run(self) { println!("request {} timed out", self.0) }
+    /// }
+    /// let timer: Timer<Expire> = TimerBuilder::new().workers(1).build()?;
+    /// timer.schedule(std::time::Duration::from_secs(1), Expire(7))?;
+    /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+    /// ```
+    pub fn new() -> Self {
+        Self::default()
+    }
+
     /// Sets the tick (default 1 ms): the resolution of deadlines.
     ///
     /// # Examples
@@ -276,17 +296,20 @@ impl<T: Task> TimerBuilder<T> {
     }
 }
 
-impl<T: Task> Timer<T> {
-    /// A builder with the defaults: 1 ms tick, 64 slots per level, twice the
-    /// cores in shards, one worker per core, the system clock, a driver thread.
+impl Timer {
+    /// A builder of the default timer, whose tasks are closures
+    /// ([`BoxTask`]): 1 ms tick, 64 slots per level, twice the cores in
+    /// shards, one worker per core, the system clock, a driver thread. For
+    /// a timer of your own task type, use [`TimerBuilder::new`].
     ///
     /// # Examples
     ///
     /// ```
-    /// let timer: purgatorio::Timer = purgatorio::Timer::builder().build().unwrap();
+    /// let timer = purgatorio::Timer::builder().build()?; // no annotation needed
     /// assert!(timer.is_empty());
+    /// # Ok::<(), purgatorio::BuildError>(())
     /// ```
-    pub fn builder() -> TimerBuilder<T> {
-        TimerBuilder::default()
+    pub fn builder() -> TimerBuilder {
+        TimerBuilder::new()
     }
 }

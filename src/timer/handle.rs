@@ -21,8 +21,8 @@ use crate::wheel::TimerKey;
 /// let timer: purgatorio::Timer = purgatorio::Timer::builder().build().unwrap();
 /// let handle = timer.schedule(Duration::from_secs(30), Box::new(|| ())).unwrap();
 /// let elsewhere = handle.clone();
-/// std::thread::spawn(move || assert!(elsewhere.cancel())).join().unwrap();
-/// assert!(!handle.cancel());
+/// std::thread::spawn(move || assert!(elsewhere.cancel().is_some())).join().unwrap();
+/// assert!(handle.cancel().is_none());
 /// ```
 pub struct TimerHandle<T = BoxTask> {
     /// The shard the timer lives in.
@@ -56,26 +56,28 @@ impl<T> TimerHandle<T> {
 }
 
 impl<T: Task> TimerHandle<T> {
-    /// Cancels the task; `true` iff this call prevented it from running.
-    /// The task is dropped on the calling thread, outside the timer's locks.
+    /// Cancels the task and hands it back; `Some` iff this call prevented
+    /// it from running (like [`LocalTimer::cancel`](crate::LocalTimer::cancel)).
+    /// The task is returned, not dropped, so its `Drop` runs wherever the
+    /// caller lets it go, outside the timer's locks.
     ///
     /// # Examples
     ///
     /// ```
     /// use std::time::Duration;
-    /// let timer: purgatorio::Timer = purgatorio::Timer::builder().build().unwrap();
-    /// let handle = timer.schedule(Duration::from_secs(30), Box::new(|| ())).unwrap();
-    /// assert!(handle.cancel());
-    /// assert!(!handle.cancel());
+    /// use purgatorio::Task;
+    /// let timer = purgatorio::Timer::builder().build()?;
+    /// let handle = timer.schedule(Duration::from_secs(30), || println!("late"))?;
+    /// let task = handle.cancel().expect("pending");
+    /// assert!(handle.cancel().is_none());
+    /// task.run(); // yours to run or drop
+    /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
     /// ```
-    pub fn cancel(&self) -> bool {
-        let task = {
-            let mut state = self.shard.state.lock();
-            let task = state.wheel.remove(self.key);
-            state.cancelled += u64::from(task.is_some());
-            task
-        };
-        task.is_some()
+    pub fn cancel(&self) -> Option<T> {
+        let mut state = self.shard.state.lock();
+        let task = state.wheel.remove(self.key);
+        state.cancelled += u64::from(task.is_some());
+        task
     }
 
     /// Moves the task to `delay` from now; `false` if it is no longer pending.

@@ -61,7 +61,7 @@ impl<T: Task> Drop for Owner<T> {
 /// timer.schedule(Duration::from_millis(10), Box::new(move || tx.send("fired").unwrap())).unwrap();
 /// let slow = timer.schedule(Duration::from_secs(60), Box::new(|| unreachable!())).unwrap();
 /// assert_eq!(rx.recv().unwrap(), "fired");
-/// assert!(slow.cancel());
+/// assert!(slow.cancel().is_some());
 /// ```
 pub struct Timer<T: Task = BoxTask> {
     /// Shared ownership of the driver and its threads.
@@ -131,8 +131,11 @@ impl<T: Task> Timer<T> {
 
     /// Runs `task` on a worker once `delay` has passed on the timer's clock.
     ///
-    /// A delay that rounds to the current tick or earlier hands the task to
-    /// the workers at once; its handle is then already stale.
+    /// `task` is anything that converts into the timer's task type: on a
+    /// default timer, any `FnOnce() + Send + 'static` closure. A zero delay
+    /// (or any deadline already passed) hands the task to the workers at
+    /// once; its handle is then already stale. The task never runs on the
+    /// calling thread.
     ///
     /// # Errors
     ///
@@ -142,16 +145,21 @@ impl<T: Task> Timer<T> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// let timer: purgatorio::Timer = purgatorio::Timer::builder().build().unwrap();
-    /// let handle = timer.schedule(Duration::from_secs(30), Box::new(|| ())).unwrap();
+    /// let timer = purgatorio::Timer::builder().build()?;
+    /// let handle = timer.schedule(Duration::from_secs(30), || println!("30 s"))?;
     /// assert!(handle.is_pending());
+    /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
     /// ```
     #[inline]
-    pub fn schedule(&self, delay: Duration, task: T) -> Result<TimerHandle<T>, ScheduleError<T>> {
+    pub fn schedule(
+        &self,
+        delay: Duration,
+        task: impl Into<T>,
+    ) -> Result<TimerHandle<T>, ScheduleError<T>> {
         let timing = &self.driver().timing;
         let elapsed = timing.elapsed();
         let tick = timing.delay_tick(elapsed, delay);
-        self.schedule_tick(tick, timing.resolution.now_tick(elapsed), task)
+        self.schedule_tick(tick, timing.resolution.now_tick(elapsed), task.into())
     }
 
     /// Runs `task` on a worker once the timer's clock reaches `deadline`.
@@ -164,21 +172,22 @@ impl<T: Task> Timer<T> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// let timer: purgatorio::Timer = purgatorio::Timer::builder().build().unwrap();
+    /// let timer = purgatorio::Timer::builder().build()?;
     /// let at = timer.now() + Duration::from_secs(30);
-    /// let handle = timer.schedule_at(at, Box::new(|| ())).unwrap();
-    /// assert!(handle.cancel());
+    /// let handle = timer.schedule_at(at, || ())?;
+    /// assert!(handle.cancel().is_some());
+    /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
     /// ```
     #[inline]
     pub fn schedule_at(
         &self,
         deadline: Instant,
-        task: T,
+        task: impl Into<T>,
     ) -> Result<TimerHandle<T>, ScheduleError<T>> {
         let timing = &self.driver().timing;
         let elapsed = timing.elapsed();
         let tick = timing.deadline_tick(deadline, elapsed);
-        self.schedule_tick(tick, timing.resolution.now_tick(elapsed), task)
+        self.schedule_tick(tick, timing.resolution.now_tick(elapsed), task.into())
     }
 
     /// Schedules `task` at tick `tick`, the clock being at tick `now`.
@@ -199,7 +208,7 @@ impl<T: Task> Timer<T> {
         let key = {
             let mut state = shard.state.lock();
             if state.closed {
-                return Err(ScheduleError(task));
+                return Err(ScheduleError::new(task));
             }
             state.scheduled += 1;
             state.wheel.insert(tick, task)
@@ -241,7 +250,7 @@ impl<T: Task> Timer<T> {
                 drop(state);
                 Ok(TimerHandle::new(Arc::clone(shard), TimerKey::DEAD))
             }
-            Err(mut batch) => Err(ScheduleError(batch.pop().expect("one job").task)),
+            Err(mut batch) => Err(ScheduleError::new(batch.pop().expect("one job").task)),
         }
     }
 

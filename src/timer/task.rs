@@ -32,5 +32,56 @@ impl<F: FnOnce() + Send + 'static> Task for F {
     }
 }
 
-/// The default task type: any boxed closure.
-pub type BoxTask = Box<dyn FnOnce() + Send + 'static>;
+/// The default task type: any `FnOnce() + Send + 'static` closure, boxed.
+///
+/// A default [`Timer`](crate::Timer) takes closures directly:
+/// [`schedule`](crate::Timer::schedule) accepts anything that converts into
+/// its task type, and every such closure converts into a `BoxTask`.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use purgatorio::{BoxTask, Task, Timer};
+///
+/// let timer = Timer::builder().build()?;
+/// timer.schedule(Duration::from_secs(1), || println!("one"))?;
+/// timer.schedule(Duration::from_secs(2), move || println!("two"))?; // another closure type
+///
+/// let task = BoxTask::new(|| ());
+/// task.run();
+/// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+/// ```
+pub struct BoxTask(Box<dyn FnOnce() + Send + 'static>);
+
+impl BoxTask {
+    /// Boxes `task`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use purgatorio::{BoxTask, Task};
+    /// BoxTask::new(|| println!("ran")).run();
+    /// ```
+    pub fn new(task: impl FnOnce() + Send + 'static) -> Self {
+        BoxTask(Box::new(task))
+    }
+}
+
+impl<F: FnOnce() + Send + 'static> From<F> for BoxTask {
+    fn from(task: F) -> Self {
+        BoxTask::new(task)
+    }
+}
+
+impl Task for BoxTask {
+    fn run(self) {
+        (self.0)()
+    }
+}
+
+impl std::fmt::Debug for BoxTask {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BoxTask(..)")
+    }
+}
