@@ -97,7 +97,7 @@ fn completion_races_expiry_and_force_complete() {
     model("completion_races_expiry_and_force_complete", || {
         let (purgatory, clock) = purgatory();
         let (op, ready, log) = wait();
-        let parked = purgatory.park(op, &["k"]).unwrap();
+        let parked = purgatory.park(op, ["k"]).unwrap();
         assert!(!parked.completed_now());
         clock.advance(Duration::from_millis(1));
 
@@ -128,7 +128,7 @@ fn cancel_for_key_races_expiry_and_completion() {
     model("cancel_for_key_races_expiry_and_completion", || {
         let (purgatory, clock) = purgatory();
         let (op, ready, log) = wait();
-        purgatory.try_complete_else_watch(op, &["k"]).unwrap();
+        purgatory.try_complete_else_watch(op, ["k"]).unwrap();
         clock.advance(Duration::from_millis(1));
 
         let expiring = expiring(&purgatory);
@@ -158,11 +158,11 @@ fn watch_races_check_and_complete_and_purge() {
         let (purgatory, _clock) = purgatory();
         // A done operation lingering on "a", for the purge to find.
         let (old, _, old_log) = wait();
-        assert!(purgatory.park(old, &["a"]).unwrap().force_complete());
+        assert!(purgatory.park(old, ["a"]).unwrap().force_complete());
 
         let (op, ready, log) = wait();
         let watcher = purgatory.clone();
-        let watching = thread::spawn(move || watcher.park(op, &["a", "b"]).unwrap());
+        let watching = thread::spawn(move || watcher.park(op, ["a", "b"]).unwrap());
         let completing = reporting(&purgatory, ready, "b");
         purgatory.purge_now();
         let parked = watching.join().unwrap();
@@ -190,7 +190,7 @@ fn retry_flag_never_loses_a_completion() {
     model("retry_flag_never_loses_a_completion", || {
         let (purgatory, _clock) = purgatory();
         let (op, ready, log) = wait();
-        let parked = purgatory.park(op, &["a"]).unwrap();
+        let parked = purgatory.park(op, ["a"]).unwrap();
 
         let completing = reporting(&purgatory, ready, "a");
         let mine = purgatory.check_and_complete(&"a").unwrap();
@@ -211,7 +211,7 @@ fn shutdown_races_park() {
         let (purgatory, _clock) = purgatory();
         let (op, _, log) = wait();
         let parker = purgatory.clone();
-        let parking = thread::spawn(move || parker.park(op, &["a"]));
+        let parking = thread::spawn(move || parker.park(op, ["a"]));
         purgatory.shutdown();
         let parked = parking.join().unwrap();
 
@@ -282,7 +282,7 @@ fn purge_and_completion_race_the_last_handles_drop() {
             purgatory: Some(purgatory.clone()),
             log: Arc::clone(&log),
         };
-        let parked = purgatory.park(op, &["a", "b"]).unwrap();
+        let parked = purgatory.park(op, ["a", "b"]).unwrap();
         // The purge works on the watch lists alone: it keeps no handle.
         let purge = purgatory.purger();
 
