@@ -109,7 +109,7 @@ impl ClockWaker {
     /// ```
     /// use purgatorio::{ManualClock, Timer};
     /// let clock = ManualClock::new();
-    /// let timer: Timer = Timer::builder().clock(clock.clone()).build().unwrap();
+    /// let timer = Timer::builder().clock(clock.clone()).build().unwrap();
     /// drop(timer); // its waker is dead now and the clock prunes it
     /// clock.advance(std::time::Duration::from_secs(1));
     /// ```

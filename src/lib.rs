@@ -40,10 +40,10 @@
 //!
 //! // A manual clock makes the threaded timer deterministic (tests, simulations).
 //! let clock = ManualClock::new();
-//! let timer: Timer = Timer::builder().clock(clock.clone()).build()?;
+//! let timer = Timer::builder().clock(clock.clone()).build()?;
 //!
 //! let (tx, rx) = std::sync::mpsc::channel();
-//! let handle = timer.schedule(Duration::from_millis(100), Box::new(move || tx.send("expired").unwrap()))?;
+//! let handle = timer.schedule(Duration::from_millis(100), move || tx.send("expired").unwrap())?;
 //! assert!(handle.is_pending());
 //!
 //! clock.advance(Duration::from_millis(100)); // wakes the driver

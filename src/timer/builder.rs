@@ -28,7 +28,7 @@ use crate::wheel::Wheel;
 /// use std::time::Duration;
 /// use purgatorio::{ManualClock, Timer};
 ///
-/// let timer: Timer = Timer::builder()
+/// let timer = Timer::builder()
 ///     .tick(Duration::from_millis(1))
 ///     .wheel_size(64)
 ///     .shards(4)
@@ -111,7 +111,7 @@ impl<T: Task> TimerBuilder<T> {
     /// # Examples
     ///
     /// ```
-    /// let t: purgatorio::Timer = purgatorio::Timer::builder()
+    /// let t = purgatorio::Timer::builder()
     ///     .tick(std::time::Duration::from_micros(100)).build().unwrap();
     /// assert_eq!(t.tick().as_micros(), 100);
     /// ```
@@ -125,7 +125,7 @@ impl<T: Task> TimerBuilder<T> {
     /// # Examples
     ///
     /// ```
-    /// let t: purgatorio::Timer = purgatorio::Timer::builder().wheel_size(20).build().unwrap();
+    /// let t = purgatorio::Timer::builder().wheel_size(20).build().unwrap();
     /// # drop(t);
     /// ```
     pub fn wheel_size(mut self, wheel_size: usize) -> Self {
@@ -138,7 +138,7 @@ impl<T: Task> TimerBuilder<T> {
     /// # Examples
     ///
     /// ```
-    /// let t: purgatorio::Timer = purgatorio::Timer::builder().shards(1).build().unwrap();
+    /// let t = purgatorio::Timer::builder().shards(1).build().unwrap();
     /// # drop(t);
     /// ```
     pub fn shards(mut self, shards: usize) -> Self {
@@ -151,7 +151,7 @@ impl<T: Task> TimerBuilder<T> {
     /// # Examples
     ///
     /// ```
-    /// let t: purgatorio::Timer = purgatorio::Timer::builder().workers(1).build().unwrap();
+    /// let t = purgatorio::Timer::builder().workers(1).build().unwrap();
     /// # drop(t);
     /// ```
     pub fn workers(mut self, workers: usize) -> Self {
@@ -166,7 +166,7 @@ impl<T: Task> TimerBuilder<T> {
     ///
     /// ```
     /// let clock = purgatorio::ManualClock::new();
-    /// let t: purgatorio::Timer = purgatorio::Timer::builder().clock(clock.clone()).build().unwrap();
+    /// let t = purgatorio::Timer::builder().clock(clock.clone()).build().unwrap();
     /// # drop(t);
     /// ```
     pub fn clock(mut self, clock: impl Clock) -> Self {
@@ -180,7 +180,7 @@ impl<T: Task> TimerBuilder<T> {
     /// # Examples
     ///
     /// ```
-    /// let t: purgatorio::Timer = purgatorio::Timer::builder().thread_name("fetch-timeouts").build().unwrap();
+    /// let t = purgatorio::Timer::builder().thread_name("fetch-timeouts").build().unwrap();
     /// # drop(t);
     /// ```
     pub fn thread_name(mut self, prefix: impl Into<String>) -> Self {
@@ -195,7 +195,7 @@ impl<T: Task> TimerBuilder<T> {
     /// # Examples
     ///
     /// ```
-    /// let t: purgatorio::Timer = purgatorio::Timer::builder().driver_thread(false).build().unwrap();
+    /// let t = purgatorio::Timer::builder().driver_thread(false).build().unwrap();
     /// assert_eq!(t.run_due(), 0);
     /// ```
     pub fn driver_thread(mut self, start: bool) -> Self {

@@ -18,8 +18,8 @@ use crate::wheel::TimerKey;
 ///
 /// ```
 /// use std::time::Duration;
-/// let timer: purgatorio::Timer = purgatorio::Timer::builder().build().unwrap();
-/// let handle = timer.schedule(Duration::from_secs(30), Box::new(|| ())).unwrap();
+/// let timer = purgatorio::Timer::builder().build().unwrap();
+/// let handle = timer.schedule(Duration::from_secs(30), || ()).unwrap();
 /// let elsewhere = handle.clone();
 /// std::thread::spawn(move || assert!(elsewhere.cancel().is_some())).join().unwrap();
 /// assert!(handle.cancel().is_none());
@@ -86,8 +86,8 @@ impl<T: Task> TimerHandle<T> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// let timer: purgatorio::Timer = purgatorio::Timer::builder().build().unwrap();
-    /// let session = timer.schedule(Duration::from_secs(30), Box::new(|| ())).unwrap();
+    /// let timer = purgatorio::Timer::builder().build().unwrap();
+    /// let session = timer.schedule(Duration::from_secs(30), || ()).unwrap();
     /// assert!(session.reschedule(Duration::from_secs(30))); // heartbeat
     /// ```
     pub fn reschedule(&self, delay: Duration) -> bool {
@@ -102,8 +102,8 @@ impl<T: Task> TimerHandle<T> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// let timer: purgatorio::Timer = purgatorio::Timer::builder().build().unwrap();
-    /// let h = timer.schedule(Duration::from_secs(30), Box::new(|| ())).unwrap();
+    /// let timer = purgatorio::Timer::builder().build().unwrap();
+    /// let h = timer.schedule(Duration::from_secs(30), || ()).unwrap();
     /// assert!(h.reschedule_at(timer.now() + Duration::from_secs(60)));
     /// ```
     pub fn reschedule_at(&self, deadline: Instant) -> bool {
@@ -127,8 +127,8 @@ impl<T: Task> TimerHandle<T> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// let timer: purgatorio::Timer = purgatorio::Timer::builder().build().unwrap();
-    /// let h = timer.schedule(Duration::from_secs(30), Box::new(|| ())).unwrap();
+    /// let timer = purgatorio::Timer::builder().build().unwrap();
+    /// let h = timer.schedule(Duration::from_secs(30), || ()).unwrap();
     /// assert!(h.is_pending());
     /// ```
     pub fn is_pending(&self) -> bool {

@@ -56,10 +56,10 @@ impl<T: Task> Drop for Owner<T> {
 /// use std::time::Duration;
 /// use purgatorio::Timer;
 ///
-/// let timer: Timer = Timer::builder().build().unwrap();
+/// let timer = Timer::builder().build().unwrap();
 /// let (tx, rx) = std::sync::mpsc::channel();
-/// timer.schedule(Duration::from_millis(10), Box::new(move || tx.send("fired").unwrap())).unwrap();
-/// let slow = timer.schedule(Duration::from_secs(60), Box::new(|| unreachable!())).unwrap();
+/// timer.schedule(Duration::from_millis(10), move || tx.send("fired").unwrap()).unwrap();
+/// let slow = timer.schedule(Duration::from_secs(60), || unreachable!()).unwrap();
 /// assert_eq!(rx.recv().unwrap(), "fired");
 /// assert!(slow.cancel().is_some());
 /// ```
@@ -106,7 +106,7 @@ impl<T: Task> Timer<T> {
     /// # Examples
     ///
     /// ```
-    /// let timer: purgatorio::Timer = purgatorio::Timer::builder().build().unwrap();
+    /// let timer = purgatorio::Timer::builder().build().unwrap();
     /// assert_eq!(timer.tick(), purgatorio::DEFAULT_TICK);
     /// ```
     pub fn tick(&self) -> Duration {
@@ -120,7 +120,7 @@ impl<T: Task> Timer<T> {
     /// ```
     /// use std::time::Duration;
     /// let clock = purgatorio::ManualClock::new();
-    /// let timer: purgatorio::Timer = purgatorio::Timer::builder().clock(clock.clone()).build().unwrap();
+    /// let timer = purgatorio::Timer::builder().clock(clock.clone()).build().unwrap();
     /// let t0 = timer.now();
     /// clock.advance(Duration::from_secs(1));
     /// assert_eq!(timer.now() - t0, Duration::from_secs(1));
@@ -260,8 +260,8 @@ impl<T: Task> Timer<T> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// let timer: purgatorio::Timer = purgatorio::Timer::builder().build().unwrap();
-    /// timer.schedule(Duration::from_secs(9), Box::new(|| ())).unwrap();
+    /// let timer = purgatorio::Timer::builder().build().unwrap();
+    /// timer.schedule(Duration::from_secs(9), || ()).unwrap();
     /// assert_eq!(timer.len(), 1);
     /// ```
     pub fn len(&self) -> usize {
@@ -277,7 +277,7 @@ impl<T: Task> Timer<T> {
     /// # Examples
     ///
     /// ```
-    /// let timer: purgatorio::Timer = purgatorio::Timer::builder().build().unwrap();
+    /// let timer = purgatorio::Timer::builder().build().unwrap();
     /// assert!(timer.is_empty());
     /// ```
     pub fn is_empty(&self) -> bool {
@@ -289,7 +289,7 @@ impl<T: Task> Timer<T> {
     /// # Examples
     ///
     /// ```
-    /// let timer: purgatorio::Timer = purgatorio::Timer::builder().build().unwrap();
+    /// let timer = purgatorio::Timer::builder().build().unwrap();
     /// assert_eq!(timer.metrics().scheduled, 0);
     /// ```
     pub fn metrics(&self) -> Metrics {
@@ -313,10 +313,10 @@ impl<T: Task> Timer<T> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// let timer: purgatorio::Timer = purgatorio::Timer::builder().build().unwrap();
+    /// let timer = purgatorio::Timer::builder().build().unwrap();
     /// assert_eq!(timer.next_expiration(), None);
     /// let at = timer.now() + Duration::from_secs(5);
-    /// timer.schedule_at(at, Box::new(|| ())).unwrap();
+    /// timer.schedule_at(at, || ()).unwrap();
     /// let next = timer.next_expiration().unwrap();
     /// assert!(next >= at && next < at + timer.tick());
     /// ```
@@ -343,8 +343,8 @@ impl<T: Task> Timer<T> {
     /// use purgatorio::{ManualClock, Timer};
     ///
     /// let clock = ManualClock::new();
-    /// let timer: Timer = Timer::builder().clock(clock.clone()).driver_thread(false).build().unwrap();
-    /// timer.schedule(Duration::from_millis(5), Box::new(|| ())).unwrap();
+    /// let timer = Timer::builder().clock(clock.clone()).driver_thread(false).build().unwrap();
+    /// timer.schedule(Duration::from_millis(5), || ()).unwrap();
     /// assert!(!timer.advance_clock(Duration::ZERO));
     /// clock.advance(Duration::from_millis(5));
     /// assert!(timer.advance_clock(Duration::ZERO));
@@ -363,9 +363,9 @@ impl<T: Task> Timer<T> {
     /// use purgatorio::{ManualClock, Timer};
     ///
     /// let clock = ManualClock::new();
-    /// let timer: Timer = Timer::builder().clock(clock.clone()).driver_thread(false).build().unwrap();
-    /// timer.schedule(Duration::from_millis(1), Box::new(|| ())).unwrap();
-    /// timer.schedule(Duration::from_millis(2), Box::new(|| ())).unwrap();
+    /// let timer = Timer::builder().clock(clock.clone()).driver_thread(false).build().unwrap();
+    /// timer.schedule(Duration::from_millis(1), || ()).unwrap();
+    /// timer.schedule(Duration::from_millis(2), || ()).unwrap();
     /// clock.advance(Duration::from_millis(2));
     /// assert_eq!(timer.run_due(), 2);
     /// ```
@@ -395,8 +395,8 @@ impl<T: Task> Timer<T> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// let timer: purgatorio::Timer = purgatorio::Timer::builder().build().unwrap();
-    /// timer.schedule(Duration::from_secs(60), Box::new(|| ())).unwrap();
+    /// let timer = purgatorio::Timer::builder().build().unwrap();
+    /// timer.schedule(Duration::from_secs(60), || ()).unwrap();
     /// assert_eq!(timer.shutdown().len(), 1);
     /// assert!(timer.shutdown().is_empty());
     /// assert!(timer.is_shut_down());
@@ -410,7 +410,7 @@ impl<T: Task> Timer<T> {
     /// # Examples
     ///
     /// ```
-    /// let timer: purgatorio::Timer = purgatorio::Timer::builder().build().unwrap();
+    /// let timer = purgatorio::Timer::builder().build().unwrap();
     /// assert!(!timer.is_shut_down());
     /// ```
     pub fn is_shut_down(&self) -> bool {
