@@ -76,7 +76,13 @@ impl Completion {
 ///   [`Completion::Expired`] or [`Completion::ShutDown`]. Kafka's
 ///   `onExpiration` is `on_complete` with `Expired`.
 /// * The operation is dropped once it is done, right after `on_complete`, on
-///   the thread that ran it, with no lock of the crate's held.
+///   the thread that ran it, with no lock of the crate's held, except when
+///   another operation's callback made the call that completed it: then that
+///   operation's lock, which its callback already runs under, is still held
+///   (calls from the `Drop` still work, as from any callback). An expiry
+///   that finds the operation locked leaves it to the lock's holder, so
+///   `on_complete(Expired)` and the drop may run on that thread rather than
+///   on a timer worker.
 ///
 /// Boxed operations are operations too, so one purgatory can hold several
 /// kinds: `Purgatory<K, Box<dyn DelayedOperation>>`.
