@@ -22,31 +22,50 @@ use std::time::Duration;
 
 use crate::error::{BuildError, ScheduleError};
 use crate::sharded::Sharded;
+use crate::sync::AtomicBool;
 use crate::sync::{AtomicU64, HashState};
-use crate::timer::{BoxTask, Task, Timer, TimerBuilder, TimerHandle};
+use crate::timer::{Task, Timer, TimerBuilder, TimerHandle};
 
 /// The callback a [`KeyedTimer`] calls with each expired key and value.
 type OnExpire<K, V> = dyn Fn(K, V) + Send + Sync;
 
 /// One key's timer.
-struct Entry<K, V> {
+struct Entry<V> {
     /// The value handed to the callback on expiry.
     value: V,
     /// Distinguishes this entry from a later one under the same key.
     id: u64,
     /// The entry's timer.
-    handle: TimerHandle<Expiry<K, V>>,
+    handle: TimerHandle,
 }
 
 /// The keyed timer's map, its id source and its callback: what its handles
 /// and its timer tasks share.
 struct KeyMap<K, V> {
     /// key → entry, sharded by the key's hash.
-    shards: Sharded<HashMap<K, Entry<K, V>, HashState>>,
+    shards: Sharded<HashMap<K, Entry<V>, HashState>>,
     /// Source of entry ids.
     next_id: AtomicU64,
     /// Called with each expired key and value, outside every lock.
     on_expire: Box<OnExpire<K, V>>,
+    /// Set by `shutdown`: `set` refuses from then on.
+    closed: AtomicBool,
+    /// Whether the timer is the keyed timer's own, to stop on shutdown.
+    owns_timer: bool,
+}
+
+impl<K, V> Drop for KeyMap<K, V> {
+    /// The last handle went: cancel the entries' timers, which on a shared
+    /// timer would otherwise wait there until due. Keys, values and tasks
+    /// drop after each shard's lock.
+    fn drop(&mut self) {
+        for shard in self.shards.iter() {
+            let entries = std::mem::take(&mut *shard.lock());
+            for (_, entry) in entries {
+                drop(entry.handle.cancel());
+            }
+        }
+    }
 }
 
 /// The timer task of one entry.
@@ -121,7 +140,7 @@ where
     /// Map, ids and callback.
     shared: Arc<KeyMap<K, V>>,
     /// Runs the entries' timers.
-    timer: Timer<Expiry<K, V>>,
+    timer: Timer,
 }
 
 impl<K, V> Clone for KeyedTimer<K, V>
@@ -181,19 +200,49 @@ where
     ///
     /// See [`KeyedTimer`].
     pub fn with_timer(
-        timer: TimerBuilder<BoxTask>,
+        timer: TimerBuilder,
         on_expire: impl Fn(K, V) + Send + Sync + 'static,
     ) -> Result<Self, BuildError> {
+        Ok(Self::start(timer.build()?, true, Box::new(on_expire)))
+    }
+
+    /// A keyed timer on `timer`, shared with anything else that uses it
+    /// (purgatories, other keyed timers, your tasks): one driver thread and
+    /// one worker pool for a whole server. Shutting the keyed timer down, or
+    /// dropping its last handle, cancels its own entries and leaves the
+    /// timer running.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use purgatorio::{KeyedTimer, Timer};
+    ///
+    /// let timer = Timer::builder().build()?;
+    /// let sessions = KeyedTimer::on_timer(&timer, |member: u32, _: ()| println!("{member} left"));
+    /// let joins = KeyedTimer::on_timer(&timer, |group: String, _: ()| println!("{group} rebalances"));
+    /// sessions.set(7, (), Duration::from_secs(10))?;
+    /// joins.set("orders".to_string(), (), Duration::from_secs(30))?;
+    /// assert_eq!(timer.len(), 2);
+    /// drop(joins);                 // cancels its entry; the timer runs on
+    /// assert_eq!(timer.len(), 1);
+    /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+    /// ```
+    pub fn on_timer(timer: &Timer, on_expire: impl Fn(K, V) + Send + Sync + 'static) -> Self {
+        Self::start(timer.clone(), false, Box::new(on_expire))
+    }
+
+    /// A keyed timer on `timer`, which it stops on shutdown if `owns_timer`.
+    fn start(timer: Timer, owns_timer: bool, on_expire: Box<OnExpire<K, V>>) -> Self {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let shared = Arc::new(KeyMap {
             shards: Sharded::new(16 * cores, HashMap::default),
             next_id: AtomicU64::new(0),
-            on_expire: Box::new(on_expire),
+            on_expire,
+            closed: AtomicBool::new(false),
+            owns_timer,
         });
-        Ok(KeyedTimer {
-            shared,
-            timer: timer.retask().build()?,
-        })
+        KeyedTimer { shared, timer }
     }
 
     /// Sets `key` to expire `delay` from now with `value`: inserts it, or
@@ -236,7 +285,12 @@ where
             key: key.clone(),
             id,
         };
-        match self.timer.schedule(delay, task) {
+        if self.shared.closed.load(Ordering::SeqCst) {
+            drop(shard);
+            drop(task);
+            return Err(ScheduleError::new((key, value)));
+        }
+        match self.timer.schedule(delay, move || task.run()) {
             Ok(handle) => {
                 let entry = Entry { value, id, handle };
                 let replaced = match shard.get_mut(&key) {
@@ -374,7 +428,10 @@ where
     /// assert!(t.set(2, (), Duration::from_secs(1)).is_err());
     /// ```
     pub fn shutdown(&self) -> Vec<(K, V)> {
-        drop(self.timer.shutdown());
+        self.shared.closed.store(true, Ordering::SeqCst);
+        if self.shared.owns_timer {
+            drop(self.timer.shutdown());
+        }
         self.drain()
     }
 }

@@ -5,12 +5,11 @@ use std::hash::Hash;
 use std::sync::Arc;
 
 use super::core::Core;
-use super::op::Job;
 use super::operation::DelayedOperation;
 use super::service::Purgatory;
 use crate::error::BuildError;
 use crate::tick::MAX_WATCH_SHARDS;
-use crate::timer::{BoxTask, TimerBuilder};
+use crate::timer::{Timer, TimerBuilder};
 
 /// The default purge interval: lingering done entries tolerated before a
 /// purge (see [`PurgatoryBuilder::purge_interval`]).
@@ -42,10 +41,19 @@ pub struct PurgatoryBuilder<K, O: DelayedOperation> {
     watch_shards: usize,
     /// Lingering entries tolerated before a purge.
     purge_interval: usize,
-    /// The timer's settings.
-    timer: TimerBuilder<Job<O>>,
-    /// The key type.
-    keys: std::marker::PhantomData<fn() -> K>,
+    /// Where the purgatory's timer comes from.
+    timer: TimerSource,
+    /// The key and operation types.
+    types: std::marker::PhantomData<fn() -> (K, O)>,
+}
+
+/// Where a purgatory's timer comes from.
+#[derive(Debug)]
+enum TimerSource {
+    /// A timer of its own, built with the purgatory and shut down with it.
+    Own(TimerBuilder),
+    /// A timer shared with others; the purgatory only holds a handle.
+    Shared(Timer),
 }
 
 impl<K, O: DelayedOperation> fmt::Debug for PurgatoryBuilder<K, O> {
@@ -133,8 +141,47 @@ where
     ///     .unwrap();
     /// # drop(p);
     /// ```
-    pub fn timer(mut self, timer: TimerBuilder<BoxTask>) -> Self {
-        self.timer = timer.retask();
+    pub fn timer(mut self, timer: TimerBuilder) -> Self {
+        self.timer = TimerSource::Own(timer);
+        self
+    }
+
+    /// Runs the purgatory on `timer`, shared with anything else that uses it
+    /// (other purgatories, keyed timers, your own tasks): one driver thread
+    /// and one worker pool for a whole server. Operations expire on its
+    /// clock and its workers; shutting the purgatory down completes its own
+    /// operations and leaves the timer running. Expiring an operation costs
+    /// the timer no allocation of its own.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// # use purgatorio::{Completion, DelayedOperation, Purgatory, Timer};
+    /// # struct Fetch;
+    /// # impl DelayedOperation for Fetch {
+    /// #     fn delay(&self) -> Duration { Duration::from_secs(1) }
+    /// #     fn try_complete(&mut self) -> bool { false }
+    /// #     fn on_complete(&mut self, _: Completion) {}
+    /// # }
+    /// # struct Produce;
+    /// # impl DelayedOperation for Produce {
+    /// #     fn delay(&self) -> Duration { Duration::from_secs(30) }
+    /// #     fn try_complete(&mut self) -> bool { false }
+    /// #     fn on_complete(&mut self, _: Completion) {}
+    /// # }
+    /// let timer = Timer::builder().thread_name("broker-timer").build()?;
+    /// let fetches: Purgatory<u32, Fetch> = Purgatory::builder().shared_timer(&timer).build()?;
+    /// let produces: Purgatory<u32, Produce> = Purgatory::builder().shared_timer(&timer).build()?;
+    /// fetches.try_complete_else_watch(Fetch, [1])?;
+    /// produces.try_complete_else_watch(Produce, [1])?;
+    /// assert_eq!((fetches.delayed(), produces.delayed(), timer.len()), (1, 1, 2));
+    /// produces.shutdown();                   // its own operations only
+    /// assert_eq!(timer.len(), 1);
+    /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+    /// ```
+    pub fn shared_timer(mut self, timer: &Timer) -> Self {
+        self.timer = TimerSource::Shared(timer.clone());
         self
     }
 
@@ -163,9 +210,12 @@ where
         if !(1..=MAX_WATCH_SHARDS).contains(&self.watch_shards) {
             return Err(BuildError::WatchShards(self.watch_shards));
         }
-        let timer = self.timer.build()?;
+        let (timer, owns_timer) = match self.timer {
+            TimerSource::Own(builder) => (builder.build()?, true),
+            TimerSource::Shared(timer) => (timer, false),
+        };
         let core = Arc::new(Core::new(self.watch_shards, self.purge_interval));
-        Ok(Purgatory::new(core, timer))
+        Ok(Purgatory::new(core, timer, owns_timer))
     }
 }
 
@@ -194,8 +244,8 @@ where
         PurgatoryBuilder {
             watch_shards: (16 * cores).max(16),
             purge_interval: DEFAULT_PURGE_INTERVAL,
-            timer: TimerBuilder::new(),
-            keys: std::marker::PhantomData,
+            timer: TimerSource::Own(Timer::builder()),
+            types: std::marker::PhantomData,
         }
     }
 }

@@ -5,7 +5,7 @@ use std::hash::Hash;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::op::{Job, OpCounters};
+use super::op::OpCounters;
 use super::operation::DelayedOperation;
 use super::watchers::Watchers;
 use crate::sync::AtomicBool;
@@ -57,32 +57,32 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static, O: DelayedOperation> Core<K, 
 }
 
 impl<K, O: DelayedOperation> Core<K, O> {
-    /// Shuts a purgatory down once: stops the timer and expires every pending
-    /// operation on the calling thread. Returns how many it completed.
-    pub(super) fn shut_down(&self, timer: &Timer<Job<O>>) -> usize {
+    /// Shuts a purgatory down once: completes every pending operation as
+    /// shut down, on the calling thread, and stops the timer if the
+    /// purgatory owns it. Returns how many operations it completed.
+    pub(super) fn shut_down(&self, timer: &Timer, owns_timer: bool) -> usize {
         if self.closed.swap(true, Ordering::SeqCst) {
             return 0;
         }
-        // An operation parked while this runs may be watched after the drain:
-        // then its expiry job comes back from the timer's shutdown below, or its
-        // `park` finds the timer shut down and expires it there. (Dropping the
-        // timer's jobs instead lost such an operation: the loom model
+        let before = self.counters.shut_down.load(Ordering::Relaxed);
+        // An operation parked while this runs may be watched after the
+        // drain: then `park` sees `closed` after registering and completes
+        // it itself, or (own timer) its pending expiry comes back from the
+        // timer's shutdown below and, dropped, completes it. (Dropping the
+        // timer's jobs unrun once lost such an operation: the loom model
         // `shutdown_races_park` found that.)
         let watched = self.watchers.drain();
-        let scheduled = timer.shutdown().into_iter().filter_map(|job| match job {
-            Job::Expire { op, .. } => Some(op),
-            Job::Run(_) => None,
-        });
+        if owns_timer {
+            drop(timer.shutdown());
+        }
         // An operation whose lock a callback holds (this thread's own, called
-        // from inside it, or another's while this one is inside a callback) is
-        // left to expire when its holder releases it; it is not counted here.
-        let expired = watched
-            .into_iter()
-            .chain(scheduled)
-            .filter(|op| op.shut_down_detached(&self.counters))
-            .count();
+        // from inside it, or another's while this one is inside a callback)
+        // is completed when its holder releases it; it is not counted here.
+        for op in watched {
+            op.shut_down_detached(&self.counters);
+        }
         self.counters.lingering.store(0, Ordering::Relaxed);
         self.counters.entries.store(0, Ordering::Relaxed);
-        expired
+        (self.counters.shut_down.load(Ordering::Relaxed) - before) as usize
     }
 }

@@ -40,7 +40,7 @@ use std::sync::Arc;
 
 use super::operation::{Completion, DelayedOperation};
 use crate::sync::{thread_local, AtomicBool, AtomicU64, AtomicUsize, Mutex, MutexGuard};
-use crate::timer::{Task, TimerHandle};
+use crate::timer::{Job, TimerHandle};
 
 /// Counters shared by the purgatory and its timer tasks.
 #[derive(Debug, Default)]
@@ -64,6 +64,9 @@ pub(crate) struct OpCounters {
     pub(crate) lingering: AtomicUsize,
     /// Watch-list entries, done or not.
     pub(crate) entries: AtomicUsize,
+    /// Operations whose timer is armed: the purgatory's own count, since a
+    /// shared timer holds other timers too.
+    pub(crate) delayed: AtomicUsize,
 }
 
 impl OpCounters {
@@ -212,7 +215,7 @@ struct OpState<O> {
     /// was handed back by `cancel_for_key`.
     op: Option<O>,
     /// The operation's timer, added while registration held the lock.
-    timer: Option<TimerHandle<Job<O>>>,
+    timer: Option<TimerHandle>,
 }
 
 /// An operation shared by the watch lists and the timer.
@@ -226,6 +229,8 @@ pub(crate) struct Op<O> {
     watches: AtomicUsize,
     /// Requests left for the lock's holder (see the module docs).
     requests: AtomicUsize,
+    /// The purgatory's counters, for the timer's expiry.
+    counters: Arc<OpCounters>,
 }
 
 /// An operation locked by this thread. Dropping it releases the lock, then
@@ -288,9 +293,9 @@ impl<O: DelayedOperation> Locked<'_, O> {
         if self.op.is_done() || self.state.op.is_none() {
             return false;
         }
-        // Only a satisfied or forced operation has a pending timer to
-        // cancel: an expired one's has fired, a shut-down one's was drained.
-        let cancel_timer = matches!(completion, Completion::Satisfied | Completion::Forced);
+        // An expired operation's timer has fired; any other may still be
+        // pending (on a shared timer, even at shutdown).
+        let cancel_timer = completion != Completion::Expired;
         self.mark_done(counters, cancel_timer);
         counters.count(completion);
         if let Some(op) = self.state.op.as_mut() {
@@ -313,6 +318,7 @@ impl<O: DelayedOperation> Locked<'_, O> {
             .fetch_add(self.op.watches.load(Ordering::Relaxed), Ordering::Relaxed);
         self.op.done.store(true, Ordering::Release);
         if let Some(timer) = self.state.timer.take() {
+            counters.delayed.fetch_sub(1, Ordering::Relaxed);
             if cancel_timer {
                 // op lock → timer shard is the one nesting; the timer never
                 // takes an operation's lock. The cancelled job holds an
@@ -324,8 +330,8 @@ impl<O: DelayedOperation> Locked<'_, O> {
 }
 
 impl<O: DelayedOperation> Op<O> {
-    /// A fresh, pending operation.
-    pub(crate) fn new(op: O) -> Self {
+    /// A fresh, pending operation, counted in `counters`.
+    pub(crate) fn new(op: O, counters: Arc<OpCounters>) -> Self {
         Op {
             state: Mutex::new(OpState {
                 op: Some(op),
@@ -334,6 +340,7 @@ impl<O: DelayedOperation> Op<O> {
             done: AtomicBool::new(false),
             watches: AtomicUsize::new(0),
             requests: AtomicUsize::new(0),
+            counters,
         }
     }
 
@@ -381,7 +388,7 @@ impl<O: DelayedOperation> Op<O> {
         &self,
         counters: &OpCounters,
         watch: impl FnOnce(),
-        arm: impl FnOnce() -> Option<TimerHandle<Job<O>>>,
+        arm: impl FnOnce() -> Option<TimerHandle>,
     ) -> bool {
         let completed = {
             let mut locked = self.lock();
@@ -396,7 +403,10 @@ impl<O: DelayedOperation> Op<O> {
                 } else {
                     if !self.is_done() {
                         match arm() {
-                            Some(handle) => locked.state.timer = Some(handle),
+                            Some(handle) => {
+                                counters.delayed.fetch_add(1, Ordering::Relaxed);
+                                locked.state.timer = Some(handle);
+                            }
                             None => {
                                 locked.finish(Completion::ShutDown, counters);
                             }
@@ -550,29 +560,21 @@ pub(crate) fn sub_saturating(counter: &AtomicUsize, n: usize) {
     });
 }
 
-/// What the purgatory's timer runs on its workers.
-pub(crate) enum Job<O> {
-    /// Expire an operation.
-    Expire {
-        /// The operation.
-        op: Arc<Op<O>>,
-        /// Where to count.
-        counters: Arc<OpCounters>,
-    },
-    /// Background work, such as a purge of the watch lists.
-    Run(Box<dyn FnOnce() + Send>),
-}
+/// The operation is its own timer job: the timer carries it in its `Arc`,
+/// so parking allocates nothing for the timer.
+impl<O: DelayedOperation> Job for Op<O> {
+    fn fire(self: Arc<Self>) {
+        // Never waits: a callback holding the operation expires it on
+        // release, so a worker cannot be stuck behind a callback that is
+        // shutting the purgatory down.
+        self.request(Request::Expire, &self.counters);
+    }
 
-impl<O: DelayedOperation> Task for Job<O> {
-    fn run(self) {
-        match self {
-            // Never waits: a callback holding the operation expires it on
-            // release, so a worker cannot be stuck behind a callback that
-            // is shutting the purgatory down.
-            Job::Expire { op, counters } => {
-                op.request(Request::Expire, &counters);
-            }
-            Job::Run(work) => work(),
+    fn abandon(self: Arc<Self>) {
+        // The timer went away with the expiry pending (or the operation
+        // finished and cancelled it: then it is done and this does nothing).
+        if !self.is_done() {
+            self.request(Request::ShutDown, &self.counters);
         }
     }
 }

@@ -10,23 +10,25 @@ use std::time::Duration;
 
 use super::core::Core;
 use super::metrics::PurgatoryMetrics;
-use super::op::{Job, Op};
+use super::op::Op;
 use super::operation::DelayedOperation;
 use super::parked::Parked;
 use crate::error::{ShutDownError, WatchError, WatchErrorKind};
-use crate::timer::Timer;
+use crate::timer::{BoxTask, Job, Timer};
 
 /// Owns the timer; the last [`Purgatory`] handle drops it, which shuts down.
 struct Shared<K, O: DelayedOperation> {
     /// Watch lists and counters.
     core: Arc<Core<K, O>>,
     /// Expires operations and runs purges.
-    timer: Timer<Job<O>>,
+    timer: Timer,
+    /// Whether the timer is the purgatory's own, to stop with it.
+    owns_timer: bool,
 }
 
 impl<K, O: DelayedOperation> Drop for Shared<K, O> {
     fn drop(&mut self) {
-        self.core.shut_down(&self.timer);
+        self.core.shut_down(&self.timer, self.owns_timer);
     }
 }
 
@@ -112,9 +114,13 @@ where
     O: DelayedOperation,
 {
     /// A purgatory on `core`, whose operations expire on `timer`.
-    pub(super) fn new(core: Arc<Core<K, O>>, timer: Timer<Job<O>>) -> Self {
+    pub(super) fn new(core: Arc<Core<K, O>>, timer: Timer, owns_timer: bool) -> Self {
         Purgatory {
-            owner: Arc::new(Shared { core, timer }),
+            owner: Arc::new(Shared {
+                core,
+                timer,
+                owns_timer,
+            }),
         }
     }
 
@@ -196,7 +202,7 @@ where
             return Err(WatchError::new(WatchErrorKind::NoKeys, op));
         }
         let delay = op.delay();
-        let cell = Arc::new(Op::new(op));
+        let cell = Arc::new(Op::new(op, Arc::clone(&core.counters)));
         let counters = &core.counters;
         let timer = &self.owner.timer;
         let watch = || {
@@ -210,16 +216,19 @@ where
             }
             counters.entries.fetch_add(watched, Ordering::Relaxed);
         };
-        // Shut down meanwhile: no handle, and `register` expires it, as
-        // shutdown does with the rest.
+        // The timer shut down meanwhile: no handle, and `register`
+        // completes the operation as shut down.
         let arm = || {
-            let job = Job::Expire {
-                op: Arc::clone(&cell),
-                counters: Arc::clone(counters),
-            };
-            timer.schedule(delay, job).ok()
+            let job: Arc<dyn Job> = Arc::clone(&cell) as Arc<dyn Job>;
+            timer.schedule(delay, BoxTask::job(job)).ok()
         };
         let completed = cell.register(counters, watch, arm);
+        // Shut down while this registered: the shutdown's drain may have
+        // missed the new entries, and a shared timer keeps running, so
+        // complete the operation here (exactly once: whoever comes first).
+        if core.closed.load(Ordering::SeqCst) {
+            cell.shut_down_detached(counters);
+        }
         self.maybe_purge();
         Ok(Parked::new(cell, Arc::clone(counters), completed))
     }
@@ -320,13 +329,14 @@ where
         self.core().watchers.watched()
     }
 
-    /// Operations waiting in the timer.
+    /// Operations waiting for their delay: armed in the timer and not yet
+    /// completed (this purgatory's own, also on a shared timer).
     ///
     /// # Examples
     ///
     /// See [`Purgatory`].
     pub fn delayed(&self) -> usize {
-        self.owner.timer.len()
+        self.core().counters.delayed.load(Ordering::Relaxed)
     }
 
     /// Number of keys that have a watch list.
@@ -426,7 +436,9 @@ where
     /// assert_eq!(p.shutdown(), 0);
     /// ```
     pub fn shutdown(&self) -> usize {
-        self.owner.core.shut_down(&self.owner.timer)
+        self.owner
+            .core
+            .shut_down(&self.owner.timer, self.owner.owns_timer)
     }
 
     /// The loom models' expiry path: the driver's pass and the worker's run,
@@ -459,7 +471,7 @@ where
             return;
         }
         let for_purge = Arc::clone(&self.owner.core);
-        let job = Job::Run(Box::new(move || for_purge.purge()));
+        let job = BoxTask::new(move || for_purge.purge());
         // Straight to the workers: an internal job never enters the wheel,
         // so it neither shows in `delayed()` nor waits for a tick.
         if let Err(job) = self.owner.timer.execute(job) {

@@ -203,20 +203,6 @@ impl<T: Task> TimerBuilder<T> {
         self
     }
 
-    /// The same settings for a timer of another task type (the purgatory and
-    /// keyed timers take a configured `TimerBuilder` and run their own tasks).
-    pub(crate) fn retask<U: Task>(self) -> TimerBuilder<U> {
-        TimerBuilder {
-            config: self.config,
-            shards: self.shards,
-            workers: self.workers,
-            clock: self.clock,
-            thread_name: self.thread_name,
-            driver_thread: self.driver_thread,
-            task: PhantomData,
-        }
-    }
-
     /// Builds the timer and starts its threads.
     ///
     /// # Errors

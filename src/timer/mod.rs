@@ -47,4 +47,5 @@ pub use builder::TimerBuilder;
 pub use handle::TimerHandle;
 pub use metrics::Metrics;
 pub use service::Timer;
+pub(crate) use task::Job;
 pub use task::{BoxTask, Task};

@@ -1,4 +1,7 @@
-//! What a [`Timer`](crate::Timer) runs: the [`Task`] trait.
+//! What a [`Timer`](crate::Timer) runs: the [`Task`] trait, and the default
+//! task, [`BoxTask`].
+
+use std::sync::Arc;
 
 /// Work a [`Timer`](crate::Timer) runs when a deadline passes.
 ///
@@ -52,7 +55,40 @@ impl<F: FnOnce() + Send + 'static> Task for F {
 /// task.run();
 /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
 /// ```
-pub struct BoxTask(Box<dyn FnOnce() + Send + 'static>);
+pub struct BoxTask(Work);
+
+/// What a [`BoxTask`] carries.
+enum Work {
+    /// A user's closure.
+    Closure(Box<dyn FnOnce() + Send + 'static>),
+    /// A job of the crate's already in an `Arc`: no box of its own.
+    Job(JobRef),
+}
+
+/// A job of the crate's that a [`BoxTask`] can carry without boxing it: the
+/// purgatory's expiry of an operation, which already lives in an `Arc`. So
+/// any number of purgatories share one default [`Timer`](crate::Timer) at no
+/// allocation per operation.
+pub(crate) trait Job: Send + Sync + 'static {
+    /// Runs the job: its deadline passed.
+    fn fire(self: Arc<Self>);
+
+    /// The job will never run: the timer was shut down or dropped with it
+    /// pending (a cancelled job is dropped the same way, after its owner is
+    /// done with it, so this must then do nothing).
+    fn abandon(self: Arc<Self>);
+}
+
+/// A carried job; dropped without running, it is abandoned.
+struct JobRef(Option<Arc<dyn Job>>);
+
+impl Drop for JobRef {
+    fn drop(&mut self) {
+        if let Some(job) = self.0.take() {
+            job.abandon();
+        }
+    }
+}
 
 impl BoxTask {
     /// Boxes `task`.
@@ -64,7 +100,12 @@ impl BoxTask {
     /// BoxTask::new(|| println!("ran")).run();
     /// ```
     pub fn new(task: impl FnOnce() + Send + 'static) -> Self {
-        BoxTask(Box::new(task))
+        BoxTask(Work::Closure(Box::new(task)))
+    }
+
+    /// Carries `job` without another allocation.
+    pub(crate) fn job(job: Arc<dyn Job>) -> Self {
+        BoxTask(Work::Job(JobRef(Some(job))))
     }
 }
 
@@ -76,7 +117,14 @@ impl<F: FnOnce() + Send + 'static> From<F> for BoxTask {
 
 impl Task for BoxTask {
     fn run(self) {
-        (self.0)()
+        match self.0 {
+            Work::Closure(task) => task(),
+            Work::Job(mut job) => {
+                if let Some(job) = job.0.take() {
+                    job.fire();
+                }
+            }
+        }
     }
 }
 
