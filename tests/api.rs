@@ -292,3 +292,19 @@ fn shutting_a_shared_timer_down_completes_the_operations_it_held() -> Result {
     assert_eq!(rx.recv_timeout(PATIENCE)?, "REQUEST_TIMED_OUT");
     Ok(())
 }
+
+#[test]
+fn many_keys_with_duplicates_are_each_watched_once() -> Result {
+    let p: Purgatory<u32, Fetch> = Purgatory::builder().build()?;
+    let (tx, _rx) = mpsc::channel();
+    let op = Fetch {
+        ready: Arc::default(),
+        reply: tx,
+    };
+    // Twelve keys (more than are held without allocating), five repeated.
+    let keys = [1, 2, 3, 1, 4, 5, 6, 2, 7, 8, 3, 9];
+    p.try_complete_else_watch(op, keys)?;
+    assert_eq!((p.watched(), p.keys()), (9, 9));
+    assert_eq!(p.cancel_for_key(&9)?.len(), 1);
+    Ok(())
+}

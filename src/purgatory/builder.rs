@@ -214,7 +214,11 @@ where
             TimerSource::Own(builder) => (builder.build()?, true),
             TimerSource::Shared(timer) => (timer, false),
         };
-        let core = Arc::new(Core::new(self.watch_shards, self.purge_interval));
+        let core = Arc::new(Core::new(
+            self.watch_shards,
+            self.purge_interval,
+            !owns_timer,
+        ));
         Ok(Purgatory::new(core, timer, owns_timer))
     }
 }

@@ -28,10 +28,13 @@ pub(super) struct Core<K, O> {
 impl<K: Hash + Eq + Clone + Send + Sync + 'static, O: DelayedOperation> Core<K, O> {
     /// Empty watch lists in `watch_shards` shards; a purge once more than
     /// `purge_interval` done entries linger.
-    pub(super) fn new(watch_shards: usize, purge_interval: usize) -> Self {
+    pub(super) fn new(watch_shards: usize, purge_interval: usize, shared_timer: bool) -> Self {
         Core {
             watchers: Watchers::new(watch_shards),
-            counters: Arc::new(OpCounters::default()),
+            counters: Arc::new(OpCounters {
+                count_delayed: shared_timer,
+                ..OpCounters::default()
+            }),
             purge_interval,
             purging: AtomicBool::new(false),
             closed: AtomicBool::new(false),

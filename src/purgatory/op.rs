@@ -64,9 +64,11 @@ pub(crate) struct OpCounters {
     pub(crate) lingering: AtomicUsize,
     /// Watch-list entries, done or not.
     pub(crate) entries: AtomicUsize,
-    /// Operations whose timer is armed: the purgatory's own count, since a
-    /// shared timer holds other timers too.
+    /// Operations whose timer is armed, counted only on a shared timer
+    /// (which holds other timers too); an own timer's length is the count.
     pub(crate) delayed: AtomicUsize,
+    /// Whether to count `delayed`.
+    pub(crate) count_delayed: bool,
 }
 
 impl OpCounters {
@@ -318,7 +320,9 @@ impl<O: DelayedOperation> Locked<'_, O> {
             .fetch_add(self.op.watches.load(Ordering::Relaxed), Ordering::Relaxed);
         self.op.done.store(true, Ordering::Release);
         if let Some(timer) = self.state.timer.take() {
-            counters.delayed.fetch_sub(1, Ordering::Relaxed);
+            if counters.count_delayed {
+                counters.delayed.fetch_sub(1, Ordering::Relaxed);
+            }
             if cancel_timer {
                 // op lock → timer shard is the one nesting; the timer never
                 // takes an operation's lock. The cancelled job holds an
@@ -404,7 +408,9 @@ impl<O: DelayedOperation> Op<O> {
                     if !self.is_done() {
                         match arm() {
                             Some(handle) => {
-                                counters.delayed.fetch_add(1, Ordering::Relaxed);
+                                if counters.count_delayed {
+                                    counters.delayed.fetch_add(1, Ordering::Relaxed);
+                                }
                                 locked.state.timer = Some(handle);
                             }
                             None => {

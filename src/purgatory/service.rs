@@ -197,7 +197,7 @@ where
         if core.closed.load(Ordering::SeqCst) {
             return Err(WatchError::new(WatchErrorKind::ShutDown, op));
         }
-        let keys: Vec<_> = keys.into_iter().collect();
+        let keys = KeyList::collect(keys);
         if keys.is_empty() {
             return Err(WatchError::new(WatchErrorKind::NoKeys, op));
         }
@@ -209,7 +209,7 @@ where
             let mut watched = 0;
             for (i, key) in keys.iter().enumerate() {
                 let key = key.borrow();
-                if !keys[..i].iter().any(|k| k.borrow() == key) {
+                if !keys.iter().take(i).any(|k| k.borrow() == key) {
                     core.watchers.watch(key, &cell);
                     watched += 1;
                 }
@@ -336,7 +336,11 @@ where
     ///
     /// See [`Purgatory`].
     pub fn delayed(&self) -> usize {
-        self.core().counters.delayed.load(Ordering::Relaxed)
+        if self.owner.owns_timer {
+            self.owner.timer.len()
+        } else {
+            self.core().counters.delayed.load(Ordering::Relaxed)
+        }
     }
 
     /// Number of keys that have a watch list.
@@ -478,5 +482,50 @@ where
             core.purging.store(false, Ordering::Release);
             drop(job);
         }
+    }
+}
+
+/// How many of a `park`'s keys are held on the stack; more spill to a `Vec`.
+const INLINE_KEYS: usize = 8;
+
+/// The keys of one `park`, held without an allocation when there are at
+/// most [`INLINE_KEYS`] (registration needs them twice: to watch, and to
+/// skip duplicates).
+struct KeyList<T> {
+    /// The first keys.
+    inline: [Option<T>; INLINE_KEYS],
+    /// The rest, if any.
+    spill: Vec<T>,
+}
+
+impl<T> KeyList<T> {
+    /// Takes every key of `keys`.
+    fn collect(keys: impl IntoIterator<Item = T>) -> Self {
+        let mut list = KeyList {
+            inline: std::array::from_fn(|_| None),
+            spill: Vec::new(),
+        };
+        let mut keys = keys.into_iter();
+        for slot in list.inline.iter_mut() {
+            match keys.next() {
+                Some(key) => *slot = Some(key),
+                None => return list,
+            }
+        }
+        list.spill.extend(keys);
+        list
+    }
+
+    /// Whether there is no key.
+    fn is_empty(&self) -> bool {
+        self.inline[0].is_none()
+    }
+
+    /// The keys, in order.
+    fn iter(&self) -> impl Iterator<Item = &T> {
+        self.inline
+            .iter()
+            .map_while(Option::as_ref)
+            .chain(&self.spill)
     }
 }
