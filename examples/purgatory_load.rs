@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 use parking_lot::Mutex;
-use purgatorio::{Completion, DelayedOperation, LocalTimer, Parked, Purgatory};
+use purgatorio::{Completion, DelayedOperation, Executor, LocalTimer, Parked, Purgatory, Timer};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Exp, LogNormal};
@@ -41,10 +41,12 @@ struct Args {
     pct50_ms: f64,
     pct75_ms: f64,
     json: bool,
+    /// Where expirations and purges run: `pool`, `inline` or `rayon`.
+    executor: String,
 }
 
 const USAGE: &str = "usage: purgatory_load [--num N] [--rate PER_SEC] [--keys K] \
-[--key-space-size S] [--timeout MS] [--pct50 MS] [--pct75 MS] [--json]";
+[--key-space-size S] [--timeout MS] [--pct50 MS] [--pct75 MS] [--executor pool|inline|rayon] [--json]";
 
 impl Args {
     fn parse() -> Result<Args, String> {
@@ -57,6 +59,7 @@ impl Args {
             pct50_ms: 20.0,
             pct75_ms: 50.0,
             json: false,
+            executor: "pool".to_string(),
         };
         let mut it = std::env::args().skip(1);
         while let Some(flag) = it.next() {
@@ -79,6 +82,7 @@ impl Args {
                 "--timeout" => args.timeout_ms = value.parse().map_err(|_| bad())?,
                 "--pct50" => args.pct50_ms = value.parse().map_err(|_| bad())?,
                 "--pct75" => args.pct75_ms = value.parse().map_err(|_| bad())?,
+                "--executor" => args.executor = value,
                 _ => return Err(format!("unknown flag {flag}\n{USAGE}")),
             }
         }
@@ -172,7 +176,24 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let purgatory: Purgatory<u64, FakeOperation> = Purgatory::builder().build().expect("purgatory");
+    let executor = match args.executor.as_str() {
+        "pool" => Executor::Pool,
+        "inline" => Executor::Inline,
+        #[cfg(feature = "rayon")]
+        "rayon" => Executor::Rayon(std::sync::Arc::new(
+            rayon::ThreadPoolBuilder::new().build().expect("rayon pool"),
+        )),
+        other => {
+            eprintln!(
+                "--executor {other}: pool, inline, or rayon (with --features rayon)\n{USAGE}"
+            );
+            std::process::exit(2);
+        }
+    };
+    let purgatory: Purgatory<u64, FakeOperation> = Purgatory::builder()
+        .timer(Timer::builder().executor(executor))
+        .build()
+        .expect("purgatory");
     let stats = Arc::new(Mutex::new(Stats::default()));
     let timeout = Duration::from_millis(args.timeout_ms);
     // Log-normal fitted to the median and the 75th percentile (ms).

@@ -7,8 +7,8 @@ use std::thread;
 use std::time::Duration;
 
 use super::driver::Driver;
+use super::executor::{Executor, Runner};
 use super::metrics::Counters;
-use super::pool::Pool;
 use super::service::{Owner, Timer};
 use super::shard::{Shard, ShardState};
 use super::signal::Signal;
@@ -52,6 +52,8 @@ pub struct TimerBuilder<T: Task = BoxTask> {
     thread_name: String,
     /// Whether to start a driver thread.
     driver_thread: bool,
+    /// Where expired tasks run.
+    executor: Executor,
     /// The task type of the timer to build.
     task: PhantomData<fn() -> T>,
 }
@@ -66,6 +68,7 @@ impl<T: Task> fmt::Debug for TimerBuilder<T> {
             .field("clock", &self.clock)
             .field("thread_name", &self.thread_name)
             .field("driver_thread", &self.driver_thread)
+            .field("executor", &self.executor)
             .finish()
     }
 }
@@ -80,6 +83,7 @@ impl<T: Task> Default for TimerBuilder<T> {
             clock: Arc::new(SystemClock),
             thread_name: String::from("purgatorio"),
             driver_thread: true,
+            executor: Executor::Pool,
             task: PhantomData,
         }
     }
@@ -188,6 +192,22 @@ impl<T: Task> TimerBuilder<T> {
         self
     }
 
+    /// Where expired tasks run (default [`Executor::Pool`], the timer's own
+    /// [`workers`](Self::workers)); see [`Executor`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use purgatorio::{Executor, Timer};
+    /// let timer = Timer::builder().executor(Executor::Inline).build()?;
+    /// # drop(timer);
+    /// # Ok::<(), purgatorio::BuildError>(())
+    /// ```
+    pub fn executor(mut self, executor: Executor) -> Self {
+        self.executor = executor;
+        self
+    }
+
     /// Whether to start a driver thread (default `true`). Without one, the
     /// caller drives the timer with [`Timer::advance_clock`] or
     /// [`Timer::run_due`]; expired tasks still run on the worker pool.
@@ -255,7 +275,7 @@ impl<T: Task> TimerBuilder<T> {
                 })
             })
             .collect();
-        let pool = Pool::start(self.workers, &self.thread_name, &timing)?;
+        let pool = Runner::start(&self.executor, self.workers, &self.thread_name, &timing)?;
         let driver = Arc::new(Driver {
             shards,
             timing: Arc::clone(&timing),

@@ -23,7 +23,8 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::pool::{self, Due, Pool};
+use super::executor::Runner;
+use super::pool::{self, Due};
 use super::shard::Shard;
 use super::task::Task;
 use super::timing::Timing;
@@ -49,8 +50,8 @@ pub(crate) struct Driver<T> {
     pub(crate) shards: Box<[Arc<Shard<T>>]>,
     /// Clock, signal, counters.
     pub(crate) timing: Arc<Timing>,
-    /// The worker pool.
-    pub(crate) pool: Pool<T>,
+    /// Where due tasks run.
+    pub(crate) pool: Runner<T>,
 }
 
 impl<T: Task> Driver<T> {

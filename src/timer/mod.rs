@@ -34,6 +34,7 @@
 
 mod builder;
 mod driver;
+mod executor;
 mod handle;
 mod metrics;
 mod pool;
@@ -44,6 +45,7 @@ mod task;
 mod timing;
 
 pub use builder::TimerBuilder;
+pub use executor::Executor;
 pub use handle::TimerHandle;
 pub use metrics::Metrics;
 pub use service::Timer;

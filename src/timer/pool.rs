@@ -134,7 +134,7 @@ fn work<T: Task>(receiver: &Receiver<Batch<T>>, timing: &Timing) {
 }
 
 /// Runs a batch's tasks, catching and counting panics; returns how many ran.
-fn run_batch<T: Task>(batch: Batch<T>, timing: &Timing) -> usize {
+pub(crate) fn run_batch<T: Task>(batch: Batch<T>, timing: &Timing) -> usize {
     let ran = batch.len();
     for job in batch {
         if job.deadline != UNTIMED {

@@ -201,8 +201,10 @@ impl<T: Task> Timer<T> {
         let driver = self.driver();
         let shard = &driver.shards[shard_index(driver.shards.len())];
         let timing = &driver.timing;
-        if tick <= now {
-            // Already due: straight to the workers (Kafka's "expired, run now").
+        if tick <= now && !driver.pool.runs_inline() {
+            // Already due: straight to the workers (Kafka's "expired, run
+            // now"). An inline executor would run it on this thread, so
+            // then it goes through the wheel to the driver instead.
             return self.run_now(shard, tick, task);
         }
         let key = {

@@ -1,0 +1,178 @@
+//! Where expired tasks run: the built-in pool, inline on the driver, or an
+//! application's rayon pool (`--features rayon`). On a manual clock; waits
+//! for other threads are bounded.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use purgatorio::{Executor, ManualClock, Timer};
+
+/// Upper bound for waiting on another thread.
+const PATIENCE: Duration = Duration::from_secs(20);
+
+fn ms(v: u64) -> Duration {
+    Duration::from_millis(v)
+}
+
+/// The calling thread's name.
+fn me() -> String {
+    thread::current().name().unwrap_or("").to_string()
+}
+
+#[test]
+fn inline_tasks_run_on_the_driver_thread_never_on_the_scheduler() {
+    let clock = ManualClock::new();
+    let timer = Timer::builder()
+        .clock(clock.clone())
+        .executor(Executor::Inline)
+        .thread_name("inl")
+        .build()
+        .unwrap();
+    let (tx, rx) = mpsc::channel();
+    let later = tx.clone();
+    timer
+        .schedule(ms(5), move || later.send(me()).unwrap())
+        .unwrap();
+    // Due at once: still the driver's, even though it could run right here.
+    let lock = Arc::new(parking_lot::Mutex::new(()));
+    let held = lock.lock();
+    let task_lock = Arc::clone(&lock);
+    timer
+        .schedule(Duration::ZERO, move || {
+            drop(task_lock.lock()); // would deadlock if run on this thread
+            tx.send(me()).unwrap();
+        })
+        .unwrap();
+    drop(held);
+    assert_eq!(rx.recv_timeout(PATIENCE).unwrap(), "inl-driver");
+    clock.advance(ms(5));
+    assert_eq!(rx.recv_timeout(PATIENCE).unwrap(), "inl-driver");
+    // A panic is caught and counted; the driver goes on.
+    timer
+        .schedule(Duration::ZERO, || panic!("expected by the test"))
+        .unwrap();
+    let start = Instant::now();
+    while timer.metrics().panicked < 1 {
+        assert!(start.elapsed() < PATIENCE, "panic never counted");
+        thread::yield_now();
+    }
+    assert!(timer.shutdown().is_empty());
+    assert!(timer.schedule(ms(1), || ()).is_err());
+}
+
+#[test]
+fn a_timer_without_a_driver_thread_runs_inline_tasks_on_the_caller() {
+    let clock = ManualClock::new();
+    let timer = Timer::builder()
+        .clock(clock.clone())
+        .executor(Executor::Inline)
+        .driver_thread(false)
+        .build()
+        .unwrap();
+    let ran = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&ran);
+    timer
+        .schedule(ms(1), move || flag.store(true, Ordering::SeqCst))
+        .unwrap();
+    clock.advance(ms(1));
+    assert_eq!(timer.run_due(), 1);
+    assert!(ran.load(Ordering::SeqCst), "ran within run_due");
+}
+
+#[cfg(feature = "rayon")]
+mod rayon_pool {
+    use super::*;
+
+    fn pool() -> Arc<rayon::ThreadPool> {
+        Arc::new(
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(2)
+                .thread_name(|i| format!("app-rayon-{i}"))
+                .build()
+                .unwrap(),
+        )
+    }
+
+    #[test]
+    fn tasks_run_on_the_applications_rayon_pool_and_panics_are_counted() {
+        let clock = ManualClock::new();
+        let timer = Timer::builder()
+            .clock(clock.clone())
+            .executor(Executor::Rayon(pool()))
+            .build()
+            .unwrap();
+        let (tx, rx) = mpsc::channel();
+        timer
+            .schedule(ms(3), move || tx.send(me()).unwrap())
+            .unwrap();
+        timer
+            .schedule(ms(3), || panic!("expected by the test"))
+            .unwrap();
+        clock.advance(ms(3));
+        assert!(rx.recv_timeout(PATIENCE).unwrap().starts_with("app-rayon-"));
+        let start = Instant::now();
+        while timer.metrics().panicked < 1 {
+            assert!(start.elapsed() < PATIENCE, "panic never counted");
+            thread::yield_now();
+        }
+        assert_eq!(timer.metrics().expired, 2);
+    }
+
+    #[test]
+    fn shutdown_waits_for_the_tasks_already_running() {
+        let clock = ManualClock::new();
+        let timer = Timer::builder()
+            .clock(clock.clone())
+            .executor(Executor::Rayon(pool()))
+            .build()
+            .unwrap();
+        let (started_tx, started) = mpsc::channel();
+        let (release, released) = mpsc::channel::<()>();
+        let finished = Arc::new(AtomicBool::new(false));
+        let done = Arc::clone(&finished);
+        timer
+            .schedule(Duration::ZERO, move || {
+                started_tx.send(()).unwrap();
+                released.recv_timeout(PATIENCE).unwrap();
+                done.store(true, Ordering::SeqCst);
+            })
+            .unwrap();
+        started.recv_timeout(PATIENCE).unwrap();
+        let closer = timer.clone();
+        let shutting = thread::spawn(move || {
+            closer.shutdown();
+            // Returns only once the running task has finished.
+            finished.load(Ordering::SeqCst)
+        });
+        release.send(()).unwrap();
+        assert!(
+            shutting.join().unwrap(),
+            "shutdown returned before the task"
+        );
+    }
+
+    #[test]
+    fn a_rayon_task_may_drop_the_last_timer_handle() {
+        let clock = ManualClock::new();
+        let timer = Timer::builder()
+            .clock(clock.clone())
+            .executor(Executor::Rayon(pool()))
+            .build()
+            .unwrap();
+        let slot = Arc::new(parking_lot::Mutex::new(Some(timer.clone())));
+        let in_task = Arc::clone(&slot);
+        let (tx, rx) = mpsc::channel();
+        timer
+            .schedule(ms(1), move || {
+                drop(in_task.lock().take()); // the last handle: shuts down here
+                tx.send(()).unwrap();
+            })
+            .unwrap();
+        drop(timer);
+        clock.advance(ms(1));
+        rx.recv_timeout(PATIENCE).unwrap();
+        assert!(slot.lock().is_none());
+    }
+}
