@@ -52,6 +52,61 @@ struct KeyMap<K, V> {
     closed: AtomicBool,
     /// Whether the timer is the keyed timer's own, to stop on shutdown.
     owns_timer: bool,
+    /// What happened to the keys.
+    stats: Stats,
+}
+
+/// The keyed timer's counters (statistics only: they order nothing).
+#[derive(Debug, Default)]
+struct Stats {
+    /// Keys inserted by `set`.
+    inserted: std::sync::atomic::AtomicU64,
+    /// Keys moved to a new deadline by `set` or `reset`.
+    moved: std::sync::atomic::AtomicU64,
+    /// Keys removed by `remove`, `drain` or `shutdown`.
+    removed: std::sync::atomic::AtomicU64,
+    /// Keys that expired (their callback ran).
+    expired: std::sync::atomic::AtomicU64,
+    /// Callbacks that panicked.
+    panics: std::sync::atomic::AtomicU64,
+}
+
+impl Stats {
+    /// Adds `n` to `counter`.
+    fn add(counter: &std::sync::atomic::AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+}
+
+/// A snapshot of a [`KeyedTimer`]'s gauge and counters.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// let t = purgatorio::KeyedTimer::new(|_: u8, _: ()| ())?;
+/// t.set(1, (), Duration::from_secs(30))?;
+/// t.set(1, (), Duration::from_secs(30))?; // moved, not inserted again
+/// t.remove(&1);
+/// let m = t.metrics();
+/// assert_eq!((m.len, m.inserted, m.moved, m.removed, m.expired), (0, 1, 1, 1, 0));
+/// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct KeyedMetrics {
+    /// Keys set now.
+    pub len: usize,
+    /// Keys inserted by `set`.
+    pub inserted: u64,
+    /// Keys moved to a new deadline (`set` of a set key, `reset`).
+    pub moved: u64,
+    /// Keys removed without expiring (`remove`, `drain`, `shutdown`).
+    pub removed: u64,
+    /// Keys that expired: their callback ran.
+    pub expired: u64,
+    /// Callbacks that panicked (caught and counted; the timer goes on).
+    pub panics: u64,
 }
 
 impl<K, V> Drop for KeyMap<K, V> {
@@ -95,7 +150,11 @@ where
             }
         };
         if let Some((key, entry)) = expired {
-            (shared.on_expire)(key, entry.value);
+            Stats::add(&shared.stats.expired, 1);
+            let callback = std::panic::AssertUnwindSafe(|| (shared.on_expire)(key, entry.value));
+            if std::panic::catch_unwind(callback).is_err() {
+                Stats::add(&shared.stats.panics, 1);
+            }
         }
     }
 }
@@ -105,7 +164,7 @@ where
 /// Expired entries are removed and handed to the callback, on the timer's
 /// worker threads. The callback may call back into the keyed timer (for
 /// example to set the key again). A panicking callback is caught and counted
-/// in the timer's [`Metrics::panicked`](crate::Metrics::panicked) and breaks
+/// in [`KeyedMetrics::panics`] and breaks
 /// nothing. Dropping the last clone stops the timer; pending entries are
 /// dropped without a callback.
 ///
@@ -241,6 +300,7 @@ where
             on_expire,
             closed: AtomicBool::new(false),
             owns_timer,
+            stats: Stats::default(),
         });
         KeyedTimer { shared, timer }
     }
@@ -274,6 +334,7 @@ where
             if entry.handle.reschedule(delay) {
                 let old = std::mem::replace(&mut entry.value, value);
                 drop(shard);
+                Stats::add(&self.shared.stats.moved, 1);
                 // `key` (the map keeps its own copy) drops here, unlocked.
                 return Ok(Some(old));
             }
@@ -297,10 +358,13 @@ where
                     Some(slot) => Some(std::mem::replace(slot, entry)),
                     None => {
                         shard.insert(key, entry);
+                        drop(shard);
+                        Stats::add(&self.shared.stats.inserted, 1);
                         return Ok(None);
                     }
                 };
                 drop(shard);
+                Stats::add(&self.shared.stats.inserted, 1);
                 Ok(replaced.map(|old| old.value))
             }
             Err(refused) => {
@@ -325,10 +389,16 @@ where
     /// assert!(!t.reset(&2, Duration::from_secs(30)));
     /// ```
     pub fn reset(&self, key: &K, delay: Duration) -> bool {
-        let shard = self.shared.shards.shard(key).lock();
-        shard
-            .get(key)
-            .is_some_and(|entry| entry.handle.reschedule(delay))
+        let moved = {
+            let shard = self.shared.shards.shard(key).lock();
+            shard
+                .get(key)
+                .is_some_and(|entry| entry.handle.reschedule(delay))
+        };
+        if moved {
+            Stats::add(&self.shared.stats.moved, 1);
+        }
+        moved
     }
 
     /// Removes `key` and returns its value; its callback will not run.
@@ -344,7 +414,8 @@ where
     /// ```
     pub fn remove(&self, key: &K) -> Option<V> {
         let (_key, entry) = self.shared.shards.shard(key).lock().remove_entry(key)?;
-        entry.handle.cancel();
+        drop(entry.handle.cancel());
+        Stats::add(&self.shared.stats.removed, 1);
         Some(entry.value)
     }
 
@@ -377,11 +448,30 @@ where
         for shard in self.shared.shards.iter() {
             let entries = std::mem::take(&mut *shard.lock());
             for (key, entry) in entries {
-                entry.handle.cancel();
+                drop(entry.handle.cancel());
                 out.push((key, entry.value));
             }
         }
+        Stats::add(&self.shared.stats.removed, out.len() as u64);
         out
+    }
+
+    /// A snapshot of the gauge and counters.
+    ///
+    /// # Examples
+    ///
+    /// See [`KeyedMetrics`].
+    pub fn metrics(&self) -> KeyedMetrics {
+        let stats = &self.shared.stats;
+        let load = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
+        KeyedMetrics {
+            len: self.len(),
+            inserted: load(&stats.inserted),
+            moved: load(&stats.moved),
+            removed: load(&stats.removed),
+            expired: load(&stats.expired),
+            panics: load(&stats.panics),
+        }
     }
 
     /// Number of keys set.

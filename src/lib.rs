@@ -124,7 +124,7 @@ mod wheel;
 
 pub use clock::{Clock, ClockWaker, ManualClock, SystemClock};
 pub use error::{BuildError, ScheduleError, ShutDownError, WatchError, WatchErrorKind};
-pub use keyed::KeyedTimer;
+pub use keyed::{KeyedMetrics, KeyedTimer};
 pub use local::{Advance, Expired, LocalTimer, LocalTimerBuilder};
 pub use purgatory::{
     Completion, DelayedOperation, Parked, Purgatory, PurgatoryBuilder, PurgatoryMetrics,
@@ -134,7 +134,7 @@ pub use tick::{
     DEFAULT_TICK, DEFAULT_WHEEL_SIZE, MAX_SHARDS, MAX_TICK, MAX_WATCH_SHARDS, MAX_WHEEL_SIZE,
     MAX_WORKERS, MIN_TICK, MIN_WHEEL_SIZE,
 };
-pub use timer::{BoxTask, Executor, Metrics, Task, Timer, TimerBuilder, TimerHandle};
+pub use timer::{BoxTask, Executor, Lateness, Metrics, Task, Timer, TimerBuilder, TimerHandle};
 pub use wheel::TimerKey;
 
 /// The README's examples, compiled and run as doctests.

@@ -116,3 +116,44 @@ fn shutdown_returns_what_is_left_and_refuses_more() {
     let err = t.set(2, "y".into(), secs(5)).unwrap_err();
     assert_eq!(err.into_inner(), (2, "y".to_string()));
 }
+
+#[test]
+fn metrics_count_what_happened_to_the_keys_and_panics() {
+    let clock = ManualClock::new();
+    let keyed = KeyedTimer::with_timer(Timer::builder().clock(clock.clone()), |key: u32, _: ()| {
+        if key == 13 {
+            panic!("expected by the test");
+        }
+    })
+    .unwrap();
+    keyed.set(1, (), Duration::from_millis(10)).unwrap();
+    keyed.set(1, (), Duration::from_millis(10)).unwrap(); // moved
+    assert!(keyed.reset(&1, Duration::from_millis(10))); // moved
+    keyed.set(2, (), Duration::from_secs(60)).unwrap();
+    keyed.set(13, (), Duration::from_millis(10)).unwrap();
+    assert_eq!(keyed.remove(&2), Some(()));
+    clock.advance(Duration::from_millis(10));
+    let start = std::time::Instant::now();
+    while keyed.metrics().expired < 2 {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "{:?}",
+            keyed.metrics()
+        );
+        std::thread::yield_now();
+    }
+    let start = std::time::Instant::now();
+    while keyed.metrics().panics < 1 {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "{:?}",
+            keyed.metrics()
+        );
+        std::thread::yield_now();
+    }
+    let m = keyed.metrics();
+    assert_eq!(
+        (m.len, m.inserted, m.moved, m.removed, m.expired, m.panics),
+        (0, 3, 2, 1, 2, 1)
+    );
+}

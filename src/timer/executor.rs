@@ -113,7 +113,10 @@ impl<T: Task> Runner<T> {
     /// Hands a batch over (or, inline, runs it); gives it back if the
     /// executor is closed.
     pub(crate) fn submit(&self, batch: Batch<T>) -> Result<(), Batch<T>> {
-        match self {
+        let counters = &self.timing().counters;
+        let queued = batch.len();
+        counters.queued(queued);
+        let handed = match self {
             Runner::Pool(pool) => pool.submit(batch),
             Runner::Inline(inline) => {
                 if inline.closed.load(std::sync::atomic::Ordering::SeqCst) {
@@ -124,6 +127,20 @@ impl<T: Task> Runner<T> {
             }
             #[cfg(feature = "rayon")]
             Runner::Rayon(rayon) => rayon.submit(batch),
+        };
+        if handed.is_err() {
+            counters.dequeued(queued);
+        }
+        handed
+    }
+
+    /// The timing its batches count lateness in.
+    fn timing(&self) -> &Timing {
+        match self {
+            Runner::Pool(pool) => pool.timing(),
+            Runner::Inline(inline) => &inline.timing,
+            #[cfg(feature = "rayon")]
+            Runner::Rayon(rayon) => rayon.timing(),
         }
     }
 
@@ -199,6 +216,11 @@ mod rayon_runner {
                     closed: AtomicBool::new(false),
                 }),
             }
+        }
+
+        /// The timing the batches count in.
+        pub(crate) fn timing(&self) -> &Timing {
+            &self.state.timing
         }
 
         /// Spawns the batch as one rayon job.

@@ -47,7 +47,7 @@ mod timing;
 pub use builder::TimerBuilder;
 pub use executor::Executor;
 pub use handle::TimerHandle;
-pub use metrics::Metrics;
+pub use metrics::{Lateness, Metrics};
 pub use service::Timer;
 pub(crate) use task::Job;
 pub use task::{BoxTask, Task};

@@ -37,6 +37,8 @@ pub(crate) struct Pool<T> {
     sender: Mutex<Option<Sender<Batch<T>>>>,
     /// Worker threads not yet joined.
     workers: Mutex<Vec<JoinHandle<()>>>,
+    /// Where the workers count.
+    timing: Arc<Timing>,
     /// Under loom there are no worker threads: the model runs the queued
     /// batches itself, with [`run_queued`](Self::run_queued).
     /// Held here also so that the channel stays open without workers.
@@ -74,6 +76,7 @@ impl<T: Task> Pool<T> {
         Ok(Pool {
             sender: Mutex::new(Some(sender)),
             workers: Mutex::new(handles),
+            timing: Arc::clone(timing),
             #[cfg(purgatorio_loom)]
             receiver,
         })
@@ -92,6 +95,11 @@ impl<T: Task> Pool<T> {
             .into_iter()
             .map(|batch| run_batch(batch, timing))
             .sum()
+    }
+
+    /// The timing the workers count in.
+    pub(crate) fn timing(&self) -> &Timing {
+        &self.timing
     }
 
     /// Queues a batch; gives it back if the pool is closed.
@@ -136,6 +144,7 @@ fn work<T: Task>(receiver: &Receiver<Batch<T>>, timing: &Timing) {
 /// Runs a batch's tasks, catching and counting panics; returns how many ran.
 pub(crate) fn run_batch<T: Task>(batch: Batch<T>, timing: &Timing) -> usize {
     let ran = batch.len();
+    timing.counters.dequeued(ran);
     for job in batch {
         if job.deadline != UNTIMED {
             timing.record_lag(job.deadline);
