@@ -4,6 +4,8 @@
 //! behaving; time comes from a manual clock.
 
 use std::error::Error;
+
+use purgatorio_workloads::proc::threads_named;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread;
@@ -196,18 +198,6 @@ fn one_purgatory_holds_several_kinds_of_operation() -> Result {
     got.sort();
     assert_eq!(got, ["acked", "data"]);
     Ok(())
-}
-
-/// The live threads whose name starts with `prefix` (Linux; elsewhere 0).
-fn threads_named(prefix: &str) -> usize {
-    std::fs::read_dir("/proc/self/task")
-        .map(|tasks| {
-            tasks
-                .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
-                .filter(|name| name.starts_with(prefix))
-                .count()
-        })
-        .unwrap_or(0)
 }
 
 #[test]

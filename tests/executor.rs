@@ -95,14 +95,19 @@ mod rayon_pool {
         )
     }
 
-    #[test]
-    fn tasks_run_on_the_applications_rayon_pool_and_panics_are_counted() {
-        let clock = ManualClock::new();
-        let timer = Timer::builder()
+    /// A timer on `clock` whose tasks run on a fresh two-thread rayon pool.
+    fn rayon_timer(clock: &ManualClock) -> Timer {
+        Timer::builder()
             .clock(clock.clone())
             .executor(Executor::Rayon(pool()))
             .build()
-            .unwrap();
+            .unwrap()
+    }
+
+    #[test]
+    fn tasks_run_on_the_applications_rayon_pool_and_panics_are_counted() {
+        let clock = ManualClock::new();
+        let timer = rayon_timer(&clock);
         let (tx, rx) = mpsc::channel();
         timer
             .schedule(ms(3), move || tx.send(me()).unwrap())
@@ -123,11 +128,7 @@ mod rayon_pool {
     #[test]
     fn shutdown_waits_for_the_tasks_already_running() {
         let clock = ManualClock::new();
-        let timer = Timer::builder()
-            .clock(clock.clone())
-            .executor(Executor::Rayon(pool()))
-            .build()
-            .unwrap();
+        let timer = rayon_timer(&clock);
         let (started_tx, started) = mpsc::channel();
         let (release, released) = mpsc::channel::<()>();
         let finished = Arc::new(AtomicBool::new(false));
@@ -156,11 +157,7 @@ mod rayon_pool {
     #[test]
     fn a_rayon_task_may_drop_the_last_timer_handle() {
         let clock = ManualClock::new();
-        let timer = Timer::builder()
-            .clock(clock.clone())
-            .executor(Executor::Rayon(pool()))
-            .build()
-            .unwrap();
+        let timer = rayon_timer(&clock);
         let slot = Arc::new(parking_lot::Mutex::new(Some(timer.clone())));
         let in_task = Arc::clone(&slot);
         let (tx, rx) = mpsc::channel();

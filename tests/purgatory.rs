@@ -10,6 +10,7 @@ use purgatorio::{
     Completion, DelayedOperation, ManualClock, Purgatory, PurgatoryMetrics, ShutDownError, Timer,
     WatchErrorKind,
 };
+use purgatorio_workloads::proc::threads_named;
 
 const PATIENCE: Duration = Duration::from_secs(20);
 
@@ -819,18 +820,6 @@ fn an_operation_whose_drop_calls_the_purgatory_does_not_deadlock() {
         assert_eq!(rx.recv_timeout(PATIENCE).unwrap(), 1, "ran, watched once");
         assert_eq!(p.watched(), 0);
     });
-}
-
-/// Counts the live threads whose name starts with `prefix`.
-fn threads_named(prefix: &str) -> usize {
-    std::fs::read_dir("/proc/self/task")
-        .map(|tasks| {
-            tasks
-                .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
-                .filter(|name| name.starts_with(prefix))
-                .count()
-        })
-        .unwrap_or(0)
 }
 
 #[test]

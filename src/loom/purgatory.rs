@@ -23,7 +23,7 @@ use crate::sync::{AtomicBool, AtomicUsize};
 struct Log {
     /// Runs of `on_complete`.
     completed: AtomicUsize,
-    /// Runs of `on_expiration`.
+    /// Runs of `on_complete` on the timeout paths (`Expired`, `ShutDown`).
     expired: AtomicUsize,
 }
 
@@ -91,7 +91,7 @@ fn reporting(purgatory: &Model, ready: Arc<AtomicBool>, key: &'static str) -> Jo
 }
 
 /// Completion racing expiry and `force_complete`: `on_complete` runs once,
-/// `on_expiration` only if expiry won, and exactly one path reports the win.
+/// `Expired` only if expiry won, and exactly one path reports the win.
 #[test]
 fn completion_races_expiry_and_force_complete() {
     model("completion_races_expiry_and_force_complete", || {

@@ -28,6 +28,19 @@ pub fn rss_bytes() -> u64 {
     status_kib("VmRSS:") * 1024
 }
 
+/// How many of this process's threads are named starting with `prefix`
+/// (Linux's names are cut to 15 bytes).
+pub fn threads_named(prefix: &str) -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .map(|tasks| {
+            tasks
+                .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+                .filter(|name| name.starts_with(prefix))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
 /// A `/proc/self/status` memory field in KiB.
 fn status_kib(field: &str) -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
