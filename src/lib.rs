@@ -127,8 +127,8 @@ pub use error::{BuildError, ScheduleError, ShutDownError, WatchError, WatchError
 pub use keyed::{KeyedMetrics, KeyedTimer};
 pub use local::{Advance, Expired, LocalTimer, LocalTimerBuilder};
 pub use purgatory::{
-    Completion, DelayedOperation, Parked, Purgatory, PurgatoryBuilder, PurgatoryMetrics,
-    DEFAULT_PURGE_INTERVAL,
+    Completion, DefaultKeyHasher, DelayedOperation, Parked, Purgatory, PurgatoryBuilder,
+    PurgatoryMetrics, DEFAULT_PURGE_INTERVAL,
 };
 pub use tick::{
     DEFAULT_TICK, DEFAULT_WHEEL_SIZE, MAX_SHARDS, MAX_TICK, MAX_WATCH_SHARDS, MAX_WHEEL_SIZE,

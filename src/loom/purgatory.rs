@@ -16,7 +16,7 @@ use super::{builder, model};
 use crate::clock::ManualClock;
 use crate::error::WatchErrorKind;
 use crate::purgatory::{Completion, DelayedOperation, Purgatory};
-use crate::sync::{AtomicBool, AtomicUsize};
+use crate::sync::{AtomicBool, AtomicUsize, HashState};
 
 /// What an operation's callbacks did.
 #[derive(Default)]
@@ -60,12 +60,15 @@ fn wait() -> (Wait, Arc<AtomicBool>, Arc<Log>) {
     (op, ready, log)
 }
 
-type Model = Purgatory<&'static str, Wait>;
+/// The models' purgatories hash keys with a fixed hasher, so that every
+/// run takes the same shards.
+type Model = Purgatory<&'static str, Wait, HashState>;
 
 /// A purgatory with two watch shards on the model timer, and its clock.
 fn purgatory() -> (Model, ManualClock) {
     let clock = ManualClock::new();
     let purgatory = Purgatory::builder()
+        .hasher(HashState::default())
         .watch_shards(2)
         .timer(builder(&clock))
         .build()
@@ -234,7 +237,7 @@ fn shutdown_races_park() {
 /// its `Drop` before letting the handle go.
 struct HoldsHandle {
     /// The handle; possibly the purgatory's last.
-    purgatory: Option<Purgatory<&'static str, HoldsHandle>>,
+    purgatory: Option<Purgatory<&'static str, HoldsHandle, HashState>>,
     /// Runs of `on_complete`, then of `Drop`.
     log: Arc<Log>,
 }
@@ -272,7 +275,8 @@ impl Drop for HoldsHandle {
 fn purge_and_completion_race_the_last_handles_drop() {
     model("purge_and_completion_race_the_last_handles_drop", || {
         let clock = ManualClock::new();
-        let purgatory: Purgatory<&'static str, HoldsHandle> = Purgatory::builder()
+        let purgatory: Purgatory<&'static str, HoldsHandle, HashState> = Purgatory::builder()
+            .hasher(HashState::default())
             .watch_shards(2)
             .timer(builder(&clock))
             .build()

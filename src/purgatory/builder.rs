@@ -1,7 +1,7 @@
 //! [`PurgatoryBuilder`]: the purgatory's settings and its timer's.
 
 use std::fmt;
-use std::hash::Hash;
+use std::hash::{BuildHasher, Hash};
 use std::sync::Arc;
 
 use super::core::Core;
@@ -36,16 +36,22 @@ pub const DEFAULT_PURGE_INTERVAL: usize = 1000;
 ///     .unwrap();
 /// # drop(purgatory);
 /// ```
-pub struct PurgatoryBuilder<K, O: DelayedOperation> {
+pub struct PurgatoryBuilder<K, O: DelayedOperation, S = DefaultKeyHasher> {
     /// Number of watch-list shards.
     watch_shards: usize,
     /// Lingering entries tolerated before a purge.
     purge_interval: usize,
     /// Where the purgatory's timer comes from.
     timer: TimerSource,
+    /// Hashes the watch keys.
+    hasher: S,
     /// The key and operation types.
     types: std::marker::PhantomData<fn() -> (K, O)>,
 }
+
+/// The default hasher of watch keys: fast (foldhash) and seeded at random
+/// per process, so keys an attacker picks cannot be aimed at one shard.
+pub type DefaultKeyHasher = hashbrown::DefaultHashBuilder;
 
 /// Where a purgatory's timer comes from.
 #[derive(Debug)]
@@ -56,7 +62,7 @@ enum TimerSource {
     Shared(Timer),
 }
 
-impl<K, O: DelayedOperation> fmt::Debug for PurgatoryBuilder<K, O> {
+impl<K, O: DelayedOperation, S> fmt::Debug for PurgatoryBuilder<K, O, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PurgatoryBuilder")
             .field("watch_shards", &self.watch_shards)
@@ -66,10 +72,11 @@ impl<K, O: DelayedOperation> fmt::Debug for PurgatoryBuilder<K, O> {
     }
 }
 
-impl<K, O> PurgatoryBuilder<K, O>
+impl<K, O, S> PurgatoryBuilder<K, O, S>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
     O: DelayedOperation,
+    S: BuildHasher + Send + Sync + 'static,
 {
     /// Sets the number of watch-list shards (default: 16 per core, at least 16).
     ///
@@ -185,6 +192,41 @@ where
         self
     }
 
+    /// Hashes watch keys with `hasher` (default [`DefaultKeyHasher`]). Each
+    /// call hashes a key once: the hash picks the key's shard and finds its
+    /// list.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::hash::BuildHasherDefault;
+    /// # use purgatorio::{Completion, DelayedOperation, Purgatory};
+    /// # struct Op;
+    /// # impl DelayedOperation for Op {
+    /// #     fn delay(&self) -> std::time::Duration { std::time::Duration::from_secs(1) }
+    /// #     fn try_complete(&mut self) -> bool { false }
+    /// #     fn on_complete(&mut self, _: Completion) {}
+    /// # }
+    /// // A deterministic hasher, say for a simulation that must replay exactly.
+    /// type Fixed = BuildHasherDefault<std::collections::hash_map::DefaultHasher>;
+    /// let p: Purgatory<u64, Op, Fixed> = Purgatory::builder().hasher(Fixed::default()).build()?;
+    /// p.try_complete_else_watch(Op, [1, 2])?;
+    /// assert_eq!(p.keys(), 2);
+    /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+    /// ```
+    pub fn hasher<H: BuildHasher + Send + Sync + 'static>(
+        self,
+        hasher: H,
+    ) -> PurgatoryBuilder<K, O, H> {
+        PurgatoryBuilder {
+            watch_shards: self.watch_shards,
+            purge_interval: self.purge_interval,
+            timer: self.timer,
+            hasher,
+            types: std::marker::PhantomData,
+        }
+    }
+
     /// Builds the purgatory and starts its timer.
     ///
     /// # Errors
@@ -206,7 +248,7 @@ where
     /// let err = Purgatory::<u8, Op>::builder().watch_shards(0).build().unwrap_err();
     /// assert!(matches!(err, BuildError::WatchShards(0)));
     /// ```
-    pub fn build(self) -> Result<Purgatory<K, O>, BuildError> {
+    pub fn build(self) -> Result<Purgatory<K, O, S>, BuildError> {
         if !(1..=MAX_WATCH_SHARDS).contains(&self.watch_shards) {
             return Err(BuildError::WatchShards(self.watch_shards));
         }
@@ -218,6 +260,7 @@ where
             self.watch_shards,
             self.purge_interval,
             !owns_timer,
+            self.hasher,
         ));
         Ok(Purgatory::new(core, timer, owns_timer))
     }
@@ -249,6 +292,7 @@ where
             watch_shards: (16 * cores).max(16),
             purge_interval: DEFAULT_PURGE_INTERVAL,
             timer: TimerSource::Own(Timer::builder()),
+            hasher: DefaultKeyHasher::default(),
             types: std::marker::PhantomData,
         }
     }

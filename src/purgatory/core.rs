@@ -1,7 +1,7 @@
 //! What a purgatory's handles, its timer's tasks and its purges share: the
 //! watch lists, the counters, the background purge and the shutdown.
 
-use std::hash::Hash;
+use std::hash::{BuildHasher, Hash};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -12,9 +12,9 @@ use crate::sync::AtomicBool;
 use crate::timer::Timer;
 
 /// What the purgatory's handles and its workers share.
-pub(super) struct Core<K, O> {
+pub(super) struct Core<K, O, S> {
     /// The watch lists.
-    pub(super) watchers: Watchers<K, O>,
+    pub(super) watchers: Watchers<K, O, S>,
     /// Completion counters and the lingering estimate.
     pub(super) counters: Arc<OpCounters>,
     /// Lingering entries tolerated before a purge.
@@ -25,12 +25,22 @@ pub(super) struct Core<K, O> {
     pub(super) closed: AtomicBool,
 }
 
-impl<K: Hash + Eq + Clone + Send + Sync + 'static, O: DelayedOperation> Core<K, O> {
+impl<K, O, S> Core<K, O, S>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    O: DelayedOperation,
+    S: BuildHasher + Send + Sync + 'static,
+{
     /// Empty watch lists in `watch_shards` shards; a purge once more than
     /// `purge_interval` done entries linger.
-    pub(super) fn new(watch_shards: usize, purge_interval: usize, shared_timer: bool) -> Self {
+    pub(super) fn new(
+        watch_shards: usize,
+        purge_interval: usize,
+        shared_timer: bool,
+        hasher: S,
+    ) -> Self {
         Core {
-            watchers: Watchers::new(watch_shards),
+            watchers: Watchers::new(watch_shards, hasher),
             counters: Arc::new(OpCounters {
                 count_delayed: shared_timer,
                 ..OpCounters::default()
@@ -59,7 +69,7 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static, O: DelayedOperation> Core<K, 
     }
 }
 
-impl<K, O: DelayedOperation> Core<K, O> {
+impl<K, O: DelayedOperation, S> Core<K, O, S> {
     /// Shuts a purgatory down once: completes every pending operation as
     /// shut down, on the calling thread, and stops the timer if the
     /// purgatory owns it. Returns how many operations it completed.

@@ -34,7 +34,7 @@ mod parked;
 mod service;
 mod watchers;
 
-pub use builder::{PurgatoryBuilder, DEFAULT_PURGE_INTERVAL};
+pub use builder::{DefaultKeyHasher, PurgatoryBuilder, DEFAULT_PURGE_INTERVAL};
 pub use metrics::PurgatoryMetrics;
 pub use operation::{Completion, DelayedOperation};
 pub use parked::Parked;

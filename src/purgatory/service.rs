@@ -3,11 +3,12 @@
 
 use std::borrow::Borrow;
 use std::fmt;
-use std::hash::Hash;
+use std::hash::{BuildHasher, Hash};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::builder::DefaultKeyHasher;
 use super::core::Core;
 use super::metrics::PurgatoryMetrics;
 use super::op::Op;
@@ -17,16 +18,16 @@ use crate::error::{ShutDownError, WatchError, WatchErrorKind};
 use crate::timer::{BoxTask, Job, Timer};
 
 /// Owns the timer; the last [`Purgatory`] handle drops it, which shuts down.
-struct Shared<K, O: DelayedOperation> {
+struct Shared<K, O: DelayedOperation, S> {
     /// Watch lists and counters.
-    core: Arc<Core<K, O>>,
+    core: Arc<Core<K, O, S>>,
     /// Expires operations and runs purges.
     timer: Timer,
     /// Whether the timer is the purgatory's own, to stop with it.
     owns_timer: bool,
 }
 
-impl<K, O: DelayedOperation> Drop for Shared<K, O> {
+impl<K, O: DelayedOperation, S> Drop for Shared<K, O, S> {
     fn drop(&mut self) {
         self.core.shut_down(&self.timer, self.owns_timer);
     }
@@ -86,12 +87,12 @@ impl<K, O: DelayedOperation> Drop for Shared<K, O> {
 /// assert!(rx.recv_timeout(Duration::from_millis(50)).is_err());
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub struct Purgatory<K, O: DelayedOperation> {
+pub struct Purgatory<K, O: DelayedOperation, S = DefaultKeyHasher> {
     /// Shared ownership.
-    owner: Arc<Shared<K, O>>,
+    owner: Arc<Shared<K, O, S>>,
 }
 
-impl<K, O: DelayedOperation> Clone for Purgatory<K, O> {
+impl<K, O: DelayedOperation, S> Clone for Purgatory<K, O, S> {
     fn clone(&self) -> Self {
         Purgatory {
             owner: Arc::clone(&self.owner),
@@ -99,7 +100,7 @@ impl<K, O: DelayedOperation> Clone for Purgatory<K, O> {
     }
 }
 
-impl<K, O: DelayedOperation> fmt::Debug for Purgatory<K, O> {
+impl<K, O: DelayedOperation, S> fmt::Debug for Purgatory<K, O, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Purgatory")
             .field("purge_interval", &self.owner.core.purge_interval)
@@ -108,13 +109,14 @@ impl<K, O: DelayedOperation> fmt::Debug for Purgatory<K, O> {
     }
 }
 
-impl<K, O> Purgatory<K, O>
+impl<K, O, S> Purgatory<K, O, S>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
     O: DelayedOperation,
+    S: BuildHasher + Send + Sync + 'static,
 {
     /// A purgatory on `core`, whose operations expire on `timer`.
-    pub(super) fn new(core: Arc<Core<K, O>>, timer: Timer, owns_timer: bool) -> Self {
+    pub(super) fn new(core: Arc<Core<K, O, S>>, timer: Timer, owns_timer: bool) -> Self {
         Purgatory {
             owner: Arc::new(Shared {
                 core,
@@ -125,7 +127,7 @@ where
     }
 
     /// The shared state.
-    fn core(&self) -> &Core<K, O> {
+    fn core(&self) -> &Core<K, O, S> {
         &self.owner.core
     }
 
@@ -210,7 +212,7 @@ where
             for (i, key) in keys.iter().enumerate() {
                 let key = key.borrow();
                 if !keys.iter().take(i).any(|k| k.borrow() == key) {
-                    core.watchers.watch(key, &cell);
+                    core.watchers.watch(key, core.watchers.hash(key), &cell);
                     watched += 1;
                 }
             }
@@ -253,14 +255,15 @@ where
         if core.closed.load(Ordering::SeqCst) {
             return Err(ShutDownError);
         }
-        let ops = core.watchers.live_snapshot(key, &core.counters);
+        let hash = core.watchers.hash(key);
+        let ops = core.watchers.live_snapshot(key, hash, &core.counters);
         let completed = ops
             .iter()
             .filter(|op| op.try_complete(&core.counters))
             .count();
         drop(ops);
         if completed > 0 {
-            core.watchers.remove_done(key, &core.counters);
+            core.watchers.remove_done(key, hash, &core.counters);
         }
         self.maybe_purge();
         Ok(completed)
@@ -306,7 +309,8 @@ where
         if core.closed.load(Ordering::SeqCst) {
             return Err(ShutDownError);
         }
-        let watched = core.watchers.live_snapshot(key, &core.counters);
+        let hash = core.watchers.hash(key);
+        let watched = core.watchers.live_snapshot(key, hash, &core.counters);
         let ops = watched
             .iter()
             .filter_map(|op| op.cancel(&core.counters))
@@ -314,7 +318,7 @@ where
         drop(watched);
         // The cancelled operations are done now: they leave `key`'s list
         // here and their other lists at the next check or purge.
-        core.watchers.remove_done(key, &core.counters);
+        core.watchers.remove_done(key, hash, &core.counters);
         self.maybe_purge();
         Ok(ops)
     }

@@ -1,81 +1,108 @@
 //! Sharded watch lists: key → operations waiting on it.
 //!
 //! A key's shard is chosen by its hash, so unrelated keys rarely share a lock.
-//! A shard lock is held only to edit or copy a list, never while an
-//! operation's callbacks run, and no operation lock is taken under it.
-//! Nothing a user wrote runs under it but the key's `Hash`, `Eq` and (for a
-//! new key) `Clone`: operations and keys that leave a list are dropped after
-//! the lock is released, since dropping them may run user code (the last
-//! reference to an operation, a key's `Drop`).
+//! Each call hashes a key once: the same hash picks the shard and finds the
+//! key's list in that shard's table. A shard lock is held only to edit or
+//! copy a list, never while an operation's callbacks run, and no operation
+//! lock is taken under it. Nothing a user wrote runs under it but the key's
+//! `Eq` (and, for a new key, `Clone`; `Hash` when a shard's table grows):
+//! operations and keys that leave a list are dropped after the lock is
+//! released, since dropping them may run user code (the last reference to an
+//! operation, a key's `Drop`).
 
 use std::borrow::Borrow;
-use std::collections::HashMap;
-use std::hash::Hash;
+use std::hash::{BuildHasher, Hash};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+
+use hashbrown::HashTable;
 
 use super::op::{sub_saturating, Op, OpCounters};
 use super::operation::DelayedOperation;
 use crate::sharded::Sharded;
-use crate::sync::HashState;
+
+/// One key's list.
+type List<K, O> = (K, Vec<Arc<Op<O>>>);
 
 /// One shard of the watch lists.
 struct Lists<K, O> {
-    /// Operations watched per key; a key whose list empties is removed.
-    lists: HashMap<K, Vec<Arc<Op<O>>>, HashState>,
+    /// Operations watched per key, found by the key's hash; a key whose list
+    /// empties is removed.
+    lists: HashTable<List<K, O>>,
     /// Sum of the lengths of `lists`.
     watched: usize,
 }
 
-/// All watch lists of a purgatory.
-pub(crate) struct Watchers<K, O> {
+/// All watch lists of a purgatory, keys hashed by `S`.
+pub(crate) struct Watchers<K, O, S> {
     /// The lists, sharded by key.
-    shards: Sharded<Lists<K, O>>,
+    shards: Sharded<Lists<K, O>, S>,
 }
 
-impl<K: Hash + Eq + Clone, O: DelayedOperation> Watchers<K, O> {
-    /// Empty lists in `shards` shards (≥ 1).
-    pub(crate) fn new(shards: usize) -> Self {
+impl<K: Hash + Eq + Clone, O: DelayedOperation, S: BuildHasher> Watchers<K, O, S> {
+    /// Empty lists in `shards` shards (≥ 1), keys hashed by `hasher`.
+    pub(crate) fn new(shards: usize, hasher: S) -> Self {
         Watchers {
-            shards: Sharded::new(shards, || Lists {
-                lists: HashMap::default(),
-                watched: 0,
-            }),
+            shards: Sharded::with_hasher(
+                shards,
+                || Lists {
+                    lists: HashTable::new(),
+                    watched: 0,
+                },
+                hasher,
+            ),
         }
     }
 
-    /// Adds `op` to `key`'s list. The caller holds the operation's lock.
-    pub(crate) fn watch(&self, key: &K, op: &Arc<Op<O>>) {
+    /// The hash of `key`, to pass to the calls below (hash once per call).
+    #[inline]
+    pub(crate) fn hash<Q: Hash + ?Sized>(&self, key: &Q) -> u64 {
+        self.shards.hash(key)
+    }
+
+    /// Adds `op` to `key`'s list; `hash` is `key`'s. The caller holds the
+    /// operation's lock.
+    pub(crate) fn watch(&self, key: &K, hash: u64, op: &Arc<Op<O>>) {
         op.add_watch();
-        let mut shard = self.shards.shard(key).lock();
+        let mut shard = self.shards.shard_of(hash).lock();
         shard.watched += 1;
-        match shard.lists.get_mut(key) {
-            Some(list) => list.push(Arc::clone(op)),
+        match shard.lists.find_mut(hash, |(k, _)| k == key) {
+            Some((_, list)) => list.push(Arc::clone(op)),
             None => {
-                shard.lists.insert(key.clone(), vec![Arc::clone(op)]);
+                let hasher = self.shards.hasher();
+                shard
+                    .lists
+                    .insert_unique(hash, (key.clone(), vec![Arc::clone(op)]), |(k, _)| {
+                        hasher.hash_one(k)
+                    });
             }
         }
     }
 
     /// Drops the done operations from `key`'s list (and the key if its list
     /// empties) and returns a copy of the rest, to try outside the lock.
-    pub(crate) fn live_snapshot<Q>(&self, key: &Q, counters: &OpCounters) -> Vec<Arc<Op<O>>>
+    pub(crate) fn live_snapshot<Q>(
+        &self,
+        key: &Q,
+        hash: u64,
+        counters: &OpCounters,
+    ) -> Vec<Arc<Op<O>>>
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
+        Q: Eq + ?Sized,
     {
-        self.edit_list(key, counters, |list| list.clone())
+        self.edit_list(key, hash, counters, |list| list.clone())
             .unwrap_or_default()
     }
 
     /// Drops the done operations from `key`'s list, and the key if its list
     /// empties.
-    pub(crate) fn remove_done<Q>(&self, key: &Q, counters: &OpCounters)
+    pub(crate) fn remove_done<Q>(&self, key: &Q, hash: u64, counters: &OpCounters)
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
+        Q: Eq + ?Sized,
     {
-        self.edit_list(key, counters, |_| ());
+        self.edit_list(key, hash, counters, |_| ());
     }
 
     /// Under the shard lock: takes the done operations out of `key`'s list,
@@ -85,24 +112,28 @@ impl<K: Hash + Eq + Clone, O: DelayedOperation> Watchers<K, O> {
     fn edit_list<Q, R>(
         &self,
         key: &Q,
+        hash: u64,
         counters: &OpCounters,
         f: impl FnOnce(&Vec<Arc<Op<O>>>) -> R,
     ) -> Option<R>
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
+        Q: Eq + ?Sized,
     {
-        let mut shard = self.shards.shard(key).lock();
-        let list = shard.lists.get_mut(key)?;
+        let mut shard = self.shards.shard_of(hash).lock();
+        let Ok(entry) = shard.lists.find_entry(hash, |(k, _)| k.borrow() == key) else {
+            return None;
+        };
+        let mut entry = entry;
+        let list = &mut entry.get_mut().1;
         let done: Vec<Arc<Op<O>>> = list.extract_if(.., |op| op.is_done()).collect();
         let result = f(list);
-        let emptied = list.is_empty();
-        shard.watched -= done.len();
-        let emptied = if emptied {
-            shard.lists.remove_entry(key)
+        let emptied = if list.is_empty() {
+            Some(entry.remove().0)
         } else {
             None
         };
+        shard.watched -= done.len();
         drop(shard);
         sub_saturating(&counters.lingering, done.len());
         counters.removed(done.len());
@@ -117,9 +148,9 @@ impl<K: Hash + Eq + Clone, O: DelayedOperation> Watchers<K, O> {
         let mut total = 0;
         for shard in self.shards.iter() {
             let mut done: Vec<Arc<Op<O>>> = Vec::new();
-            let emptied: Vec<(K, Vec<Arc<Op<O>>>)> = {
+            let emptied: Vec<List<K, O>> = {
                 let mut shard = shard.lock();
-                for list in shard.lists.values_mut() {
+                for (_, list) in shard.lists.iter_mut() {
                     done.extend(list.extract_if(.., |op| op.is_done()));
                 }
                 shard.watched -= done.len();
@@ -128,7 +159,10 @@ impl<K: Hash + Eq + Clone, O: DelayedOperation> Watchers<K, O> {
                 counters
                     .purged
                     .fetch_add(done.len() as u64, Ordering::Relaxed);
-                shard.lists.extract_if(|_, list| list.is_empty()).collect()
+                shard
+                    .lists
+                    .extract_if(|(_, list)| list.is_empty())
+                    .collect()
             };
             sub_saturating(&counters.lingering, done.len());
             counters.removed(done.len());
@@ -149,7 +183,7 @@ impl<K: Hash + Eq + Clone, O: DelayedOperation> Watchers<K, O> {
     }
 }
 
-impl<K, O> Watchers<K, O> {
+impl<K, O, S> Watchers<K, O, S> {
     /// Removes every list; returns every operation once (an operation watched
     /// on several keys appears once). The keys are dropped after the locks.
     pub(crate) fn drain(&self) -> Vec<Arc<Op<O>>> {
