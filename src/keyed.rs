@@ -21,6 +21,7 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use crate::error::{BuildError, ScheduleError};
+use crate::publish::{KeyEvent, KeyedFigures};
 use crate::sharded::Sharded;
 use crate::sync::AtomicBool;
 use crate::sync::{AtomicU64, HashState};
@@ -54,6 +55,8 @@ struct KeyMap<K, V> {
     owns_timer: bool,
     /// What happened to the keys.
     stats: Stats,
+    /// The same, published to `metrics` (with that feature).
+    figures: KeyedFigures,
 }
 
 /// The keyed timer's counters (statistics only: they order nothing).
@@ -71,10 +74,18 @@ struct Stats {
     panics: std::sync::atomic::AtomicU64,
 }
 
-impl Stats {
-    /// Adds `n` to `counter`.
-    fn add(counter: &std::sync::atomic::AtomicU64, n: u64) {
+impl<K, V> KeyMap<K, V> {
+    /// Counts `n` keys that had `event`, here and in the published figures.
+    fn record(&self, event: KeyEvent, n: u64) {
+        let counter = match event {
+            KeyEvent::Inserted => &self.stats.inserted,
+            KeyEvent::Moved => &self.stats.moved,
+            KeyEvent::Removed => &self.stats.removed,
+            KeyEvent::Expired => &self.stats.expired,
+            KeyEvent::Panicked => &self.stats.panics,
+        };
         counter.fetch_add(n, Ordering::Relaxed);
+        self.figures.event(event, n);
     }
 }
 
@@ -150,10 +161,10 @@ where
             }
         };
         if let Some((key, entry)) = expired {
-            Stats::add(&shared.stats.expired, 1);
+            shared.record(KeyEvent::Expired, 1);
             let callback = std::panic::AssertUnwindSafe(|| (shared.on_expire)(key, entry.value));
             if std::panic::catch_unwind(callback).is_err() {
-                Stats::add(&shared.stats.panics, 1);
+                shared.record(KeyEvent::Panicked, 1);
             }
         }
     }
@@ -301,6 +312,7 @@ where
             closed: AtomicBool::new(false),
             owns_timer,
             stats: Stats::default(),
+            figures: KeyedFigures::new(timer.name()),
         });
         KeyedTimer { shared, timer }
     }
@@ -334,7 +346,7 @@ where
             if entry.handle.reschedule(delay) {
                 let old = std::mem::replace(&mut entry.value, value);
                 drop(shard);
-                Stats::add(&self.shared.stats.moved, 1);
+                self.shared.record(KeyEvent::Moved, 1);
                 // `key` (the map keeps its own copy) drops here, unlocked.
                 return Ok(Some(old));
             }
@@ -359,12 +371,12 @@ where
                     None => {
                         shard.insert(key, entry);
                         drop(shard);
-                        Stats::add(&self.shared.stats.inserted, 1);
+                        self.shared.record(KeyEvent::Inserted, 1);
                         return Ok(None);
                     }
                 };
                 drop(shard);
-                Stats::add(&self.shared.stats.inserted, 1);
+                self.shared.record(KeyEvent::Inserted, 1);
                 Ok(replaced.map(|old| old.value))
             }
             Err(refused) => {
@@ -396,7 +408,7 @@ where
                 .is_some_and(|entry| entry.handle.reschedule(delay))
         };
         if moved {
-            Stats::add(&self.shared.stats.moved, 1);
+            self.shared.record(KeyEvent::Moved, 1);
         }
         moved
     }
@@ -415,7 +427,7 @@ where
     pub fn remove(&self, key: &K) -> Option<V> {
         let (_key, entry) = self.shared.shards.shard(key).lock().remove_entry(key)?;
         drop(entry.handle.cancel());
-        Stats::add(&self.shared.stats.removed, 1);
+        self.shared.record(KeyEvent::Removed, 1);
         Some(entry.value)
     }
 
@@ -452,7 +464,7 @@ where
                 out.push((key, entry.value));
             }
         }
-        Stats::add(&self.shared.stats.removed, out.len() as u64);
+        self.shared.record(KeyEvent::Removed, out.len() as u64);
         out
     }
 

@@ -115,6 +115,7 @@ mod keyed;
 mod local;
 #[cfg(all(test, purgatorio_loom))]
 mod loom;
+mod publish;
 mod purgatory;
 mod sharded;
 mod sync;

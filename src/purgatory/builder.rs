@@ -45,6 +45,8 @@ pub struct PurgatoryBuilder<K, O: DelayedOperation, S = DefaultKeyHasher> {
     timer: TimerSource,
     /// Hashes the watch keys.
     hasher: S,
+    /// Labels the published figures.
+    name: String,
     /// The key and operation types.
     types: std::marker::PhantomData<fn() -> (K, O)>,
 }
@@ -192,6 +194,28 @@ where
         self
     }
 
+    /// Names the purgatory (default `"purgatory"`): the `purgatory` label
+    /// of the figures published with the `metrics` feature.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use purgatorio::{Completion, DelayedOperation, Purgatory};
+    /// # struct Op;
+    /// # impl DelayedOperation for Op {
+    /// #     fn delay(&self) -> std::time::Duration { std::time::Duration::from_secs(1) }
+    /// #     fn try_complete(&mut self) -> bool { false }
+    /// #     fn on_complete(&mut self, _: Completion) {}
+    /// # }
+    /// let fetches: Purgatory<u64, Op> = Purgatory::builder().name("fetch").build()?;
+    /// # drop(fetches);
+    /// # Ok::<(), purgatorio::BuildError>(())
+    /// ```
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
     /// Hashes watch keys with `hasher` (default [`DefaultKeyHasher`]). Each
     /// call hashes a key once: the hash picks the key's shard and finds its
     /// list.
@@ -223,6 +247,7 @@ where
             purge_interval: self.purge_interval,
             timer: self.timer,
             hasher,
+            name: self.name,
             types: std::marker::PhantomData,
         }
     }
@@ -261,6 +286,7 @@ where
             self.purge_interval,
             !owns_timer,
             self.hasher,
+            &self.name,
         ));
         Ok(Purgatory::new(core, timer, owns_timer))
     }
@@ -293,6 +319,7 @@ where
             purge_interval: DEFAULT_PURGE_INTERVAL,
             timer: TimerSource::Own(Timer::builder()),
             hasher: DefaultKeyHasher::default(),
+            name: String::from("purgatory"),
             types: std::marker::PhantomData,
         }
     }

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use super::op::OpCounters;
 use super::operation::DelayedOperation;
 use super::watchers::Watchers;
+use crate::publish::PurgatoryFigures;
 use crate::sync::AtomicBool;
 use crate::timer::Timer;
 
@@ -38,11 +39,13 @@ where
         purge_interval: usize,
         shared_timer: bool,
         hasher: S,
+        name: &str,
     ) -> Self {
         Core {
             watchers: Watchers::new(watch_shards, hasher),
             counters: Arc::new(OpCounters {
                 count_delayed: shared_timer,
+                figures: PurgatoryFigures::new(name),
                 ..OpCounters::default()
             }),
             purge_interval,

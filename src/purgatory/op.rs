@@ -39,6 +39,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::operation::{Completion, DelayedOperation};
+use crate::publish::PurgatoryFigures;
 use crate::sync::{thread_local, AtomicBool, AtomicU64, AtomicUsize, Mutex, MutexGuard};
 use crate::timer::{Job, TimerHandle};
 
@@ -69,6 +70,8 @@ pub(crate) struct OpCounters {
     pub(crate) delayed: AtomicUsize,
     /// Whether to count `delayed`.
     pub(crate) count_delayed: bool,
+    /// The same figures, published to `metrics` (with that feature).
+    pub(crate) figures: PurgatoryFigures,
 }
 
 impl OpCounters {
@@ -81,6 +84,13 @@ impl OpCounters {
             Completion::ShutDown => &self.shut_down,
         };
         counter.fetch_add(1, Ordering::Relaxed);
+        self.figures.completed(completion as usize);
+    }
+
+    /// Counts a callback that panicked.
+    fn panicked(&self) {
+        self.panics.fetch_add(1, Ordering::Relaxed);
+        self.figures.panicked();
     }
 
     /// Whether a purge is due: more than `interval` done entries linger,
@@ -280,7 +290,7 @@ impl<O: DelayedOperation> Locked<'_, O> {
             Ok(true) => self.finish(Completion::Satisfied, counters),
             Ok(false) => false,
             Err(_) => {
-                counters.panics.fetch_add(1, Ordering::Relaxed);
+                counters.panicked();
                 self.mark_done(counters, true);
                 self.finished = self.state.op.take();
                 false
@@ -303,7 +313,7 @@ impl<O: DelayedOperation> Locked<'_, O> {
         if let Some(op) = self.state.op.as_mut() {
             let ran = catch_unwind(AssertUnwindSafe(|| op.on_complete(completion)));
             if ran.is_err() {
-                counters.panics.fetch_add(1, Ordering::Relaxed);
+                counters.panicked();
             }
         }
         self.finished = self.state.op.take();
@@ -548,6 +558,7 @@ impl<O: DelayedOperation> Op<O> {
         }
         locked.mark_done(counters, true);
         counters.cancelled.fetch_add(1, Ordering::Relaxed);
+        counters.figures.cancelled();
         locked.state.op.take()
     }
 

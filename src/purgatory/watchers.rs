@@ -159,6 +159,7 @@ impl<K: Hash + Eq + Clone, O: DelayedOperation, S: BuildHasher> Watchers<K, O, S
                 counters
                     .purged
                     .fetch_add(done.len() as u64, Ordering::Relaxed);
+                counters.figures.purged(done.len() as u64);
                 shard
                     .lists
                     .extract_if(|(_, list)| list.is_empty())

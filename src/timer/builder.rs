@@ -259,7 +259,8 @@ impl<T: Task> TimerBuilder<T> {
             signal: Arc::clone(&signal),
             next_wake: AtomicU64::new(u64::MAX),
             closed: AtomicBool::new(false),
-            counters: Counters::new(),
+            counters: Counters::new(&self.thread_name),
+            name: self.thread_name.clone(),
         });
         let shards = (0..self.shards)
             .map(|_| {

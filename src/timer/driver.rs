@@ -112,6 +112,7 @@ impl<T: Task> Driver<T> {
                     (batch.len() < BATCH).then(|| state.wheel.next_expiration())
                 };
                 moved += batch.len();
+                self.timing.counters.figures.expired(batch.len() as u64);
                 // The pool closes only after the driver has stopped and the
                 // shards were drained, so a batch is never refused here; if it
                 // were, dropping it outside every lock is the safe answer.

@@ -74,9 +74,15 @@ impl<T: Task> TimerHandle<T> {
     /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
     /// ```
     pub fn cancel(&self) -> Option<T> {
-        let mut state = self.shard.state.lock();
-        let task = state.wheel.remove(self.key);
-        state.cancelled += u64::from(task.is_some());
+        let task = {
+            let mut state = self.shard.state.lock();
+            let task = state.wheel.remove(self.key);
+            state.cancelled += u64::from(task.is_some());
+            task
+        };
+        if task.is_some() {
+            self.shard.timing.counters.figures.cancelled();
+        }
         task
     }
 

@@ -10,6 +10,8 @@
 //! one relaxed atomic add; no lock, no allocation.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use crate::publish::TimerFigures;
 use std::time::Duration;
 
 /// Sub-buckets per power of two, as a power of two.
@@ -55,32 +57,38 @@ pub(crate) struct Counters {
     backlog: AtomicU64,
     /// The lateness histogram.
     lateness: Box<[AtomicU64]>,
+    /// The same figures, published to `metrics` (with that feature).
+    pub(crate) figures: TimerFigures,
 }
 
 impl Counters {
-    /// All zero.
-    pub(crate) fn new() -> Self {
+    /// All zero, published under the timer's `name`.
+    pub(crate) fn new(name: &str) -> Self {
         Counters {
             wakeups: AtomicU64::new(0),
             panicked: AtomicU64::new(0),
             backlog: AtomicU64::new(0),
             lateness: (0..BUCKETS).map(|_| AtomicU64::new(0)).collect(),
+            figures: TimerFigures::new(name),
         }
     }
 
     /// Counts one driver wake-up.
     pub(crate) fn record_wakeup(&self) {
         self.wakeups.fetch_add(1, Relaxed);
+        self.figures.wakeup();
     }
 
     /// Counts one panicking task.
     pub(crate) fn record_panic(&self) {
         self.panicked.fetch_add(1, Relaxed);
+        self.figures.panicked();
     }
 
     /// Counts `n` tasks handed to the executor.
     pub(crate) fn queued(&self, n: usize) {
         self.backlog.fetch_add(n as u64, Relaxed);
+        self.figures.backlog(n as f64);
     }
 
     /// Counts `n` tasks taken up by the executor (or refused by it).
@@ -88,12 +96,14 @@ impl Counters {
         let _ = self
             .backlog
             .fetch_update(Relaxed, Relaxed, |v| Some(v.saturating_sub(n as u64)));
+        self.figures.backlog(-(n as f64));
     }
 
     /// Records the lateness of a task about to run.
     pub(crate) fn record_lag(&self, lag: Duration) {
         let ns = u64::try_from(lag.as_nanos()).unwrap_or(u64::MAX);
         self.lateness[bucket(ns)].fetch_add(1, Relaxed);
+        self.figures.lateness(lag);
     }
 
     /// Fills the process-wide fields of a snapshot.
@@ -255,7 +265,7 @@ mod tests {
 
     #[test]
     fn quantiles_never_under_report() {
-        let counters = Counters::new();
+        let counters = Counters::new("test");
         for ms in 1..=100u64 {
             counters.record_lag(Duration::from_millis(ms));
         }

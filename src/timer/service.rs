@@ -113,6 +113,11 @@ impl<T: Task> Timer<T> {
         self.driver().timing.resolution.tick()
     }
 
+    /// The timer's name: its threads' name prefix.
+    pub(crate) fn name(&self) -> &str {
+        &self.driver().timing.name
+    }
+
     /// The current time on the timer's clock.
     ///
     /// # Examples
@@ -215,6 +220,7 @@ impl<T: Task> Timer<T> {
             state.scheduled += 1;
             state.wheel.insert(tick, task)
         };
+        timing.counters.figures.scheduled(1);
         timing.wake_if_earlier(tick);
         Ok(TimerHandle::new(Arc::clone(shard), key))
     }
@@ -250,6 +256,9 @@ impl<T: Task> Timer<T> {
                 state.scheduled += 1;
                 state.expired += 1;
                 drop(state);
+                let figures = &self.driver().timing.counters.figures;
+                figures.scheduled(1);
+                figures.expired(1);
                 Ok(TimerHandle::new(Arc::clone(shard), TimerKey::DEAD))
             }
             Err(mut batch) => Err(ScheduleError::new(batch.pop().expect("one job").task)),

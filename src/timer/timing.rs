@@ -26,6 +26,8 @@ pub(crate) struct Timing {
     pub(crate) next_wake: AtomicU64,
     /// Set once by shutdown.
     pub(crate) closed: AtomicBool,
+    /// The threads' name prefix: the timer's name in published figures.
+    pub(crate) name: String,
     /// Counters kept outside the shard locks.
     pub(crate) counters: Counters,
 }
