@@ -61,6 +61,13 @@
 //! [`Purgatory`] for a fetch that waits for data, and [`KeyedTimer`] for
 //! session timeouts reset by heartbeats.
 //!
+//! ## Features
+//!
+//! * `rayon`: run expired tasks on an application's rayon pool
+//!   ([`Executor`]`::Rayon`).
+//! * `metrics`: publish every figure to the `metrics` facade, under
+//!   documented names, for any of its exporters.
+//!
 //! ## Guarantees
 //!
 //! * **Never early.** Deadlines round *up* to the tick, clock readings round
