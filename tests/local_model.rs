@@ -72,6 +72,22 @@ struct Model {
     keys: Vec<(u64, TimerKey)>,
 }
 
+impl Model {
+    /// Records timer `id` as pending for `deadline`, scheduled (or moved)
+    /// when the timer's time was `timer_now`.
+    fn track(&mut self, id: u64, key: TimerKey, deadline: u64, timer_now: u64, tick_ns: u64) {
+        let due_tick = due_tick(deadline, timer_now, tick_ns);
+        self.pending.insert(
+            id,
+            Pending {
+                deadline,
+                due_tick,
+                key,
+            },
+        );
+    }
+}
+
 /// The tick in which a timer scheduled for `deadline` is due when the
 /// timer's time is `now` (both in ns): its deadline rounded up, but never
 /// past `now`'s tick if the deadline has passed.
@@ -115,15 +131,7 @@ fn run(tick_ns: u64, wheel_size: usize, ops: Vec<Op>) -> Result<(), TestCaseErro
                 next_id += 1;
                 let timer_now = timer.now().as_nanos() as u64;
                 let key = timer.schedule_at(Duration::from_nanos(deadline), id);
-                let due_tick = due_tick(deadline, timer_now, tick_ns);
-                model.pending.insert(
-                    id,
-                    Pending {
-                        deadline,
-                        due_tick,
-                        key,
-                    },
-                );
+                model.track(id, key, deadline, timer_now, tick_ns);
                 model.keys.push((id, key));
             }
             Op::Cancel(i) => {
@@ -148,15 +156,7 @@ fn run(tick_ns: u64, wheel_size: usize, ops: Vec<Op>) -> Result<(), TestCaseErro
                     pending
                 );
                 if pending {
-                    let due_tick = due_tick(deadline, timer_now, tick_ns);
-                    model.pending.insert(
-                        id,
-                        Pending {
-                            deadline,
-                            due_tick,
-                            key,
-                        },
-                    );
+                    model.track(id, key, deadline, timer_now, tick_ns);
                 }
             }
             Op::Advance(step) | Op::AdvancePartial(step, _) => {

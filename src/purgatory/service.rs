@@ -251,22 +251,11 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let core = self.core();
-        if core.closed.load(Ordering::SeqCst) {
-            return Err(ShutDownError);
-        }
-        let hash = core.watchers.hash(key);
-        let ops = core.watchers.live_snapshot(key, hash, &core.counters);
-        let completed = ops
-            .iter()
-            .filter(|op| op.try_complete(&core.counters))
-            .count();
-        drop(ops);
-        if completed > 0 {
-            core.watchers.remove_done(key, hash, &core.counters);
-        }
-        self.maybe_purge();
-        Ok(completed)
+        let counters = &self.core().counters;
+        self.on_key(key, |ops| {
+            let completed = ops.iter().filter(|op| op.try_complete(counters)).count();
+            (completed, completed > 0)
+        })
     }
 
     /// Removes `key`'s operations and hands them back, neither completed nor
@@ -305,22 +294,41 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
+        let counters = &self.core().counters;
+        // The cancelled operations are done now: they leave `key`'s list
+        // here and their other lists at the next check or purge.
+        self.on_key(key, |ops| {
+            let back = ops.iter().filter_map(|op| op.cancel(counters)).collect();
+            (back, true)
+        })
+    }
+
+    /// The frame of a call on one key: refuses if shut down, hashes the key
+    /// once, hands `f` a copy of its live operations (tried or cancelled
+    /// outside every lock), then, if `f` says some may be done now, drops
+    /// the done ones from the key's list, and purges if due.
+    fn on_key<Q, R>(
+        &self,
+        key: &Q,
+        f: impl FnOnce(&[Arc<Op<O>>]) -> (R, bool),
+    ) -> Result<R, ShutDownError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
         let core = self.core();
         if core.closed.load(Ordering::SeqCst) {
             return Err(ShutDownError);
         }
         let hash = core.watchers.hash(key);
-        let watched = core.watchers.live_snapshot(key, hash, &core.counters);
-        let ops = watched
-            .iter()
-            .filter_map(|op| op.cancel(&core.counters))
-            .collect();
-        drop(watched);
-        // The cancelled operations are done now: they leave `key`'s list
-        // here and their other lists at the next check or purge.
-        core.watchers.remove_done(key, hash, &core.counters);
+        let ops = core.watchers.live_snapshot(key, hash, &core.counters);
+        let (result, some_done) = f(&ops);
+        drop(ops);
+        if some_done {
+            core.watchers.remove_done(key, hash, &core.counters);
+        }
         self.maybe_purge();
-        Ok(ops)
+        Ok(result)
     }
 
     /// Sum of the lengths of all watch lists (an operation watched on three
