@@ -1,0 +1,277 @@
+//! Test support for the workspace members that test against real components
+//! (a `redis-server`, `kcat`, a Python Kafka client).
+//!
+//! The README's test command must work on a fresh machine, so a test that needs
+//! a program installs it when it is missing ([`require_program`],
+//! [`python_with`]) and fails loudly when it cannot: nothing is skipped because
+//! a component is absent. Servers run as children on loopback in a temporary
+//! directory ([`TempDir`], [`free_port`]) and are stopped by PID
+//! ([`ChildGuard`]).
+
+use std::fs;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// The workspace's `target/` directory, where the virtual environment and the
+/// install lock live.
+pub fn target_dir() -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(dir) => PathBuf::from(dir),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"),
+    }
+}
+
+/// Finds `program` on the `PATH`.
+pub fn which(program: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(program))
+        .find(|candidate| candidate.is_file())
+}
+
+/// Runs `script` with `sh -c` under an exclusive lock on `target/<lock>`
+/// (`flock(1)`, from util-linux), so test binaries running at once install one
+/// at a time. Panics with the script's output when it fails.
+fn run_locked(lock: &str, script: &str) {
+    let dir = target_dir();
+    fs::create_dir_all(&dir).expect("create target/");
+    let output = Command::new("flock")
+        .arg("--timeout=900")
+        .arg(dir.join(lock))
+        .args(["sh", "-c", script])
+        .output()
+        .unwrap_or_else(|e| panic!("run flock (util-linux) for `{script}`: {e}"));
+    assert!(
+        output.status.success(),
+        "`{script}` failed ({}):\n{}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// The path of `program`, installing the Debian package `package` with
+/// `apt-get` when the program is missing (as root, or through `sudo`).
+///
+/// Panics, saying what to install, when it is missing and cannot be installed:
+/// a test that needs a real component never skips silently.
+pub fn require_program(program: &str, package: &str) -> PathBuf {
+    if let Some(path) = which(program).or_else(|| sbin(program)) {
+        return path;
+    }
+    let sudo = if is_root() { "" } else { "sudo -n " };
+    run_locked(
+        "apt.lock",
+        &format!(
+            "command -v {program} >/dev/null || {{ \
+             export DEBIAN_FRONTEND=noninteractive; \
+             {sudo}apt-get -o DPkg::Lock::Timeout=300 install -y -q {package} \
+             || {{ {sudo}apt-get -o DPkg::Lock::Timeout=300 update -q && \
+                   {sudo}apt-get -o DPkg::Lock::Timeout=300 install -y -q {package}; }}; }}"
+        ),
+    );
+    which(program)
+        .or_else(|| sbin(program))
+        .unwrap_or_else(|| panic!("`{program}` is still missing after installing {package}"))
+}
+
+fn sbin(program: &str) -> Option<PathBuf> {
+    ["/usr/sbin", "/usr/bin", "/sbin", "/usr/local/bin"]
+        .iter()
+        .map(|dir| Path::new(dir).join(program))
+        .find(|p| p.is_file())
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+        .unwrap_or(false)
+}
+
+/// A Python interpreter in a virtual environment under `target/venv` that has
+/// `packages` (pip requirement strings, such as `"kafka-python==2.0.2"`),
+/// creating the environment and installing what is missing.
+pub fn python_with(packages: &[&str]) -> PathBuf {
+    let venv = target_dir().join("venv");
+    let python = venv.join("bin/python");
+    let system = which("python3").expect("python3 is needed to create target/venv");
+    let list = packages
+        .iter()
+        .map(|p| format!("'{p}'"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    run_locked(
+        "venv.lock",
+        &format!(
+            "set -e; [ -x '{py}' ] || '{system}' -m venv '{venv}'; \
+             '{py}' -m pip install -q --disable-pip-version-check {list}",
+            py = python.display(),
+            system = system.display(),
+            venv = venv.display(),
+        ),
+    );
+    python
+}
+
+/// A loopback port that was free a moment ago (bound, read and released).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("bind 127.0.0.1:0")
+        .port()
+}
+
+/// A directory under the system's temporary directory, removed on drop.
+#[derive(Debug)]
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    /// Creates a fresh, empty directory whose name starts with `prefix`.
+    pub fn new(prefix: &str) -> TempDir {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos();
+        let path = std::env::temp_dir().join(format!(
+            "{prefix}-{}-{nanos}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        fs::create_dir_all(&path).unwrap_or_else(|e| panic!("create {}: {e}", path.display()));
+        TempDir(path)
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A child process that is killed (`SIGKILL`, by PID) and reaped on drop, so a
+/// failing test leaves no server behind.
+#[derive(Debug)]
+pub struct ChildGuard(Option<Child>);
+
+impl ChildGuard {
+    /// Guards `child`.
+    pub fn new(child: Child) -> ChildGuard {
+        ChildGuard(Some(child))
+    }
+
+    /// The child's PID.
+    pub fn id(&self) -> u32 {
+        self.0.as_ref().map_or(0, Child::id)
+    }
+
+    /// The child itself, for its pipes.
+    pub fn child(&mut self) -> &mut Child {
+        self.0.as_mut().expect("the child was already stopped")
+    }
+
+    /// Sends `signal` (a name `kill(1)` knows: `TERM`, `KILL`, `STOP`, `CONT`)
+    /// to the child by PID.
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.id().to_string())
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -{signal} {} failed", self.id());
+    }
+
+    /// Sends `SIGKILL` and reaps the child; returns its exit status.
+    pub fn kill(mut self) -> std::process::ExitStatus {
+        let mut child = self.0.take().expect("the child was already stopped");
+        let _ = child.kill();
+        child.wait().expect("wait for the child")
+    }
+
+    /// Sends `SIGTERM` and waits up to `grace` for the child to exit, then
+    /// `SIGKILL`; returns its exit status.
+    pub fn stop(mut self, grace: Duration) -> std::process::ExitStatus {
+        let mut child = self.0.take().expect("the child was already stopped");
+        let _ = Command::new("kill").arg(child.id().to_string()).status();
+        let deadline = Instant::now() + grace;
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = child.try_wait() {
+                return status;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = child.kill();
+        child.wait().expect("wait for the child")
+    }
+}
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Polls `ready` every 10 ms until it returns `Some`, for at most `limit`;
+/// panics naming `what` when time runs out. Every wait in a test is bounded.
+pub fn wait_for<T>(what: &str, limit: Duration, mut ready: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(value) = ready() {
+            return value;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "gave up after {limit:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_temporary_directory_is_removed_on_drop() {
+        let dir = TempDir::new("testkit");
+        let path = dir.path().to_path_buf();
+        fs::write(path.join("f"), b"x").unwrap();
+        drop(dir);
+        assert!(!path.exists());
+    }
+
+    #[test]
+    fn a_guarded_child_is_killed_on_drop() {
+        let guard = ChildGuard::new(Command::new("sleep").arg("600").spawn().unwrap());
+        let pid = guard.id();
+        drop(guard);
+        assert!(!Path::new(&format!("/proc/{pid}")).exists());
+    }
+
+    #[test]
+    fn a_present_program_is_found_without_installing() {
+        assert!(require_program("sh", "dash").ends_with("sh"));
+    }
+
+    #[test]
+    fn waiting_is_bounded() {
+        let result = std::panic::catch_unwind(|| {
+            wait_for("never", Duration::from_millis(50), || None::<()>)
+        });
+        assert!(result.is_err());
+        assert_eq!(wait_for("now", Duration::from_secs(1), || Some(7)), 7);
+    }
+}
