@@ -67,6 +67,7 @@
 //!   ([`Executor`]`::Rayon`).
 //! * `metrics`: publish every figure to the `metrics` facade, under
 //!   documented names, for any of its exporters.
+//! * `stream`: [`Expirations`] implements `futures_core::Stream`.
 //!
 //! ## Guarantees
 //!
@@ -118,6 +119,7 @@
 
 mod clock;
 mod error;
+mod future;
 mod keyed;
 mod local;
 #[cfg(all(test, purgatorio_loom))]
@@ -131,11 +133,12 @@ mod timer;
 mod wheel;
 
 pub use clock::{Clock, ClockWaker, ManualClock, SystemClock};
+pub use future::{Elapsed, Expirations, Next, ShutDown, Sleep, Timeout};
 pub use error::{BuildError, ScheduleError, ShutDownError, WatchError, WatchErrorKind};
 pub use keyed::{KeyedMetrics, KeyedTimer};
 pub use local::{Advance, Expired, LocalTimer, LocalTimerBuilder};
 pub use purgatory::{
-    Completion, DefaultKeyHasher, DelayedOperation, Parked, Purgatory, PurgatoryBuilder,
+    CancelOnDrop, Completion, DefaultKeyHasher, DelayedOperation, Parked, Purgatory, PurgatoryBuilder,
     PurgatoryMetrics, DEFAULT_PURGE_INTERVAL,
 };
 pub use tick::{

@@ -37,5 +37,5 @@ mod watchers;
 pub use builder::{DefaultKeyHasher, PurgatoryBuilder, DEFAULT_PURGE_INTERVAL};
 pub use metrics::PurgatoryMetrics;
 pub use operation::{Completion, DelayedOperation};
-pub use parked::Parked;
+pub use parked::{CancelOnDrop, Parked};
 pub use service::Purgatory;

@@ -39,6 +39,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::operation::{Completion, DelayedOperation};
+use crate::future::Rendezvous;
 use crate::publish::PurgatoryFigures;
 use crate::sync::{thread_local, AtomicBool, AtomicU64, AtomicUsize, Mutex, MutexGuard};
 use crate::timer::{Job, TimerHandle};
@@ -243,6 +244,9 @@ pub(crate) struct Op<O> {
     requests: AtomicUsize,
     /// The purgatory's counters, for the timer's expiry.
     counters: Arc<OpCounters>,
+    /// How the operation ended (`None`: without completing), for the task
+    /// awaiting its [`Parked`](super::Parked) handle.
+    outcome: Rendezvous<Option<Completion>>,
 }
 
 /// An operation locked by this thread. Dropping it releases the lock, then
@@ -254,6 +258,26 @@ struct Locked<'a, O> {
     op: &'a Op<O>,
     /// The finished operation's value, to drop after the lock.
     finished: Option<O>,
+    /// How it ended, if it did while locked: announced to an awaiting task
+    /// after the lock is released and the value dropped.
+    ended: Announce<'a>,
+}
+
+/// Announces how an operation ended, on drop: declared last in [`Locked`],
+/// so it runs after the lock is released and the finished value dropped.
+struct Announce<'a> {
+    /// Where to announce it.
+    to: &'a Rendezvous<Option<Completion>>,
+    /// What: `Some(None)` for an operation that ended without completing.
+    outcome: Option<Option<Completion>>,
+}
+
+impl Drop for Announce<'_> {
+    fn drop(&mut self) {
+        if let Some(outcome) = self.outcome.take() {
+            self.to.set(outcome);
+        }
+    }
 }
 
 impl<O> Drop for Locked<'_, O> {
@@ -293,6 +317,7 @@ impl<O: DelayedOperation> Locked<'_, O> {
                 counters.panicked();
                 self.mark_done(counters, true);
                 self.finished = self.state.op.take();
+                self.ended.outcome = Some(None);
                 false
             }
         }
@@ -317,6 +342,7 @@ impl<O: DelayedOperation> Locked<'_, O> {
             }
         }
         self.finished = self.state.op.take();
+        self.ended.outcome = Some(Some(completion));
         true
     }
 
@@ -355,6 +381,7 @@ impl<O: DelayedOperation> Op<O> {
             watches: AtomicUsize::new(0),
             requests: AtomicUsize::new(0),
             counters,
+            outcome: Rendezvous::default(),
         }
     }
 
@@ -376,6 +403,10 @@ impl<O: DelayedOperation> Op<O> {
             state,
             op: self,
             finished: None,
+            ended: Announce {
+                to: &self.outcome,
+                outcome: None,
+            },
         }
     }
 
@@ -559,7 +590,22 @@ impl<O: DelayedOperation> Op<O> {
         locked.mark_done(counters, true);
         counters.cancelled.fetch_add(1, Ordering::Relaxed);
         counters.figures.cancelled();
+        locked.ended.outcome = Some(None);
         locked.state.op.take()
+    }
+
+    /// How the operation ended, once it has; otherwise registers `cx`'s
+    /// waker to be woken when it does.
+    pub(crate) fn poll_outcome(
+        &self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Completion>> {
+        self.outcome.poll(cx)
+    }
+
+    /// How the operation ended, if it has (`Some(None)`: without completing).
+    pub(crate) fn outcome(&self) -> Option<Option<Completion>> {
+        self.outcome.get()
     }
 
     /// Completes the operation as shut down if it is not done, after its

@@ -1,16 +1,51 @@
-//! [`Parked`]: one parked operation, completed directly.
+//! [`Parked`]: one parked operation, completed directly or awaited.
 
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use super::op::{Op, OpCounters, Request};
-use super::operation::DelayedOperation;
+use super::operation::{Completion, DelayedOperation};
 
 /// A handle to one operation in a [`Purgatory`](crate::Purgatory), from [`Purgatory::park`](crate::Purgatory::park).
 ///
 /// Completing through the handle is O(1): it locks just this operation. The
 /// operation's entries leave the watch lists at the next check of their keys
 /// or the next purge.
+///
+/// # Awaiting it
+///
+/// `Parked` is a future (Kafka's `DelayedFuture`, in Rust form): it resolves
+/// once the operation ends, after its `on_complete` returned, with how it
+/// completed (`Some(`[`Completion`]`)`), or `None` if it ended without
+/// completing (taken back by [`cancel`](Self::cancel) or
+/// [`Purgatory::cancel_for_key`](crate::Purgatory::cancel_for_key), or its
+/// `try_complete` panicked). Polled again, it gives the same answer.
+/// Dropping it leaves the operation parked; [`cancel_on_drop`](Self::cancel_on_drop)
+/// makes a future that cancels it instead.
+///
+/// ```
+/// use std::time::Duration;
+/// use purgatorio::{Completion, DelayedOperation, ManualClock, Purgatory, Timer};
+///
+/// struct Fetch;
+/// impl DelayedOperation for Fetch {
+///     fn delay(&self) -> Duration { Duration::from_millis(500) }
+///     fn try_complete(&mut self) -> bool { false }
+///     fn on_complete(&mut self, _: Completion) {}
+/// }
+///
+/// let clock = ManualClock::new();
+/// let purgatory: Purgatory<u32, Fetch> =
+///     Purgatory::builder().timer(Timer::builder().clock(clock.clone())).build()?;
+/// let fetch = purgatory.park(Fetch, [1])?;
+/// clock.advance(Duration::from_millis(500));
+/// # use futures_executor::block_on;
+/// assert_eq!(block_on(fetch), Some(Completion::Expired));
+/// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+/// ```
 pub struct Parked<O> {
     /// The operation.
     op: Arc<Op<O>>,
@@ -82,5 +117,119 @@ impl<O: DelayedOperation> Parked<O> {
     /// See [`Purgatory::park`](crate::Purgatory::park).
     pub fn is_done(&self) -> bool {
         self.op.is_done()
+    }
+
+    /// Takes the operation back without completing it (its `on_complete`
+    /// never runs), if it is still pending; its timer is cancelled and an
+    /// awaiting task gets `None`. Waits for the operation's lock, unless
+    /// called from inside a callback: then a held lock gives `None`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use purgatorio::{Completion, DelayedOperation, Purgatory};
+    ///
+    /// struct Wait(u32);
+    /// impl DelayedOperation for Wait {
+    ///     fn delay(&self) -> Duration { Duration::from_secs(60) }
+    ///     fn try_complete(&mut self) -> bool { false }
+    ///     fn on_complete(&mut self, _: Completion) { unreachable!() }
+    /// }
+    ///
+    /// let purgatory: Purgatory<&str, Wait> = Purgatory::builder().build()?;
+    /// let parked = purgatory.park(Wait(7), ["key"])?;
+    /// assert_eq!(parked.cancel().map(|w| w.0), Some(7));
+    /// assert!(parked.is_done());
+    /// assert_eq!(purgatory.delayed(), 0);
+    /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+    /// ```
+    pub fn cancel(&self) -> Option<O> {
+        self.op.cancel(&self.counters)
+    }
+
+    /// How the operation ended, if it has: `Some(None)` if it ended without
+    /// completing. What awaiting the handle resolves with, without waiting.
+    ///
+    /// # Examples
+    ///
+    /// See [`Purgatory::park`](crate::Purgatory::park).
+    pub fn outcome(&self) -> Option<Option<Completion>> {
+        self.op.outcome()
+    }
+
+    /// A future that resolves as this handle does, but cancels the operation
+    /// (see [`cancel`](Self::cancel)) if dropped before it ended: for a
+    /// request whose client went away.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use purgatorio::{Completion, DelayedOperation, Purgatory};
+    ///
+    /// struct Wait;
+    /// impl DelayedOperation for Wait {
+    ///     fn delay(&self) -> Duration { Duration::from_secs(60) }
+    ///     fn try_complete(&mut self) -> bool { false }
+    ///     fn on_complete(&mut self, _: Completion) { unreachable!() }
+    /// }
+    ///
+    /// let purgatory: Purgatory<u8, Wait> = Purgatory::builder().build()?;
+    /// let request = purgatory.park(Wait, [1])?.cancel_on_drop();
+    /// drop(request); // the client disconnected
+    /// assert_eq!(purgatory.delayed(), 0);
+    /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+    /// ```
+    pub fn cancel_on_drop(self) -> CancelOnDrop<O> {
+        CancelOnDrop { parked: Some(self) }
+    }
+}
+
+impl<O: DelayedOperation> Future for Parked<O> {
+    type Output = Option<Completion>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Completion>> {
+        self.op.poll_outcome(cx)
+    }
+}
+
+/// A [`Parked`] handle that cancels its operation if dropped before it
+/// ended; from [`Parked::cancel_on_drop`]. Resolves as the handle does.
+#[derive(Debug)]
+#[must_use = "dropping it at once cancels the operation"]
+pub struct CancelOnDrop<O: DelayedOperation> {
+    /// The handle; `None` once given back by `into_inner`.
+    parked: Option<Parked<O>>,
+}
+
+impl<O: DelayedOperation> CancelOnDrop<O> {
+    /// The handle, which no longer cancels on drop.
+    ///
+    /// # Examples
+    ///
+    /// See [`Parked::cancel_on_drop`].
+    pub fn into_inner(mut self) -> Parked<O> {
+        self.parked.take().expect("the handle is there until into_inner")
+    }
+}
+
+impl<O: DelayedOperation> Future for CancelOnDrop<O> {
+    type Output = Option<Completion>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Completion>> {
+        match &mut self.get_mut().parked {
+            Some(parked) => Pin::new(parked).poll(cx),
+            None => Poll::Ready(None),
+        }
+    }
+}
+
+impl<O: DelayedOperation> Drop for CancelOnDrop<O> {
+    fn drop(&mut self) {
+        // The operation is handed back here and dropped after every lock.
+        if let Some(parked) = self.parked.take() {
+            drop(parked.cancel());
+        }
     }
 }

@@ -86,6 +86,15 @@ impl<T: Task> TimerHandle<T> {
         task
     }
 
+    /// Swaps the pending task for `task` and returns the old one, to drop
+    /// outside the lock; `Err(task)` if the task is no longer pending.
+    pub(crate) fn replace(&self, task: T) -> Result<T, T> {
+        match self.shard.state.lock().wheel.get_mut(self.key) {
+            Some(slot) => Ok(std::mem::replace(slot, task)),
+            None => Err(task),
+        }
+    }
+
     /// Moves the task to `delay` from now; `false` if it is no longer pending.
     ///
     /// # Examples

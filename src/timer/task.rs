@@ -2,6 +2,7 @@
 //! task, [`BoxTask`].
 
 use std::sync::Arc;
+use std::task::Waker;
 
 /// Work a [`Timer`](crate::Timer) runs when a deadline passes.
 ///
@@ -63,6 +64,8 @@ enum Work {
     Closure(Box<dyn FnOnce() + Send + 'static>),
     /// A job of the crate's already in an `Arc`: no box of its own.
     Job(JobRef),
+    /// An async task's waker (a [`Sleep`](crate::Sleep)): no box at all.
+    Wake(WakeRef),
 }
 
 /// A job of the crate's that a [`BoxTask`] can carry without boxing it: the
@@ -90,6 +93,19 @@ impl Drop for JobRef {
     }
 }
 
+/// A carried waker; dropped without running (the timer shut down with it
+/// pending), it still wakes its task, which then finds the timer shut down.
+/// The sleep that owns it takes it back with [`BoxTask::disarm`].
+struct WakeRef(Option<Waker>);
+
+impl Drop for WakeRef {
+    fn drop(&mut self) {
+        if let Some(waker) = self.0.take() {
+            waker.wake();
+        }
+    }
+}
+
 impl BoxTask {
     /// Boxes `task`.
     ///
@@ -107,6 +123,19 @@ impl BoxTask {
     pub(crate) fn job(job: Arc<dyn Job>) -> Self {
         BoxTask(Work::Job(JobRef(Some(job))))
     }
+
+    /// Carries `waker`: running the task wakes it.
+    pub(crate) fn waker(waker: Waker) -> Self {
+        BoxTask(Work::Wake(WakeRef(Some(waker))))
+    }
+
+    /// Drops the task without running it and without the wake-up a dropped
+    /// waker task gives: for a sleep that cancels or replaces its own.
+    pub(crate) fn disarm(self) {
+        if let Work::Wake(mut wake) = self.0 {
+            drop(wake.0.take());
+        }
+    }
 }
 
 impl<F: FnOnce() + Send + 'static> From<F> for BoxTask {
@@ -122,6 +151,11 @@ impl Task for BoxTask {
             Work::Job(mut job) => {
                 if let Some(job) = job.0.take() {
                     job.fire();
+                }
+            }
+            Work::Wake(mut wake) => {
+                if let Some(waker) = wake.0.take() {
+                    waker.wake();
                 }
             }
         }

@@ -120,6 +120,15 @@ impl<T> Arena<T> {
         matches!(self.slots.get(idx as usize), Some(Slot::Occupied { gen: g, .. }) if *g == gen)
     }
 
+    /// The payload of `(idx, gen)`, if occupied.
+    #[inline]
+    pub(crate) fn get_mut(&mut self, idx: u32, gen: NonZeroU32) -> Option<&mut T> {
+        match self.slots.get_mut(idx as usize) {
+            Some(Slot::Occupied { value, gen: g, .. }) if *g == gen => Some(value),
+            _ => None,
+        }
+    }
+
     /// Whether `(idx, stamp)` is the live reference to an occupied slot.
     #[inline]
     pub(crate) fn is_live(&self, idx: u32, stamp: u32) -> bool {

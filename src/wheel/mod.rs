@@ -239,6 +239,12 @@ impl<T> Wheel<T> {
         self.arena.contains(key.idx, key.gen)
     }
 
+    /// The payload of pending `key`, to change in place.
+    #[inline]
+    pub(crate) fn get_mut(&mut self, key: TimerKey) -> Option<&mut T> {
+        self.arena.get_mut(key.idx, key.gen)
+    }
+
     /// Cancels `key`; returns its payload if it was pending.
     #[inline]
     pub(crate) fn remove(&mut self, key: TimerKey) -> Option<T> {

@@ -1,0 +1,426 @@
+//! [`Sleep`] and [`Timeout`]: a timer's deadlines as futures.
+
+use std::fmt;
+use std::future::{Future, IntoFuture};
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use crate::timer::{BoxTask, Timer, TimerHandle};
+
+/// How far away "never" is: a sleep of [`Duration::MAX`] ends this far from
+/// now (about 30 years), where an [`Instant`] can still be represented.
+const FAR: Duration = Duration::from_secs(86_400 * 365 * 30);
+
+/// The deadline `delay` after `now`, or [`FAR`] away if that overflows.
+fn deadline_after(now: Instant, delay: Duration) -> Instant {
+    now.checked_add(delay)
+        .or_else(|| now.checked_add(FAR))
+        .unwrap_or(now)
+}
+
+/// A future that completes once the timer's clock passes a deadline; from
+/// [`Timer::sleep`] and [`Timer::sleep_until`].
+///
+/// * **Never early.** It completes only when the timer's clock reads at or
+///   after the deadline (at most about a tick after it, plus the time the
+///   runtime takes to poll the task again).
+/// * **Lazy and cheap.** Nothing is scheduled until the first poll; then the
+///   task's waker itself is the timer's entry, with no allocation. A poll
+///   from another task replaces the waker in place.
+/// * **Cancel on drop.** Dropping a pending sleep removes its entry at once,
+///   so the common timeout, cancelled almost every time, leaves nothing
+///   pending: [`Timer::len`] counts only live sleeps.
+/// * **Shutdown.** A sleep holds a handle to its timer, so dropping the other
+///   handles does not stop a timer that sleeps still wait on. If the timer is
+///   shut down explicitly ([`Timer::shutdown`]), every pending sleep completes
+///   at once, as [`Purgatory`](crate::Purgatory) operations do; then
+///   [`is_elapsed`](Self::is_elapsed) tells whether the deadline had passed.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use purgatorio::{ManualClock, Timer};
+///
+/// let clock = ManualClock::new();
+/// let timer = Timer::builder().clock(clock.clone()).build()?;
+/// let sleep = timer.sleep(Duration::from_millis(50));
+/// assert!(!sleep.is_elapsed());
+/// clock.advance(Duration::from_millis(50));
+/// # use futures_executor::block_on;
+/// block_on(sleep); // any executor: tokio, async-std, a plain block_on
+/// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+/// ```
+#[must_use = "a sleep does nothing unless awaited or polled"]
+pub struct Sleep {
+    /// The timer whose clock and driver the sleep uses.
+    timer: Timer,
+    /// When it completes.
+    deadline: Instant,
+    /// Its entry in the wheel and the waker stored there, once polled.
+    entry: Option<(TimerHandle, Waker)>,
+    /// Whether it completed.
+    done: bool,
+}
+
+impl fmt::Debug for Sleep {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Sleep")
+            .field("deadline", &self.deadline)
+            .field("registered", &self.entry.is_some())
+            .field("done", &self.done)
+            .finish()
+    }
+}
+
+impl Sleep {
+    /// A sleep on `timer` until `deadline`.
+    fn new(timer: Timer, deadline: Instant) -> Self {
+        Sleep {
+            timer,
+            deadline,
+            entry: None,
+            done: false,
+        }
+    }
+
+    /// When the sleep completes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let timer = purgatorio::Timer::builder().build()?;
+    /// let at = timer.now() + Duration::from_secs(1);
+    /// assert_eq!(timer.sleep_until(at).deadline(), at);
+    /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+    /// ```
+    pub fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    /// Whether the timer's clock has reached the deadline.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let timer = purgatorio::Timer::builder().build()?;
+    /// assert!(timer.sleep(Duration::ZERO).is_elapsed());
+    /// assert!(!timer.sleep(Duration::from_secs(60)).is_elapsed());
+    /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+    /// ```
+    pub fn is_elapsed(&self) -> bool {
+        self.timer.now() >= self.deadline
+    }
+
+    /// Moves the deadline to `deadline`, keeping the sleep's entry (and its
+    /// waker) if it has one; the sleep is pending again if the new deadline
+    /// is in the future. For a session timeout that every heartbeat pushes back.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let timer = purgatorio::Timer::builder().build()?;
+    /// let mut idle = timer.sleep(Duration::from_secs(30));
+    /// idle.reset(timer.now() + Duration::from_secs(60)); // a heartbeat
+    /// assert!(!idle.is_elapsed());
+    /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+    /// ```
+    pub fn reset(&mut self, deadline: Instant) {
+        self.deadline = deadline;
+        self.done = false;
+        let moved = match &self.entry {
+            Some((handle, _)) => handle.reschedule_at(deadline),
+            None => true,
+        };
+        if !moved {
+            // It fired: the next poll schedules a fresh entry.
+            self.entry = None;
+        }
+    }
+
+    /// Removes the sleep's entry, if it has one, without waking anyone.
+    fn cancel(&mut self) {
+        if let Some((handle, waker)) = self.entry.take() {
+            if let Some(task) = handle.cancel() {
+                task.disarm();
+            }
+            drop(waker);
+        }
+    }
+
+    /// Completes the sleep.
+    fn complete(&mut self) -> Poll<()> {
+        self.done = true;
+        self.cancel();
+        Poll::Ready(())
+    }
+}
+
+impl Future for Sleep {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.get_mut();
+        if this.done || this.is_elapsed() {
+            return this.complete();
+        }
+        if this.timer.is_shut_down() {
+            return this.complete();
+        }
+        if let Some((handle, waker)) = this.entry.take() {
+            if waker.will_wake(cx.waker()) {
+                this.entry = Some((handle, waker));
+                return Poll::Pending;
+            }
+            // Polled from another task: swap the waker in place.
+            let new = cx.waker().clone();
+            match handle.replace(BoxTask::waker(new.clone())) {
+                Ok(old) => {
+                    old.disarm();
+                    this.entry = Some((handle, new));
+                    return Poll::Pending;
+                }
+                Err(task) => task.disarm(),
+            }
+            // The entry left the wheel: it fired (so the deadline passed) or
+            // the timer shut down; both end the sleep. Anything else would be
+            // a lost entry, so schedule a new one rather than wait for ever.
+            if this.is_elapsed() || this.timer.is_shut_down() {
+                return this.complete();
+            }
+        }
+        let waker = cx.waker().clone();
+        match this
+            .timer
+            .schedule_at(this.deadline, BoxTask::waker(waker.clone()))
+        {
+            Ok(handle) => {
+                this.entry = Some((handle, waker));
+                Poll::Pending
+            }
+            Err(refused) => {
+                refused.into_inner().disarm();
+                this.complete()
+            }
+        }
+    }
+}
+
+impl Drop for Sleep {
+    fn drop(&mut self) {
+        self.cancel();
+    }
+}
+
+/// The error of a [`Timeout`] whose deadline passed first.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use purgatorio::{ManualClock, Timer};
+///
+/// let clock = ManualClock::new();
+/// let timer = Timer::builder().clock(clock.clone()).build()?;
+/// let never = std::future::pending::<()>();
+/// let timeout = timer.timeout(Duration::from_millis(10), never);
+/// clock.advance(Duration::from_millis(10));
+/// # use futures_executor::block_on;
+/// let elapsed = block_on(timeout).unwrap_err();
+/// assert!(!elapsed.is_shut_down());
+/// assert_eq!(elapsed.to_string(), "deadline has elapsed");
+/// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Elapsed {
+    /// Whether the timer was shut down before the deadline.
+    shut_down: bool,
+}
+
+impl Elapsed {
+    /// Whether the timeout ended because the timer was shut down (before
+    /// its deadline), not because its deadline passed.
+    ///
+    /// # Examples
+    ///
+    /// See [`Elapsed`].
+    pub fn is_shut_down(&self) -> bool {
+        self.shut_down
+    }
+}
+
+impl fmt::Display for Elapsed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.shut_down {
+            f.write_str("the timer shut down before the deadline")
+        } else {
+            f.write_str("deadline has elapsed")
+        }
+    }
+}
+
+impl std::error::Error for Elapsed {}
+
+pin_project_lite::pin_project! {
+    /// A future with a deadline, from [`Timer::timeout`] and
+    /// [`Timer::timeout_at`]: its value if it completes first, [`Elapsed`]
+    /// once the deadline passes.
+    ///
+    /// The inner future is polled first, so a value ready at the deadline
+    /// wins. The deadline's entry is scheduled only if the inner future is
+    /// pending at its first poll, and cancelled as soon as the timeout
+    /// completes or is dropped.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let timer = purgatorio::Timer::builder().build()?;
+    /// # use futures_executor::block_on;
+    /// let answer = block_on(timer.timeout(Duration::from_secs(5), async { 42 }));
+    /// assert_eq!(answer, Ok(42));
+    /// assert_eq!(timer.len(), 0); // nothing left pending
+    /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+    /// ```
+    #[must_use = "a timeout does nothing unless awaited or polled"]
+    #[derive(Debug)]
+    pub struct Timeout<F> {
+        #[pin]
+        future: F,
+        sleep: Sleep,
+    }
+}
+
+impl<F> Timeout<F> {
+    /// The inner future, given back.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let timer = purgatorio::Timer::builder().build()?;
+    /// let timeout = timer.timeout(Duration::from_secs(1), std::future::ready(7));
+    /// let _ready: std::future::Ready<i32> = timeout.into_inner();
+    /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+    /// ```
+    pub fn into_inner(self) -> F {
+        self.future
+    }
+
+    /// When the timeout elapses.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let timer = purgatorio::Timer::builder().build()?;
+    /// let at = timer.now() + Duration::from_secs(1);
+    /// assert_eq!(timer.timeout_at(at, async {}).deadline(), at);
+    /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+    /// ```
+    pub fn deadline(&self) -> Instant {
+        self.sleep.deadline
+    }
+}
+
+impl<F: Future> Future for Timeout<F> {
+    type Output = Result<F::Output, Elapsed>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        if let Poll::Ready(value) = this.future.poll(cx) {
+            this.sleep.cancel();
+            return Poll::Ready(Ok(value));
+        }
+        match Pin::new(&mut *this.sleep).poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(Elapsed {
+                shut_down: !this.sleep.is_elapsed(),
+            })),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+/// The timer's deadlines as futures.
+impl Timer {
+    /// A future that completes `delay` from now on the timer's clock
+    /// (tokio's `sleep`, on this timer). See [`Sleep`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let timer = purgatorio::Timer::builder().build()?;
+    /// # use futures_executor::block_on;
+    /// let start = std::time::Instant::now();
+    /// block_on(timer.sleep(Duration::from_millis(20)));
+    /// assert!(start.elapsed() >= Duration::from_millis(20));
+    /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+    /// ```
+    pub fn sleep(&self, delay: Duration) -> Sleep {
+        Sleep::new(self.clone(), deadline_after(self.now(), delay))
+    }
+
+    /// A future that completes once the timer's clock reaches `deadline`.
+    /// See [`Sleep`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let timer = purgatorio::Timer::builder().build()?;
+    /// # use futures_executor::block_on;
+    /// let at = timer.now() + Duration::from_millis(20);
+    /// block_on(timer.sleep_until(at));
+    /// assert!(timer.now() >= at);
+    /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+    /// ```
+    pub fn sleep_until(&self, deadline: Instant) -> Sleep {
+        Sleep::new(self.clone(), deadline)
+    }
+
+    /// `future`, unless `delay` passes first: then [`Elapsed`]. See
+    /// [`Timeout`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let timer = purgatorio::Timer::builder().build()?;
+    /// # use futures_executor::block_on;
+    /// let slow = timer.sleep(Duration::from_secs(60));
+    /// let outcome = block_on(timer.timeout(Duration::from_millis(10), slow));
+    /// assert!(outcome.is_err());
+    /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+    /// ```
+    pub fn timeout<F: IntoFuture>(&self, delay: Duration, future: F) -> Timeout<F::IntoFuture> {
+        Timeout {
+            future: future.into_future(),
+            sleep: self.sleep(delay),
+        }
+    }
+
+    /// `future`, unless the timer's clock reaches `deadline` first. See
+    /// [`Timeout`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let timer = purgatorio::Timer::builder().build()?;
+    /// # use futures_executor::block_on;
+    /// let at = timer.now() + Duration::from_secs(1);
+    /// assert_eq!(block_on(timer.timeout_at(at, async { "fast" })), Ok("fast"));
+    /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+    /// ```
+    pub fn timeout_at<F: IntoFuture>(&self, deadline: Instant, future: F) -> Timeout<F::IntoFuture> {
+        Timeout {
+            future: future.into_future(),
+            sleep: self.sleep_until(deadline),
+        }
+    }
+}
