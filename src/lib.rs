@@ -133,13 +133,13 @@ mod timer;
 mod wheel;
 
 pub use clock::{Clock, ClockWaker, ManualClock, SystemClock};
-pub use future::{Elapsed, Expirations, Next, ShutDown, Sleep, Timeout};
 pub use error::{BuildError, ScheduleError, ShutDownError, WatchError, WatchErrorKind};
+pub use future::{Elapsed, Expirations, Next, ShutDown, Sleep, Timeout};
 pub use keyed::{KeyedMetrics, KeyedTimer};
 pub use local::{Advance, Expired, LocalTimer, LocalTimerBuilder};
 pub use purgatory::{
-    CancelOnDrop, Completion, DefaultKeyHasher, DelayedOperation, Parked, Purgatory, PurgatoryBuilder,
-    PurgatoryMetrics, DEFAULT_PURGE_INTERVAL,
+    CancelOnDrop, Completion, DefaultKeyHasher, DelayedOperation, Parked, Purgatory,
+    PurgatoryBuilder, PurgatoryMetrics, DEFAULT_PURGE_INTERVAL,
 };
 pub use tick::{
     DEFAULT_TICK, DEFAULT_WHEEL_SIZE, MAX_SHARDS, MAX_TICK, MAX_WATCH_SHARDS, MAX_WHEEL_SIZE,

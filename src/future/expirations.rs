@@ -113,7 +113,11 @@ impl<K, V> Expirations<K, V> {
             if queue.closed {
                 return Poll::Ready(None);
             }
-            if queue.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+            if queue
+                .waker
+                .as_ref()
+                .is_some_and(|w| w.will_wake(cx.waker()))
+            {
                 return Poll::Pending;
             }
             queue.waker.take()
@@ -208,7 +212,9 @@ where
         });
         let sender = Sender(Arc::clone(&shared));
         let keyed = KeyedTimer::on_timer(timer, move |key, value| {
-            sender.0.push_with(|queue| queue.items.push_back((key, value)));
+            sender
+                .0
+                .push_with(|queue| queue.items.push_back((key, value)));
         });
         (keyed, Expirations { shared })
     }

@@ -71,7 +71,11 @@ impl<T> Rendezvous<T> {
             if state.value.is_some() {
                 return Poll::Ready(read(&mut state.value));
             }
-            if state.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+            if state
+                .waker
+                .as_ref()
+                .is_some_and(|w| w.will_wake(cx.waker()))
+            {
                 return Poll::Pending;
             }
         }

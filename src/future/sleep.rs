@@ -417,7 +417,11 @@ impl Timer {
     /// assert_eq!(block_on(timer.timeout_at(at, async { "fast" })), Ok("fast"));
     /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
     /// ```
-    pub fn timeout_at<F: IntoFuture>(&self, deadline: Instant, future: F) -> Timeout<F::IntoFuture> {
+    pub fn timeout_at<F: IntoFuture>(
+        &self,
+        deadline: Instant,
+        future: F,
+    ) -> Timeout<F::IntoFuture> {
         Timeout {
             future: future.into_future(),
             sleep: self.sleep_until(deadline),

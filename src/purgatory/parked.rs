@@ -210,7 +210,9 @@ impl<O: DelayedOperation> CancelOnDrop<O> {
     ///
     /// See [`Parked::cancel_on_drop`].
     pub fn into_inner(mut self) -> Parked<O> {
-        self.parked.take().expect("the handle is there until into_inner")
+        self.parked
+            .take()
+            .expect("the handle is there until into_inner")
     }
 }
 
