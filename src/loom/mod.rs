@@ -12,6 +12,7 @@
 //! then the worker (`run_due_here`), and loom runs every interleaving of the
 //! threads up to a preemption bound.
 
+mod future;
 mod keyed;
 mod purgatory;
 mod timer;

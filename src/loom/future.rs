@@ -1,0 +1,145 @@
+//! loom models of the async wake-ups (`--cfg purgatorio_loom`): a task that
+//! registers or replaces its waker while the timer fires, completes or
+//! shuts down is never left asleep.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::Ordering::SeqCst;
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::Duration;
+
+use loom::thread;
+
+use super::{builder, model};
+use crate::clock::ManualClock;
+use crate::purgatory::{Completion, DelayedOperation, Purgatory};
+use crate::sync::{AtomicUsize, HashState};
+
+/// A waker that counts its wake-ups.
+#[derive(Default)]
+struct Count(AtomicUsize);
+
+impl Wake for Count {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, SeqCst);
+    }
+}
+
+/// A counting waker and its count.
+fn waker() -> (Arc<Count>, Waker) {
+    let count = Arc::new(Count::default());
+    (Arc::clone(&count), Waker::from(count))
+}
+
+/// Polls `future` once with `waker`.
+fn poll<F: Future + Unpin>(future: &mut F, waker: &Waker) -> Poll<F::Output> {
+    Pin::new(future).poll(&mut Context::from_waker(waker))
+}
+
+/// A sleep polled from a new task while the clock reaches its deadline and
+/// the driver fires it: either that poll completes it, or the new task is
+/// woken and its next poll does. Never lost, never early, the old task never
+/// woken after its waker was replaced.
+#[test]
+fn a_sleep_moving_to_a_new_task_while_it_fires_is_never_lost() {
+    model("a_sleep_moving_to_a_new_task_while_it_fires_is_never_lost", || {
+        let clock = ManualClock::new();
+        let timer = builder(&clock).build().expect("valid timer");
+        let mut sleep = timer.sleep(Duration::from_millis(1));
+        let (_, first) = waker();
+        assert!(poll(&mut sleep, &first).is_pending());
+
+        let (driver, driver_clock) = (timer.clone(), clock.clone());
+        let firing = thread::spawn(move || {
+            driver_clock.advance(Duration::from_millis(1));
+            driver.run_due_here()
+        });
+        let (second_count, second) = waker();
+        let moved = poll(&mut sleep, &second);
+        firing.join().unwrap();
+
+        if moved.is_pending() {
+            assert_eq!(second_count.0.load(SeqCst), 1, "the new task was not woken");
+            assert!(poll(&mut sleep, &second).is_ready());
+        }
+        assert!(clock.elapsed() >= Duration::from_millis(1));
+        drop(sleep);
+        assert!(timer.is_empty());
+    });
+}
+
+/// A sleep polled from a new task while the timer shuts down: that poll
+/// completes it, or the new task is woken and then does.
+#[test]
+fn a_sleep_moving_to_a_new_task_while_the_timer_shuts_down_is_never_lost() {
+    model("a_sleep_moving_to_a_new_task_while_the_timer_shuts_down_is_never_lost", || {
+        let clock = ManualClock::new();
+        let timer = builder(&clock).build().expect("valid timer");
+        let mut sleep = timer.sleep(Duration::from_millis(1));
+        let (_, first) = waker();
+        assert!(poll(&mut sleep, &first).is_pending());
+
+        let closer = timer.clone();
+        let closing = thread::spawn(move || drop(closer.shutdown()));
+        let (second_count, second) = waker();
+        let moved = poll(&mut sleep, &second);
+        closing.join().unwrap();
+
+        if moved.is_pending() {
+            assert_eq!(second_count.0.load(SeqCst), 1, "the new task was not woken");
+            assert!(poll(&mut sleep, &second).is_ready());
+        }
+    });
+}
+
+/// Never completes; expires after 1 ms.
+struct Wait;
+
+impl DelayedOperation for Wait {
+    fn delay(&self) -> Duration {
+        Duration::from_millis(1)
+    }
+    fn try_complete(&mut self) -> bool {
+        false
+    }
+    fn on_complete(&mut self, _: Completion) {}
+}
+
+/// A parked operation's task registers its waker while the operation is
+/// forced on one thread and expires on another: the task is woken, or its
+/// poll sees the outcome, and the outcome is the one completion that won.
+#[test]
+fn a_parked_operation_wakes_its_task() {
+    model("a_parked_operation_wakes_its_task", || {
+        let clock = ManualClock::new();
+        let purgatory: Purgatory<u8, Wait, HashState> = Purgatory::builder()
+            .hasher(HashState::default())
+            .watch_shards(1)
+            .timer(builder(&clock))
+            .build()
+            .expect("valid purgatory");
+        let mut parked = purgatory.park(Wait, [1]).expect("open");
+        clock.advance(Duration::from_millis(1));
+
+        let expirer = purgatory.clone();
+        let expiring = thread::spawn(move || expirer.run_due_here());
+        let forced = parked.force_complete();
+        let (count, task) = waker();
+        let first = poll(&mut parked, &task);
+        expiring.join().unwrap();
+
+        let outcome = match first {
+            Poll::Ready(outcome) => outcome,
+            Poll::Pending => {
+                assert_eq!(count.0.load(SeqCst), 1, "the task was not woken");
+                match poll(&mut parked, &task) {
+                    Poll::Ready(outcome) => outcome,
+                    Poll::Pending => panic!("woken but not ready"),
+                }
+            }
+        };
+        let expected = if forced { Completion::Forced } else { Completion::Expired };
+        assert_eq!(outcome, Some(expected));
+    });
+}
