@@ -43,54 +43,60 @@ fn poll<F: Future + Unpin>(future: &mut F, waker: &Waker) -> Poll<F::Output> {
 /// woken after its waker was replaced.
 #[test]
 fn a_sleep_moving_to_a_new_task_while_it_fires_is_never_lost() {
-    model("a_sleep_moving_to_a_new_task_while_it_fires_is_never_lost", || {
-        let clock = ManualClock::new();
-        let timer = builder(&clock).build().expect("valid timer");
-        let mut sleep = timer.sleep(Duration::from_millis(1));
-        let (_, first) = waker();
-        assert!(poll(&mut sleep, &first).is_pending());
+    model(
+        "a_sleep_moving_to_a_new_task_while_it_fires_is_never_lost",
+        || {
+            let clock = ManualClock::new();
+            let timer = builder(&clock).build().expect("valid timer");
+            let mut sleep = timer.sleep(Duration::from_millis(1));
+            let (_, first) = waker();
+            assert!(poll(&mut sleep, &first).is_pending());
 
-        let (driver, driver_clock) = (timer.clone(), clock.clone());
-        let firing = thread::spawn(move || {
-            driver_clock.advance(Duration::from_millis(1));
-            driver.run_due_here()
-        });
-        let (second_count, second) = waker();
-        let moved = poll(&mut sleep, &second);
-        firing.join().unwrap();
+            let (driver, driver_clock) = (timer.clone(), clock.clone());
+            let firing = thread::spawn(move || {
+                driver_clock.advance(Duration::from_millis(1));
+                driver.run_due_here()
+            });
+            let (second_count, second) = waker();
+            let moved = poll(&mut sleep, &second);
+            firing.join().unwrap();
 
-        if moved.is_pending() {
-            assert_eq!(second_count.0.load(SeqCst), 1, "the new task was not woken");
-            assert!(poll(&mut sleep, &second).is_ready());
-        }
-        assert!(clock.elapsed() >= Duration::from_millis(1));
-        drop(sleep);
-        assert!(timer.is_empty());
-    });
+            if moved.is_pending() {
+                assert_eq!(second_count.0.load(SeqCst), 1, "the new task was not woken");
+                assert!(poll(&mut sleep, &second).is_ready());
+            }
+            assert!(clock.elapsed() >= Duration::from_millis(1));
+            drop(sleep);
+            assert!(timer.is_empty());
+        },
+    );
 }
 
 /// A sleep polled from a new task while the timer shuts down: that poll
 /// completes it, or the new task is woken and then does.
 #[test]
 fn a_sleep_moving_to_a_new_task_while_the_timer_shuts_down_is_never_lost() {
-    model("a_sleep_moving_to_a_new_task_while_the_timer_shuts_down_is_never_lost", || {
-        let clock = ManualClock::new();
-        let timer = builder(&clock).build().expect("valid timer");
-        let mut sleep = timer.sleep(Duration::from_millis(1));
-        let (_, first) = waker();
-        assert!(poll(&mut sleep, &first).is_pending());
+    model(
+        "a_sleep_moving_to_a_new_task_while_the_timer_shuts_down_is_never_lost",
+        || {
+            let clock = ManualClock::new();
+            let timer = builder(&clock).build().expect("valid timer");
+            let mut sleep = timer.sleep(Duration::from_millis(1));
+            let (_, first) = waker();
+            assert!(poll(&mut sleep, &first).is_pending());
 
-        let closer = timer.clone();
-        let closing = thread::spawn(move || drop(closer.shutdown()));
-        let (second_count, second) = waker();
-        let moved = poll(&mut sleep, &second);
-        closing.join().unwrap();
+            let closer = timer.clone();
+            let closing = thread::spawn(move || drop(closer.shutdown()));
+            let (second_count, second) = waker();
+            let moved = poll(&mut sleep, &second);
+            closing.join().unwrap();
 
-        if moved.is_pending() {
-            assert_eq!(second_count.0.load(SeqCst), 1, "the new task was not woken");
-            assert!(poll(&mut sleep, &second).is_ready());
-        }
-    });
+            if moved.is_pending() {
+                assert_eq!(second_count.0.load(SeqCst), 1, "the new task was not woken");
+                assert!(poll(&mut sleep, &second).is_ready());
+            }
+        },
+    );
 }
 
 /// Never completes; expires after 1 ms.
@@ -139,7 +145,11 @@ fn a_parked_operation_wakes_its_task() {
                 }
             }
         };
-        let expected = if forced { Completion::Forced } else { Completion::Expired };
+        let expected = if forced {
+            Completion::Forced
+        } else {
+            Completion::Expired
+        };
         assert_eq!(outcome, Some(expected));
     });
 }

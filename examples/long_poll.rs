@@ -1,0 +1,356 @@
+//! An async long-poll service on tokio: a reader waits up to N ms for data
+//! on a topic, a writer's append completes every reader waiting on it. Each
+//! wait is an operation parked in a [`Purgatory`], awaited as a future.
+//!
+//! ```text
+//! cargo run --example long_poll -- 127.0.0.1:7070
+//! ```
+//!
+//! The protocol is one line per request and one line per answer:
+//!
+//! * `APPEND <topic> <text>` → `OK <offset>`: appends `text` to `topic`.
+//! * `READ <topic> <offset> <max_wait_ms>` → `DATA <offset> <text>` as soon
+//!   as the topic has a record at `offset`, or `TIMEOUT` once `max_wait_ms`
+//!   passed without one (never before).
+//! * Anything else → `ERR <reason>`. A line longer than 4 KiB closes the
+//!   connection after `ERR line too long`.
+//!
+//! A client that disconnects while its read waits cancels the read. Try it
+//! with `nc 127.0.0.1 7070` in two terminals.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use purgatorio::{Completion, DelayedOperation, Purgatory};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{TcpListener, TcpStream};
+
+/// The longest request line accepted.
+const MAX_LINE: usize = 4096;
+
+/// The longest wait a reader may ask for.
+const MAX_WAIT: Duration = Duration::from_secs(300);
+
+/// The topics: append-only lists of records.
+#[derive(Default)]
+struct Topics {
+    logs: Mutex<HashMap<String, Vec<String>>>,
+}
+
+impl Topics {
+    /// The record at `offset` of `topic`, if it exists yet.
+    fn get(&self, topic: &str, offset: usize) -> Option<String> {
+        self.logs.lock().get(topic)?.get(offset).cloned()
+    }
+
+    /// Appends `text` to `topic`; returns its offset.
+    fn append(&self, topic: &str, text: &str) -> usize {
+        let mut logs = self.logs.lock();
+        let log = logs.entry(topic.to_string()).or_default();
+        log.push(text.to_string());
+        log.len() - 1
+    }
+}
+
+/// A read waiting for a record: done once the record exists.
+struct Read {
+    topics: Arc<Topics>,
+    topic: String,
+    offset: usize,
+    max_wait: Duration,
+}
+
+impl DelayedOperation for Read {
+    fn delay(&self) -> Duration {
+        self.max_wait
+    }
+    fn try_complete(&mut self) -> bool {
+        self.topics.get(&self.topic, self.offset).is_some()
+    }
+    // The answer is written by the task awaiting the read, which learns how
+    // it ended from the `Parked` future.
+    fn on_complete(&mut self, _: Completion) {}
+}
+
+/// The service: the topics and the purgatory where reads wait.
+#[derive(Clone)]
+struct Service {
+    topics: Arc<Topics>,
+    reads: Purgatory<String, Read>,
+}
+
+impl Service {
+    fn new() -> Self {
+        let reads = Purgatory::builder()
+            .name("long-poll")
+            .build()
+            .expect("default purgatory");
+        Service {
+            topics: Arc::default(),
+            reads,
+        }
+    }
+
+    /// Answers one request line.
+    async fn answer(&self, line: &str) -> String {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words.as_slice() {
+            ["APPEND", topic, ..] => {
+                let text = line.splitn(3, ' ').nth(2).unwrap_or("").trim_end();
+                let offset = self.topics.append(topic, text);
+                let _ = self.reads.check_and_complete(*topic);
+                format!("OK {offset}\n")
+            }
+            ["READ", topic, offset, max_wait] => {
+                let (Ok(offset), Ok(max_wait)) = (offset.parse(), max_wait.parse()) else {
+                    return "ERR offset and max_wait_ms must be numbers\n".into();
+                };
+                let max_wait = Duration::from_millis(max_wait);
+                if max_wait > MAX_WAIT {
+                    return format!("ERR max_wait_ms is at most {}\n", MAX_WAIT.as_millis());
+                }
+                self.read(topic, offset, max_wait).await
+            }
+            _ => {
+                "ERR expected APPEND <topic> <text> or READ <topic> <offset> <max_wait_ms>\n".into()
+            }
+        }
+    }
+
+    /// Waits up to `max_wait` for record `offset` of `topic`.
+    async fn read(&self, topic: &str, offset: usize, max_wait: Duration) -> String {
+        let read = Read {
+            topics: Arc::clone(&self.topics),
+            topic: topic.to_string(),
+            offset,
+            max_wait,
+        };
+        // Dropped (the client went away), the read is cancelled at once.
+        let parked = match self.reads.park(read, [topic.to_string()]) {
+            Ok(parked) => parked.cancel_on_drop(),
+            Err(_) => return "ERR shutting down\n".into(),
+        };
+        match parked.await {
+            Some(Completion::Satisfied) => match self.topics.get(topic, offset) {
+                Some(text) => format!("DATA {offset} {text}\n"),
+                None => "ERR record vanished\n".into(),
+            },
+            Some(Completion::Expired) => "TIMEOUT\n".into(),
+            _ => "ERR shutting down\n".into(),
+        }
+    }
+
+    /// Serves one connection until it closes.
+    async fn serve(&self, stream: TcpStream) {
+        // One write per answer, sent at once: no Nagle delay.
+        let _ = stream.set_nodelay(true);
+        let (reader, mut writer) = stream.into_split();
+        let mut reader = BufReader::new(reader);
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            let mut limited = (&mut reader).take(MAX_LINE as u64 + 1);
+            match limited.read_until(b'\n', &mut line).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) if line.len() > MAX_LINE => {
+                    // Answer, close our side, and discard what the client
+                    // still sends for a moment, so the answer is not lost
+                    // to a reset.
+                    let _ = writer.write_all(b"ERR line too long\n").await;
+                    let _ = writer.shutdown().await;
+                    let (mut rest, mut sink) = (reader.take(1 << 20), tokio::io::sink());
+                    let drain = tokio::io::copy(&mut rest, &mut sink);
+                    let _ = tokio::time::timeout(Duration::from_secs(1), drain).await;
+                    return;
+                }
+                Ok(_) => {}
+            }
+            let answer = match std::str::from_utf8(&line) {
+                Ok(text) => {
+                    // While a read waits, the client closing the connection
+                    // ends the wait (the read is cancelled); a next request
+                    // sent early just waits its turn.
+                    let answer = self.answer(text.trim_end());
+                    tokio::pin!(answer);
+                    tokio::select! {
+                        answer = &mut answer => answer,
+                        more = reader.fill_buf() => match more {
+                            Ok(bytes) if !bytes.is_empty() => answer.await,
+                            _ => return,
+                        },
+                    }
+                }
+                Err(_) => "ERR requests are UTF-8 text\n".into(),
+            };
+            if writer.write_all(answer.as_bytes()).await.is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// Listens on `addr`; returns the bound address and the service.
+async fn start(addr: &str) -> std::io::Result<(SocketAddr, Service)> {
+    let listener = TcpListener::bind(addr).await?;
+    let local = listener.local_addr()?;
+    let service = Service::new();
+    let accepting = service.clone();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let service = accepting.clone();
+            tokio::spawn(async move { service.serve(stream).await });
+        }
+    });
+    Ok((local, service))
+}
+
+#[tokio::main]
+async fn main() -> std::io::Result<()> {
+    let addr = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "127.0.0.1:7070".into());
+    let (local, _service) = start(&addr).await?;
+    println!(
+        "long-poll service on {local}; APPEND <topic> <text> | READ <topic> <offset> <max_wait_ms>"
+    );
+    std::future::pending::<()>().await;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+    use tokio::io::BufReader;
+
+    const PATIENCE: Duration = Duration::from_secs(20);
+
+    /// A client connection: send a line, read a line.
+    struct Client {
+        reader: BufReader<tokio::net::tcp::OwnedReadHalf>,
+        writer: tokio::net::tcp::OwnedWriteHalf,
+    }
+
+    impl Client {
+        async fn connect(addr: SocketAddr) -> Client {
+            let (reader, writer) = TcpStream::connect(addr).await.unwrap().into_split();
+            Client {
+                reader: BufReader::new(reader),
+                writer,
+            }
+        }
+
+        async fn send(&mut self, line: &str) {
+            self.writer.write_all(line.as_bytes()).await.unwrap();
+        }
+
+        async fn recv(&mut self) -> String {
+            let mut line = String::new();
+            tokio::time::timeout(PATIENCE, self.reader.read_line(&mut line))
+                .await
+                .expect("no answer")
+                .unwrap();
+            line
+        }
+    }
+
+    async fn until(what: &str, mut done: impl FnMut() -> bool) {
+        let start = Instant::now();
+        while !done() {
+            assert!(start.elapsed() < PATIENCE, "gave up waiting for {what}");
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_append_completes_the_waiting_read() {
+        let (addr, service) = start("127.0.0.1:0").await.unwrap();
+        let mut reader = Client::connect(addr).await;
+        reader.send("READ news 0 60000\n").await;
+        until("the read to park", || service.reads.delayed() == 1).await;
+        let mut writer = Client::connect(addr).await;
+        writer.send("APPEND news hello world\n").await;
+        assert_eq!(writer.recv().await, "OK 0\n");
+        assert_eq!(reader.recv().await, "DATA 0 hello world\n");
+        let metrics = service.reads.metrics();
+        assert_eq!(
+            (metrics.satisfied, metrics.expired),
+            (1, 0),
+            "completed, not timed out"
+        );
+        // A record already there is answered at once; answers keep coming
+        // on the same connection.
+        reader.send("READ news 0 60000\n").await;
+        assert_eq!(reader.recv().await, "DATA 0 hello world\n");
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn an_empty_read_answers_after_max_wait_never_before() {
+        let (addr, service) = start("127.0.0.1:0").await.unwrap();
+        let mut client = Client::connect(addr).await;
+        let asked = Instant::now();
+        client.send("READ empty 0 50\n").await;
+        assert_eq!(client.recv().await, "TIMEOUT\n");
+        assert!(
+            asked.elapsed() >= Duration::from_millis(50),
+            "answered early"
+        );
+        assert_eq!(service.reads.metrics().expired, 1);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_client_that_goes_away_frees_its_read() {
+        let (addr, service) = start("127.0.0.1:0").await.unwrap();
+        let mut client = Client::connect(addr).await;
+        client.send("READ quiet 0 60000\n").await;
+        until("the read to park", || service.reads.delayed() == 1).await;
+        drop(client);
+        until("the read to be cancelled", || service.reads.delayed() == 0).await;
+        assert_eq!(service.reads.metrics().cancelled, 1);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_hundred_parked_readers_are_all_answered_by_one_append() {
+        let (addr, service) = start("127.0.0.1:0").await.unwrap();
+        let mut readers = Vec::new();
+        for _ in 0..100 {
+            let mut client = Client::connect(addr).await;
+            client.send("READ busy 0 60000\n").await;
+            readers.push(client);
+        }
+        until("every read to park", || service.reads.delayed() == 100).await;
+        let mut writer = Client::connect(addr).await;
+        writer.send("APPEND busy x\n").await;
+        assert_eq!(writer.recv().await, "OK 0\n");
+        for reader in &mut readers {
+            assert_eq!(reader.recv().await, "DATA 0 x\n");
+        }
+        assert_eq!(service.reads.metrics().satisfied, 100);
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn bad_requests_get_errors_and_a_long_line_closes_the_connection() {
+        let (addr, _service) = start("127.0.0.1:0").await.unwrap();
+        let mut client = Client::connect(addr).await;
+        client.send("HELLO\n").await;
+        assert!(client.recv().await.starts_with("ERR expected"));
+        client.send("READ t x 10\n").await;
+        assert!(client.recv().await.starts_with("ERR offset"));
+        client.send("READ t 0 999999999\n").await;
+        assert!(client.recv().await.starts_with("ERR max_wait_ms"));
+        client
+            .send(&format!("APPEND t {}\n", "y".repeat(10 * MAX_LINE)))
+            .await;
+        assert_eq!(client.recv().await, "ERR line too long\n");
+        let mut rest = Vec::new();
+        let closed = tokio::time::timeout(PATIENCE, client.reader.read_to_end(&mut rest)).await;
+        assert!(
+            closed.is_ok(),
+            "the connection is closed (end of stream or reset)"
+        );
+        assert!(rest.len() < 64, "the long line is not echoed back");
+    }
+}
