@@ -12,6 +12,10 @@
 //! * [`Timer`]: thread-safe; sharded wheels, one driver thread that sleeps
 //!   until the earliest due bucket, and a worker pool that runs the tasks.
 //!
+//! Its waits are also futures for any executor: [`Timer::sleep`],
+//! [`Timer::timeout`], a [`Parked`] operation, a keyed timer's
+//! [`Expirations`].
+//!
 //! ## The single-threaded timer
 //!
 //! ```
@@ -126,6 +130,7 @@ mod local;
 mod loom;
 mod publish;
 mod purgatory;
+mod rendezvous;
 mod sharded;
 mod sync;
 mod tick;

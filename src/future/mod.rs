@@ -17,11 +17,9 @@
 //! cloned and dropped outside our locks too.
 
 mod expirations;
-mod rendezvous;
 mod shutdown;
 mod sleep;
 
 pub use expirations::{Expirations, Next};
-pub(crate) use rendezvous::Rendezvous;
 pub use shutdown::ShutDown;
 pub use sleep::{Elapsed, Sleep, Timeout};

@@ -6,7 +6,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use super::Rendezvous;
+use crate::rendezvous::Rendezvous;
 use crate::timer::{Task, Timer};
 
 /// A future that shuts a [`Timer`] down on a thread of its own and resolves

@@ -39,8 +39,8 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::operation::{Completion, DelayedOperation};
-use crate::future::Rendezvous;
 use crate::publish::PurgatoryFigures;
+use crate::rendezvous::Rendezvous;
 use crate::sync::{thread_local, AtomicBool, AtomicU64, AtomicUsize, Mutex, MutexGuard};
 use crate::timer::{Job, TimerHandle};
 
