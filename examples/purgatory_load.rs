@@ -163,12 +163,15 @@ impl Args {
     }
 }
 
+/// One thread's lateness histogram, in microseconds.
+type Shared = Arc<Mutex<Histogram<u64>>>;
+
 /// Lateness histograms, one per thread that records, merged at the end:
 /// recording takes only the recording thread's own (uncontended) lock.
 #[derive(Default)]
 struct Lateness {
     /// Every thread's histogram, registered on its first record.
-    threads: Mutex<Vec<Arc<Mutex<Histogram<u64>>>>>,
+    threads: Mutex<Vec<Shared>>,
     /// Which run the thread-local histograms belong to.
     run: u64,
 }
@@ -179,7 +182,7 @@ static RUNS: AtomicU64 = AtomicU64::new(0);
 
 thread_local! {
     /// This thread's histogram, and the run it records for.
-    static LOCAL: RefCell<Option<(u64, Arc<Mutex<Histogram<u64>>>)>> = const { RefCell::new(None) };
+    static LOCAL: RefCell<Option<(u64, Shared)>> = const { RefCell::new(None) };
 }
 
 impl Lateness {
