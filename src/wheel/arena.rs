@@ -22,6 +22,10 @@ use std::num::NonZeroU32;
 /// The index that ends the free list.
 const NIL: u32 = u32::MAX;
 
+/// An empty arena with more slots than this gives its memory back
+/// ([`Arena::release`]); smaller ones keep it for the next burst.
+const KEEP_SLOTS: usize = 4096;
+
 /// The largest number of slots an arena holds (indices are `u32`, and
 /// [`NIL`] is reserved).
 pub(crate) const MAX_SLOTS: usize = NIL as usize;
@@ -66,6 +70,9 @@ pub(crate) struct Arena<T> {
     free: u32,
     /// Number of occupied slots.
     len: usize,
+    /// The stamp a newly created slot starts with: above every stamp any
+    /// released slot had, so a handle that outlived a release never matches.
+    fresh: u32,
 }
 
 impl<T> Arena<T> {
@@ -75,6 +82,7 @@ impl<T> Arena<T> {
             slots: Vec::new(),
             free: NIL,
             len: 0,
+            fresh: 1,
         }
     }
 
@@ -98,7 +106,7 @@ impl<T> Arena<T> {
             );
             self.slots.push(Slot::Vacant {
                 next_free: NIL,
-                stamp: 1,
+                stamp: self.fresh,
             });
             self.free = (self.slots.len() - 1) as u32;
         }
@@ -190,6 +198,40 @@ impl<T> Arena<T> {
         }
     }
 
+    /// Gives the slots' memory back if the arena is empty and large: after a
+    /// burst of a million timers, all cancelled or fired, the arena costs
+    /// nothing again. O(slots), once per emptying of a large arena, so
+    /// amortised over the removals that emptied it. Slots created later
+    /// start above every stamp the released ones had, so no stale handle or
+    /// reference can match them; if the stamps are too close to wrapping for
+    /// that, the arena keeps its slots.
+    pub(crate) fn release(&mut self) {
+        if self.len != 0 || self.slots.len() <= KEEP_SLOTS {
+            return;
+        }
+        let high = self
+            .slots
+            .iter()
+            .map(|slot| match slot {
+                Slot::Occupied { stamp, .. } | Slot::Vacant { stamp, .. } => *stamp,
+            })
+            .max()
+            .unwrap_or(0)
+            .max(self.fresh);
+        if high >= u32::MAX - 1 {
+            return;
+        }
+        self.fresh = high + 1;
+        self.slots = Vec::new();
+        self.free = NIL;
+    }
+
+    /// Number of slots, occupied or vacant (tests only).
+    #[cfg(test)]
+    pub(crate) fn slots(&self) -> usize {
+        self.slots.len()
+    }
+
     /// Frees every occupied slot, returning the payloads in index order. The
     /// arena keeps its memory, and every outstanding handle and reference
     /// turns stale.
@@ -243,6 +285,32 @@ mod tests {
     fn stamps_wrap_without_zero() {
         assert_eq!(next_stamp(u32::MAX), 1);
         assert_eq!(next_stamp(1), 2);
+    }
+
+    #[test]
+    fn an_empty_large_arena_gives_its_memory_back_and_stale_handles_stay_stale() {
+        let mut a = Arena::new();
+        let keys: Vec<_> = (0..2 * KEEP_SLOTS as u64).map(|v| a.insert(v)).collect();
+        for &(i, g, _) in &keys[1..] {
+            a.remove(i, g);
+        }
+        a.release();
+        assert_eq!(a.slots(), 2 * KEEP_SLOTS, "not empty: kept");
+        a.remove(keys[0].0, keys[0].1);
+        a.release();
+        assert_eq!(a.slots(), 0, "empty and large: released");
+        let (i, g, s) = a.insert(99);
+        assert_eq!(i, 0);
+        assert!(keys
+            .iter()
+            .all(|&(i, g, s)| !a.contains(i, g) && !a.is_live(i, s)));
+        assert!(a.contains(i, g) && a.is_live(i, s));
+        assert_eq!(
+            a.remove(keys[0].0, keys[0].1),
+            None,
+            "a stale handle misses"
+        );
+        assert_eq!(a.remove(i, g), Some(99));
     }
 
     #[test]

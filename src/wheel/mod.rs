@@ -322,6 +322,11 @@ impl<T> Wheel<T> {
                 _ => {
                     self.set_now(now);
                     self.settle_head();
+                    if self.arena.len() == 0 {
+                        // Everything fired: no reference is live.
+                        self.drop_refs();
+                        self.arena.release();
+                    }
                     return None;
                 }
             }
@@ -518,6 +523,7 @@ impl<T> Wheel<T> {
     fn collect_garbage(&mut self) {
         if self.arena.len() == 0 {
             self.drop_refs();
+            self.arena.release();
         } else if self.garbage > self.arena.len() + GARBAGE_SLACK {
             self.compact();
         }
@@ -661,6 +667,28 @@ mod tests {
         }
         assert_eq!(w.next_expiration(), None);
         assert_eq!(w.queue.len(), 0);
+        w.check_invariants();
+    }
+
+    #[test]
+    fn an_emptied_wheel_gives_its_arena_back_and_keeps_working() {
+        let mut w = Wheel::new(64, 0);
+        let keys: Vec<_> = (0..10_000u64).map(|i| w.insert(1 + i % 500, i)).collect();
+        for &k in &keys[..5_000] {
+            assert!(w.remove(k).is_some());
+        }
+        let fired = std::iter::from_fn(|| w.poll(1_000)).count();
+        assert_eq!(fired, 5_000);
+        assert_eq!(w.arena.slots(), 0, "released once empty");
+        w.check_invariants();
+        let k = w.insert(1_010, 7);
+        assert!(
+            keys.iter().all(|&old| !w.contains(old)),
+            "old keys stay stale"
+        );
+        assert!(keys.iter().all(|&old| w.remove(old).is_none()));
+        assert!(w.contains(k));
+        assert_eq!(w.poll(1_010).map(|f| f.value), Some(7));
         w.check_invariants();
     }
 
