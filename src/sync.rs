@@ -12,12 +12,12 @@
 #[cfg(not(purgatorio_loom))]
 pub(crate) use parking_lot::{Condvar, Mutex, MutexGuard};
 #[cfg(not(purgatorio_loom))]
-pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize};
 #[cfg(not(purgatorio_loom))]
 pub(crate) use std::thread_local;
 
 #[cfg(purgatorio_loom)]
-pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
+pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize};
 #[cfg(purgatorio_loom)]
 pub(crate) use loom::thread_local;
 #[cfg(purgatorio_loom)]

@@ -40,8 +40,8 @@ use std::sync::Arc;
 
 use super::operation::{Completion, DelayedOperation};
 use crate::publish::PurgatoryFigures;
-use crate::rendezvous::Rendezvous;
-use crate::sync::{thread_local, AtomicBool, AtomicU64, AtomicUsize, Mutex, MutexGuard};
+use crate::rendezvous::WakerSlot;
+use crate::sync::{thread_local, AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Mutex, MutexGuard};
 use crate::timer::{Job, TimerHandle};
 
 /// Counters shared by the purgatory and its timer tasks.
@@ -244,9 +244,36 @@ pub(crate) struct Op<O> {
     requests: AtomicUsize,
     /// The purgatory's counters, for the timer's expiry.
     counters: Arc<OpCounters>,
-    /// How the operation ended (`None`: without completing), for the task
-    /// awaiting its [`Parked`](super::Parked) handle.
-    outcome: Rendezvous<Option<Completion>>,
+    /// How the operation ended, encoded (see [`encode`]), for the task
+    /// awaiting its [`Parked`](super::Parked) handle; 0 while it is pending;
+    /// plus [`AWAITED`] once a task stored its waker. Both sides change it
+    /// with a read-modify-write, so they are totally ordered: a task that
+    /// marks it after the outcome was published sees the outcome, and a
+    /// publisher that comes after the mark wakes the stored waker.
+    outcome: AtomicU8,
+    /// That task's waker.
+    waiter: WakerSlot,
+}
+
+/// The bit of `outcome` that says a task stored its waker.
+const AWAITED: u8 = 0x80;
+
+/// `outcome` of an operation that ended: 1 without completing, else 2 plus
+/// the completion's index.
+fn encode(outcome: Option<Completion>) -> u8 {
+    outcome.map_or(1, |completion| 2 + completion as u8)
+}
+
+/// The outcome `encode` gave `code`; `None` while pending.
+fn decode(code: u8) -> Option<Option<Completion>> {
+    Some(match code & !AWAITED {
+        0 => return None,
+        1 => None,
+        2 => Some(Completion::Satisfied),
+        3 => Some(Completion::Forced),
+        4 => Some(Completion::Expired),
+        _ => Some(Completion::ShutDown),
+    })
 }
 
 /// An operation locked by this thread. Dropping it releases the lock, then
@@ -266,8 +293,10 @@ struct Locked<'a, O> {
 /// Announces how an operation ended, on drop: declared last in [`Locked`],
 /// so it runs after the lock is released and the finished value dropped.
 struct Announce<'a> {
-    /// Where to announce it.
-    to: &'a Rendezvous<Option<Completion>>,
+    /// The operation's outcome.
+    to: &'a AtomicU8,
+    /// The awaiting task's waker.
+    waiter: &'a WakerSlot,
     /// What: `Some(None)` for an operation that ended without completing.
     outcome: Option<Option<Completion>>,
 }
@@ -275,7 +304,10 @@ struct Announce<'a> {
 impl Drop for Announce<'_> {
     fn drop(&mut self) {
         if let Some(outcome) = self.outcome.take() {
-            self.to.set(outcome);
+            let before = self.to.fetch_or(encode(outcome), Ordering::AcqRel);
+            if before & AWAITED != 0 {
+                self.waiter.wake();
+            }
         }
     }
 }
@@ -381,7 +413,8 @@ impl<O: DelayedOperation> Op<O> {
             watches: AtomicUsize::new(0),
             requests: AtomicUsize::new(0),
             counters,
-            outcome: Rendezvous::default(),
+            outcome: AtomicU8::new(0),
+            waiter: WakerSlot::default(),
         }
     }
 
@@ -405,6 +438,7 @@ impl<O: DelayedOperation> Op<O> {
             finished: None,
             ended: Announce {
                 to: &self.outcome,
+                waiter: &self.waiter,
                 outcome: None,
             },
         }
@@ -600,12 +634,19 @@ impl<O: DelayedOperation> Op<O> {
         &self,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Completion>> {
-        self.outcome.poll(cx)
+        if let Some(outcome) = self.outcome() {
+            return std::task::Poll::Ready(outcome);
+        }
+        self.waiter.register(cx);
+        match decode(self.outcome.fetch_or(AWAITED, Ordering::AcqRel)) {
+            Some(outcome) => std::task::Poll::Ready(outcome),
+            None => std::task::Poll::Pending,
+        }
     }
 
     /// How the operation ended, if it has (`Some(None)`: without completing).
     pub(crate) fn outcome(&self) -> Option<Option<Completion>> {
-        self.outcome.get()
+        decode(self.outcome.load(Ordering::Acquire))
     }
 
     /// Completes the operation as shut down if it is not done, after its
