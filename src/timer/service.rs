@@ -47,8 +47,11 @@ impl<T: Task> Drop for Owner<T> {
 ///
 /// Cloning is cheap and shares the timer. When the last clone is dropped the
 /// timer shuts down: the driver and workers are joined (tasks already handed
-/// to workers finish first) and pending tasks are dropped without running.
-/// Call [`shutdown`](Self::shutdown) to get them back instead.
+/// to workers finish first, so the drop blocks no longer than they take)
+/// and pending tasks are dropped without running. Call
+/// [`shutdown`](Self::shutdown) to get them back instead, or
+/// [`shutdown_async`](Self::shutdown_async) in async code. A pending
+/// [`Sleep`](crate::Sleep) holds a handle, so the timer outlives it.
 ///
 /// # Examples
 ///
@@ -401,6 +404,11 @@ impl<T: Task> Timer<T> {
     /// calling one, if it is a worker: a task may shut its own timer down).
     /// Afterwards `schedule` returns the task in a [`ScheduleError`], and
     /// cancel and reschedule answer `false`. Calling it again returns nothing.
+    /// Pending [`Sleep`](crate::Sleep)s end at once.
+    ///
+    /// It blocks for as long as the tasks already running take; in async
+    /// code, [`shutdown_async`](Self::shutdown_async) does the same on a
+    /// thread of its own. Dropping the last handle does what this does.
     ///
     /// # Examples
     ///
