@@ -244,12 +244,15 @@ fn shutting_the_timer_down_ends_pending_sleeps_and_timeouts_as_shut_down() {
     let mut cx = Context::from_waker(&waker);
     assert!(poll(&mut sleep, &waker).is_pending());
     assert!(timeout.as_mut().poll(&mut cx).is_pending());
-    assert_eq!(timer.shutdown().len(), 2);
-    // The dropped entries woke their tasks (the tasks returned by shutdown
-    // were dropped above).
+    timer.schedule(ms(10), || ()).unwrap();
+    let never_ran = timer.shutdown();
+    assert_eq!(never_ran.len(), 1, "only the user's own task comes back");
+    // The sleeps' entries were ended by the shutdown itself, not by the
+    // caller dropping what it returned.
     woken.recv_timeout(PATIENCE).unwrap();
     woken.recv_timeout(PATIENCE).unwrap();
     assert_eq!(counter.woken.load(Ordering::SeqCst), 2);
+    drop(never_ran);
     assert!(poll(&mut sleep, &waker).is_ready());
     assert!(!sleep.is_elapsed());
     match timeout.as_mut().poll(&mut cx) {
@@ -512,15 +515,21 @@ fn shutdown_async_does_not_block_the_runtime_thread() {
 }
 
 #[test]
-fn a_timer_built_for_async_work_can_be_dropped_inside_a_runtime() {
+fn dropping_the_last_timer_inside_a_runtime_ends_its_pending_sleeps() {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()
         .unwrap();
     runtime.block_on(async {
-        let timer = TimerBuilder::new().build().unwrap();
-        let sleep = timer.sleep(ms(1));
-        drop(timer); // the sleep keeps the timer running
-        sleep.await;
+        let clock = ManualClock::new();
+        let timer = TimerBuilder::new().clock(clock).build().unwrap();
+        let mut sleep = timer.sleep(ms(60_000));
+        let (_, waker, _) = counter();
+        assert!(poll(&mut sleep, &waker).is_pending());
+        let never_polled = timer.sleep(ms(60_000));
+        drop(timer); // a sleep does not keep the timer: this shuts it down
+        (&mut sleep).await;
+        assert!(!sleep.is_elapsed(), "ended by the shutdown, not the clock");
+        never_polled.await; // ends at once too
     });
 }

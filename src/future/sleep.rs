@@ -6,7 +6,9 @@ use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use crate::timer::{BoxTask, Timer, TimerHandle};
+use std::sync::Arc;
+
+use crate::timer::{BoxTask, Timer, TimerHandle, Timing, WeakTimer};
 
 /// How far away "never" is: a sleep of [`Duration::MAX`] ends this far from
 /// now (about 30 years), where an [`Instant`] can still be represented.
@@ -31,11 +33,16 @@ fn deadline_after(now: Instant, delay: Duration) -> Instant {
 /// * **Cancel on drop.** Dropping a pending sleep removes its entry at once,
 ///   so the common timeout, cancelled almost every time, leaves nothing
 ///   pending: [`Timer::len`] counts only live sleeps.
-/// * **Shutdown.** A sleep holds a handle to its timer, so dropping the other
-///   handles does not stop a timer that sleeps still wait on. If the timer is
-///   shut down explicitly ([`Timer::shutdown`]), every pending sleep completes
-///   at once, as [`Purgatory`](crate::Purgatory) operations do; then
+/// * **Shutdown.** A sleep does not keep its timer running. Once the timer
+///   shuts down ([`Timer::shutdown`], or its last handle dropped), every
+///   pending sleep completes at once, as [`Purgatory`](crate::Purgatory)
+///   operations do, and so does every sleep made or polled afterwards: then
 ///   [`is_elapsed`](Self::is_elapsed) tells whether the deadline had passed.
+///   A loop that sleeps should stop when [`Timer::is_shut_down`] says so.
+/// * **Who wakes it.** The timer's driver thread. On a timer built with
+///   [`driver_thread(false)`](crate::TimerBuilder::driver_thread), whoever
+///   calls [`Timer::run_due`] or [`Timer::advance_clock`] does: with nobody
+///   driving it, a sleep never completes.
 ///
 /// # Examples
 ///
@@ -54,8 +61,10 @@ fn deadline_after(now: Instant, delay: Duration) -> Instant {
 /// ```
 #[must_use = "a sleep does nothing unless awaited or polled"]
 pub struct Sleep {
-    /// The timer whose clock and driver the sleep uses.
-    timer: Timer,
+    /// The timer's clock, origin and shutdown flag.
+    timing: Arc<Timing>,
+    /// The timer, to schedule on at the first poll; not kept running.
+    timer: WeakTimer<BoxTask>,
     /// When it completes.
     deadline: Instant,
     /// Its entry in the wheel and the waker stored there, once polled.
@@ -76,9 +85,10 @@ impl fmt::Debug for Sleep {
 
 impl Sleep {
     /// A sleep on `timer` until `deadline`.
-    fn new(timer: Timer, deadline: Instant) -> Self {
+    fn new(timer: &Timer, deadline: Instant) -> Self {
         Sleep {
-            timer,
+            timing: Arc::clone(timer.timing()),
+            timer: timer.downgrade(),
             deadline,
             entry: None,
             done: false,
@@ -112,7 +122,7 @@ impl Sleep {
     /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
     /// ```
     pub fn is_elapsed(&self) -> bool {
-        self.timer.now() >= self.deadline
+        self.timing.clock.now() >= self.deadline
     }
 
     /// Moves the deadline to `deadline`, keeping the sleep's entry (and its
@@ -168,7 +178,7 @@ impl Future for Sleep {
         if this.done || this.is_elapsed() {
             return this.complete();
         }
-        if this.timer.is_shut_down() {
+        if this.timing.is_closed() {
             return this.complete();
         }
         if let Some((handle, waker)) = this.entry.take() {
@@ -189,15 +199,16 @@ impl Future for Sleep {
             // The entry left the wheel: it fired (so the deadline passed) or
             // the timer shut down; both end the sleep. Anything else would be
             // a lost entry, so schedule a new one rather than wait for ever.
-            if this.is_elapsed() || this.timer.is_shut_down() {
+            if this.is_elapsed() || this.timing.is_closed() {
                 return this.complete();
             }
         }
+        let Some(timer) = this.timer.upgrade() else {
+            // Every handle was dropped: the timer is shutting down.
+            return this.complete();
+        };
         let waker = cx.waker().clone();
-        match this
-            .timer
-            .schedule_at(this.deadline, BoxTask::waker(waker.clone()))
-        {
+        match timer.schedule_at(this.deadline, BoxTask::waker(waker.clone())) {
             Ok(handle) => {
                 this.entry = Some((handle, waker));
                 Poll::Pending
@@ -362,7 +373,7 @@ impl Timer {
     /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
     /// ```
     pub fn sleep(&self, delay: Duration) -> Sleep {
-        Sleep::new(self.clone(), deadline_after(self.now(), delay))
+        Sleep::new(self, deadline_after(self.now(), delay))
     }
 
     /// A future that completes once the timer's clock reaches `deadline`.
@@ -380,7 +391,7 @@ impl Timer {
     /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
     /// ```
     pub fn sleep_until(&self, deadline: Instant) -> Sleep {
-        Sleep::new(self.clone(), deadline)
+        Sleep::new(self, deadline)
     }
 
     /// `future`, unless `delay` passes first: then [`Elapsed`]. See

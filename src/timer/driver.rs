@@ -163,6 +163,8 @@ impl<T: Task> Driver<T> {
             pool::join_all(vec![handle]);
         }
         self.pool.close();
-        pending
+        // The crate's own entries end here, outside every lock (sleeps woken,
+        // operations completed as shut down); the user's tasks go back.
+        pending.into_iter().filter_map(T::into_user_task).collect()
     }
 }

@@ -50,8 +50,9 @@ impl<T: Task> Drop for Owner<T> {
 /// to workers finish first, so the drop blocks no longer than they take)
 /// and pending tasks are dropped without running. Call
 /// [`shutdown`](Self::shutdown) to get them back instead, or
-/// [`shutdown_async`](Self::shutdown_async) in async code. A pending
-/// [`Sleep`](crate::Sleep) holds a handle, so the timer outlives it.
+/// [`shutdown_async`](Self::shutdown_async) in async code. Pending
+/// [`Sleep`](crate::Sleep)s and timeouts do not keep the timer running:
+/// they end at once when it shuts down.
 ///
 /// # Examples
 ///
@@ -91,7 +92,32 @@ impl<T: Task> fmt::Debug for Timer<T> {
     }
 }
 
+/// A handle that does not keep the timer running (a [`Sleep`](crate::Sleep)'s).
+pub(crate) struct WeakTimer<T: Task> {
+    /// The owner, while some [`Timer`] keeps it.
+    owner: std::sync::Weak<Owner<T>>,
+}
+
+impl<T: Task> WeakTimer<T> {
+    /// A [`Timer`], unless every handle was dropped.
+    pub(crate) fn upgrade(&self) -> Option<Timer<T>> {
+        self.owner.upgrade().map(|owner| Timer { owner })
+    }
+}
+
 impl<T: Task> Timer<T> {
+    /// A handle that does not keep the timer running.
+    pub(crate) fn downgrade(&self) -> WeakTimer<T> {
+        WeakTimer {
+            owner: Arc::downgrade(&self.owner),
+        }
+    }
+
+    /// The clock, the origin and the shutdown flag, shared with the threads.
+    pub(crate) fn timing(&self) -> &Arc<super::timing::Timing> {
+        &self.driver().timing
+    }
+
     /// The first handle to the timer `owner` runs.
     pub(super) fn new(owner: Owner<T>) -> Self {
         Timer {
@@ -397,7 +423,10 @@ impl<T: Task> Timer<T> {
         driver.pool.run_queued(&driver.timing)
     }
 
-    /// Shuts the timer down and returns the tasks that never ran.
+    /// Shuts the timer down and returns the tasks that never ran: those you
+    /// scheduled. The crate's own entries end here instead: pending
+    /// [`Sleep`](crate::Sleep)s and timeouts are woken and end, and the
+    /// operations of purgatories sharing the timer complete as shut down.
     ///
     /// Stops the driver, drains every shard, lets the workers finish the
     /// tasks already handed to them, and joins every thread (except the

@@ -28,6 +28,19 @@ use std::task::Waker;
 pub trait Task: Send + 'static {
     /// Runs the task.
     fn run(self);
+
+    /// What a shutdown hands back of a task that never ran: the task itself,
+    /// unless it is one of the crate's own entries (a sleep's wake-up, a
+    /// parked operation's expiry), which is ended here instead (the sleep
+    /// woken, the operation completed as shut down). Not for users to call
+    /// or override.
+    #[doc(hidden)]
+    fn into_user_task(self) -> Option<Self>
+    where
+        Self: Sized,
+    {
+        Some(self)
+    }
 }
 
 impl<F: FnOnce() + Send + 'static> Task for F {
@@ -145,6 +158,14 @@ impl<F: FnOnce() + Send + 'static> From<F> for BoxTask {
 }
 
 impl Task for BoxTask {
+    fn into_user_task(self) -> Option<Self> {
+        match self.0 {
+            Work::Closure(task) => Some(BoxTask(Work::Closure(task))),
+            // Dropped unrun: the job is abandoned, the waker woken.
+            Work::Job(_) | Work::Wake(_) => None,
+        }
+    }
+
     fn run(self) {
         match self.0 {
             Work::Closure(task) => task(),

@@ -61,6 +61,9 @@ pub struct TimerKey {
     idx: u32,
     /// Generation of the occupant.
     gen: NonZeroU32,
+    /// The arena's epoch when the key was made: a key from before the arena
+    /// gave its slots back matches nothing after.
+    epoch: u32,
 }
 
 impl TimerKey {
@@ -68,6 +71,7 @@ impl TimerKey {
     pub(crate) const DEAD: TimerKey = TimerKey {
         idx: u32::MAX,
         gen: NonZeroU32::MIN,
+        epoch: 0,
     };
 }
 
@@ -230,24 +234,40 @@ impl<T> Wheel<T> {
             idx,
             stamp,
         });
-        TimerKey { idx, gen }
+        TimerKey {
+            idx,
+            gen,
+            epoch: self.arena.epoch(),
+        }
+    }
+
+    /// Whether `key` was made in the arena's current epoch.
+    #[inline]
+    fn current(&self, key: TimerKey) -> bool {
+        key.epoch == self.arena.epoch()
     }
 
     /// Whether `key` is pending.
     #[inline]
     pub(crate) fn contains(&self, key: TimerKey) -> bool {
-        self.arena.contains(key.idx, key.gen)
+        self.current(key) && self.arena.contains(key.idx, key.gen)
     }
 
     /// The payload of pending `key`, to change in place.
     #[inline]
     pub(crate) fn get_mut(&mut self, key: TimerKey) -> Option<&mut T> {
+        if !self.current(key) {
+            return None;
+        }
         self.arena.get_mut(key.idx, key.gen)
     }
 
     /// Cancels `key`; returns its payload if it was pending.
     #[inline]
     pub(crate) fn remove(&mut self, key: TimerKey) -> Option<T> {
+        if !self.current(key) {
+            return None;
+        }
         let value = self.arena.remove(key.idx, key.gen)?;
         self.garbage += 1;
         self.collect_garbage();
@@ -258,6 +278,9 @@ impl<T> Wheel<T> {
     /// Moves pending `key` to tick `deadline`; `false` if it is not pending.
     #[inline]
     pub(crate) fn reschedule(&mut self, key: TimerKey, deadline: u64) -> bool {
+        if !self.current(key) {
+            return false;
+        }
         let Some(stamp) = self.arena.restamp(key.idx, key.gen) else {
             return false;
         };
@@ -458,7 +481,11 @@ impl<T> Wheel<T> {
                     self.drop_refs();
                 }
                 Some(Fired {
-                    key: TimerKey { idx: r.idx, gen },
+                    key: TimerKey {
+                        idx: r.idx,
+                        gen,
+                        epoch: self.arena.epoch(),
+                    },
                     deadline: r.deadline,
                     value,
                 })
