@@ -8,15 +8,17 @@
 //!
 //! The protocol is one line per request and one line per answer:
 //!
-//! * `APPEND <topic> <text>` → `OK <offset>`: appends `text` to `topic`.
+//! * `APPEND <topic> <text>` → `OK <offset>`: appends `text` (the rest of
+//!   the line) to `topic`.
 //! * `READ <topic> <offset> <max_wait_ms>` → `DATA <offset> <text>` as soon
 //!   as the topic has a record at `offset`, or `TIMEOUT` once `max_wait_ms`
 //!   passed without one (never before).
 //! * Anything else → `ERR <reason>`. A line longer than 4 KiB closes the
 //!   connection after `ERR line too long`.
 //!
-//! A client that disconnects while its read waits cancels the read. Try it
-//! with `nc 127.0.0.1 7070` in two terminals.
+//! A client that closes the connection (or just its sending side) while its
+//! read waits cancels the read. Requests sent ahead of their answers queue
+//! up, 16 at most. Try it with `nc 127.0.0.1 7070` in two terminals.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -26,7 +28,9 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use purgatorio::{Completion, DelayedOperation, Purgatory};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, watch};
 
 /// The longest request line accepted.
 const MAX_LINE: usize = 4096;
@@ -99,7 +103,7 @@ impl Service {
         let words: Vec<&str> = line.split_whitespace().collect();
         match words.as_slice() {
             ["APPEND", topic, ..] => {
-                let text = line.splitn(3, ' ').nth(2).unwrap_or("").trim_end();
+                let text = after_words(line, 2);
                 let offset = self.topics.append(topic, text);
                 let _ = self.reads.check_and_complete(*topic);
                 format!("OK {offset}\n")
@@ -143,53 +147,95 @@ impl Service {
         }
     }
 
-    /// Serves one connection until it closes.
+    /// Serves one connection until it closes. Requests are read on a task
+    /// of their own, so the end of the connection is noticed even while a
+    /// read waits (and cancels it); requests sent ahead queue up.
     async fn serve(&self, stream: TcpStream) {
         // One write per answer, sent at once: no Nagle delay.
         let _ = stream.set_nodelay(true);
         let (reader, mut writer) = stream.into_split();
-        let mut reader = BufReader::new(reader);
-        let mut line = Vec::new();
-        loop {
-            line.clear();
-            let mut limited = (&mut reader).take(MAX_LINE as u64 + 1);
-            match limited.read_until(b'\n', &mut line).await {
-                Ok(0) | Err(_) => return,
-                Ok(_) if line.len() > MAX_LINE => {
-                    // Answer, close our side, and discard what the client
-                    // still sends for a moment, so the answer is not lost
-                    // to a reset.
+        let (requests_tx, mut requests) = mpsc::channel(16);
+        let (gone_tx, mut gone) = watch::channel(false);
+        let reading = tokio::spawn(read_requests(reader, requests_tx, gone_tx));
+        while let Some(request) = requests.recv().await {
+            let line = match request {
+                Incoming::Line(line) => line,
+                Incoming::TooLong => {
+                    // The reader discards what follows for a moment, so
+                    // this answer is not lost to a reset.
                     let _ = writer.write_all(b"ERR line too long\n").await;
                     let _ = writer.shutdown().await;
-                    let (mut rest, mut sink) = (reader.take(1 << 20), tokio::io::sink());
-                    let drain = tokio::io::copy(&mut rest, &mut sink);
-                    let _ = tokio::time::timeout(Duration::from_secs(1), drain).await;
                     return;
                 }
-                Ok(_) => {}
-            }
+            };
             let answer = match std::str::from_utf8(&line) {
                 Ok(text) => {
-                    // While a read waits, the client closing the connection
-                    // ends the wait (the read is cancelled); a next request
-                    // sent early just waits its turn.
                     let answer = self.answer(text.trim_end());
                     tokio::pin!(answer);
                     tokio::select! {
+                        // An answer that is ready wins over a close.
+                        biased;
                         answer = &mut answer => answer,
-                        more = reader.fill_buf() => match more {
-                            Ok(bytes) if !bytes.is_empty() => answer.await,
-                            _ => return,
-                        },
+                        // The client closed (or half-closed) the connection:
+                        // dropping the answer cancels a waiting read.
+                        _ = gone.wait_for(|gone| *gone) => break,
                     }
                 }
                 Err(_) => "ERR requests are UTF-8 text\n".into(),
             };
             if writer.write_all(answer.as_bytes()).await.is_err() {
-                return;
+                break;
+            }
+        }
+        reading.abort();
+    }
+}
+
+/// A request line, or news that one was too long.
+enum Incoming {
+    Line(Vec<u8>),
+    TooLong,
+}
+
+/// Reads request lines into `requests` until the connection ends, then says
+/// so on `gone`. A line over [`MAX_LINE`] ends it too, after the rest of the
+/// input is discarded for a moment.
+async fn read_requests(
+    reader: OwnedReadHalf,
+    requests: mpsc::Sender<Incoming>,
+    gone: watch::Sender<bool>,
+) {
+    let mut reader = BufReader::new(reader);
+    loop {
+        let mut line = Vec::new();
+        let mut limited = (&mut reader).take(MAX_LINE as u64 + 1);
+        match limited.read_until(b'\n', &mut line).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) if line.len() > MAX_LINE => {
+                let _ = requests.send(Incoming::TooLong).await;
+                let (mut rest, mut sink) = ((&mut reader).take(1 << 20), tokio::io::sink());
+                let drain = tokio::io::copy(&mut rest, &mut sink);
+                let _ = tokio::time::timeout(Duration::from_secs(1), drain).await;
+                break;
+            }
+            Ok(_) => {
+                if requests.send(Incoming::Line(line)).await.is_err() {
+                    break;
+                }
             }
         }
     }
+    let _ = gone.send(true);
+}
+
+/// `line` after its first `n` words and the whitespace that follows them.
+fn after_words(line: &str, n: usize) -> &str {
+    let mut rest = line.trim_start();
+    for _ in 0..n {
+        let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+        rest = rest[end..].trim_start();
+    }
+    rest
 }
 
 /// Listens on `addr`; returns the bound address and the service.
@@ -310,6 +356,29 @@ mod tests {
         drop(client);
         until("the read to be cancelled", || service.reads.delayed() == 0).await;
         assert_eq!(service.reads.metrics().cancelled, 1);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_client_that_sends_ahead_and_goes_away_frees_its_read() {
+        let (addr, service) = start("127.0.0.1:0").await.unwrap();
+        let mut client = Client::connect(addr).await;
+        client.send("READ quiet 0 60000\nHELLO\n").await;
+        until("the read to park", || service.reads.delayed() == 1).await;
+        drop(client);
+        until("the read to be cancelled", || service.reads.delayed() == 0).await;
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn requests_sent_ahead_are_answered_in_order_and_text_keeps_its_spaces() {
+        let (addr, _service) = start("127.0.0.1:0").await.unwrap();
+        let mut client = Client::connect(addr).await;
+        client
+            .send("APPEND  t   two  words \nREAD t 0 1000\nAPPEND\tt\tx\nREAD t 1 0\n")
+            .await;
+        assert_eq!(client.recv().await, "OK 0\n");
+        assert_eq!(client.recv().await, "DATA 0 two  words\n");
+        assert_eq!(client.recv().await, "OK 1\n");
+        assert_eq!(client.recv().await, "DATA 1 x\n");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -139,7 +139,7 @@ mod wheel;
 
 pub use clock::{Clock, ClockWaker, ManualClock, SystemClock};
 pub use error::{BuildError, ScheduleError, ShutDownError, WatchError, WatchErrorKind};
-pub use future::{Elapsed, Expirations, Next, ShutDown, Sleep, Timeout};
+pub use future::{Elapsed, Expirations, NextExpired, ShutDown, Sleep, Timeout};
 pub use keyed::{KeyedMetrics, KeyedTimer};
 pub use local::{Advance, Expired, LocalTimer, LocalTimerBuilder};
 pub use purgatory::{

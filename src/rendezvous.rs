@@ -33,6 +33,13 @@ impl WakerSlot {
         drop(old);
     }
 
+    /// Drops the stored waker, if any, outside the lock: its task no longer
+    /// waits.
+    pub(crate) fn clear(&self) {
+        let waker = self.waker.lock().take();
+        drop(waker);
+    }
+
     /// Wakes the stored task, if any.
     pub(crate) fn wake(&self) {
         let waker = self.waker.lock().take();

@@ -533,3 +533,65 @@ fn dropping_the_last_timer_inside_a_runtime_ends_its_pending_sleeps() {
         never_polled.await; // ends at once too
     });
 }
+
+#[test]
+fn a_dropped_parked_future_lets_go_of_its_task() {
+    let purgatory: Purgatory<u32, Gate> = Purgatory::builder().build().unwrap();
+    let open = Arc::new(AtomicBool::new(false));
+    let mut parked = purgatory
+        .park(
+            Gate {
+                open: Arc::clone(&open),
+                delay: ms(60_000),
+            },
+            [1],
+        )
+        .unwrap();
+    let (counter, waker, _) = counter();
+    assert!(poll(&mut parked, &waker).is_pending());
+    assert_eq!(
+        Arc::strong_count(&counter),
+        3,
+        "ours, the waker, the slot's clone"
+    );
+    drop(parked); // lost a select!: the operation stays parked
+    assert_eq!(
+        Arc::strong_count(&counter),
+        2,
+        "the slot let go of the waker"
+    );
+    open.store(true, Ordering::SeqCst);
+    assert_eq!(purgatory.check_and_complete(&1), Ok(1));
+    assert_eq!(
+        counter.woken.load(Ordering::SeqCst),
+        0,
+        "nobody woken for nothing"
+    );
+}
+
+#[test]
+fn a_dropped_expirations_stream_keeps_nothing() {
+    let (clock, timer) = manual();
+    let (sessions, expired) = KeyedTimer::<u32, Arc<()>>::with_expirations(&timer);
+    let value = Arc::new(());
+    sessions.set(0, Arc::clone(&value), ms(1)).unwrap();
+    drop(expired);
+    for key in 1..1000 {
+        sessions.set(key, Arc::clone(&value), ms(1)).unwrap();
+    }
+    clock.advance(ms(1));
+    let start = std::time::Instant::now();
+    while sessions.metrics().expired < 1000 {
+        assert!(start.elapsed() < PATIENCE, "the entries never expired");
+        std::thread::sleep(ms(1));
+    }
+    // The callback may still be returning; every value is let go at once.
+    while Arc::strong_count(&value) > 1 {
+        assert!(
+            start.elapsed() < PATIENCE,
+            "expired values kept: {}",
+            Arc::strong_count(&value)
+        );
+        std::thread::sleep(ms(1));
+    }
+}

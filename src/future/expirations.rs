@@ -20,6 +20,8 @@ struct Queue<T> {
     waker: Option<Waker>,
     /// Whether the keyed timer is gone: no more will come.
     closed: bool,
+    /// Whether the stream is gone: expired entries are dropped at once.
+    unread: bool,
 }
 
 /// The queue between the keyed timer's callback and the stream.
@@ -56,7 +58,10 @@ impl<T> Drop for Sender<T> {
 /// A [`KeyedTimer`]'s expired entries, as a stream (tokio-util's
 /// `DelayQueue`, on a shared timer); from [`KeyedTimer::with_expirations`].
 ///
-/// Each expired `(key, value)` is yielded once, in expiry order. The stream
+/// Each expired `(key, value)` is yielded once, soon after it expires, in the
+/// order the timer's workers handed them over: deadline order within one
+/// batch of the driver's, but entries that two workers expire at the same
+/// time may interleave. The stream
 /// ends (yields `None`) once every handle of its keyed timer is dropped and
 /// the entries expired before that were taken. With the `stream` feature it
 /// implements `futures_core::Stream`; without it,
@@ -146,8 +151,8 @@ impl<K, V> Expirations<K, V> {
     /// # Examples
     ///
     /// See [`Expirations`].
-    pub fn next_expired(&mut self) -> Next<'_, K, V> {
-        Next { stream: self }
+    pub fn next_expired(&mut self) -> NextExpired<'_, K, V> {
+        NextExpired { stream: self }
     }
 
     /// The number of expired entries ready to be taken.
@@ -166,15 +171,28 @@ impl<K, V> Expirations<K, V> {
     }
 }
 
+impl<K, V> Drop for Expirations<K, V> {
+    fn drop(&mut self) {
+        // Entries that expire from now on are dropped at once instead of
+        // piling up; those already queued go now, after the lock.
+        let (items, waker) = {
+            let mut queue = self.shared.queue.lock();
+            queue.unread = true;
+            (std::mem::take(&mut queue.items), queue.waker.take())
+        };
+        drop((items, waker));
+    }
+}
+
 /// The future of [`Expirations::next_expired`].
 #[derive(Debug)]
 #[must_use = "a future does nothing unless awaited or polled"]
-pub struct Next<'a, K, V> {
+pub struct NextExpired<'a, K, V> {
     /// The stream.
     stream: &'a mut Expirations<K, V>,
 }
 
-impl<K, V> Future for Next<'_, K, V> {
+impl<K, V> Future for NextExpired<'_, K, V> {
     type Output = Option<(K, V)>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
@@ -208,13 +226,21 @@ where
                 items: VecDeque::new(),
                 waker: None,
                 closed: false,
+                unread: false,
             }),
         });
         let sender = Sender(Arc::clone(&shared));
         let keyed = KeyedTimer::on_timer(timer, move |key, value| {
-            sender
-                .0
-                .push_with(|queue| queue.items.push_back((key, value)));
+            let mut unread = None;
+            sender.0.push_with(|queue| {
+                if queue.unread {
+                    unread = Some((key, value));
+                } else {
+                    queue.items.push_back((key, value));
+                }
+            });
+            // Nobody reads the stream any more: dropped here, after the lock.
+            drop(unread);
         });
         (keyed, Expirations { shared })
     }

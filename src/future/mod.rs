@@ -20,6 +20,6 @@ mod expirations;
 mod shutdown;
 mod sleep;
 
-pub use expirations::{Expirations, Next};
+pub use expirations::{Expirations, NextExpired};
 pub use shutdown::ShutDown;
 pub use sleep::{Elapsed, Sleep, Timeout};

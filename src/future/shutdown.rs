@@ -29,7 +29,7 @@ use crate::timer::{Task, Timer};
 /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
 /// ```
 #[must_use = "the shutdown's result is only known by awaiting it"]
-pub struct ShutDown<T> {
+pub struct ShutDown<T = crate::timer::BoxTask> {
     /// Where the shutting-down thread leaves the tasks.
     result: Arc<Rendezvous<Vec<T>>>,
 }
@@ -56,6 +56,9 @@ impl<T: Task> Timer<T> {
     /// whether or not the future is awaited.
     ///
     /// If no thread can be started, it shuts down on the calling thread.
+    /// Do not block on the future from inside one of the timer's own tasks:
+    /// the shutdown waits for that task to return (call
+    /// [`shutdown`](Self::shutdown) there, which skips the calling worker).
     ///
     /// # Examples
     ///

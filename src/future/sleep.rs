@@ -322,6 +322,36 @@ impl<F> Timeout<F> {
         self.future
     }
 
+    /// The inner future.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let timer = purgatorio::Timer::builder().build()?;
+    /// let timeout = timer.timeout(Duration::from_secs(1), std::future::ready(7));
+    /// let _: &std::future::Ready<i32> = timeout.get_ref();
+    /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+    /// ```
+    pub fn get_ref(&self) -> &F {
+        &self.future
+    }
+
+    /// The inner future, mutably (before the timeout is pinned).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let timer = purgatorio::Timer::builder().build()?;
+    /// let mut timeout = timer.timeout(Duration::from_secs(1), std::future::ready(7));
+    /// let _: &mut std::future::Ready<i32> = timeout.get_mut();
+    /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+    /// ```
+    pub fn get_mut(&mut self) -> &mut F {
+        &mut self.future
+    }
+
     /// When the timeout elapses.
     ///
     /// # Examples

@@ -266,13 +266,18 @@ fn encode(outcome: Option<Completion>) -> u8 {
 
 /// The outcome `encode` gave `code`; `None` while pending.
 fn decode(code: u8) -> Option<Option<Completion>> {
+    const SATISFIED: u8 = 2 + Completion::Satisfied as u8;
+    const FORCED: u8 = 2 + Completion::Forced as u8;
+    const EXPIRED: u8 = 2 + Completion::Expired as u8;
+    const SHUT_DOWN: u8 = 2 + Completion::ShutDown as u8;
     Some(match code & !AWAITED {
         0 => return None,
         1 => None,
-        2 => Some(Completion::Satisfied),
-        3 => Some(Completion::Forced),
-        4 => Some(Completion::Expired),
-        _ => Some(Completion::ShutDown),
+        SATISFIED => Some(Completion::Satisfied),
+        FORCED => Some(Completion::Forced),
+        EXPIRED => Some(Completion::Expired),
+        SHUT_DOWN => Some(Completion::ShutDown),
+        other => unreachable!("no outcome is encoded as {other}"),
     })
 }
 
@@ -397,6 +402,17 @@ impl<O: DelayedOperation> Locked<'_, O> {
                 // `Arc` of this operation, never the last one.
                 timer.cancel();
             }
+        }
+    }
+}
+
+impl<O> Op<O> {
+    /// The awaiting task gave up (its `Parked` was dropped): drops its waker,
+    /// so that task is neither kept alive nor woken for nothing. Costs a
+    /// load when no task ever awaited.
+    pub(crate) fn forget_waiter(&self) {
+        if self.outcome.load(Ordering::Acquire) & AWAITED != 0 {
+            self.waiter.clear();
         }
     }
 }
@@ -639,7 +655,12 @@ impl<O: DelayedOperation> Op<O> {
         }
         self.waiter.register(cx);
         match decode(self.outcome.fetch_or(AWAITED, Ordering::AcqRel)) {
-            Some(outcome) => std::task::Poll::Ready(outcome),
+            Some(outcome) => {
+                // Published meanwhile: the publisher may have found the
+                // waker or not; either way nobody waits on it any more.
+                self.waiter.clear();
+                std::task::Poll::Ready(outcome)
+            }
             None => std::task::Poll::Pending,
         }
     }

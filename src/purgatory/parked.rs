@@ -112,6 +112,11 @@ impl<O: DelayedOperation> Parked<O> {
 
     /// Whether the operation is done: completed, expired or cancelled.
     ///
+    /// It is done from the moment its completion starts, so while its
+    /// `on_complete` runs on another thread this says `true` and
+    /// [`outcome`](Self::outcome) still `None`: the outcome is published
+    /// once `on_complete` returned.
+    ///
     /// # Examples
     ///
     /// See [`Purgatory::park`](crate::Purgatory::park).
@@ -183,6 +188,12 @@ impl<O: DelayedOperation> Parked<O> {
     /// ```
     pub fn cancel_on_drop(self) -> CancelOnDrop<O> {
         CancelOnDrop { parked: Some(self) }
+    }
+}
+
+impl<O> Drop for Parked<O> {
+    fn drop(&mut self) {
+        self.op.forget_waiter();
     }
 }
 
