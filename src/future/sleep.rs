@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use std::sync::Arc;
 
-use crate::timer::{BoxTask, Timer, TimerHandle, Timing, WeakTimer};
+use crate::timer::{BoxTask, Driver, Timer, TimerHandle};
 
 /// How far away "never" is: a sleep of [`Duration::MAX`] ends this far from
 /// now (about 30 years), where an [`Instant`] can still be represented.
@@ -61,12 +61,17 @@ fn deadline_after(now: Instant, delay: Duration) -> Instant {
 /// ```
 #[must_use = "a sleep does nothing unless awaited or polled"]
 pub struct Sleep {
-    /// The timer's clock, origin and shutdown flag.
-    timing: Arc<Timing>,
-    /// The timer, to schedule on at the first poll; not kept running.
-    timer: WeakTimer<BoxTask>,
+    /// The timer's shards, clock and pool: not its threads, so a sleep does
+    /// not keep the timer running (the last `Timer` handle shuts it down,
+    /// which drains the wheel and so ends every sleep).
+    driver: Arc<Driver<BoxTask>>,
     /// When it completes.
     deadline: Instant,
+    /// A reading of the timer's clock no later than now: taken when the
+    /// sleep was made, then at each later poll. The first poll schedules
+    /// from it instead of reading the clock again; an early reading can only
+    /// make the wheel treat the deadline as further away, never as passed.
+    seen: Instant,
     /// Its entry in the wheel and the waker stored there, once polled.
     entry: Option<(TimerHandle, Waker)>,
     /// Whether it completed.
@@ -85,11 +90,11 @@ impl fmt::Debug for Sleep {
 
 impl Sleep {
     /// A sleep on `timer` until `deadline`.
-    fn new(timer: &Timer, deadline: Instant) -> Self {
+    fn new(timer: &Timer, deadline: Instant, seen: Instant) -> Self {
         Sleep {
-            timing: Arc::clone(timer.timing()),
-            timer: timer.downgrade(),
+            driver: Arc::clone(timer.driver()),
             deadline,
+            seen,
             entry: None,
             done: false,
         }
@@ -122,7 +127,7 @@ impl Sleep {
     /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
     /// ```
     pub fn is_elapsed(&self) -> bool {
-        self.timing.clock.now() >= self.deadline
+        self.driver.timing.clock.now() >= self.deadline
     }
 
     /// Moves the deadline to `deadline`, keeping the sleep's entry (and its
@@ -175,10 +180,15 @@ impl Future for Sleep {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.get_mut();
-        if this.done || this.is_elapsed() {
+        if this.done || this.driver.timing.is_closed() {
             return this.complete();
         }
-        if this.timing.is_closed() {
+        // The first poll trusts the reading taken when the sleep was made;
+        // a later one (woken, or from another task) reads the clock.
+        if this.entry.is_some() {
+            this.seen = this.driver.timing.clock.now();
+        }
+        if this.seen >= this.deadline {
             return this.complete();
         }
         if let Some((handle, waker)) = this.entry.take() {
@@ -199,16 +209,19 @@ impl Future for Sleep {
             // The entry left the wheel: it fired (so the deadline passed) or
             // the timer shut down; both end the sleep. Anything else would be
             // a lost entry, so schedule a new one rather than wait for ever.
-            if this.is_elapsed() || this.timing.is_closed() {
+            if this.is_elapsed() || this.driver.timing.is_closed() {
                 return this.complete();
             }
         }
-        let Some(timer) = this.timer.upgrade() else {
-            // Every handle was dropped: the timer is shutting down.
-            return this.complete();
-        };
+        let timing = &this.driver.timing;
+        let elapsed = this.seen.saturating_duration_since(timing.origin);
+        let tick = timing.deadline_tick(this.deadline, elapsed);
+        let now_tick = timing.resolution.now_tick(elapsed);
         let waker = cx.waker().clone();
-        match timer.schedule_at(this.deadline, BoxTask::waker(waker.clone())) {
+        match this
+            .driver
+            .schedule_tick(tick, now_tick, BoxTask::waker(waker.clone()))
+        {
             Ok(handle) => {
                 this.entry = Some((handle, waker));
                 Poll::Pending
@@ -403,7 +416,8 @@ impl Timer {
     /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
     /// ```
     pub fn sleep(&self, delay: Duration) -> Sleep {
-        Sleep::new(self, deadline_after(self.now(), delay))
+        let now = self.now();
+        Sleep::new(self, deadline_after(now, delay), now)
     }
 
     /// A future that completes once the timer's clock reaches `deadline`.
@@ -421,7 +435,7 @@ impl Timer {
     /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
     /// ```
     pub fn sleep_until(&self, deadline: Instant) -> Sleep {
-        Sleep::new(self, deadline)
+        Sleep::new(self, deadline, self.now())
     }
 
     /// `future`, unless `delay` passes first: then [`Elapsed`]. See

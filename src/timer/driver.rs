@@ -24,11 +24,14 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::executor::Runner;
+use super::handle::TimerHandle;
 use super::pool::{self, Due};
-use super::shard::Shard;
+use super::shard::{shard_index, Shard};
 use super::task::Task;
 use super::timing::Timing;
+use crate::error::ScheduleError;
 use crate::sync::Mutex;
+use crate::wheel::TimerKey;
 
 /// The most expirations moved out of a shard under one hold of its lock.
 pub(crate) const BATCH: usize = 1024;
@@ -55,6 +58,61 @@ pub(crate) struct Driver<T> {
 }
 
 impl<T: Task> Driver<T> {
+    /// Schedules `task` at tick `tick`, the clock being at tick `now`.
+    #[inline]
+    pub(crate) fn schedule_tick(
+        &self,
+        tick: u64,
+        now: u64,
+        task: T,
+    ) -> Result<TimerHandle<T>, ScheduleError<T>> {
+        let shard = &self.shards[shard_index(self.shards.len())];
+        let timing = &self.timing;
+        if tick <= now && !self.pool.runs_inline() {
+            // Already due: straight to the workers (Kafka's "expired, run
+            // now"). An inline executor would run it on this thread, so
+            // then it goes through the wheel to the driver instead.
+            return self.run_now(shard, tick, task);
+        }
+        let key = {
+            let mut state = shard.state.lock();
+            if state.closed {
+                return Err(ScheduleError::new(task));
+            }
+            state.scheduled += 1;
+            state.wheel.insert(tick, task)
+        };
+        timing.counters.figures.scheduled(1);
+        timing.wake_if_earlier(tick);
+        Ok(TimerHandle::new(Arc::clone(shard), key))
+    }
+
+    /// Hands a task that is already due to the workers.
+    fn run_now(
+        &self,
+        shard: &Arc<Shard<T>>,
+        tick: u64,
+        task: T,
+    ) -> Result<TimerHandle<T>, ScheduleError<T>> {
+        let job = Due {
+            task,
+            deadline: tick,
+        };
+        match self.pool.submit(vec![job]) {
+            Ok(()) => {
+                let mut state = shard.state.lock();
+                state.scheduled += 1;
+                state.expired += 1;
+                drop(state);
+                let figures = &self.timing.counters.figures;
+                figures.scheduled(1);
+                figures.expired(1);
+                Ok(TimerHandle::new(Arc::clone(shard), TimerKey::DEAD))
+            }
+            Err(mut batch) => Err(ScheduleError::new(batch.pop().expect("one job").task)),
+        }
+    }
+
     /// The driver thread's loop; returns once the timer is shut down.
     pub(crate) fn drive(&self) {
         while !self.timing.is_closed() {

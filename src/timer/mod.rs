@@ -45,11 +45,10 @@ mod task;
 mod timing;
 
 pub use builder::TimerBuilder;
+pub(crate) use driver::Driver;
 pub use executor::Executor;
 pub use handle::TimerHandle;
 pub use metrics::{Lateness, Metrics};
 pub use service::Timer;
-pub(crate) use service::WeakTimer;
 pub(crate) use task::Job;
 pub use task::{BoxTask, Task};
-pub(crate) use timing::Timing;

@@ -10,11 +10,9 @@ use super::driver::Driver;
 use super::handle::TimerHandle;
 use super::metrics::Metrics;
 use super::pool::Due;
-use super::shard::{shard_index, Shard};
 use super::task::{BoxTask, Task};
 use crate::error::ScheduleError;
 use crate::sync::Mutex;
-use crate::wheel::TimerKey;
 
 /// Owns the threads; dropping the last [`Timer`] drops it, which shuts down.
 pub(crate) struct Owner<T: Task> {
@@ -92,32 +90,7 @@ impl<T: Task> fmt::Debug for Timer<T> {
     }
 }
 
-/// A handle that does not keep the timer running (a [`Sleep`](crate::Sleep)'s).
-pub(crate) struct WeakTimer<T: Task> {
-    /// The owner, while some [`Timer`] keeps it.
-    owner: std::sync::Weak<Owner<T>>,
-}
-
-impl<T: Task> WeakTimer<T> {
-    /// A [`Timer`], unless every handle was dropped.
-    pub(crate) fn upgrade(&self) -> Option<Timer<T>> {
-        self.owner.upgrade().map(|owner| Timer { owner })
-    }
-}
-
 impl<T: Task> Timer<T> {
-    /// A handle that does not keep the timer running.
-    pub(crate) fn downgrade(&self) -> WeakTimer<T> {
-        WeakTimer {
-            owner: Arc::downgrade(&self.owner),
-        }
-    }
-
-    /// The clock, the origin and the shutdown flag, shared with the threads.
-    pub(crate) fn timing(&self) -> &Arc<super::timing::Timing> {
-        &self.driver().timing
-    }
-
     /// The first handle to the timer `owner` runs.
     pub(super) fn new(owner: Owner<T>) -> Self {
         Timer {
@@ -126,7 +99,7 @@ impl<T: Task> Timer<T> {
     }
 
     /// Everything the threads share.
-    pub(crate) fn driver(&self) -> &Driver<T> {
+    pub(crate) fn driver(&self) -> &Arc<Driver<T>> {
         &self.owner.driver
     }
 
@@ -193,7 +166,8 @@ impl<T: Task> Timer<T> {
         let timing = &self.driver().timing;
         let elapsed = timing.elapsed();
         let tick = timing.delay_tick(elapsed, delay);
-        self.schedule_tick(tick, timing.resolution.now_tick(elapsed), task.into())
+        self.driver()
+            .schedule_tick(tick, timing.resolution.now_tick(elapsed), task.into())
     }
 
     /// Runs `task` on a worker once the timer's clock reaches `deadline`.
@@ -221,37 +195,8 @@ impl<T: Task> Timer<T> {
         let timing = &self.driver().timing;
         let elapsed = timing.elapsed();
         let tick = timing.deadline_tick(deadline, elapsed);
-        self.schedule_tick(tick, timing.resolution.now_tick(elapsed), task.into())
-    }
-
-    /// Schedules `task` at tick `tick`, the clock being at tick `now`.
-    #[inline]
-    fn schedule_tick(
-        &self,
-        tick: u64,
-        now: u64,
-        task: T,
-    ) -> Result<TimerHandle<T>, ScheduleError<T>> {
-        let driver = self.driver();
-        let shard = &driver.shards[shard_index(driver.shards.len())];
-        let timing = &driver.timing;
-        if tick <= now && !driver.pool.runs_inline() {
-            // Already due: straight to the workers (Kafka's "expired, run
-            // now"). An inline executor would run it on this thread, so
-            // then it goes through the wheel to the driver instead.
-            return self.run_now(shard, tick, task);
-        }
-        let key = {
-            let mut state = shard.state.lock();
-            if state.closed {
-                return Err(ScheduleError::new(task));
-            }
-            state.scheduled += 1;
-            state.wheel.insert(tick, task)
-        };
-        timing.counters.figures.scheduled(1);
-        timing.wake_if_earlier(tick);
-        Ok(TimerHandle::new(Arc::clone(shard), key))
+        self.driver()
+            .schedule_tick(tick, timing.resolution.now_tick(elapsed), task.into())
     }
 
     /// Hands an internal task (a purge) straight to the workers: it never
@@ -266,32 +211,6 @@ impl<T: Task> Timer<T> {
             .pool
             .submit(vec![job])
             .map_err(|mut batch| batch.pop().expect("one job").task)
-    }
-
-    /// Hands a task that is already due to the workers.
-    fn run_now(
-        &self,
-        shard: &Arc<Shard<T>>,
-        tick: u64,
-        task: T,
-    ) -> Result<TimerHandle<T>, ScheduleError<T>> {
-        let job = Due {
-            task,
-            deadline: tick,
-        };
-        match self.driver().pool.submit(vec![job]) {
-            Ok(()) => {
-                let mut state = shard.state.lock();
-                state.scheduled += 1;
-                state.expired += 1;
-                drop(state);
-                let figures = &self.driver().timing.counters.figures;
-                figures.scheduled(1);
-                figures.expired(1);
-                Ok(TimerHandle::new(Arc::clone(shard), TimerKey::DEAD))
-            }
-            Err(mut batch) => Err(ScheduleError::new(batch.pop().expect("one job").task)),
-        }
     }
 
     /// Number of timers linked in the wheels, not yet handed to the workers.

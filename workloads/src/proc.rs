@@ -17,6 +17,15 @@ pub fn cpu_seconds() -> f64 {
     (ticks(11) + ticks(12)) / 100.0
 }
 
+/// CPU time of the calling thread in seconds, to the nanosecond (the
+/// scheduler's own count, `/proc/thread-self/schedstat`).
+pub fn thread_cpu_seconds() -> f64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<f64>().ok())
+        .map_or(0.0, |ns| ns / 1e9)
+}
+
 /// A `/proc/self/status` memory field in MiB: `"VmRSS:"` for the current
 /// resident set, `"VmHWM:"` for its peak.
 pub fn status_mib(field: &str) -> f64 {

@@ -1,0 +1,336 @@
+//! purgatorio's async timers beside tokio's own, on a tokio runtime.
+//!
+//! ```text
+//! cargo run --release --example async_timers            # 1,000,000 of each, 3 rounds
+//! cargo run --release --example async_timers -- --quick # 100,000, 1 round
+//! ```
+//!
+//! Two cases, each subject in a fresh child process (so CPU and RSS are its
+//! own), subjects alternating round by round:
+//!
+//! * **timeouts**: 1,000,000 `timeout`s around futures that are pending at
+//!   first, all registered at once (1,000,000 pending timers), then the
+//!   futures finish first and the timeouts are dropped: the request-timeout
+//!   pattern, on the runtime's thread that creates and polls them.
+//!   Reported: CPU per timeout (create, register, cancel; that thread's CPU
+//!   time, the futures alone subtracted), the
+//!   timer's bytes per pending timeout (RSS growth beside the same futures
+//!   without a timeout), and what is left afterwards (pending timers, RSS).
+//! * **sleeps**: 1,000,000 tasks that sleep until a deadline uniform in
+//!   [1, 2,000] ms. Reported: lateness p50 / p99 / max (the real clock when
+//!   the task resumes, against its deadline), early wake-ups, CPU per sleep
+//!   (spawning and running the tasks included, the same for both).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use purgatorio::Timer;
+use purgatorio_workloads::proc::{cpu_seconds, rss_bytes, thread_cpu_seconds};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+/// A future that is pending until its gate opens: the request a timeout
+/// guards.
+struct Gate(Arc<AtomicBool>);
+
+impl Future for Gate {
+    type Output = ();
+    fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<()> {
+        if self.0.load(Ordering::Relaxed) {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }
+}
+
+/// The two timers under test.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Subject {
+    Purgatorio,
+    Tokio,
+}
+
+impl Subject {
+    fn name(self) -> &'static str {
+        match self {
+            Subject::Purgatorio => "purgatorio",
+            Subject::Tokio => "tokio::time",
+        }
+    }
+}
+
+/// One case's figures, as a child reports them.
+#[derive(Default, Clone)]
+struct Figures {
+    cpu_ns: f64,
+    bytes: f64,
+    left_pending: u64,
+    rss_after_mib: f64,
+    rss_before_mib: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+    max_ms: f64,
+    early: u64,
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_time()
+        .build()
+        .expect("runtime")
+}
+
+/// Polls every future once with a no-op waker.
+fn poll_all<F: Future>(futures: &mut [Pin<Box<F>>]) -> usize {
+    let mut cx = Context::from_waker(Waker::noop());
+    let mut ready = 0;
+    for future in futures.iter_mut() {
+        ready += usize::from(future.as_mut().poll(&mut cx).is_ready());
+    }
+    ready
+}
+
+/// The timeouts case: `n` pending at once, then all finishing first.
+/// `None` as the subject measures the futures alone (the baseline).
+fn timeouts(subject: Option<Subject>, n: usize) -> Figures {
+    let runtime = runtime();
+    let timer = Timer::builder().build().expect("timer");
+    let open = Arc::new(AtomicBool::new(false));
+    let rss_before = rss_bytes();
+    // Creating, registering and cancelling all happen on this thread, for
+    // both timers: its own CPU time, to the nanosecond.
+    let cpu_start = thread_cpu_seconds();
+    let limit = Duration::from_secs(60);
+    let (cpu, rss_pending, ready) = runtime.block_on(async {
+        macro_rules! run {
+            ($make:expr) => {{
+                let mut futures: Vec<_> = (0..n).map(|_| Box::pin($make)).collect();
+                let ready = poll_all(&mut futures);
+                let rss_pending = rss_bytes();
+                open.store(true, Ordering::Relaxed);
+                let finished = poll_all(&mut futures);
+                assert_eq!(finished, n, "every future finishes first");
+                drop(futures);
+                (thread_cpu_seconds() - cpu_start, rss_pending, ready)
+            }};
+        }
+        match subject {
+            Some(Subject::Purgatorio) => run!(timer.timeout(limit, Gate(Arc::clone(&open)))),
+            Some(Subject::Tokio) => run!(tokio::time::timeout(limit, Gate(Arc::clone(&open)))),
+            None => run!(Gate(Arc::clone(&open))),
+        }
+    });
+    assert_eq!(ready, 0, "nothing is ready at the first poll");
+    Figures {
+        cpu_ns: cpu * 1e9 / n as f64,
+        bytes: rss_pending.saturating_sub(rss_before) as f64 / n as f64,
+        left_pending: timer.len() as u64,
+        rss_before_mib: rss_before as f64 / (1 << 20) as f64,
+        rss_after_mib: rss_bytes() as f64 / (1 << 20) as f64,
+        ..Figures::default()
+    }
+}
+
+/// The sleeps case: `n` tasks sleeping until deadlines in [1, 2,000] ms.
+fn sleeps(subject: Subject, n: usize) -> Figures {
+    let runtime = runtime();
+    let timer = Timer::builder().build().expect("timer");
+    let lateness: Arc<Vec<AtomicU64>> = Arc::new((0..n).map(|_| AtomicU64::new(0)).collect());
+    let early = Arc::new(AtomicU64::new(0));
+    let mut rng = SmallRng::seed_from_u64(7);
+    let delays: Vec<u64> = (0..n).map(|_| rng.gen_range(1_000..=2_000_000)).collect();
+    let cpu_start = cpu_seconds();
+    runtime.block_on(async {
+        let start = Instant::now();
+        let tasks: Vec<_> = delays
+            .iter()
+            .enumerate()
+            .map(|(i, &delay_us)| {
+                let deadline = start + Duration::from_micros(delay_us);
+                let (timer, lateness, early) =
+                    (timer.clone(), Arc::clone(&lateness), Arc::clone(&early));
+                tokio::spawn(async move {
+                    match subject {
+                        Subject::Purgatorio => timer.sleep_until(deadline).await,
+                        Subject::Tokio => {
+                            tokio::time::sleep_until(tokio::time::Instant::from_std(deadline)).await
+                        }
+                    }
+                    match Instant::now().checked_duration_since(deadline) {
+                        Some(late) => lateness[i].store(late.as_micros() as u64, Ordering::Relaxed),
+                        None => {
+                            early.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await.expect("sleeping task");
+        }
+    });
+    let cpu = cpu_seconds() - cpu_start;
+    let mut late: Vec<u64> = lateness.iter().map(|l| l.load(Ordering::Relaxed)).collect();
+    late.sort_unstable();
+    let at = |q: f64| late[((late.len() - 1) as f64 * q) as usize] as f64 / 1000.0;
+    Figures {
+        cpu_ns: cpu * 1e9 / n as f64,
+        p50_ms: at(0.5),
+        p99_ms: at(0.99),
+        max_ms: at(1.0),
+        early: early.load(Ordering::Relaxed),
+        left_pending: timer.len() as u64,
+        ..Figures::default()
+    }
+}
+
+/// Runs one case in a child process and reads its figures.
+fn child(case: &str, subject: &str, n: usize) -> Figures {
+    let exe = std::env::current_exe().expect("own path");
+    let out = Command::new(exe)
+        .args(["--child", case, subject, &n.to_string()])
+        .output()
+        .expect("run child");
+    assert!(
+        out.status.success(),
+        "child {case} {subject} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let v: Vec<f64> = text
+        .split_whitespace()
+        .map(|x| x.parse().expect("number"))
+        .collect();
+    Figures {
+        cpu_ns: v[0],
+        bytes: v[1],
+        left_pending: v[2] as u64,
+        rss_before_mib: v[3],
+        rss_after_mib: v[4],
+        p50_ms: v[5],
+        p99_ms: v[6],
+        max_ms: v[7],
+        early: v[8] as u64,
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn spread(v: &[f64]) -> String {
+    let lo = v.iter().copied().fold(f64::MAX, f64::min);
+    let hi = v.iter().copied().fold(f64::MIN, f64::max);
+    format!("{lo:.1}–{hi:.1}")
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("--child") {
+        let n: usize = args[3].parse().expect("count");
+        let subject = match args[2].as_str() {
+            "purgatorio" => Some(Subject::Purgatorio),
+            "tokio" => Some(Subject::Tokio),
+            _ => None,
+        };
+        let f = match args[1].as_str() {
+            "timeouts" => timeouts(subject, n),
+            _ => sleeps(subject.expect("a subject"), n),
+        };
+        println!(
+            "{} {} {} {} {} {} {} {} {}",
+            f.cpu_ns,
+            f.bytes,
+            f.left_pending,
+            f.rss_before_mib,
+            f.rss_after_mib,
+            f.p50_ms,
+            f.p99_ms,
+            f.max_ms,
+            f.early
+        );
+        return;
+    }
+    if args.iter().any(|a| a == "--help" || a == "-h") {
+        println!("usage: async_timers [--quick]  (1,000,000 timers, 3 rounds; --quick: 100,000, 1 round)");
+        return;
+    }
+    let quick = args.iter().any(|a| a == "--quick");
+    let (n, rounds) = if quick { (100_000, 1) } else { (1_000_000, 3) };
+    let subjects = [Subject::Purgatorio, Subject::Tokio];
+    let mut timeout_runs: Vec<Vec<Figures>> = vec![Vec::new(); 2];
+    let mut sleep_runs: Vec<Vec<Figures>> = vec![Vec::new(); 2];
+    let mut baseline = Vec::new();
+    for round in 0..rounds {
+        eprintln!("round {}/{rounds}", round + 1);
+        baseline.push(child("timeouts", "none", n));
+        for (i, s) in subjects.iter().enumerate() {
+            let key = if *s == Subject::Purgatorio {
+                "purgatorio"
+            } else {
+                "tokio"
+            };
+            timeout_runs[i].push(child("timeouts", key, n));
+            sleep_runs[i].push(child("sleeps", key, n));
+        }
+    }
+    let base_bytes = median(baseline.iter().map(|f| f.bytes).collect());
+    let base_cpu = median(baseline.iter().map(|f| f.cpu_ns).collect());
+    println!("{n} timers per run, {rounds} round(s), medians (spread over rounds); tokio multi-thread runtime, 2 workers");
+    println!();
+    println!("| timeouts that finish first | CPU per timeout, ns (net of the futures alone) | timer bytes per pending timeout | pending afterwards | RSS before → after, MiB |");
+    println!("|---|---|---|---|---|");
+    for (i, s) in subjects.iter().enumerate() {
+        let runs = &timeout_runs[i];
+        let cpu: Vec<f64> = runs.iter().map(|f| f.cpu_ns - base_cpu).collect();
+        let bytes: Vec<f64> = runs.iter().map(|f| f.bytes - base_bytes).collect();
+        let last = runs.last().expect("a run");
+        println!(
+            "| {} | {:.0} ({}) | {:.0} ({}) | {} | {:.1} → {:.1} |",
+            s.name(),
+            median(cpu.clone()),
+            spread(&cpu),
+            median(bytes.clone()),
+            spread(&bytes),
+            last.left_pending,
+            last.rss_before_mib,
+            last.rss_after_mib
+        );
+    }
+    println!();
+    println!("| sleeps that fire, over 2 s | lateness p50, ms | p99, ms | max, ms | early | CPU per sleep, ns (task included) |");
+    println!("|---|---|---|---|---|---|");
+    for (i, s) in subjects.iter().enumerate() {
+        let runs = &sleep_runs[i];
+        let col = |f: fn(&Figures) -> f64| runs.iter().map(f).collect::<Vec<f64>>();
+        let (p50, p99, max, cpu) = (
+            col(|f| f.p50_ms),
+            col(|f| f.p99_ms),
+            col(|f| f.max_ms),
+            col(|f| f.cpu_ns),
+        );
+        println!(
+            "| {} | {:.2} ({}) | {:.2} ({}) | {:.2} ({}) | {} | {:.0} ({}) |",
+            s.name(),
+            median(p50.clone()),
+            spread(&p50),
+            median(p99.clone()),
+            spread(&p99),
+            median(max.clone()),
+            spread(&max),
+            runs.iter().map(|f| f.early).sum::<u64>(),
+            median(cpu.clone()),
+            spread(&cpu)
+        );
+    }
+    let early: u64 = sleep_runs[0].iter().map(|f| f.early).sum();
+    assert_eq!(early, 0, "a purgatorio sleep woke early");
+}
