@@ -16,7 +16,10 @@
 //!
 //! Locks: a pass holds one shard lock at a time, and at most
 //! [`BATCH`] expirations' worth of work under it; the signal's mutex is never
-//! held with a shard lock. No user code runs on the driver.
+//! held with a shard lock. No user code runs on the driver, with one
+//! exception outside every lock: a sleep's entry only wakes its async task,
+//! so the driver wakes it itself (`wake_here`) instead of handing it to a
+//! worker.
 
 use std::sync::atomic::Ordering::SeqCst;
 use std::sync::Arc;
@@ -171,6 +174,7 @@ impl<T: Task> Driver<T> {
                 };
                 moved += batch.len();
                 self.timing.counters.figures.expired(batch.len() as u64);
+                let batch = self.wake_here(batch);
                 // The pool closes only after the driver has stopped and the
                 // shards were drained, so a batch is never refused here; if it
                 // were, dropping it outside every lock is the safe answer.
@@ -182,6 +186,22 @@ impl<T: Task> Driver<T> {
             }
         }
         (moved, earliest)
+    }
+
+    /// Wakes the async tasks whose sleeps are in `batch` on this thread
+    /// (no lock is held), instead of a worker: a waker only schedules its
+    /// task, so the hop to a worker would cost more than it saves. Returns
+    /// the rest, for the workers.
+    fn wake_here(&self, mut batch: pool::Batch<T>) -> pool::Batch<T> {
+        let wakes: Vec<Due<T>> = batch.extract_if(.., |due| due.task.wakes_only()).collect();
+        for due in wakes {
+            self.timing.record_lag(due.deadline);
+            let task = due.task;
+            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || task.run())).is_err() {
+                self.timing.counters.record_panic();
+            }
+        }
+        batch
     }
 
     /// Kafka's `advanceClock(timeout)`: waits up to `timeout` (real time) for

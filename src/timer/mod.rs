@@ -20,7 +20,8 @@
 //!   all shards; with nothing pending it sleeps without a timeout. A
 //!   schedule that creates an earlier deadline wakes it (see `driver` for the
 //!   protocol). It moves due tasks out of one shard at a time, at most
-//!   [`BATCH`](driver::BATCH) per lock hold, and never runs them.
+//!   [`BATCH`](driver::BATCH) per lock hold, and never runs them (it only
+//!   wakes the async tasks whose sleeps came due, after the lock).
 //! * **Workers.** A pool of threads runs expired tasks; a panic is caught and
 //!   counted.
 //! * **Lock order.** At most one lock of the timer's is held at any time,

@@ -29,11 +29,22 @@ pub trait Task: Send + 'static {
     /// Runs the task.
     fn run(self);
 
+    /// Whether running the task only wakes an async task (a sleep's entry):
+    /// the driver then wakes it itself, rather than hand it to a worker.
+    /// Not for users to call or override.
+    ///
     /// What a shutdown hands back of a task that never ran: the task itself,
     /// unless it is one of the crate's own entries (a sleep's wake-up, a
     /// parked operation's expiry), which is ended here instead (the sleep
     /// woken, the operation completed as shut down). Not for users to call
     /// or override.
+    #[doc(hidden)]
+    fn wakes_only(&self) -> bool {
+        false
+    }
+
+    /// What a shutdown hands back (see above). Not for users to call or
+    /// override.
     #[doc(hidden)]
     fn into_user_task(self) -> Option<Self>
     where
@@ -158,6 +169,10 @@ impl<F: FnOnce() + Send + 'static> From<F> for BoxTask {
 }
 
 impl Task for BoxTask {
+    fn wakes_only(&self) -> bool {
+        matches!(self.0, Work::Wake(_))
+    }
+
     fn into_user_task(self) -> Option<Self> {
         match self.0 {
             Work::Closure(task) => Some(BoxTask(Work::Closure(task))),
