@@ -215,6 +215,8 @@ struct Shared {
     scripts: Scripts,
     /// Idle connections, reused.
     idle: Mutex<Vec<redis::Connection>>,
+    /// Calls answered by Redis (a pipeline is one).
+    round_trips: std::sync::atomic::AtomicU64,
 }
 
 /// A namespace of durable timers on one Redis. Cheap to clone.
@@ -272,10 +274,17 @@ impl Timers {
                     misfire: redis::Script::new(&scripts::misfire()),
                 },
                 idle: Mutex::new(Vec::new()),
+                round_trips: std::sync::atomic::AtomicU64::new(0),
             }),
         };
         timers.server_time_ms()?;
         Ok(timers)
+    }
+
+    /// Round trips to Redis made through this handle and its clones so far
+    /// (a pipeline counts once).
+    pub fn round_trips(&self) -> u64 {
+        self.shared.round_trips.load(Ordering::Relaxed)
     }
 
     /// The settings.
@@ -311,6 +320,7 @@ impl Timers {
                     Err(e) => return Err(Error::Redis(e)),
                 },
             };
+            self.shared.round_trips.fetch_add(1, Ordering::Relaxed);
             match call(&mut connection) {
                 Ok(value) => {
                     self.shared.idle.lock().expect("pool").push(connection);
@@ -1073,6 +1083,32 @@ impl Consumer {
         })
     }
 
+    /// Acknowledges `deliveries` in one round trip.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Unavailable`] after the retries.
+    pub fn ack_all(&self, deliveries: &[Delivery]) -> Result<(), Error> {
+        if deliveries.is_empty() {
+            return Ok(());
+        }
+        let keys = &self.timers.shared.keys;
+        self.timers.with_connection(|c| {
+            let mut pipe = redis::pipe();
+            pipe.atomic();
+            let mut ack = redis::cmd("XACK");
+            ack.arg(&keys.stream).arg(&keys.group);
+            let mut del = redis::cmd("XDEL");
+            del.arg(&keys.stream);
+            for delivery in deliveries {
+                ack.arg(&delivery.entry);
+                del.arg(&delivery.entry);
+            }
+            pipe.add_command(ack).ignore().add_command(del).ignore();
+            pipe.query::<()>(c)
+        })
+    }
+
     /// Delivers due timers to `handle` until `stop` is set, acknowledging
     /// or retrying each as it says.
     ///
@@ -1097,10 +1133,14 @@ impl Consumer {
                 next_take_over = Instant::now() + visibility / 2;
             }
             batch.extend(self.read_new(block, 100)?);
+            let mut done = Vec::with_capacity(batch.len());
             for delivery in batch {
-                let verdict = handle(&delivery);
-                self.finish(&delivery, verdict)?;
+                match handle(&delivery) {
+                    Verdict::Ack => done.push(delivery),
+                    verdict => self.finish(&delivery, verdict)?,
+                }
             }
+            self.ack_all(&done)?;
         }
         Ok(())
     }

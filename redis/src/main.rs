@@ -50,6 +50,18 @@ enum Command {
         #[arg(long, default_value_t = 30_000)]
         visibility_ms: u64,
     },
+    /// Measure: schedule `count` timers (pipelined), fire them with
+    /// `schedulers` scheduler nodes and deliver them to 2 consumers, all in
+    /// this process; print schedules/s, deliveries/s, lateness by Redis's
+    /// clock and round trips per timer.
+    Bench {
+        #[arg(long, default_value_t = 100_000)]
+        count: u64,
+        #[arg(long, default_value_t = 1)]
+        schedulers: usize,
+        #[arg(long, default_value_t = 5_000)]
+        spread_ms: u64,
+    },
     /// Schedule `count` timers `t0`, `t1`… due over the next `spread_ms`
     /// (from `start_ms` after now by Redis's clock), in pipelined batches.
     Schedule {
@@ -113,6 +125,11 @@ fn run(cli: Cli) -> Result<(), purgatorio_redis::Error> {
                 Verdict::Ack
             })
         }
+        Command::Bench {
+            count,
+            schedulers,
+            spread_ms,
+        } => bench(&cli.url, config, count, schedulers, spread_ms),
         Command::Schedule {
             count,
             start_ms,
@@ -143,4 +160,120 @@ fn run(cli: Cli) -> Result<(), purgatorio_redis::Error> {
             Ok(())
         }
     }
+}
+
+/// The `bench` command.
+fn bench(
+    url: &str,
+    config: Config,
+    count: u64,
+    schedulers: usize,
+    spread_ms: u64,
+) -> Result<(), purgatorio_redis::Error> {
+    use std::sync::atomic::Ordering;
+    use std::sync::{Arc, Mutex};
+
+    let timers = Timers::connect(url, config)?;
+    // Redis's clock from this machine's: read once, so that handling a
+    // delivery costs no round trip for the measurement.
+    let local_ms = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_millis() as i64
+    };
+    let offset = timers.server_time_ms()? as i64 - local_ms();
+    let nodes: Vec<_> = (0..schedulers)
+        .map(|_| {
+            let node = Scheduler::new(timers.clone());
+            let stop = node.stop_handle();
+            (stop, std::thread::spawn(move || node.run()))
+        })
+        .collect();
+    let lateness = Arc::new(Mutex::new(Vec::with_capacity(count as usize)));
+    let stop = Arc::new(AtomicBool::new(false));
+    let consumers: Vec<_> = (0..2)
+        .map(|i| {
+            let consumer = Consumer::new(timers.clone(), &format!("bench-{i}"))?;
+            let (lateness, stop) = (Arc::clone(&lateness), Arc::clone(&stop));
+            Ok(std::thread::spawn(move || {
+                consumer.run(&stop, |delivery| {
+                    let late = local_ms() + offset - delivery.deadline_ms as i64;
+                    lateness.lock().expect("lateness").push(late);
+                    Verdict::Ack
+                })
+            }))
+        })
+        .collect::<Result<_, purgatorio_redis::Error>>()?;
+    let trips_before = timers.round_trips();
+    // The first deadline comes after scheduling has ended (at 20,000
+    // schedules/s or more), so that lateness is the timers' own.
+    let lead_ms = 2_000 + count / 20;
+    let base = timers.server_time_ms()? + lead_ms;
+    let ids: Vec<String> = (0..count).map(|i| format!("b{i}")).collect();
+    let started = Instant::now();
+    for (c, chunk) in ids.chunks(1_000).enumerate() {
+        let batch: Vec<(&str, u64, &[u8])> = chunk
+            .iter()
+            .enumerate()
+            .map(|(j, id)| {
+                let i = (c * 1_000 + j) as u64;
+                (
+                    id.as_str(),
+                    base + i * spread_ms / count.max(1),
+                    &b"payload"[..],
+                )
+            })
+            .collect();
+        timers.schedule_many(&batch)?;
+    }
+    let schedule_secs = started.elapsed().as_secs_f64();
+    // Deliveries start when the first deadline passes, or when scheduling
+    // ends if that is later.
+    let first_due = (started + Duration::from_millis(lead_ms)).max(Instant::now());
+    let deadline = Instant::now() + Duration::from_millis(spread_ms + 60_000);
+    while (lateness.lock().expect("lateness").len() as u64) < count && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let deliver_secs = Instant::now()
+        .saturating_duration_since(first_due)
+        .as_secs_f64();
+    stop.store(true, Ordering::SeqCst);
+    for (node, thread) in nodes {
+        node.stop();
+        let _ = thread.join();
+    }
+    for consumer in consumers {
+        let _ = consumer.join();
+    }
+    let mut late = lateness.lock().expect("lateness").clone();
+    late.sort_unstable();
+    let at = |q: f64| {
+        late.get(((late.len().max(1) - 1) as f64 * q) as usize)
+            .copied()
+            .unwrap_or(0)
+    };
+    let early = late.iter().filter(|l| **l < 0).count();
+    println!("timers                 {count} over {spread_ms} ms, {schedulers} scheduler node(s), 2 consumers");
+    println!("schedules/s            {:.0}", count as f64 / schedule_secs);
+    println!(
+        "deliveries/s           {:.0} ({} delivered in {deliver_secs:.2} s; the deadlines span {spread_ms} ms)",
+        late.len() as f64 / deliver_secs.max(0.001),
+        late.len()
+    );
+    println!(
+        "lateness p50/p99/max   {} / {} / {} ms (Redis's clock)",
+        at(0.5),
+        at(0.99),
+        at(1.0)
+    );
+    println!(
+        "early, lost            {early}, {}",
+        count.saturating_sub(late.len() as u64)
+    );
+    println!(
+        "round trips per timer  {:.3}",
+        (timers.round_trips() - trips_before) as f64 / count as f64
+    );
+    Ok(())
 }

@@ -42,7 +42,14 @@ impl Server {
         let child = Command::new(binary)
             .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
             .args(["--dir", &self.dir.path().display().to_string()])
-            .args(["--appendonly", "yes", "--appendfsync", self.fsync, "--save", ""])
+            .args([
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                self.fsync,
+                "--save",
+                "",
+            ])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -136,7 +143,13 @@ impl Node {
 
 /// Schedules `n` timers `p0…` due from `start_ms` after Redis's now, spread
 /// over `spread_ms`; returns their deadlines.
-fn schedule(timers: &Timers, prefix: &str, n: u64, start_ms: u64, spread_ms: u64) -> HashMap<String, u64> {
+fn schedule(
+    timers: &Timers,
+    prefix: &str,
+    n: u64,
+    start_ms: u64,
+    spread_ms: u64,
+) -> HashMap<String, u64> {
     let base = timers.server_time_ms().unwrap() + start_ms;
     (0..n)
         .map(|i| {
@@ -149,8 +162,14 @@ fn schedule(timers: &Timers, prefix: &str, n: u64, start_ms: u64, spread_ms: u64
 }
 
 fn assert_never_early(seen: &[(String, u64, u64, u32)]) {
-    let early: Vec<_> = seen.iter().filter(|(_, deadline, now, _)| now < deadline).collect();
-    assert!(early.is_empty(), "delivered before the deadline by Redis time: {early:?}");
+    let early: Vec<_> = seen
+        .iter()
+        .filter(|(_, deadline, now, _)| now < deadline)
+        .collect();
+    assert!(
+        early.is_empty(),
+        "delivered before the deadline by Redis time: {early:?}"
+    );
 }
 
 #[test]
@@ -232,18 +251,34 @@ fn bad_input_and_an_unreachable_redis_are_typed_errors() {
     let mut config = Config::new("bad");
     config.retries = 2;
     let timers = Timers::connect(&server.url(), config.clone()).unwrap();
-    assert!(matches!(timers.schedule("", 1, b""), Err(Error::InvalidId(_))));
-    assert!(matches!(timers.schedule("a\nb", 1, b""), Err(Error::InvalidId(_))));
-    assert!(matches!(timers.schedule(&"x".repeat(300), 1, b""), Err(Error::InvalidId(_))));
+    assert!(matches!(
+        timers.schedule("", 1, b""),
+        Err(Error::InvalidId(_))
+    ));
+    assert!(matches!(
+        timers.schedule("a\nb", 1, b""),
+        Err(Error::InvalidId(_))
+    ));
+    assert!(matches!(
+        timers.schedule(&"x".repeat(300), 1, b""),
+        Err(Error::InvalidId(_))
+    ));
     let big = vec![0u8; config.max_payload + 1];
     assert!(matches!(
         timers.schedule("big", 1, &big),
         Err(Error::PayloadTooLarge { .. })
     ));
-    assert_eq!(timers.metrics().unwrap().pending, 0, "nothing reached Redis");
+    assert_eq!(
+        timers.metrics().unwrap().pending,
+        0,
+        "nothing reached Redis"
+    );
     server.kill();
     let failed = timers.schedule("late", 1, b"");
-    assert!(matches!(failed, Err(Error::Unavailable { tries: 2, .. })), "{failed:?}");
+    assert!(
+        matches!(failed, Err(Error::Unavailable { tries: 2, .. })),
+        "{failed:?}"
+    );
     let nobody = format!("redis://127.0.0.1:{}", free_port());
     assert!(matches!(
         Timers::connect(&nobody, config),
@@ -277,12 +312,16 @@ fn an_unacknowledged_delivery_is_taken_over_retried_later_and_dead_lettered() {
     // Another takes it over, but only after the visibility timeout.
     let alive = Consumer::new(timers.clone(), "alive").unwrap();
     let taken_at = Instant::now();
-    let second = wait_for("the take-over", PATIENCE, || alive.take_over(10).unwrap().pop());
+    let second = wait_for("the take-over", PATIENCE, || {
+        alive.take_over(10).unwrap().pop()
+    });
     assert!(taken_at.elapsed() < PATIENCE);
     assert_eq!((second.id.as_str(), second.attempt), ("job", 2));
     // It asks for a retry 300 ms later: delivered again, not before.
     let asked = timers.server_time_ms().unwrap();
-    alive.finish(&second, Verdict::RetryLater(Duration::from_millis(300))).unwrap();
+    alive
+        .finish(&second, Verdict::RetryLater(Duration::from_millis(300)))
+        .unwrap();
     let third = wait_for("the retry", PATIENCE, || {
         alive.poll(Duration::from_millis(100), 10).unwrap().pop()
     });
@@ -290,7 +329,9 @@ fn an_unacknowledged_delivery_is_taken_over_retried_later_and_dead_lettered() {
     assert!(third.deadline_ms >= asked + 300);
     assert!(timers.server_time_ms().unwrap() >= third.deadline_ms);
     // The last attempt fails too: dead-lettered.
-    alive.finish(&third, Verdict::RetryLater(Duration::from_millis(1))).unwrap();
+    alive
+        .finish(&third, Verdict::RetryLater(Duration::from_millis(1)))
+        .unwrap();
     let metrics = timers.metrics().unwrap();
     assert_eq!((metrics.dead_letters, metrics.pending), (1, 0));
     assert_eq!(metrics.redelivered, 1);
@@ -330,8 +371,15 @@ fn processes_killed_mid_run_lose_nothing() {
                 .expect("start a node"),
         )
     };
-    let consumer = |name: &str, out: &str| spawn(&["consumer", "--name", name, "--visibility-ms", "1000"], out);
-    let schedulers: Vec<_> = (0..3).map(|i| spawn(&["scheduler"], &format!("s{i}.log"))).collect();
+    let consumer = |name: &str, out: &str| {
+        spawn(
+            &["consumer", "--name", name, "--visibility-ms", "1000"],
+            out,
+        )
+    };
+    let schedulers: Vec<_> = (0..3)
+        .map(|i| spawn(&["scheduler"], &format!("s{i}.log")))
+        .collect();
     let mut consumers = vec![consumer("c0", "c0.log"), consumer("c1", "c1.log")];
     let total = 20_000u64;
     let scheduled = Command::new(binary)
@@ -352,20 +400,33 @@ fn processes_killed_mid_run_lose_nothing() {
     let logs = ["c0.log", "c1.log", "c0-again.log"];
     let read_all = || -> Vec<(String, u64, u64)> {
         logs.iter()
-            .flat_map(|log| parse(&std::fs::read_to_string(dir.path().join(log)).unwrap_or_default()))
+            .flat_map(|log| {
+                parse(&std::fs::read_to_string(dir.path().join(log)).unwrap_or_default())
+            })
             .collect()
     };
-    let seen = wait_for("every timer to be delivered", Duration::from_secs(60), || {
-        let seen = read_all();
-        let ids: std::collections::HashSet<_> = seen.iter().map(|s| s.0.clone()).collect();
-        (ids.len() as u64 == total).then_some(seen)
-    });
-    let early = seen.iter().filter(|(_, deadline, now)| now < deadline).count();
+    let seen = wait_for(
+        "every timer to be delivered",
+        Duration::from_secs(60),
+        || {
+            let seen = read_all();
+            let ids: std::collections::HashSet<_> = seen.iter().map(|s| s.0.clone()).collect();
+            (ids.len() as u64 == total).then_some(seen)
+        },
+    );
+    let early = seen
+        .iter()
+        .filter(|(_, deadline, now)| now < deadline)
+        .count();
     let mut count: HashMap<&str, usize> = HashMap::new();
     for (id, _, _) in &seen {
         *count.entry(id).or_default() += 1;
     }
-    let duplicates: Vec<&str> = count.iter().filter(|(_, n)| **n > 1).map(|(id, _)| *id).collect();
+    let duplicates: Vec<&str> = count
+        .iter()
+        .filter(|(_, n)| **n > 1)
+        .map(|(id, _)| *id)
+        .collect();
     let killed: std::collections::HashSet<String> =
         parse(&killed_output).into_iter().map(|s| s.0).collect();
     eprintln!(
@@ -373,7 +434,10 @@ fn processes_killed_mid_run_lose_nothing() {
         seen.len(),
         duplicates.len()
     );
-    assert_eq!(early, 0, "a delivery came before its deadline by Redis time");
+    assert_eq!(
+        early, 0,
+        "a delivery came before its deadline by Redis time"
+    );
     for id in &duplicates {
         assert!(
             killed.contains(*id),
