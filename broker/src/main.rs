@@ -639,12 +639,12 @@ async fn main() {
     // Report the timer's wake-ups and the parked fetches: the proof that it
     // does not wake between deadlines.
     let every = Duration::from_millis(args.stats_ms.max(1));
-    loop {
+    for seq in 1u64.. {
         tokio::time::sleep(every).await;
         let m = broker.timer.metrics();
         let f = broker.fetches.metrics();
         eprintln!(
-            "stats: batches={} parked={} satisfied={} expired={} cancelled={} timer_wakeups={}",
+            "stats: seq={seq} batches={} parked={} satisfied={} expired={} cancelled={} timer_wakeups={}",
             broker.batches.load(Ordering::Relaxed),
             broker.fetches.delayed(),
             f.satisfied,

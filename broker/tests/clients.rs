@@ -1,0 +1,371 @@
+//! The broker against real clients: `kcat` (installed if missing) and raw
+//! Kafka-protocol requests encoded with the `kafka-protocol` crate. The
+//! broker runs as a child process on a free loopback port and is stopped by
+//! PID; every wait is bounded.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::{
+    fetch_request, ApiKey, FetchRequest, FetchResponse, RequestHeader, TopicName,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use purgatorio_testkit::{free_port, require_program, wait_for, ChildGuard};
+
+const PATIENCE: Duration = Duration::from_secs(30);
+
+/// The broker, its address, and the last stats line it printed.
+struct Broker {
+    _child: ChildGuard,
+    addr: String,
+    stats: Arc<Mutex<String>>,
+}
+
+impl Broker {
+    fn start(partitions: u32) -> Broker {
+        let port = free_port();
+        let addr = format!("127.0.0.1:{port}");
+        let mut child = ChildGuard::new(
+            Command::new(env!("CARGO_BIN_EXE_purgatorio-broker"))
+                .args(["--listen", &addr, "--partitions", &partitions.to_string()])
+                .args(["--stats-ms", "50"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("start the broker"),
+        );
+        let stderr = child.child().stderr.take().expect("stderr");
+        let stats = Arc::new(Mutex::new(String::new()));
+        let last = Arc::clone(&stats);
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                *last.lock().unwrap() = line;
+            }
+        });
+        wait_for("the broker to listen", PATIENCE, || {
+            TcpStream::connect(&addr).ok()
+        });
+        Broker {
+            _child: child,
+            addr,
+            stats,
+        }
+    }
+
+    /// A figure from the latest stats line, after a fresh one arrived.
+    fn stat(&self, name: &str) -> u64 {
+        let seen = self.stats.lock().unwrap().clone();
+        wait_for("a fresh stats line", PATIENCE, || {
+            let now = self.stats.lock().unwrap().clone();
+            (now != seen && !now.is_empty()).then_some(())
+        });
+        let line = self.stats.lock().unwrap().clone();
+        line.split_whitespace()
+            .find_map(|kv| kv.strip_prefix(&format!("{name}=")))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in {line:?}"))
+    }
+
+    /// Waits until the stat `name` satisfies `ok`.
+    fn wait_stat(&self, name: &str, ok: impl Fn(u64) -> bool) -> u64 {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let v = self.stat(name);
+            if ok(v) {
+                return v;
+            }
+            assert!(Instant::now() < deadline, "{name} stayed at {v}");
+        }
+    }
+}
+
+fn kcat() -> PathBuf {
+    require_program("kcat", "kcat")
+}
+
+/// Runs kcat with `args`, feeding `input`; returns its stdout.
+fn run_kcat(args: &[&str], input: &str) -> String {
+    let mut child = Command::new(kcat())
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run kcat");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let started = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut out = String::new();
+            child
+                .stdout
+                .take()
+                .unwrap()
+                .read_to_string(&mut out)
+                .unwrap();
+            let mut err = String::new();
+            child
+                .stderr
+                .take()
+                .unwrap()
+                .read_to_string(&mut err)
+                .unwrap();
+            assert!(status.success(), "kcat {args:?} failed: {err}");
+            return out;
+        }
+        if started.elapsed() > PATIENCE {
+            let _ = child.kill();
+            panic!("kcat {args:?} hung");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn kcat_produces_ten_thousand_messages_to_three_partitions_and_reads_them_back_in_order() {
+    let broker = Broker::start(3);
+    let input: String = (0..10_000).map(|i| format!("k{}:m{i}\n", i % 97)).collect();
+    run_kcat(
+        &["-b", &broker.addr, "-t", "orders", "-P", "-K", ":"],
+        &input,
+    );
+    let mut seen: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+    for partition in 0..3 {
+        let out = run_kcat(
+            &[
+                "-b",
+                &broker.addr,
+                "-t",
+                "orders",
+                "-C",
+                "-p",
+                &partition.to_string(),
+            ]
+            .iter()
+            .copied()
+            .chain(["-o", "beginning", "-e", "-q", "-f", "%p %o %s\\n"])
+            .collect::<Vec<_>>(),
+            "",
+        );
+        for line in out.lines() {
+            let mut parts = line.split_whitespace();
+            let (p, o, m) = (
+                parts.next().unwrap(),
+                parts.next().unwrap(),
+                parts.next().unwrap(),
+            );
+            assert_eq!(p, partition.to_string());
+            let i: u32 = m.trim_start_matches('m').parse().unwrap();
+            let offsets = seen.entry(partition).or_default();
+            assert_eq!(
+                o.parse::<usize>().unwrap(),
+                offsets.len(),
+                "offsets have no gaps"
+            );
+            offsets.push(i);
+        }
+    }
+    let mut all: Vec<u32> = seen.values().flatten().copied().collect();
+    assert_eq!(seen.len(), 3, "all three partitions were used");
+    for (partition, messages) in &seen {
+        assert!(
+            messages.windows(2).all(|w| w[0] < w[1]),
+            "partition {partition} out of order"
+        );
+    }
+    all.sort_unstable();
+    assert_eq!(
+        all,
+        (0..10_000).collect::<Vec<_>>(),
+        "exactly the messages produced"
+    );
+}
+
+/// A raw Fetch (v12) of `topic` partition 0 from `offset`.
+fn fetch_frame(topic: &str, offset: i64, max_wait_ms: i32) -> Bytes {
+    let version = 12;
+    let mut header = RequestHeader::default();
+    header.request_api_key = ApiKey::Fetch as i16;
+    header.request_api_version = version;
+    header.correlation_id = 7;
+    header.client_id = Some(StrBytes::from_static_str("test"));
+    let mut partition = fetch_request::FetchPartition::default();
+    partition.partition = 0;
+    partition.fetch_offset = offset;
+    partition.partition_max_bytes = 1 << 20;
+    let mut t = fetch_request::FetchTopic::default();
+    t.topic = TopicName(StrBytes::from_string(topic.to_string()));
+    t.partitions = vec![partition];
+    let mut request = FetchRequest::default();
+    request.max_wait_ms = max_wait_ms;
+    request.min_bytes = 1;
+    request.max_bytes = 1 << 20;
+    request.topics = vec![t];
+    let mut body = BytesMut::new();
+    header
+        .encode(&mut body, ApiKey::Fetch.request_header_version(version))
+        .unwrap();
+    request.encode(&mut body, version).unwrap();
+    let mut frame = BytesMut::new();
+    frame.put_i32(body.len() as i32);
+    frame.put_slice(&body);
+    frame.freeze()
+}
+
+/// Reads one response frame and decodes it as a Fetch v12 response.
+fn read_fetch(stream: &mut TcpStream) -> FetchResponse {
+    let mut length = [0u8; 4];
+    stream.read_exact(&mut length).unwrap();
+    let mut body = vec![0u8; i32::from_be_bytes(length) as usize];
+    stream.read_exact(&mut body).unwrap();
+    let mut body = Bytes::from(body);
+    let _correlation = body.get_i32();
+    // Fetch v12 responses carry header v1: its tagged fields.
+    let _tags = body.get_u8();
+    FetchResponse::decode(&mut body, 12).unwrap()
+}
+
+fn records(response: &FetchResponse) -> usize {
+    response.responses[0].partitions[0]
+        .records
+        .as_ref()
+        .map_or(0, |r| r.len())
+}
+
+#[test]
+fn a_waiting_fetch_is_completed_by_a_produce_and_an_empty_one_waits_max_wait() {
+    let broker = Broker::start(1);
+    run_kcat(&["-b", &broker.addr, "-t", "poll", "-L"], "");
+    // An empty fetch answers after max_wait_ms, never before.
+    let mut stream = TcpStream::connect(&broker.addr).unwrap();
+    stream.set_read_timeout(Some(PATIENCE)).unwrap();
+    let asked = Instant::now();
+    stream.write_all(&fetch_frame("poll", 0, 300)).unwrap();
+    let empty = read_fetch(&mut stream);
+    assert!(
+        asked.elapsed() >= Duration::from_millis(300),
+        "answered early"
+    );
+    assert_eq!(records(&empty), 0);
+    // A fetch that may wait 60 s is answered by the produce, not the clock.
+    stream.write_all(&fetch_frame("poll", 0, 60_000)).unwrap();
+    broker.wait_stat("parked", |v| v == 1);
+    let asked = Instant::now();
+    run_kcat(
+        &["-b", &broker.addr, "-t", "poll", "-P", "-p", "0"],
+        "hello\n",
+    );
+    let full = read_fetch(&mut stream);
+    assert!(
+        asked.elapsed() < Duration::from_secs(30),
+        "it waited for its deadline"
+    );
+    assert!(records(&full) > 0);
+    assert_eq!(broker.wait_stat("satisfied", |v| v >= 1), 1);
+    assert_eq!(broker.stat("expired"), 1, "only the empty fetch expired");
+}
+
+#[test]
+fn a_thousand_parked_fetches_are_all_answered_and_the_timer_sleeps_meanwhile() {
+    let broker = Broker::start(1);
+    run_kcat(&["-b", &broker.addr, "-t", "many", "-L"], "");
+    let wakeups_before = broker.stat("timer_wakeups");
+    let mut streams: Vec<TcpStream> = (0..1_000)
+        .map(|_| {
+            let mut s = TcpStream::connect(&broker.addr).unwrap();
+            s.set_read_timeout(Some(PATIENCE)).unwrap();
+            s.write_all(&fetch_frame("many", 0, 60_000)).unwrap();
+            s
+        })
+        .collect();
+    broker.wait_stat("parked", |v| v == 1_000);
+    // While they wait (their deadlines a minute away) the timer's driver
+    // sleeps: a handful of wake-ups at most, from the parking itself.
+    std::thread::sleep(Duration::from_millis(500));
+    let wakeups_idle = broker.stat("timer_wakeups") - wakeups_before;
+    eprintln!("timer wake-ups while 1,000 fetches were parked: {wakeups_idle}");
+    assert!(wakeups_idle <= 5, "{wakeups_idle} wake-ups while idle");
+    run_kcat(
+        &["-b", &broker.addr, "-t", "many", "-P", "-p", "0"],
+        "wake\n",
+    );
+    for stream in &mut streams {
+        assert!(records(&read_fetch(stream)) > 0);
+    }
+    assert_eq!(broker.wait_stat("satisfied", |v| v == 1_000), 1_000);
+    assert_eq!(broker.stat("parked"), 0);
+}
+
+#[test]
+fn a_client_that_disconnects_while_its_fetch_waits_frees_it() {
+    let broker = Broker::start(1);
+    run_kcat(&["-b", &broker.addr, "-t", "gone", "-L"], "");
+    let mut stream = TcpStream::connect(&broker.addr).unwrap();
+    stream.write_all(&fetch_frame("gone", 0, 60_000)).unwrap();
+    broker.wait_stat("parked", |v| v == 1);
+    drop(stream);
+    broker.wait_stat("parked", |v| v == 0);
+    assert_eq!(broker.stat("cancelled"), 1);
+}
+
+#[test]
+fn bad_frames_close_only_their_connection() {
+    let broker = Broker::start(1);
+    run_kcat(
+        &["-t", "safe", "-P", "-p", "0", "-b", &broker.addr],
+        "kept\n",
+    );
+    let closed = |bytes: &[u8]| {
+        let mut s = TcpStream::connect(&broker.addr).unwrap();
+        s.set_read_timeout(Some(PATIENCE)).unwrap();
+        let _ = s.write_all(bytes);
+        // Whatever the frame claimed, the client sends nothing more.
+        let _ = s.shutdown(std::net::Shutdown::Write);
+        let mut rest = Vec::new();
+        // Closed: end of stream (or a reset), never an answer or a hang.
+        match s.read_to_end(&mut rest) {
+            Ok(_) => assert!(rest.is_empty(), "answered {rest:?}"),
+            Err(e) => assert_ne!(e.kind(), std::io::ErrorKind::WouldBlock, "hung"),
+        }
+    };
+    closed(&i32::MAX.to_be_bytes()); // a frame over the size limit
+    closed(&(-5i32).to_be_bytes()); // a negative length
+    let mut garbage = 64i32.to_be_bytes().to_vec();
+    garbage.extend((0..64u8).map(|i| i.wrapping_mul(37)));
+    closed(&garbage); // garbage of a valid length
+    let mut unknown = 8i32.to_be_bytes().to_vec();
+    unknown.extend([0x7f, 0x00, 0, 0, 0, 0, 0, 1]); // API key 32512
+    closed(&unknown);
+    let mut truncated = fetch_frame("safe", 0, 100).to_vec();
+    truncated.truncate(20);
+    closed(&truncated); // the client stops mid-frame
+                        // The broker and the data are unaffected.
+    let out = run_kcat(
+        &[
+            "-b",
+            &broker.addr,
+            "-t",
+            "safe",
+            "-C",
+            "-p",
+            "0",
+            "-o",
+            "beginning",
+            "-e",
+            "-q",
+        ],
+        "",
+    );
+    assert_eq!(out.trim(), "kept");
+}
