@@ -12,10 +12,11 @@
 //! `--partitions`), Produce (acks 0, 1 and -1), Fetch (`max_wait_ms`,
 //! `min_bytes`, `max_bytes`; a fetch without enough bytes waits in the
 //! purgatory until a produce completes it or `max_wait_ms` passes, never
-//! earlier) and ListOffsets (earliest and latest). Partitions are in memory:
-//! nothing survives a restart. Consumer groups are not served yet: a request
-//! of an API it does not serve closes the connection, as Kafka does for an
-//! unknown one.
+//! earlier), ListOffsets (earliest and latest), and consumer groups (see
+//! `group`: joins and syncs wait in a purgatory, sessions are keyed timers).
+//! Partitions and committed offsets are in memory: nothing survives a
+//! restart. A request of an API or version it does not serve closes the
+//! connection, as Kafka does for an unknown one.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -26,10 +27,13 @@ use std::time::Duration;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use clap::Parser;
 use kafka_protocol::messages::{
-    api_versions_response::ApiVersion, fetch_response, list_offsets_response, metadata_response,
-    produce_response, ApiKey, ApiVersionsResponse, BrokerId, FetchRequest, FetchResponse,
-    ListOffsetsRequest, ListOffsetsResponse, MetadataRequest, MetadataResponse, ProduceRequest,
-    ProduceResponse, RequestHeader, RequestKind, ResponseHeader, ResponseKind, TopicName,
+    api_versions_response::ApiVersion, fetch_response, join_group_response, list_offsets_response,
+    metadata_response, offset_commit_response, offset_fetch_response, produce_response, ApiKey,
+    ApiVersionsResponse, BrokerId, FetchRequest, FetchResponse, FindCoordinatorResponse,
+    HeartbeatResponse, JoinGroupResponse, LeaveGroupResponse, ListOffsetsRequest,
+    ListOffsetsResponse, MetadataRequest, MetadataResponse, OffsetCommitResponse,
+    OffsetFetchResponse, ProduceRequest, ProduceResponse, RequestHeader, RequestKind,
+    ResponseHeader, ResponseKind, SyncGroupResponse, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use parking_lot::{Mutex, RwLock};
@@ -38,6 +42,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
+
+mod group;
+use group::{Coordinator, GroupWait, Joined};
 
 /// The largest request frame accepted; a larger one closes the connection.
 const MAX_FRAME: usize = 16 * 1024 * 1024;
@@ -56,15 +63,22 @@ const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Produce, 3, 9),
     (ApiKey::Fetch, 4, 12),
     (ApiKey::ListOffsets, 1, 7),
-    (ApiKey::Metadata, 1, 9),
+    (ApiKey::Metadata, 0, 9),
     (ApiKey::ApiVersions, 0, 3),
+    (ApiKey::FindCoordinator, 0, 3),
+    (ApiKey::JoinGroup, 0, 5),
+    (ApiKey::SyncGroup, 0, 3),
+    (ApiKey::Heartbeat, 0, 3),
+    (ApiKey::LeaveGroup, 0, 2),
+    (ApiKey::OffsetCommit, 2, 7),
+    (ApiKey::OffsetFetch, 1, 7),
 ];
 
 /// The broker's command line.
 #[derive(Parser, Debug)]
 #[command(
     version,
-    about = "A single-node broker that speaks the Kafka wire protocol; fetches wait in a purgatorio purgatory. Partitions are in memory: nothing survives a restart."
+    about = "A single-node broker that speaks the Kafka wire protocol; fetches, joins and syncs wait in purgatorio purgatories, sessions are keyed timers. Partitions and committed offsets are in memory: nothing survives a restart."
 )]
 struct Args {
     /// Address to listen on.
@@ -121,6 +135,8 @@ struct Broker {
     timer: Timer,
     /// Messages appended so far (record batches).
     batches: AtomicU64,
+    /// Consumer groups.
+    groups: Arc<Coordinator>,
 }
 
 impl Broker {
@@ -445,7 +461,11 @@ impl Answer {
         let mut header = ResponseHeader::default();
         header.correlation_id = self.correlation_id;
         header.encode(&mut body, self.header_version).ok()?;
-        self.response.encode(&mut body, self.version).ok()?;
+        if let Err(e) = self.response.encode(&mut body, self.version) {
+            // A bug of ours, not the client's: say so, and close.
+            eprintln!("error: cannot encode a v{} response: {e}", self.version);
+            return None;
+        }
         let mut frame = BytesMut::with_capacity(body.len() + 4);
         frame.put_i32(body.len() as i32);
         frame.put_slice(&body);
@@ -460,8 +480,203 @@ enum Outcome {
     Silent,
     /// A fetch to park, answered when it resolves.
     Park(Box<FetchRequest>, Answer),
+    /// A JoinGroup or SyncGroup parked in the group purgatory.
+    Wait(Waiting, Answer),
     /// Close the connection.
     Close,
+}
+
+/// A group request waiting in the group purgatory.
+enum Waiting {
+    Join {
+        group: String,
+        joined: Joined,
+        parked: purgatorio::Parked<GroupWait>,
+    },
+    Sync {
+        group: String,
+        member: String,
+        generation: i32,
+        parked: purgatorio::Parked<GroupWait>,
+    },
+}
+
+fn str_bytes(s: &str) -> StrBytes {
+    StrBytes::from_string(s.to_string())
+}
+
+fn join_response(joined: &Joined) -> JoinGroupResponse {
+    let mut r = JoinGroupResponse::default();
+    r.error_code = joined.error;
+    r.generation_id = joined.generation;
+    r.protocol_name = Some(str_bytes(&joined.protocol));
+    r.leader = str_bytes(&joined.leader);
+    r.member_id = str_bytes(&joined.member_id);
+    r.members = joined
+        .members
+        .iter()
+        .map(|(id, metadata)| {
+            let mut m = join_group_response::JoinGroupResponseMember::default();
+            m.member_id = str_bytes(id);
+            m.metadata = metadata.clone();
+            m
+        })
+        .collect();
+    r
+}
+
+fn sync_response(result: Result<Bytes, i16>) -> SyncGroupResponse {
+    let mut r = SyncGroupResponse::default();
+    match result {
+        Ok(assignment) => r.assignment = assignment,
+        Err(code) => r.error_code = code,
+    }
+    r
+}
+
+/// Serves a group request (the coordinator is this broker).
+fn serve_group(
+    broker: &Broker,
+    request: RequestKind,
+    answer: impl Fn(ResponseKind) -> Answer,
+) -> Outcome {
+    let groups = &broker.groups;
+    match request {
+        RequestKind::FindCoordinator(r) => {
+            // This broker coordinates every group (served up to v3, where
+            // the coordinator is in the top-level fields).
+            let _ = r;
+            let mut resp = FindCoordinatorResponse::default();
+            resp.node_id = BrokerId(0);
+            resp.host = str_bytes(&broker.addr.ip().to_string());
+            resp.port = i32::from(broker.addr.port());
+            Outcome::Answer(answer(ResponseKind::FindCoordinator(resp)))
+        }
+        RequestKind::JoinGroup(r) => {
+            let protocols = r
+                .protocols
+                .iter()
+                .map(|p| (p.name.to_string(), p.metadata.clone()))
+                .collect();
+            let session = Duration::from_millis(u64::try_from(r.session_timeout_ms).unwrap_or(0));
+            // v0 has no rebalance timeout: the session timeout serves.
+            let rebalance = match u64::try_from(r.rebalance_timeout_ms) {
+                Ok(ms) if ms > 0 => Duration::from_millis(ms),
+                _ => session,
+            };
+            match groups.join(
+                &r.group_id,
+                &r.member_id,
+                &r.protocol_type,
+                protocols,
+                session,
+                rebalance,
+            ) {
+                Ok((joined, None)) => {
+                    Outcome::Answer(answer(ResponseKind::JoinGroup(join_response(&joined))))
+                }
+                Ok((joined, Some(parked))) => Outcome::Wait(
+                    Waiting::Join {
+                        group: r.group_id.to_string(),
+                        joined,
+                        parked,
+                    },
+                    answer(ResponseKind::JoinGroup(JoinGroupResponse::default())),
+                ),
+                Err(code) => {
+                    let mut resp = JoinGroupResponse::default();
+                    resp.error_code = code;
+                    resp.generation_id = -1;
+                    resp.member_id = r.member_id.clone();
+                    Outcome::Answer(answer(ResponseKind::JoinGroup(resp)))
+                }
+            }
+        }
+        RequestKind::SyncGroup(r) => {
+            let assignments = r
+                .assignments
+                .iter()
+                .map(|a| (a.member_id.to_string(), a.assignment.clone()))
+                .collect();
+            match groups.sync(&r.group_id, &r.member_id, r.generation_id, assignments) {
+                Ok(Ok(assignment)) => Outcome::Answer(answer(ResponseKind::SyncGroup(
+                    sync_response(Ok(assignment)),
+                ))),
+                Ok(Err(parked)) => Outcome::Wait(
+                    Waiting::Sync {
+                        group: r.group_id.to_string(),
+                        member: r.member_id.to_string(),
+                        generation: r.generation_id,
+                        parked,
+                    },
+                    answer(ResponseKind::SyncGroup(SyncGroupResponse::default())),
+                ),
+                Err(code) => {
+                    Outcome::Answer(answer(ResponseKind::SyncGroup(sync_response(Err(code)))))
+                }
+            }
+        }
+        RequestKind::Heartbeat(r) => {
+            let mut resp = HeartbeatResponse::default();
+            resp.error_code = groups.heartbeat(&r.group_id, &r.member_id, r.generation_id);
+            Outcome::Answer(answer(ResponseKind::Heartbeat(resp)))
+        }
+        RequestKind::LeaveGroup(r) => {
+            let mut resp = LeaveGroupResponse::default();
+            resp.error_code = groups.leave(&r.group_id, &r.member_id);
+            Outcome::Answer(answer(ResponseKind::LeaveGroup(resp)))
+        }
+        RequestKind::OffsetCommit(r) => {
+            let mut resp = OffsetCommitResponse::default();
+            for topic in &r.topics {
+                let mut t = offset_commit_response::OffsetCommitResponseTopic::default();
+                t.name = topic.name.clone();
+                for p in &topic.partitions {
+                    groups.commit(
+                        &r.group_id,
+                        &topic.name,
+                        p.partition_index,
+                        p.committed_offset,
+                    );
+                    let mut pr = offset_commit_response::OffsetCommitResponsePartition::default();
+                    pr.partition_index = p.partition_index;
+                    t.partitions.push(pr);
+                }
+                resp.topics.push(t);
+            }
+            Outcome::Answer(answer(ResponseKind::OffsetCommit(resp)))
+        }
+        RequestKind::OffsetFetch(r) => {
+            let mut resp = OffsetFetchResponse::default();
+            let wanted: Vec<(String, Vec<i32>)> = match &r.topics {
+                Some(topics) => topics
+                    .iter()
+                    .map(|t| (t.name.to_string(), t.partition_indexes.clone()))
+                    .collect(),
+                None => {
+                    let mut by_topic: HashMap<String, Vec<i32>> = HashMap::new();
+                    for (t, p, _) in groups.all_committed(&r.group_id) {
+                        by_topic.entry(t).or_default().push(p);
+                    }
+                    by_topic.into_iter().collect()
+                }
+            };
+            for (name, partitions) in wanted {
+                let mut t = offset_fetch_response::OffsetFetchResponseTopic::default();
+                t.name = TopicName(str_bytes(&name));
+                for p in partitions {
+                    let mut pr = offset_fetch_response::OffsetFetchResponsePartition::default();
+                    pr.partition_index = p;
+                    pr.committed_offset = groups.committed(&r.group_id, &name, p);
+                    pr.metadata = Some(StrBytes::from_static_str(""));
+                    t.partitions.push(pr);
+                }
+                resp.topics.push(t);
+            }
+            Outcome::Answer(answer(ResponseKind::OffsetFetch(resp)))
+        }
+        _ => Outcome::Close,
+    }
 }
 
 /// Decodes and serves one request, except for waiting.
@@ -527,7 +742,7 @@ fn serve(broker: &Broker, mut frame: Bytes) -> Outcome {
         RequestKind::ListOffsets(r) => {
             Outcome::Answer(answer(ResponseKind::ListOffsets(broker.list_offsets(&r))))
         }
-        _ => Outcome::Close,
+        other => serve_group(broker, other, answer),
     }
 }
 
@@ -544,6 +759,42 @@ async fn connection(broker: Arc<Broker>, stream: TcpStream) {
             Outcome::Answer(answer) => answer,
             Outcome::Silent => continue,
             Outcome::Close => break,
+            Outcome::Wait(waiting, mut answer) => {
+                // The group's wait, unless the client goes away first
+                // (the wait is dropped; its deadline still bounds it).
+                answer.response = match waiting {
+                    Waiting::Join {
+                        group,
+                        joined,
+                        parked,
+                    } => {
+                        let completion = tokio::select! {
+                            biased;
+                            completion = parked => completion,
+                            _ = gone.wait_for(|g| *g) => break,
+                        };
+                        ResponseKind::JoinGroup(join_response(
+                            &broker.groups.joined(&group, &joined, completion),
+                        ))
+                    }
+                    Waiting::Sync {
+                        group,
+                        member,
+                        generation,
+                        parked,
+                    } => {
+                        tokio::select! {
+                            biased;
+                            _ = parked => {}
+                            _ = gone.wait_for(|g| *g) => break,
+                        }
+                        ResponseKind::SyncGroup(sync_response(
+                            broker.groups.synced(&group, &member, generation),
+                        ))
+                    }
+                };
+                answer
+            }
             Outcome::Park(request, mut answer) => {
                 let wants: Vec<(String, i32, i64)> = request
                     .topics
@@ -609,6 +860,7 @@ async fn start(listen: &str, partitions: i32) -> std::io::Result<(SocketAddr, Ar
         partitions,
         addr,
         fetches,
+        groups: Coordinator::new(&timer),
         timer,
         batches: AtomicU64::new(0),
     });
@@ -644,13 +896,15 @@ async fn main() {
         let m = broker.timer.metrics();
         let f = broker.fetches.metrics();
         eprintln!(
-            "stats: seq={seq} batches={} parked={} satisfied={} expired={} cancelled={} timer_wakeups={}",
+            "stats: seq={seq} batches={} parked={} satisfied={} expired={} cancelled={} timer_wakeups={} group_waits={} sessions_expired={}",
             broker.batches.load(Ordering::Relaxed),
             broker.fetches.delayed(),
             f.satisfied,
             f.expired,
             f.cancelled,
-            m.wakeups
+            m.wakeups,
+            broker.groups.figures().0,
+            broker.groups.sessions_expired()
         );
     }
 }

@@ -369,3 +369,128 @@ fn bad_frames_close_only_their_connection() {
     );
     assert_eq!(out.trim(), "kept");
 }
+
+/// A consumer process of `group_client.py`, its output in a file.
+fn python_consumer(
+    python: &std::path::Path,
+    broker: &Broker,
+    name: &str,
+    out: &std::path::Path,
+) -> ChildGuard {
+    ChildGuard::new(
+        Command::new(python)
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/tests/group_client.py"
+            ))
+            .args(["consume", &broker.addr, "work", "workers", name])
+            .stdout(std::fs::File::create(out).unwrap())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start a kafka-python consumer"),
+    )
+}
+
+fn python_produce(python: &std::path::Path, broker: &Broker, first: u32, count: u32) {
+    let status = Command::new(python)
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/group_client.py"
+        ))
+        .args([
+            "produce",
+            &broker.addr,
+            "work",
+            &first.to_string(),
+            &count.to_string(),
+        ])
+        .status()
+        .expect("run the kafka-python producer");
+    assert!(status.success());
+}
+
+/// The lines of a consumer's output that start with `kind`, split.
+fn lines(path: &std::path::Path, kind: &str) -> Vec<Vec<String>> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.starts_with(kind))
+        .map(|l| l.split_whitespace().skip(1).map(String::from).collect())
+        .collect()
+}
+
+#[test]
+fn a_kafka_python_group_survives_a_killed_consumer_without_losing_a_committed_message() {
+    let python = purgatorio_testkit::python_with(&["kafka-python==2.0.2"]);
+    let broker = Broker::start(4);
+    let dir = purgatorio_testkit::TempDir::new("broker-group");
+    let (a_out, b_out) = (dir.path().join("a.log"), dir.path().join("b.log"));
+    python_produce(&python, &broker, 0, 100);
+    let a = python_consumer(&python, &broker, "A", &a_out);
+    let _b = python_consumer(&python, &broker, "B", &b_out);
+    let consumed = || lines(&a_out, "REC").len() + lines(&b_out, "REC").len();
+    // Both members hold partitions, and everything so far is consumed.
+    wait_for("two members with two partitions each", PATIENCE, || {
+        let a_last = lines(&a_out, "ASSIGN").last().cloned()?;
+        let b_last = lines(&b_out, "ASSIGN").last().cloned()?;
+        (a_last[1].split(',').count() == 2 && b_last[1].split(',').count() == 2).then_some(())
+    });
+    python_produce(&python, &broker, 100, 100);
+    wait_for("the first 200 messages", PATIENCE, || {
+        (consumed() >= 200).then_some(())
+    });
+    let a_partitions: Vec<String> = lines(&a_out, "ASSIGN").last().unwrap()[1]
+        .split(',')
+        .map(String::from)
+        .collect();
+    // A dies without a word; more messages arrive, some for its partitions.
+    a.kill();
+    let killed = Instant::now();
+    python_produce(&python, &broker, 200, 100);
+    // A's partitions move to B only once A's session (6 s) ran out. A's
+    // last heartbeat was at most 0.5 s before the kill.
+    wait_for("B to take over every partition", PATIENCE, || {
+        let last = lines(&b_out, "ASSIGN").last().cloned()?;
+        (last[1].split(',').count() == 4).then_some(())
+    });
+    let moved_after = killed.elapsed();
+    eprintln!("A's partitions moved to B {moved_after:?} after the kill");
+    // (A lower bound with room for a late heartbeat of A: never early.)
+    assert!(
+        moved_after >= Duration::from_secs(5),
+        "moved after only {moved_after:?}"
+    );
+    assert!(broker.stat("sessions_expired") >= 1);
+    wait_for("all 300 messages", PATIENCE, || {
+        let values: std::collections::HashSet<String> = lines(&a_out, "REC")
+            .into_iter()
+            .chain(lines(&b_out, "REC"))
+            .map(|r| r[3].clone())
+            .collect();
+        (values.len() == 300).then_some(())
+    });
+    // On each partition B took over, B starts exactly where A's last
+    // commit left off: nothing committed is lost or delivered again.
+    let b_records = lines(&b_out, "REC");
+    let takeover = lines(&b_out, "ASSIGN").len();
+    assert!(takeover >= 2);
+    for partition in &a_partitions {
+        let committed = lines(&a_out, "COMMIT")
+            .into_iter()
+            .filter(|c| &c[1] == partition)
+            .map(|c| c[2].parse::<i64>().unwrap())
+            .max()
+            .unwrap_or(0);
+        let first_by_b = b_records
+            .iter()
+            .filter(|r| &r[1] == partition)
+            .map(|r| r[2].parse::<i64>().unwrap())
+            .min();
+        if let Some(first) = first_by_b {
+            assert_eq!(
+                first, committed,
+                "partition {partition}: B started at {first}, A had committed {committed}"
+            );
+        }
+    }
+}

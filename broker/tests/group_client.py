@@ -1,0 +1,68 @@
+"""A real Kafka client (kafka-python) against purgatorio-broker.
+
+    group_client.py produce BOOTSTRAP TOPIC FROM COUNT
+    group_client.py consume BOOTSTRAP TOPIC GROUP NAME
+
+`produce` sends the values FROM..FROM+COUNT-1, keyed so that they spread
+over the partitions. `consume` joins GROUP and, for every record, prints
+`REC name partition offset value` and after every batch commits and prints
+`COMMIT name partition next_offset` for each partition it consumed; on every
+assignment it prints `ASSIGN name p,p,...`. Every line is flushed at once.
+"""
+
+import sys
+
+from kafka import ConsumerRebalanceListener, KafkaConsumer, KafkaProducer, TopicPartition
+
+
+def produce(bootstrap, topic, first, count):
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks=1)
+    for value in range(first, first + count):
+        producer.send(topic, key=str(value).encode(), value=str(value).encode())
+    producer.flush()
+    producer.close()
+
+
+class Announce(ConsumerRebalanceListener):
+    def __init__(self, name):
+        self.name = name
+
+    def on_partitions_revoked(self, revoked):
+        pass
+
+    def on_partitions_assigned(self, assigned):
+        parts = ",".join(str(tp.partition) for tp in sorted(assigned, key=lambda tp: tp.partition))
+        print("ASSIGN %s %s" % (self.name, parts), flush=True)
+
+
+def consume(bootstrap, topic, group, name):
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=group,
+        client_id=name,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        session_timeout_ms=6000,
+        heartbeat_interval_ms=500,
+        max_poll_records=20,
+    )
+    consumer.subscribe([topic], listener=Announce(name))
+    while True:
+        batch = consumer.poll(timeout_ms=200)
+        if not batch:
+            continue
+        nexts = {}
+        for tp, records in batch.items():
+            for record in records:
+                print("REC %s %d %d %s" % (name, tp.partition, record.offset, record.value.decode()), flush=True)
+                nexts[tp.partition] = record.offset + 1
+        consumer.commit()
+        for partition, offset in sorted(nexts.items()):
+            print("COMMIT %s %d %d" % (name, partition, offset), flush=True)
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "produce":
+        produce(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
+    else:
+        consume(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5])
