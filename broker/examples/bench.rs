@@ -1,0 +1,223 @@
+//! Measures `purgatorio-broker` from outside, as a client would:
+//! produce-to-consume latency with a long-poll fetch, the broker's CPU per
+//! message, and its wake-ups and CPU while 1,000 fetches sit parked.
+//!
+//! ```text
+//! cargo build --release -p purgatorio-broker
+//! cargo run --release -p purgatorio-broker --example bench
+//! ```
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::{
+    fetch_request, produce_request, ApiKey, FetchRequest, ProduceRequest, RequestHeader, TopicName,
+};
+use kafka_protocol::protocol::{Encodable, StrBytes};
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
+
+fn frame(key: ApiKey, version: i16, body: impl FnOnce(&mut BytesMut)) -> Bytes {
+    let mut header = RequestHeader::default();
+    header.request_api_key = key as i16;
+    header.request_api_version = version;
+    header.correlation_id = 1;
+    header.client_id = Some(StrBytes::from_static_str("bench"));
+    let mut buf = BytesMut::new();
+    header
+        .encode(&mut buf, key.request_header_version(version))
+        .unwrap();
+    body(&mut buf);
+    let mut out = BytesMut::new();
+    out.put_i32(buf.len() as i32);
+    out.put_slice(&buf);
+    out.freeze()
+}
+
+fn produce(topic: &str, records: usize) -> Bytes {
+    let batch: Vec<Record> = (0..records)
+        .map(|i| Record {
+            transactional: false,
+            control: false,
+            partition_leader_epoch: -1,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            sequence: -1,
+            timestamp: 0,
+            key: None,
+            value: Some(Bytes::from_static(b"0123456789abcdef0123456789abcdef")),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut encoded = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut encoded,
+        &batch,
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        },
+    )
+    .unwrap();
+    let mut partition = produce_request::PartitionProduceData::default();
+    partition.index = 0;
+    partition.records = Some(encoded.freeze());
+    let mut t = produce_request::TopicProduceData::default();
+    t.name = TopicName(StrBytes::from_string(topic.to_string()));
+    t.partition_data = vec![partition];
+    let mut request = ProduceRequest::default();
+    request.acks = 1;
+    request.timeout_ms = 30_000;
+    request.topic_data = vec![t];
+    frame(ApiKey::Produce, 7, |b| request.encode(b, 7).unwrap())
+}
+
+fn fetch(topic: &str, offset: i64, max_wait_ms: i32) -> Bytes {
+    let mut partition = fetch_request::FetchPartition::default();
+    partition.fetch_offset = offset;
+    partition.partition_max_bytes = 1 << 20;
+    let mut t = fetch_request::FetchTopic::default();
+    t.topic = TopicName(StrBytes::from_string(topic.to_string()));
+    t.partitions = vec![partition];
+    let mut request = FetchRequest::default();
+    request.max_wait_ms = max_wait_ms;
+    request.min_bytes = 1;
+    request.max_bytes = 1 << 20;
+    request.topics = vec![t];
+    frame(ApiKey::Fetch, 11, |b| request.encode(b, 11).unwrap())
+}
+
+fn read_frame(s: &mut TcpStream) -> Bytes {
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len).unwrap();
+    let mut body = vec![0u8; i32::from_be_bytes(len) as usize];
+    s.read_exact(&mut body).unwrap();
+    Bytes::from(body)
+}
+
+/// The broker process's CPU time, seconds.
+fn cpu(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<&str> = stat
+        .rsplit(')')
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+fn main() {
+    let bin = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "target/release/purgatorio-broker".into());
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut child = Command::new(&bin)
+        .args(["--listen", &addr, "--stats-ms", "1000"])
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("start {bin} (build it with --release first): {e}"));
+    let pid = child.id();
+    let stats = Arc::new(Mutex::new(String::new()));
+    let last = Arc::clone(&stats);
+    let stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            *last.lock().unwrap() = line;
+        }
+    });
+    let connect = || loop {
+        if let Ok(s) = TcpStream::connect(&addr) {
+            s.set_nodelay(true).unwrap();
+            return s;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+
+    // 1. Produce-to-consume latency: a fetch waits (long poll), a produce of
+    //    one record completes it; from sending the produce to the answer.
+    let (mut producer, mut consumer) = (connect(), connect());
+    producer.write_all(&produce("lat", 1)).unwrap();
+    read_frame(&mut producer);
+    let mut latencies = Vec::new();
+    for offset in 1..=2_000i64 {
+        consumer.write_all(&fetch("lat", offset, 10_000)).unwrap();
+        std::thread::sleep(Duration::from_micros(200)); // let it park
+        let sent = Instant::now();
+        producer.write_all(&produce("lat", 1)).unwrap();
+        let mut answer = read_frame(&mut consumer);
+        latencies.push(sent.elapsed());
+        answer.advance(4);
+        read_frame(&mut producer);
+    }
+    latencies.sort();
+    let at = |q: f64| latencies[((latencies.len() - 1) as f64 * q) as usize];
+
+    // 2. The broker's CPU per message: 200,000 records, 100 per request.
+    let before = cpu(pid);
+    let started = Instant::now();
+    let request = produce("cpu", 100);
+    for _ in 0..2_000 {
+        producer.write_all(&request).unwrap();
+        read_frame(&mut producer);
+    }
+    let produce_secs = started.elapsed().as_secs_f64();
+    let per_message_ns = (cpu(pid) - before) * 1e9 / 200_000.0;
+
+    // 3. 1,000 fetches parked for 30 s, nothing produced: wake-ups and CPU
+    //    over 5 s.
+    let _parked: Vec<TcpStream> = (0..1_000)
+        .map(|_| {
+            let mut s = connect();
+            s.write_all(&fetch("idle", 0, 30_000)).unwrap();
+            s
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(2));
+    let wakeups = |line: &str| -> u64 {
+        line.split_whitespace()
+            .find_map(|kv| kv.strip_prefix("timer_wakeups="))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    let (w0, c0) = (wakeups(&stats.lock().unwrap()), cpu(pid));
+    std::thread::sleep(Duration::from_secs(5));
+    let (w1, c1) = (wakeups(&stats.lock().unwrap()), cpu(pid));
+
+    println!(
+        "produce-to-consume latency (long poll), 2,000 records: p50 {:?}, p99 {:?}, max {:?}",
+        at(0.5),
+        at(0.99),
+        at(1.0)
+    );
+    println!(
+        "broker CPU per message: {per_message_ns:.0} ns (200,000 records, 100 per produce, acks=1; {:.0} messages/s from one client)",
+        200_000.0 / produce_secs
+    );
+    println!(
+        "1,000 fetches parked, nothing produced, over 5 s: {} timer wake-ups, {:.2} s of broker CPU",
+        w1 - w0,
+        c1 - c0
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+}
