@@ -14,9 +14,11 @@
 //! purgatory until a produce completes it or `max_wait_ms` passes, never
 //! earlier), ListOffsets (earliest and latest), and consumer groups (see
 //! `group`: joins and syncs wait in a purgatory, sessions are keyed timers).
-//! Partitions and committed offsets are in memory: nothing survives a
-//! restart. A request of an API or version it does not serve closes the
-//! connection, as Kafka does for an unknown one.
+//! With `--data-dir`, partitions are append-only files and an acks=-1
+//! produce waits for the group-commit fsync (`store`); without it they are
+//! in memory. Committed offsets are in memory either way. A request of an
+//! API or version it does not serve closes the connection, as Kafka does
+//! for an unknown one.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -44,6 +46,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 
 mod group;
+mod store;
 use group::{Coordinator, GroupWait, Joined};
 
 /// The largest request frame accepted; a larger one closes the connection.
@@ -56,6 +59,8 @@ mod code {
     pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
     pub const INVALID_TOPIC: i16 = 17;
     pub const UNSUPPORTED_VERSION: i16 = 35;
+    pub const REQUEST_TIMED_OUT: i16 = 7;
+    pub const KAFKA_STORAGE_ERROR: i16 = 56;
 }
 
 /// The versions served, per API: the ones decoded, encoded and tested here.
@@ -78,7 +83,7 @@ const SERVED: &[(ApiKey, i16, i16)] = &[
 #[derive(Parser, Debug)]
 #[command(
     version,
-    about = "A single-node broker that speaks the Kafka wire protocol; fetches, joins and syncs wait in purgatorio purgatories, sessions are keyed timers. Partitions and committed offsets are in memory: nothing survives a restart."
+    about = "A single-node broker that speaks the Kafka wire protocol; fetches, joins and syncs wait in purgatorio purgatories, sessions are keyed timers. Without --data-dir, partitions are in memory and nothing survives a restart; committed offsets are in memory either way."
 )]
 struct Args {
     /// Address to listen on.
@@ -87,6 +92,11 @@ struct Args {
     /// Partitions of a topic created on first use.
     #[arg(long, default_value_t = 1)]
     partitions: i32,
+    /// Keep partitions as append-only files here (recovered at start; an
+    /// acks=-1 produce is answered once a group-commit fsync covers it).
+    /// Without it, partitions are in memory and nothing survives a restart.
+    #[arg(long)]
+    data_dir: Option<std::path::PathBuf>,
     /// Print a stats line (batches, parked fetches, timer wake-ups) to
     /// stderr this often, ms.
     #[arg(long, default_value_t = 10_000)]
@@ -100,6 +110,10 @@ struct Log {
     batches: Vec<(i64, Bytes)>,
     /// The next offset to assign (the high watermark).
     next: i64,
+    /// With `--data-dir`: the partition's append-only file.
+    file: Option<std::fs::File>,
+    /// With `--data-dir`: offsets below this are on disk (fsynced).
+    durable: i64,
 }
 
 impl Log {
@@ -127,6 +141,10 @@ struct Topic {
 /// Everything the connections share.
 struct Broker {
     topics: RwLock<HashMap<String, Arc<Topic>>>,
+    /// With `--data-dir`: where partitions are kept, and the group commit.
+    store: Option<store::Store>,
+    /// Produces with acks = -1 waiting for the fsync that covers them.
+    produces: Purgatory<(String, i32), DelayedProduce>,
     partitions: i32,
     addr: SocketAddr,
     /// Fetches waiting for bytes, keyed by (topic, partition).
@@ -154,12 +172,18 @@ impl Broker {
             return Some(Arc::clone(topic));
         }
         let mut topics = self.topics.write();
-        let topic = topics.entry(name.to_string()).or_insert_with(|| {
-            Arc::new(Topic {
-                partitions: (0..self.partitions).map(|_| Mutex::default()).collect(),
-            })
+        if let Some(topic) = topics.get(name) {
+            return Some(Arc::clone(topic));
+        }
+        let logs = match &self.store {
+            Some(store) => store.create(name, self.partitions).ok()?,
+            None => (0..self.partitions).map(|_| Log::default()).collect(),
+        };
+        let topic = Arc::new(Topic {
+            partitions: logs.into_iter().map(Mutex::new).collect(),
         });
-        Some(Arc::clone(topic))
+        topics.insert(name.to_string(), Arc::clone(&topic));
+        Some(topic)
     }
 
     /// The log of `topic`'s `partition`, if both exist.
@@ -169,6 +193,28 @@ impl Broker {
         let mut log = log.lock();
         Some(f(&mut log))
     }
+}
+
+/// A produce with acks = -1 waiting until the fsyncs cover its offsets.
+struct DelayedProduce {
+    broker: Arc<Broker>,
+    /// (topic, partition, the offset after its records).
+    wants: Vec<(String, i32, i64)>,
+    timeout: Duration,
+}
+
+impl DelayedOperation for DelayedProduce {
+    fn delay(&self) -> Duration {
+        self.timeout
+    }
+    fn try_complete(&mut self) -> bool {
+        self.wants.iter().all(|(t, p, until)| {
+            self.broker
+                .with_log(t, *p, |log| log.durable >= *until)
+                .unwrap_or(true)
+        })
+    }
+    fn on_complete(&mut self, _: Completion) {}
 }
 
 /// A fetch waiting until its partitions hold `min_bytes` from its offsets.
@@ -307,6 +353,19 @@ impl Broker {
                         let mut log = log.lock();
                         match assign_offsets(records.unwrap_or_default(), log.next) {
                             Some((batches, next)) => {
+                                if let Some(file) = log.file.as_mut() {
+                                    let written = batches
+                                        .iter()
+                                        .try_for_each(|(_, b)| std::io::Write::write_all(file, b));
+                                    if written.is_err() {
+                                        p.error_code = code::KAFKA_STORAGE_ERROR;
+                                        topic_response.partition_responses.push(p);
+                                        continue;
+                                    }
+                                    if let Some(store) = &self.store {
+                                        store.dirty(&name, partition.index);
+                                    }
+                                }
                                 p.base_offset = log.next;
                                 self.batches
                                     .fetch_add(batches.len() as u64, Ordering::Relaxed);
@@ -482,6 +541,8 @@ enum Outcome {
     Park(Box<FetchRequest>, Answer),
     /// A JoinGroup or SyncGroup parked in the group purgatory.
     Wait(Waiting, Answer),
+    /// A produce (acks = -1) to answer once its records are on disk.
+    Persist(ProduceResponse, Vec<(String, i32, i64)>, Duration, Answer),
     /// Close the connection.
     Close,
 }
@@ -731,6 +792,28 @@ fn serve(broker: &Broker, mut frame: Bytes) -> Outcome {
             let response = broker.produce(&r);
             if r.acks == 0 {
                 Outcome::Silent
+            } else if r.acks == -1 && broker.store.is_some() {
+                // Answered once a group-commit fsync covers every record.
+                let wants = response
+                    .responses
+                    .iter()
+                    .flat_map(|t| {
+                        t.partition_responses
+                            .iter()
+                            .filter(|p| p.error_code == 0)
+                            .filter_map(|p| {
+                                let next = broker.with_log(&t.name, p.index, |log| log.next)?;
+                                Some((t.name.to_string(), p.index, next))
+                            })
+                    })
+                    .collect();
+                let timeout = Duration::from_millis(u64::try_from(r.timeout_ms).unwrap_or(0));
+                Outcome::Persist(
+                    response,
+                    wants,
+                    timeout,
+                    answer(ResponseKind::Produce(ProduceResponse::default())),
+                )
             } else {
                 Outcome::Answer(answer(ResponseKind::Produce(response)))
             }
@@ -759,6 +842,34 @@ async fn connection(broker: Arc<Broker>, stream: TcpStream) {
             Outcome::Answer(answer) => answer,
             Outcome::Silent => continue,
             Outcome::Close => break,
+            Outcome::Persist(mut response, wants, timeout, mut answer) => {
+                let keys: Vec<(String, i32)> =
+                    wants.iter().map(|(t, p, _)| (t.clone(), *p)).collect();
+                let produce = DelayedProduce {
+                    broker: Arc::clone(&broker),
+                    wants,
+                    timeout,
+                };
+                let outcome = match broker.produces.park(produce, &keys) {
+                    Ok(parked) => tokio::select! {
+                        biased;
+                        outcome = parked => outcome,
+                        _ = gone.wait_for(|g| *g) => break,
+                    },
+                    Err(_) => break,
+                };
+                if outcome != Some(Completion::Satisfied) {
+                    for t in &mut response.responses {
+                        for p in &mut t.partition_responses {
+                            if p.error_code == 0 {
+                                p.error_code = code::REQUEST_TIMED_OUT;
+                            }
+                        }
+                    }
+                }
+                answer.response = ResponseKind::Produce(response);
+                answer
+            }
             Outcome::Wait(waiting, mut answer) => {
                 // The group's wait, unless the client goes away first
                 // (the wait is dropped; its deadline still bounds it).
@@ -843,7 +954,11 @@ async fn connection(broker: Arc<Broker>, stream: TcpStream) {
 }
 
 /// Starts a broker on `listen`; returns its address and state.
-async fn start(listen: &str, partitions: i32) -> std::io::Result<(SocketAddr, Arc<Broker>)> {
+async fn start(
+    listen: &str,
+    partitions: i32,
+    data_dir: Option<std::path::PathBuf>,
+) -> std::io::Result<(SocketAddr, Arc<Broker>)> {
     let listener = TcpListener::bind(listen).await?;
     let addr = listener.local_addr()?;
     let timer = Timer::builder()
@@ -855,8 +970,31 @@ async fn start(listen: &str, partitions: i32) -> std::io::Result<(SocketAddr, Ar
         .shared_timer(&timer)
         .build()
         .map_err(std::io::Error::other)?;
+    let produces = Purgatory::builder()
+        .name("produce")
+        .shared_timer(&timer)
+        .build()
+        .map_err(std::io::Error::other)?;
+    let (store, recovered) = match data_dir {
+        Some(dir) => {
+            let (store, topics) = store::Store::open(dir)?;
+            (Some(store), topics)
+        }
+        None => (None, HashMap::new()),
+    };
+    let topics = recovered
+        .into_iter()
+        .map(|(name, logs)| {
+            let topic = Topic {
+                partitions: logs.into_iter().map(Mutex::new).collect(),
+            };
+            (name, Arc::new(topic))
+        })
+        .collect();
     let broker = Arc::new(Broker {
-        topics: RwLock::default(),
+        topics: RwLock::new(topics),
+        store,
+        produces,
         partitions,
         addr,
         fetches,
@@ -864,6 +1002,9 @@ async fn start(listen: &str, partitions: i32) -> std::io::Result<(SocketAddr, Ar
         timer,
         batches: AtomicU64::new(0),
     });
+    if broker.store.is_some() {
+        tokio::spawn(store::group_commit(Arc::clone(&broker)));
+    }
     let accepting = Arc::clone(&broker);
     tokio::spawn(async move {
         while let Ok((stream, _)) = listener.accept().await {
@@ -880,14 +1021,20 @@ async fn main() {
         eprintln!("error: --partitions must be at least 1");
         std::process::exit(2);
     }
-    let (addr, broker) = match start(&args.listen, args.partitions).await {
+    let (addr, broker) = match start(&args.listen, args.partitions, args.data_dir.clone()).await {
         Ok(started) => started,
         Err(e) => {
             eprintln!("error: cannot listen on {}: {e}", args.listen);
             std::process::exit(1);
         }
     };
-    println!("purgatorio-broker listening on {addr} (in-memory partitions)");
+    match &args.data_dir {
+        Some(dir) => println!(
+            "purgatorio-broker listening on {addr} (partitions in {})",
+            dir.display()
+        ),
+        None => println!("purgatorio-broker listening on {addr} (in-memory partitions)"),
+    }
     // Report the timer's wake-ups and the parked fetches: the proof that it
     // does not wake between deadlines.
     let every = Duration::from_millis(args.stats_ms.max(1));
@@ -896,7 +1043,7 @@ async fn main() {
         let m = broker.timer.metrics();
         let f = broker.fetches.metrics();
         eprintln!(
-            "stats: seq={seq} batches={} parked={} satisfied={} expired={} cancelled={} timer_wakeups={} group_waits={} sessions_expired={}",
+            "stats: seq={seq} batches={} parked={} satisfied={} expired={} cancelled={} timer_wakeups={} group_waits={} sessions_expired={} durable_acks={}",
             broker.batches.load(Ordering::Relaxed),
             broker.fetches.delayed(),
             f.satisfied,
@@ -904,7 +1051,8 @@ async fn main() {
             f.cancelled,
             m.wakeups,
             broker.groups.figures().0,
-            broker.groups.sessions_expired()
+            broker.groups.sessions_expired(),
+            broker.produces.metrics().satisfied
         );
     }
 }

@@ -22,17 +22,26 @@ const PATIENCE: Duration = Duration::from_secs(30);
 
 /// The broker, its address, and the last stats line it printed.
 struct Broker {
-    _child: ChildGuard,
+    child: ChildGuard,
     addr: String,
     stats: Arc<Mutex<String>>,
 }
 
 impl Broker {
     fn start(partitions: u32) -> Broker {
+        Broker::start_in(partitions, None)
+    }
+
+    /// A broker keeping its partitions in `data_dir`, if given.
+    fn start_in(partitions: u32, data_dir: Option<&std::path::Path>) -> Broker {
         let port = free_port();
         let addr = format!("127.0.0.1:{port}");
+        let mut command = Command::new(env!("CARGO_BIN_EXE_purgatorio-broker"));
+        if let Some(dir) = data_dir {
+            command.arg("--data-dir").arg(dir);
+        }
         let mut child = ChildGuard::new(
-            Command::new(env!("CARGO_BIN_EXE_purgatorio-broker"))
+            command
                 .args(["--listen", &addr, "--partitions", &partitions.to_string()])
                 .args(["--stats-ms", "50"])
                 .stdout(Stdio::null())
@@ -51,11 +60,7 @@ impl Broker {
         wait_for("the broker to listen", PATIENCE, || {
             TcpStream::connect(&addr).ok()
         });
-        Broker {
-            _child: child,
-            addr,
-            stats,
-        }
+        Broker { child, addr, stats }
     }
 
     /// A figure from the latest stats line, after a fresh one arrived.
@@ -493,4 +498,75 @@ fn a_kafka_python_group_survives_a_killed_consumer_without_losing_a_committed_me
             );
         }
     }
+}
+
+#[test]
+fn with_a_data_dir_every_acknowledged_message_survives_a_killed_broker() {
+    let dir = purgatorio_testkit::TempDir::new("broker-data");
+    let broker = Broker::start_in(1, Some(dir.path()));
+    let input: String = (0..1_000).map(|i| format!("d{i}\n")).collect();
+    // acks=all: each produce is answered once a group-commit fsync covers it.
+    run_kcat(
+        &[
+            "-b",
+            &broker.addr,
+            "-t",
+            "durable",
+            "-P",
+            "-p",
+            "0",
+            "-X",
+            "acks=all",
+        ],
+        &input,
+    );
+    // They were answered through the group commit (the produce purgatory).
+    assert!(broker.wait_stat("durable_acks", |v| v >= 1) >= 1);
+    broker.child.kill(); // SIGKILL: no chance to flush anything more
+    let broker = Broker::start_in(1, Some(dir.path()));
+    run_kcat(
+        &[
+            "-b",
+            &broker.addr,
+            "-t",
+            "durable",
+            "-P",
+            "-p",
+            "0",
+            "-X",
+            "acks=all",
+        ],
+        "after\n",
+    );
+    let out = run_kcat(
+        &[
+            "-b",
+            &broker.addr,
+            "-t",
+            "durable",
+            "-C",
+            "-p",
+            "0",
+            "-o",
+            "beginning",
+            "-e",
+            "-q",
+            "-f",
+            "%o %s\n",
+        ],
+        "",
+    );
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines.len(),
+        1_001,
+        "every acknowledged message, then the new one"
+    );
+    for (i, line) in lines.iter().enumerate().take(1_000) {
+        assert_eq!(*line, format!("{i} d{i}"));
+    }
+    assert_eq!(
+        lines[1_000], "1000 after",
+        "offsets go on after the restart"
+    );
 }
