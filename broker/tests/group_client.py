@@ -12,6 +12,7 @@ assignment it prints `ASSIGN name p,p,...`. Every line is flushed at once.
 
 import sys
 
+from kafka.errors import CommitFailedError
 from kafka import ConsumerRebalanceListener, KafkaConsumer, KafkaProducer, TopicPartition
 
 
@@ -56,7 +57,13 @@ def consume(bootstrap, topic, group, name):
             for record in records:
                 print("REC %s %d %d %s" % (name, tp.partition, record.offset, record.value.decode()), flush=True)
                 nexts[tp.partition] = record.offset + 1
-        consumer.commit()
+        try:
+            consumer.commit()
+        except CommitFailedError:
+            # The group rebalanced under this batch: its partitions may
+            # belong to someone else now, who starts from the last commit.
+            print("REBALANCED %s" % name, flush=True)
+            continue
         for partition, offset in sorted(nexts.items()):
             print("COMMIT %s %d %d" % (name, partition, offset), flush=True)
 
