@@ -44,35 +44,57 @@ use crate::rendezvous::WakerSlot;
 use crate::sync::{thread_local, AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Mutex, MutexGuard};
 use crate::timer::{Job, TimerHandle};
 
+/// A value alone on its cache lines (two, for the adjacent-line
+/// prefetcher): counters that different threads write do not slow each other
+/// down by sharing a line.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+pub(crate) struct Padded<T>(T);
+
+impl<T> std::ops::Deref for Padded<T> {
+    type Target = T;
+
+    #[inline]
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
 /// Counters shared by the purgatory and its timer tasks.
+///
+/// Each counter that moves with every operation sits on lines of its own:
+/// the threads that park, complete, expire and purge each write some of
+/// them, and on shared lines every write waited for the line to come over
+/// from another core. The `Arc` around them shares its line with the
+/// read-only fields only.
 #[derive(Debug, Default)]
 pub(crate) struct OpCounters {
+    /// Whether to count `delayed`.
+    pub(crate) count_delayed: bool,
+    /// The same figures, published to `metrics` (with that feature).
+    pub(crate) figures: PurgatoryFigures,
     /// Operations completed by a successful `try_complete`.
-    pub(crate) satisfied: AtomicU64,
+    pub(crate) satisfied: Padded<AtomicU64>,
     /// Operations completed by `Parked::force_complete`.
-    pub(crate) forced: AtomicU64,
+    pub(crate) forced: Padded<AtomicU64>,
     /// Operations completed by expiry.
-    pub(crate) expired: AtomicU64,
+    pub(crate) expired: Padded<AtomicU64>,
+    /// Done entries removed from watch lists by purges; counted under the
+    /// shard lock that removed them, so it never lags `watched`.
+    pub(crate) purged: Padded<AtomicU64>,
+    /// Watch-list entries of done operations not yet removed.
+    pub(crate) lingering: Padded<AtomicUsize>,
+    /// Watch-list entries, done or not.
+    pub(crate) entries: Padded<AtomicUsize>,
+    /// Operations whose timer is armed, counted only on a shared timer
+    /// (which holds other timers too); an own timer's length is the count.
+    pub(crate) delayed: Padded<AtomicUsize>,
     /// Operations completed by shutdown.
     pub(crate) shut_down: AtomicU64,
     /// Operations handed back by `cancel_for_key`.
     pub(crate) cancelled: AtomicU64,
     /// Panics caught in callbacks.
     pub(crate) panics: AtomicU64,
-    /// Done entries removed from watch lists by purges; counted under the
-    /// shard lock that removed them, so it never lags `watched`.
-    pub(crate) purged: AtomicU64,
-    /// Watch-list entries of done operations not yet removed.
-    pub(crate) lingering: AtomicUsize,
-    /// Watch-list entries, done or not.
-    pub(crate) entries: AtomicUsize,
-    /// Operations whose timer is armed, counted only on a shared timer
-    /// (which holds other timers too); an own timer's length is the count.
-    pub(crate) delayed: AtomicUsize,
-    /// Whether to count `delayed`.
-    pub(crate) count_delayed: bool,
-    /// The same figures, published to `metrics` (with that feature).
-    pub(crate) figures: PurgatoryFigures,
 }
 
 impl OpCounters {
@@ -432,6 +454,12 @@ impl<O: DelayedOperation> Op<O> {
             outcome: AtomicU8::new(0),
             waiter: WakerSlot::default(),
         }
+    }
+
+    /// The counters of the purgatory it was parked in.
+    #[inline]
+    pub(crate) fn counters(&self) -> &OpCounters {
+        &self.counters
     }
 
     /// Whether the operation is done (completed, expired or cancelled).

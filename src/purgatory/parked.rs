@@ -6,7 +6,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use super::op::{Op, OpCounters, Request};
+use super::op::{Op, Request};
 use super::operation::{Completion, DelayedOperation};
 
 /// A handle to one operation in a [`Purgatory`](crate::Purgatory), from [`Purgatory::park`](crate::Purgatory::park).
@@ -49,8 +49,6 @@ use super::operation::{Completion, DelayedOperation};
 pub struct Parked<O> {
     /// The operation.
     op: Arc<Op<O>>,
-    /// Where completions are counted.
-    counters: Arc<OpCounters>,
     /// Whether `park` completed it at once.
     completed_now: bool,
 }
@@ -64,14 +62,12 @@ impl<O> fmt::Debug for Parked<O> {
 }
 
 impl<O: DelayedOperation> Parked<O> {
-    /// The handle of `op`, counted in `counters`; `completed_now` if `park`
-    /// completed it at once.
-    pub(super) fn new(op: Arc<Op<O>>, counters: Arc<OpCounters>, completed_now: bool) -> Self {
-        Parked {
-            op,
-            counters,
-            completed_now,
-        }
+    /// The handle of `op`; `completed_now` if `park` completed it at once.
+    /// Completions through it are counted in the operation's own counters
+    /// (one reference to them fewer per operation: the count is shared by
+    /// every thread that parks or completes).
+    pub(super) fn new(op: Arc<Op<O>>, completed_now: bool) -> Self {
+        Parked { op, completed_now }
     }
 
     /// Whether `park` completed the operation at once (it was never parked).
@@ -90,7 +86,7 @@ impl<O: DelayedOperation> Parked<O> {
     ///
     /// See [`Purgatory::park`](crate::Purgatory::park).
     pub fn try_complete(&self) -> bool {
-        self.op.try_complete(&self.counters)
+        self.op.try_complete(self.op.counters())
     }
 
     /// Completes the operation now, whatever its condition (`on_complete`
@@ -107,7 +103,7 @@ impl<O: DelayedOperation> Parked<O> {
     ///
     /// See [`Purgatory::park`](crate::Purgatory::park).
     pub fn force_complete(&self) -> bool {
-        self.op.complete(Request::Force, &self.counters)
+        self.op.complete(Request::Force, self.op.counters())
     }
 
     /// Whether the operation is done: completed, expired or cancelled.
@@ -150,7 +146,7 @@ impl<O: DelayedOperation> Parked<O> {
     /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
     /// ```
     pub fn cancel(&self) -> Option<O> {
-        self.op.cancel(&self.counters)
+        self.op.cancel(self.op.counters())
     }
 
     /// How the operation ended, if it has: `Some(None)` if it ended without

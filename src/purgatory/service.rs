@@ -232,7 +232,7 @@ where
             cell.shut_down_detached(counters);
         }
         self.maybe_purge();
-        Ok(Parked::new(cell, Arc::clone(counters), completed))
+        Ok(Parked::new(cell, completed))
     }
 
     /// Tries every operation watched on `key`; returns how many this call
