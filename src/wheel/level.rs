@@ -67,7 +67,13 @@ impl Geometry {
     /// (inclusive, saturating at `u64::MAX`).
     #[inline]
     pub(crate) fn last(&self, tick: u64, now: u64) -> u64 {
-        let start = now - now % tick;
+        // A level's tick is a power of the wheel size: with a power-of-two
+        // size, a mask instead of a division (this runs for every level
+        // whenever the wheel's time moves).
+        let start = match self.bits {
+            Some(_) => now & !(tick - 1),
+            None => now - now % tick,
+        };
         tick.checked_mul(self.wheel_size)
             .and_then(|span| start.checked_add(span - 1))
             .unwrap_or(u64::MAX)

@@ -190,7 +190,7 @@ impl<T> Wheel<T> {
             levels: Vec::new(),
             buckets: Vec::new(),
             holders: Vec::new(),
-            queue: BucketQueue::new(),
+            queue: BucketQueue::new(wheel_size),
             overdue: Vec::new(),
             overdue_sorted: true,
             ready: Vec::new(),
@@ -315,7 +315,7 @@ impl<T> Wheel<T> {
             return earliest;
         }
         self.queue
-            .peek()
+            .peek(self.now)
             .map(|(key, _)| key)
             .filter(|&k| k != NEVER)
     }
@@ -337,9 +337,9 @@ impl<T> Wheel<T> {
                 }
                 continue;
             }
-            match self.queue.peek() {
+            match self.queue.peek(self.now) {
                 Some((key, bucket)) if key <= now => {
-                    self.queue.pop();
+                    self.queue.disarm(bucket);
                     self.flush(bucket, key);
                 }
                 _ => {
@@ -503,9 +503,15 @@ impl<T> Wheel<T> {
     /// ask for a wake-up with nothing due. Amortised O(1): dead references met
     /// here are dropped for good, and a rescan is bounded by [`RESCAN_LIMIT`].
     fn settle_head(&mut self) {
+        if self.garbage == 0 {
+            // No reference is dead, so every holder is live: nothing to do
+            // (the common case when timers expire rather than get
+            // cancelled).
+            return;
+        }
         self.garbage -= pop_dead(&self.arena, &mut self.overdue);
         self.garbage -= pop_dead(&self.arena, &mut self.ready);
-        while let Some((_, bucket)) = self.queue.peek() {
+        while let Some((_, bucket)) = self.queue.peek(self.now) {
             let b = bucket as usize;
             let holder = self.holders[b];
             if self.arena.is_live(holder.idx, holder.stamp) {
