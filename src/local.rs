@@ -490,7 +490,13 @@ impl<T> LocalTimer<T> {
     #[inline]
     pub fn poll(&mut self, now: Duration) -> Option<Expired<T>> {
         self.now = self.now.max(now);
-        let fired = self.wheel.poll(self.resolution.now_tick(self.now))?;
+        self.poll_tick(self.resolution.now_tick(self.now))
+    }
+
+    /// [`poll`](Self::poll) at tick `now`, the timer's time being set.
+    #[inline]
+    fn poll_tick(&mut self, now: u64) -> Option<Expired<T>> {
+        let fired = self.wheel.poll(now)?;
         Some(self.expired(fired))
     }
 
@@ -511,7 +517,8 @@ impl<T> LocalTimer<T> {
     /// ```
     pub fn advance(&mut self, now: Duration) -> Advance<'_, T> {
         self.now = self.now.max(now);
-        Advance { timer: self }
+        let tick = self.resolution.now_tick(self.now);
+        Advance { timer: self, tick }
     }
 
     /// Removes every pending timer and returns their payloads in no
@@ -577,13 +584,14 @@ impl<T> fmt::Debug for LocalTimer<T> {
 pub struct Advance<'a, T> {
     /// The timer being advanced; its time is already set.
     timer: &'a mut LocalTimer<T>,
+    /// Its time in ticks (converted once, not per timer).
+    tick: u64,
 }
 
 impl<T> Iterator for Advance<'_, T> {
     type Item = Expired<T>;
 
     fn next(&mut self) -> Option<Expired<T>> {
-        let now = self.timer.now;
-        self.timer.poll(now)
+        self.timer.poll_tick(self.tick)
     }
 }

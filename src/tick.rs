@@ -169,6 +169,11 @@ impl Resolution {
     /// [`Duration::MAX`].
     #[inline]
     pub(crate) fn tick_start(&self, tick: u64) -> Duration {
+        // In 64 bits whenever it fits (584 years of nanoseconds): a 128-bit
+        // division is a library call, and this runs for every fired timer.
+        if let Some(ns) = tick.checked_mul(self.tick_ns) {
+            return Duration::from_nanos(ns);
+        }
         let ns = u128::from(tick) * u128::from(self.tick_ns);
         let secs = ns / 1_000_000_000;
         match u64::try_from(secs) {

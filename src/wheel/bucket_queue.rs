@@ -175,7 +175,10 @@ impl BucketQueue {
             return far;
         }
         // The first armed slot at or after now's, wrapping around.
-        let start = (now % u64::from(self.near_len)) as u32;
+        let start = match self.near_len {
+            64 => (now & 63) as u32,
+            len => (now % u64::from(len)) as u32,
+        };
         let after = self.near >> start;
         let slot = if after != 0 {
             start + after.trailing_zeros()
