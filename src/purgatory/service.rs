@@ -212,7 +212,8 @@ where
             for (i, key) in keys.iter().enumerate() {
                 let key = key.borrow();
                 if !keys.iter().take(i).any(|k| k.borrow() == key) {
-                    core.watchers.watch(key, core.watchers.hash(key), &cell);
+                    core.watchers
+                        .watch(key, core.watchers.hash(key), &cell, counters);
                     watched += 1;
                 }
             }
