@@ -190,7 +190,7 @@ impl<T> Wheel<T> {
             levels: Vec::new(),
             buckets: Vec::new(),
             holders: Vec::new(),
-            queue: BucketQueue::new(wheel_size),
+            queue: BucketQueue::new(),
             overdue: Vec::new(),
             overdue_sorted: true,
             ready: Vec::new(),
@@ -315,7 +315,7 @@ impl<T> Wheel<T> {
             return earliest;
         }
         self.queue
-            .peek(self.now)
+            .peek()
             .map(|(key, _)| key)
             .filter(|&k| k != NEVER)
     }
@@ -337,9 +337,9 @@ impl<T> Wheel<T> {
                 }
                 continue;
             }
-            match self.queue.peek(self.now) {
+            match self.queue.peek() {
                 Some((key, bucket)) if key <= now => {
-                    self.queue.disarm(bucket);
+                    self.queue.pop();
                     self.flush(bucket, key);
                 }
                 _ => {
@@ -511,7 +511,7 @@ impl<T> Wheel<T> {
         }
         self.garbage -= pop_dead(&self.arena, &mut self.overdue);
         self.garbage -= pop_dead(&self.arena, &mut self.ready);
-        while let Some((_, bucket)) = self.queue.peek(self.now) {
+        while let Some((_, bucket)) = self.queue.peek() {
             let b = bucket as usize;
             let holder = self.holders[b];
             if self.arena.is_live(holder.idx, holder.stamp) {
