@@ -344,7 +344,16 @@ impl<T> Wheel<T> {
                 }
                 _ => {
                     self.set_now(now);
-                    self.settle_head();
+                    // With no dead reference every holder is live: nothing
+                    // to settle (the common case when timers expire rather
+                    // than get cancelled). The test is here, not in
+                    // `settle_head`: there it lengthened the cancel path,
+                    // and W1 at 1M pending went from 190-240 to 320 ns per
+                    // pair (two dependent cache misses per pair, which a
+                    // longer path stops from overlapping the next pair's).
+                    if self.garbage > 0 {
+                        self.settle_head();
+                    }
                     if self.arena.len() == 0 {
                         // Everything fired: no reference is live.
                         self.drop_refs();
@@ -503,12 +512,6 @@ impl<T> Wheel<T> {
     /// ask for a wake-up with nothing due. Amortised O(1): dead references met
     /// here are dropped for good, and a rescan is bounded by [`RESCAN_LIMIT`].
     fn settle_head(&mut self) {
-        if self.garbage == 0 {
-            // No reference is dead, so every holder is live: nothing to do
-            // (the common case when timers expire rather than get
-            // cancelled).
-            return;
-        }
         self.garbage -= pop_dead(&self.arena, &mut self.overdue);
         self.garbage -= pop_dead(&self.arena, &mut self.ready);
         while let Some((_, bucket)) = self.queue.peek() {
