@@ -104,7 +104,8 @@ where
     /// (default [`DEFAULT_PURGE_INTERVAL`]).
     ///
     /// A completed operation stays in its other keys' lists until a check of
-    /// those keys or a purge removes it. A purge also waits until the done
+    /// those keys, a `park` that finds the list doubled since its last
+    /// sweep, or a purge removes it. A purge also waits until the done
     /// entries are at least half of all entries: a sweep reads every entry,
     /// so it then removes at least as many as it keeps, and its cost stays
     /// O(1) per completion however many operations are pending. Memory for

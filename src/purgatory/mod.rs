@@ -15,9 +15,11 @@
 //!   which complete them as expired. No polling thread: the driver sleeps
 //!   until something is due.
 //! * Purge: a done operation may linger in the lists of its other keys. The
-//!   purgatory counts those entries exactly; past `purge_interval` it hands
-//!   one purge job to the timer's workers, which sweeps the lists one shard
-//!   at a time, off the callers' path.
+//!   purgatory counts those entries exactly. A `park` sweeps a list it finds
+//!   twice as long as after its last sweep (amortised O(1) per watch, with
+//!   the list at hand), and past `purge_interval` the purgatory hands one
+//!   purge job to the timer's workers, which sweeps every list one shard at
+//!   a time, for keys nobody parks on any more.
 //!
 //! ## Lock order
 //!
