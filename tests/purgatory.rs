@@ -203,6 +203,36 @@ fn cancel_for_key_hands_operations_back_untouched() {
 }
 
 #[test]
+fn a_park_sweeps_a_busy_list_of_done_operations_without_a_purge() {
+    // No purge job ever runs (the interval is never reached): done entries
+    // of a key that keeps being watched still go, swept by the parks that
+    // double its list.
+    let clock = ManualClock::new();
+    let p: Purgatory<&str, Gate> = Purgatory::builder()
+        .timer(Timer::builder().clock(clock.clone()))
+        .purge_interval(usize::MAX)
+        .build()
+        .unwrap();
+    let parked: Vec<_> = (0..40)
+        .map(|_| p.park(gate(ms(60_000)).0, ["busy", "idle"]).unwrap())
+        .collect();
+    for handle in &parked {
+        assert!(handle.force_complete());
+    }
+    assert_eq!(p.watched(), 80, "done entries linger in both lists");
+    // "busy" was swept at 32 entries (none done then), so the push that
+    // makes it 64 sweeps it again: the 40 done entries go, 24 live stay.
+    let more: Vec<_> = (0..24)
+        .map(|_| p.park(gate(ms(60_000)).0, ["busy"]).unwrap())
+        .collect();
+    let m = p.metrics();
+    assert_eq!(m.purged, 40, "{m:?}");
+    assert_eq!(p.watched(), 24 + 40, "the idle key keeps its done entries");
+    assert_eq!(p.delayed(), 24);
+    drop(more);
+}
+
+#[test]
 fn multi_key_operations_are_purged_from_their_other_lists() {
     let clock = ManualClock::new();
     let p: Purgatory<u32, Gate> = Purgatory::builder()
