@@ -18,7 +18,7 @@
 //! | `purgatorio_timer_lateness_seconds` | histogram | `timer` | start time minus deadline |
 //! | `purgatorio_purgatory_completed_total` | counter | `purgatory`, `completion` (`satisfied`, `forced`, `expired`, `shut_down`) | operations completed |
 //! | `purgatorio_purgatory_cancelled_total` | counter | `purgatory` | operations handed back by `cancel_for_key` |
-//! | `purgatorio_purgatory_purged_total` | counter | `purgatory` | done entries purged |
+//! | `purgatorio_purgatory_purged_total` | counter | `purgatory` | done entries swept from watch lists (by the purge job or a `park`) |
 //! | `purgatorio_purgatory_panics_total` | counter | `purgatory` | callbacks that panicked |
 //! | `purgatorio_keyed_events_total` | counter | `keyed_timer`, `event` (`inserted`, `moved`, `removed`, `expired`, `panicked`) | what happened to keys |
 //!

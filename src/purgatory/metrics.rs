@@ -36,7 +36,9 @@ pub struct PurgatoryMetrics {
     pub shut_down: u64,
     /// Operations handed back by `cancel_for_key`.
     pub cancelled: u64,
-    /// Done entries removed from watch lists by purges.
+    /// Done entries removed from watch lists by sweeps: the purge job's,
+    /// and a `park`'s of a list it doubled (not the ones a
+    /// `check_and_complete` of their key removes).
     pub purged: u64,
     /// Panics caught in operation callbacks.
     pub panics: u64,
