@@ -79,8 +79,9 @@ pub(crate) struct OpCounters {
     pub(crate) forced: Padded<AtomicU64>,
     /// Operations completed by expiry.
     pub(crate) expired: Padded<AtomicU64>,
-    /// Done entries removed from watch lists by purges; counted under the
-    /// shard lock that removed them, so it never lags `watched`.
+    /// Done entries swept from watch lists (by a purge or a `park`);
+    /// counted under the shard lock that removed them, so it never lags
+    /// `watched`.
     pub(crate) purged: Padded<AtomicU64>,
     /// Watch-list entries of done operations not yet removed.
     pub(crate) lingering: Padded<AtomicUsize>,
@@ -126,9 +127,18 @@ impl OpCounters {
         lingering > interval && 2 * lingering >= self.entries.load(Ordering::Relaxed)
     }
 
-    /// Counts `n` watch-list entries removed.
+    /// Counts `n` done entries swept from watch lists by a purge or a
+    /// `park`; under the shard lock that removed them, so `purged` never
+    /// lags `watched`.
+    pub(crate) fn swept(&self, n: usize) {
+        self.purged.fetch_add(n as u64, Ordering::Relaxed);
+        self.figures.purged(n as u64);
+    }
+
+    /// Counts `n` done watch-list entries removed (after the lock).
     pub(crate) fn removed(&self, n: usize) {
         if n > 0 {
+            sub_saturating(&self.lingering, n);
             sub_saturating(&self.entries, n);
         }
     }
@@ -707,7 +717,7 @@ impl<O: DelayedOperation> Op<O> {
 }
 
 /// Subtracts `n` from `counter`, stopping at zero.
-pub(crate) fn sub_saturating(counter: &AtomicUsize, n: usize) {
+fn sub_saturating(counter: &AtomicUsize, n: usize) {
     let _ = counter.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
         Some(v.saturating_sub(n))
     });

@@ -12,12 +12,11 @@
 
 use std::borrow::Borrow;
 use std::hash::{BuildHasher, Hash};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use hashbrown::HashTable;
 
-use super::op::{sub_saturating, Op, OpCounters};
+use super::op::{Op, OpCounters};
 use super::operation::DelayedOperation;
 use crate::sharded::Sharded;
 
@@ -38,6 +37,14 @@ struct List<K, O> {
     /// in a purge of every list at once (whose bursts, at 1M requests/s on
     /// 2 cores, delayed expirations by milliseconds).
     swept: usize,
+}
+
+impl<K, O: DelayedOperation> List<K, O> {
+    /// Moves the done operations into `done`, keeping the order of the rest.
+    fn sweep(&mut self, done: &mut Vec<Arc<Op<O>>>) {
+        done.extend(self.ops.extract_if(.., |op| op.is_done()));
+        self.swept = self.ops.len();
+    }
 }
 
 /// One shard of the watch lists.
@@ -77,10 +84,9 @@ impl<K: Hash + Eq + Clone, O: DelayedOperation, S: BuildHasher> Watchers<K, O, S
     }
 
     /// Adds `op` to `key`'s list; `hash` is `key`'s. The caller holds the
-    /// operation's lock.
-    /// Sweeps the list of its done operations when it has doubled since
-    /// its last sweep (see [`List::swept`]); they are dropped after the
-    /// shard lock.
+    /// operation's lock. Sweeps the list of its done operations when it has
+    /// doubled since its last sweep (see [`List::swept`]); they are dropped
+    /// after the shard lock (done operations hold no user value).
     pub(crate) fn watch(&self, key: &K, hash: u64, op: &Arc<Op<O>>, counters: &OpCounters) {
         op.add_watch();
         let mut done: Vec<Arc<Op<O>>> = Vec::new();
@@ -89,8 +95,7 @@ impl<K: Hash + Eq + Clone, O: DelayedOperation, S: BuildHasher> Watchers<K, O, S
             Some(list) => {
                 list.ops.push(Arc::clone(op));
                 if list.ops.len() >= 2 * list.swept.max(SWEEP_FROM / 2) {
-                    done.extend(list.ops.extract_if(.., |op| op.is_done()));
-                    list.swept = list.ops.len();
+                    list.sweep(&mut done);
                 }
             }
             None => {
@@ -110,13 +115,8 @@ impl<K: Hash + Eq + Clone, O: DelayedOperation, S: BuildHasher> Watchers<K, O, S
             return;
         }
         shard.watched -= done.len();
-        // Counted under the lock that removed them, as a purge does.
-        counters
-            .purged
-            .fetch_add(done.len() as u64, Ordering::Relaxed);
-        counters.figures.purged(done.len() as u64);
+        counters.swept(done.len());
         drop(shard);
-        sub_saturating(&counters.lingering, done.len());
         counters.removed(done.len());
         drop(done);
     }
@@ -171,8 +171,8 @@ impl<K: Hash + Eq + Clone, O: DelayedOperation, S: BuildHasher> Watchers<K, O, S
         };
         let mut entry = entry;
         let list = entry.get_mut();
-        let done: Vec<Arc<Op<O>>> = list.ops.extract_if(.., |op| op.is_done()).collect();
-        list.swept = list.ops.len();
+        let mut done = Vec::new();
+        list.sweep(&mut done);
         let result = f(&list.ops);
         let emptied = if list.ops.is_empty() {
             Some(entry.remove().0)
@@ -181,7 +181,6 @@ impl<K: Hash + Eq + Clone, O: DelayedOperation, S: BuildHasher> Watchers<K, O, S
         };
         shard.watched -= done.len();
         drop(shard);
-        sub_saturating(&counters.lingering, done.len());
         counters.removed(done.len());
         drop((done, emptied));
         Some(result)
@@ -197,19 +196,12 @@ impl<K: Hash + Eq + Clone, O: DelayedOperation, S: BuildHasher> Watchers<K, O, S
             let emptied: Vec<List<K, O>> = {
                 let mut shard = shard.lock();
                 for list in shard.lists.iter_mut() {
-                    done.extend(list.ops.extract_if(.., |op| op.is_done()));
-                    list.swept = list.ops.len();
+                    list.sweep(&mut done);
                 }
                 shard.watched -= done.len();
-                // Counted under the lock that removed them, so `purged`
-                // never lags `watched`.
-                counters
-                    .purged
-                    .fetch_add(done.len() as u64, Ordering::Relaxed);
-                counters.figures.purged(done.len() as u64);
+                counters.swept(done.len());
                 shard.lists.extract_if(|list| list.ops.is_empty()).collect()
             };
-            sub_saturating(&counters.lingering, done.len());
             counters.removed(done.len());
             total += done.len();
             drop((done, emptied));
