@@ -1,55 +1,127 @@
 //! The bucket queue: armed buckets ordered by when they are due.
 //!
-//! Kafka keeps its buckets in a `java.util.concurrent.BucketQueue`; we keep
-//! them in an *indexed* binary min-heap, so a bucket can be registered,
-//! re-keyed or withdrawn in O(log b), where b is the number of armed buckets
-//! (at most a few hundred; never the number of timers).
-//!
 //! A bucket's key is the earliest deadline (in ticks) it holds, not the start
 //! of its range: a lone timer in a coarse bucket is then due exactly when the
 //! timer is, and fires on the driver's first wake-up instead of cascading
 //! through every finer level on the way down.
 //!
-//! Ties are broken by bucket id, so the order is deterministic.
+//! ## No heap: one bitmap per level
+//!
+//! Every armed bucket of level `L` holds deadlines in the level's current
+//! window `[start_L, last_L]` (see [`level`](super::level)): a deadline is
+//! filed there only if it is at most `last_L`, which never shrinks, and a
+//! bucket is flushed once the wheel's time reaches its key, so what stays
+//! armed is at or after the wheel's time. The window is exactly `W` slot
+//! widths starting at the slot that holds the wheel's time, so within a
+//! level, **ring order from that slot is time order**, and the ranges of
+//! two slots never overlap. The earliest bucket of a level is therefore the
+//! first armed slot at or after the current one, found in a bitmap with a
+//! mask and a trailing-zero count, and the earliest bucket of all is the
+//! least of one candidate per level (a handful of levels).
+//!
+//! Arming, lowering a key and withdrawing a bucket that is not the earliest
+//! are O(1). The earliest `(key, bucket)` is kept, and searched for again
+//! only when it is popped, withdrawn or re-keyed later: one search per flush,
+//! never per timer. Kafka keeps its buckets in a `DelayQueue` (a heap); so
+//! did this queue, and a heap push and pop per bucket was a third of the
+//! instructions of a wheel that expires one timer per tick.
+//!
+//! Ties are broken by bucket id (finer level first), so the order is
+//! deterministic.
 
-/// Marks a bucket that is not in the heap.
-const ABSENT: u32 = u32::MAX;
+use super::level::Geometry;
 
-/// An indexed min-heap of bucket ids keyed by a `u64` tick.
-#[derive(Debug, Default)]
+/// Bits in a bitmap word.
+const WORD: usize = u64::BITS as usize;
+
+/// Armed buckets by key, one bitmap of slots per level.
+#[derive(Debug)]
 pub(crate) struct BucketQueue {
-    /// The heap: `(key, bucket)`, smallest first.
-    heap: Vec<(u64, u32)>,
-    /// For each bucket id, its position in `heap`, or [`ABSENT`].
-    pos: Vec<u32>,
+    /// Slot count and arithmetic.
+    geometry: Geometry,
+    /// Bitmap words per level (`ceil(W / 64)`).
+    words: usize,
+    /// Per level, its tick in base ticks.
+    ticks: Vec<u64>,
+    /// Per bucket id (`level × W + slot`), its key while armed.
+    keys: Vec<u64>,
+    /// Per level, `words` words: bit `s` set iff slot `s` is armed.
+    armed: Vec<u64>,
+    /// Per level, one bit per bitmap word: set iff the word is not zero.
+    /// Lets a wide level (`W` up to 65,536) skip empty words 64 at a time.
+    summary: Vec<u64>,
+    /// Summary words per level (`ceil(words / 64)`).
+    summary_words: usize,
+    /// The wheel's time: each level's search starts at the slot holding it.
+    now: u64,
+    /// The earliest armed `(key, bucket)`, if any.
+    head: Option<(u64, u32)>,
+    /// Number of armed buckets.
+    len: usize,
 }
 
 impl BucketQueue {
-    /// An empty queue.
-    pub(crate) fn new() -> Self {
-        BucketQueue::default()
+    /// An empty queue for a wheel of `geometry`, with no level yet, whose
+    /// time is `now`.
+    pub(crate) fn new(geometry: Geometry, now: u64) -> Self {
+        let words = (geometry.wheel_size() as usize).div_ceil(WORD);
+        BucketQueue {
+            geometry,
+            words,
+            ticks: Vec::new(),
+            keys: Vec::new(),
+            armed: Vec::new(),
+            summary: Vec::new(),
+            summary_words: words.div_ceil(WORD),
+            now,
+            head: None,
+            len: 0,
+        }
     }
 
-    /// Makes room for bucket ids below `buckets`.
-    pub(crate) fn reserve_buckets(&mut self, buckets: usize) {
-        if self.pos.len() < buckets {
-            self.pos.resize(buckets, ABSENT);
-        }
+    /// Makes room for the buckets of one more level, whose tick is `tick`.
+    pub(crate) fn add_level(&mut self, tick: u64) {
+        self.ticks.push(tick);
+        let buckets = self.keys.len() + self.geometry.wheel_size() as usize;
+        self.keys.resize(buckets, 0);
+        self.armed.resize(self.armed.len() + self.words, 0);
+        self.summary
+            .resize(self.summary.len() + self.summary_words, 0);
+    }
+
+    /// Moves the queue's time forward to the wheel's; every armed key must
+    /// be at or after `now` by then (the wheel flushes a bucket when its
+    /// key comes).
+    #[inline]
+    pub(crate) fn set_now(&mut self, now: u64) {
+        self.now = now;
     }
 
     /// Number of armed buckets.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.heap.len()
+        self.len
+    }
+
+    /// Whether `bucket` is armed.
+    #[inline]
+    fn is_armed(&self, bucket: u32) -> bool {
+        let (level, slot) = self.split(bucket);
+        self.armed[level * self.words + slot / WORD] & (1 << (slot % WORD)) != 0
     }
 
     /// The key of `bucket`, if armed.
     #[cfg(test)]
     pub(crate) fn key(&self, bucket: u32) -> Option<u64> {
-        match self.pos[bucket as usize] {
-            ABSENT => None,
-            at => Some(self.heap[at as usize].0),
-        }
+        self.is_armed(bucket).then(|| self.keys[bucket as usize])
+    }
+
+    /// `(level, slot)` of a bucket id.
+    #[inline]
+    fn split(&self, bucket: u32) -> (usize, usize) {
+        let w = self.geometry.wheel_size() as usize;
+        let b = bucket as usize;
+        (b / w, b % w)
     }
 
     /// Arms `bucket` at `key`, or lowers its key to `key` if that is earlier.
@@ -57,128 +129,197 @@ impl BucketQueue {
     /// already equal).
     #[inline]
     pub(crate) fn arm(&mut self, bucket: u32, key: u64) -> bool {
-        match self.pos[bucket as usize] {
-            ABSENT => {
-                self.heap.push((key, bucket));
-                self.sift_up(self.heap.len() - 1);
-                true
-            }
-            at => {
-                let current = self.heap[at as usize].0;
-                if key < current {
-                    self.heap[at as usize].0 = key;
-                    self.sift_up(at as usize);
-                }
-                key <= current
+        if !self.is_armed(bucket) {
+            self.set_bit(bucket);
+            self.len += 1;
+        } else {
+            let current = self.keys[bucket as usize];
+            if key >= current {
+                return key == current;
             }
         }
+        self.keys[bucket as usize] = key;
+        if self.head.is_none_or(|head| (key, bucket) < head) {
+            self.head = Some((key, bucket));
+        }
+        true
     }
 
     /// Sets the key of an armed `bucket`, earlier or later.
     pub(crate) fn rekey(&mut self, bucket: u32, key: u64) {
-        let at = self.pos[bucket as usize];
-        debug_assert_ne!(at, ABSENT, "rekey of unarmed bucket {bucket}");
-        let at = at as usize;
-        let old = self.heap[at].0;
-        self.heap[at].0 = key;
-        if key < old {
-            self.sift_up(at);
-        } else {
-            self.sift_down(at);
+        debug_assert!(self.is_armed(bucket), "rekey of unarmed bucket {bucket}");
+        self.keys[bucket as usize] = key;
+        match self.head {
+            Some((_, head)) if head == bucket => self.find_head(),
+            Some(head) if (key, bucket) >= head => {}
+            _ => self.head = Some((key, bucket)),
         }
     }
 
     /// Withdraws `bucket`; returns its key if it was armed.
     pub(crate) fn disarm(&mut self, bucket: u32) -> Option<u64> {
-        let at = self.pos[bucket as usize];
-        if at == ABSENT {
+        if !self.is_armed(bucket) {
             return None;
         }
-        Some(self.remove_at(at as usize).0)
+        self.clear_bit(bucket);
+        self.len -= 1;
+        if self.head.is_some_and(|(_, head)| head == bucket) {
+            self.find_head();
+        }
+        Some(self.keys[bucket as usize])
     }
 
     /// The earliest `(key, bucket)`.
     #[inline]
     pub(crate) fn peek(&self) -> Option<(u64, u32)> {
-        self.heap.first().copied()
+        self.head
     }
 
     /// Removes and returns the earliest `(key, bucket)`.
     pub(crate) fn pop(&mut self) -> Option<(u64, u32)> {
-        if self.heap.is_empty() {
-            None
-        } else {
-            Some(self.remove_at(0))
-        }
+        let head = self.head?;
+        self.disarm(head.1);
+        Some(head)
     }
 
-    /// The armed buckets, in no particular order.
+    /// The armed buckets, finest level first, each level in slot order.
     pub(crate) fn buckets(&self) -> impl Iterator<Item = u32> + '_ {
-        self.heap.iter().map(|&(_, b)| b)
+        self.armed.iter().enumerate().flat_map(|(at, &word)| {
+            let base =
+                (at / self.words) * self.geometry.wheel_size() as usize + (at % self.words) * WORD;
+            Bits(word).map(move |bit| (base + bit) as u32)
+        })
     }
 
     /// Disarms every bucket.
     pub(crate) fn clear(&mut self) {
-        for &(_, b) in &self.heap {
-            self.pos[b as usize] = ABSENT;
-        }
-        self.heap.clear();
+        self.armed.fill(0);
+        self.summary.fill(0);
+        self.head = None;
+        self.len = 0;
     }
 
-    /// Removes the element at heap position `at`.
-    fn remove_at(&mut self, at: usize) -> (u64, u32) {
-        let last = self.heap.len() - 1;
-        self.heap.swap(at, last);
-        let removed = self.heap.pop().expect("heap is not empty");
-        self.pos[removed.1 as usize] = ABSENT;
-        if at < self.heap.len() {
-            self.pos[self.heap[at].1 as usize] = at as u32;
-            self.sift_down(at);
-            self.sift_up(at);
-        }
-        removed
+    #[inline]
+    fn set_bit(&mut self, bucket: u32) {
+        let (level, slot) = self.split(bucket);
+        let word = level * self.words + slot / WORD;
+        self.armed[word] |= 1 << (slot % WORD);
+        let index = slot / WORD;
+        self.summary[level * self.summary_words + index / WORD] |= 1 << (index % WORD);
     }
 
-    /// Restores the heap order upwards from `at`.
-    fn sift_up(&mut self, mut at: usize) {
-        let item = self.heap[at];
-        while at > 0 {
-            let parent = (at - 1) / 2;
-            if self.heap[parent] <= item {
-                break;
-            }
-            self.heap[at] = self.heap[parent];
-            self.pos[self.heap[at].1 as usize] = at as u32;
-            at = parent;
+    #[inline]
+    fn clear_bit(&mut self, bucket: u32) {
+        let (level, slot) = self.split(bucket);
+        let word = level * self.words + slot / WORD;
+        self.armed[word] &= !(1 << (slot % WORD));
+        if self.armed[word] == 0 {
+            let index = slot / WORD;
+            self.summary[level * self.summary_words + index / WORD] &= !(1 << (index % WORD));
         }
-        self.heap[at] = item;
-        self.pos[item.1 as usize] = at as u32;
     }
 
-    /// Restores the heap order downwards from `at`.
-    fn sift_down(&mut self, mut at: usize) {
-        let item = self.heap[at];
-        let len = self.heap.len();
-        loop {
-            let left = 2 * at + 1;
-            if left >= len {
-                break;
+    /// Finds the earliest armed bucket again: per level, the first armed
+    /// slot in ring order from the slot holding the queue's time; then the
+    /// least `(key, bucket)` of those.
+    fn find_head(&mut self) {
+        let w = self.geometry.wheel_size() as usize;
+        let mut head: Option<(u64, u32)> = None;
+        let keys = &self.keys;
+        let mut consider = |bucket: usize| {
+            let candidate = (keys[bucket], bucket as u32);
+            if head.is_none_or(|h| candidate < h) {
+                head = Some(candidate);
             }
-            let right = left + 1;
-            let child = if right < len && self.heap[right] < self.heap[left] {
-                right
-            } else {
-                left
-            };
-            if item <= self.heap[child] {
-                break;
+        };
+        if self.words == 1 {
+            // W ≤ 64, the usual shape: a level is one word.
+            let levels = self.ticks.len().min(self.armed.len());
+            for level in 0..levels {
+                let word = self.armed[level];
+                if word != 0 {
+                    let start = self
+                        .geometry
+                        .slot(level as u32, self.ticks[level], self.now);
+                    let ahead = word & (!0u64 << start);
+                    let slot = if ahead != 0 { ahead } else { word }.trailing_zeros() as usize;
+                    consider(level * w + slot);
+                }
             }
-            self.heap[at] = self.heap[child];
-            self.pos[self.heap[at].1 as usize] = at as u32;
-            at = child;
+        } else {
+            for (level, &tick) in self.ticks.iter().enumerate() {
+                let words = &self.armed[level * self.words..][..self.words];
+                let summary = &self.summary[level * self.summary_words..][..self.summary_words];
+                let start = self.geometry.slot(level as u32, tick, self.now) as usize;
+                let found = first_set_from(words, summary, start)
+                    .or_else(|| first_set_from(words, summary, 0));
+                if let Some(slot) = found {
+                    consider(level * w + slot);
+                }
+            }
         }
-        self.heap[at] = item;
-        self.pos[item.1 as usize] = at as u32;
+        self.head = head;
+    }
+
+    /// Checks the queue against its bitmaps (tests only): the head is the
+    /// least armed `(key, bucket)`, and the summaries match the words.
+    #[cfg(test)]
+    pub(crate) fn check(&self) {
+        let least = self.buckets().map(|b| (self.keys[b as usize], b)).min();
+        assert_eq!(self.head, least, "head is the least armed bucket");
+        assert_eq!(self.buckets().count(), self.len, "armed count");
+        for level in 0..self.ticks.len() {
+            for index in 0..self.words {
+                let nonzero = self.armed[level * self.words + index] != 0;
+                let bit = self.summary[level * self.summary_words + index / WORD]
+                    & (1 << (index % WORD))
+                    != 0;
+                assert_eq!(nonzero, bit, "summary of level {level} word {index}");
+            }
+        }
+    }
+}
+
+/// The first set bit at or after `from` in the bitmap `words`, whose
+/// non-zero words are flagged in `summary`.
+#[inline]
+fn first_set_from(words: &[u64], summary: &[u64], from: usize) -> Option<usize> {
+    let index = from / WORD;
+    let masked = words.get(index)? & (!0u64 << (from % WORD));
+    if masked != 0 {
+        return Some(index * WORD + masked.trailing_zeros() as usize);
+    }
+    if words.len() == 1 {
+        return None;
+    }
+    // The next non-zero word after `index`, from the summary.
+    let next = index + 1;
+    let mut at = next / WORD;
+    let mut bits = summary.get(at).map_or(0, |&s| s & (!0u64 << (next % WORD)));
+    loop {
+        if bits != 0 {
+            let word = at * WORD + bits.trailing_zeros() as usize;
+            return Some(word * WORD + words[word].trailing_zeros() as usize);
+        }
+        at += 1;
+        bits = *summary.get(at)?;
+    }
+}
+
+/// The set bits of a word, lowest first.
+struct Bits(u64);
+
+impl Iterator for Bits {
+    type Item = usize;
+
+    #[inline]
+    fn next(&mut self) -> Option<usize> {
+        if self.0 == 0 {
+            return None;
+        }
+        let bit = self.0.trailing_zeros() as usize;
+        self.0 &= self.0 - 1;
+        Some(bit)
     }
 }
 
@@ -187,20 +328,41 @@ mod tests {
     use super::*;
     use std::collections::BTreeSet;
 
-    /// Checks the heap property and the position index.
-    fn check(q: &BucketQueue) {
-        for (i, &(k, b)) in q.heap.iter().enumerate() {
-            assert_eq!(q.pos[b as usize] as usize, i, "position of bucket {b}");
-            if i > 0 {
-                assert!(q.heap[(i - 1) / 2] <= (k, b), "heap order at {i}");
+    #[test]
+    fn first_set_from_finds_the_next_bit_in_narrow_and_wide_bitmaps() {
+        for bits in [2usize, 64, 65, 200, 4096, 1 << 16] {
+            let words = bits.div_ceil(WORD);
+            let mut map = vec![0u64; words];
+            let mut summary = vec![0u64; words.div_ceil(WORD)];
+            let set: Vec<usize> = [0, 1, bits / 3, bits / 2, bits - 1]
+                .into_iter()
+                .filter(|&b| b % 2 == 1 || b == 0)
+                .collect();
+            for &b in &set {
+                map[b / WORD] |= 1 << (b % WORD);
+                summary[b / WORD / WORD] |= 1 << ((b / WORD) % WORD);
+            }
+            for from in [0, 1, 2, bits / 3, bits / 3 + 1, bits / 2, bits - 1] {
+                let want = set.iter().copied().filter(|&b| b >= from).min();
+                assert_eq!(
+                    first_set_from(&map, &summary, from),
+                    want,
+                    "{bits} from {from}"
+                );
             }
         }
     }
 
-    #[test]
-    fn matches_an_ordered_set() {
-        let mut q = BucketQueue::new();
-        q.reserve_buckets(64);
+    /// Arms, re-keys, withdraws and pops buckets of a moving wheel the way
+    /// the wheel does (every key inside its slot's range of the current
+    /// window, never before the time) and compares with an ordered set.
+    fn matches_an_ordered_set(wheel_size: u64) {
+        let geometry = Geometry::new(wheel_size);
+        let levels = 3u32;
+        let mut q = BucketQueue::new(geometry, 0);
+        for level in 0..levels {
+            q.add_level(geometry.level_tick(level).unwrap());
+        }
         let mut model: BTreeSet<(u64, u32)> = BTreeSet::new();
         let mut seed = 0x9e37_79b9_7f4a_7c15u64;
         let mut rand = move || {
@@ -209,31 +371,36 @@ mod tests {
             seed ^= seed << 17;
             seed
         };
+        let mut now = 0u64;
+        // A key for a random level: after `now`, inside the level's window.
+        let key_for = |now: u64, r: u64, level: u32| {
+            let tick = geometry.level_tick(level).unwrap();
+            let last = geometry.last(tick, now);
+            let key = now + 1 + r % (last - now);
+            let slot = geometry.slot(level, tick, key);
+            (key, level * wheel_size as u32 + slot as u32)
+        };
         for _ in 0..20_000 {
-            let b = (rand() % 64) as u32;
-            let k = rand() % 1000;
+            let (k, b) = key_for(now, rand(), (rand() % u64::from(levels)) as u32);
             let current = model.iter().find(|e| e.1 == b).copied();
-            match rand() % 4 {
-                0 => {
+            match rand() % 5 {
+                0 | 1 => {
                     let lowered = q.arm(b, k);
                     assert_eq!(lowered, current.is_none_or(|c| k <= c.0));
-                    match current {
-                        Some(c) if c.0 <= k => {}
-                        _ => {
-                            if let Some(c) = current {
-                                model.remove(&c);
-                            }
-                            model.insert((k, b));
+                    if current.is_none_or(|c| k < c.0) {
+                        if let Some(c) = current {
+                            model.remove(&c);
                         }
+                        model.insert((k, b));
                     }
                 }
-                1 => {
+                2 => {
                     assert_eq!(q.disarm(b), current.map(|c| c.0));
                     if let Some(c) = current {
                         model.remove(&c);
                     }
                 }
-                2 => {
+                3 => {
                     if let Some(c) = current {
                         q.rekey(b, k);
                         model.remove(&c);
@@ -245,16 +412,32 @@ mod tests {
                     assert_eq!(q.pop(), first);
                     if let Some(f) = first {
                         model.remove(&f);
+                        // The wheel moves its time to a popped key.
+                        now = f.0;
+                        q.set_now(now);
                     }
                 }
             }
-            check(&q);
+            q.check();
             assert_eq!(q.peek(), model.iter().next().copied());
             assert_eq!(q.len(), model.len());
             assert_eq!(q.key(b), model.iter().find(|e| e.1 == b).map(|e| e.0));
         }
         q.clear();
         assert_eq!(q.peek(), None);
-        assert!((0..64).all(|b| q.key(b).is_none()));
+        assert_eq!(q.buckets().count(), 0);
+    }
+
+    #[test]
+    fn matches_an_ordered_set_with_one_word_per_level() {
+        matches_an_ordered_set(64);
+        matches_an_ordered_set(2);
+        matches_an_ordered_set(20);
+    }
+
+    #[test]
+    fn matches_an_ordered_set_with_wide_levels() {
+        matches_an_ordered_set(100);
+        matches_an_ordered_set(4096);
     }
 }

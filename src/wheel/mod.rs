@@ -16,7 +16,10 @@
 //! * **Bucket queue** (`bucket_queue`): every non-empty bucket is armed
 //!   once, keyed by the earliest deadline pushed into it since it was last
 //!   flushed. Advancing pops only due buckets, so its cost does not depend on
-//!   how much time passed.
+//!   how much time passed. The queue is a bitmap of armed slots per level,
+//!   not a heap: within a level, ring order from the current slot is time
+//!   order, so arming is O(1) and finding the earliest bucket is a bit
+//!   search per level.
 //! * **Flush**: a due bucket's references whose deadline has come are
 //!   expired; the rest are re-inserted relative to the new time, which puts
 //!   them in a finer level (a reference never returns to the level it came
@@ -184,13 +187,14 @@ impl<T> Wheel<T> {
     /// An empty wheel with `wheel_size` slots per level (≥ 2, validated by
     /// the caller) whose time starts at tick `now`.
     pub(crate) fn new(wheel_size: u64, now: u64) -> Self {
+        let geometry = Geometry::new(wheel_size);
         let mut wheel = Wheel {
             arena: Arena::new(),
-            geometry: Geometry::new(wheel_size),
+            geometry,
             levels: Vec::new(),
             buckets: Vec::new(),
             holders: Vec::new(),
-            queue: BucketQueue::new(),
+            queue: BucketQueue::new(geometry, now),
             overdue: Vec::new(),
             overdue_sorted: true,
             ready: Vec::new(),
@@ -423,7 +427,7 @@ impl<T> Wheel<T> {
         let buckets = self.buckets.len() + self.geometry.wheel_size() as usize;
         self.buckets.resize_with(buckets, Vec::new);
         self.holders.resize(buckets, NO_REF);
-        self.queue.reserve_buckets(buckets);
+        self.queue.add_level(tick);
     }
 
     /// Moves the wheel's time forward to `now`.
@@ -431,6 +435,7 @@ impl<T> Wheel<T> {
     fn set_now(&mut self, now: u64) {
         if now > self.now {
             self.now = now;
+            self.queue.set_now(now);
             for level in &mut self.levels {
                 level.last = self.geometry.last(level.tick, now);
             }
@@ -624,6 +629,20 @@ impl<T> Wheel<T> {
             }
             refs += list.len();
         }
+        self.queue.check();
+        for (level, l) in self.levels.iter().enumerate() {
+            let w = self.geometry.wheel_size() as usize;
+            for list in &self.buckets[level * w..][..w] {
+                for r in list {
+                    assert!(
+                        r.deadline <= l.last,
+                        "deadline {} past level {level}'s window (last {})",
+                        r.deadline,
+                        l.last
+                    );
+                }
+            }
+        }
         let live = self.arena.len();
         assert_eq!(refs, live + self.garbage, "references = live + garbage");
     }
@@ -751,7 +770,7 @@ mod tests {
             seed ^= seed << 17;
             seed
         };
-        for wheel_size in [2u64, 3, 8, 64] {
+        for wheel_size in [2u64, 3, 8, 64, 100, 4096] {
             let mut w = Wheel::new(wheel_size, 0);
             let mut keys = Vec::new();
             let mut now = 0u64;
