@@ -34,24 +34,21 @@ use super::level::Geometry;
 /// Bits in a bitmap word.
 const WORD: usize = u64::BITS as usize;
 
-/// Armed buckets by key, one bitmap of slots per level.
+/// Armed buckets by key: one bitmap over all bucket ids.
 #[derive(Debug)]
 pub(crate) struct BucketQueue {
     /// Slot count and arithmetic.
     geometry: Geometry,
-    /// Bitmap words per level (`ceil(W / 64)`).
-    words: usize,
     /// Per level, its tick in base ticks.
     ticks: Vec<u64>,
     /// Per bucket id (`level × W + slot`), its key while armed.
     keys: Vec<u64>,
-    /// Per level, `words` words: bit `s` set iff slot `s` is armed.
+    /// Bit `b` set iff bucket `b` is armed. Level `L` is bits
+    /// `[L·W, (L+1)·W)`: with the default `W = 64`, one word.
     armed: Vec<u64>,
-    /// Per level, one bit per bitmap word: set iff the word is not zero.
-    /// Lets a wide level (`W` up to 65,536) skip empty words 64 at a time.
+    /// Bit `i` set iff word `i` of `armed` is not zero: lets a wide level
+    /// (`W` up to 65,536) skip empty words 64 at a time.
     summary: Vec<u64>,
-    /// Summary words per level (`ceil(words / 64)`).
-    summary_words: usize,
     /// The wheel's time: each level's search starts at the slot holding it.
     now: u64,
     /// The earliest armed `(key, bucket)`, if any.
@@ -64,15 +61,12 @@ impl BucketQueue {
     /// An empty queue for a wheel of `geometry`, with no level yet, whose
     /// time is `now`.
     pub(crate) fn new(geometry: Geometry, now: u64) -> Self {
-        let words = (geometry.wheel_size() as usize).div_ceil(WORD);
         BucketQueue {
             geometry,
-            words,
             ticks: Vec::new(),
             keys: Vec::new(),
             armed: Vec::new(),
             summary: Vec::new(),
-            summary_words: words.div_ceil(WORD),
             now,
             head: None,
             len: 0,
@@ -84,9 +78,9 @@ impl BucketQueue {
         self.ticks.push(tick);
         let buckets = self.keys.len() + self.geometry.wheel_size() as usize;
         self.keys.resize(buckets, 0);
-        self.armed.resize(self.armed.len() + self.words, 0);
-        self.summary
-            .resize(self.summary.len() + self.summary_words, 0);
+        let words = buckets.div_ceil(WORD);
+        self.armed.resize(words, 0);
+        self.summary.resize(words.div_ceil(WORD), 0);
     }
 
     /// Moves the queue's time forward to the wheel's; every armed key must
@@ -106,8 +100,8 @@ impl BucketQueue {
     /// Whether `bucket` is armed.
     #[inline]
     fn is_armed(&self, bucket: u32) -> bool {
-        let (level, slot) = self.split(bucket);
-        self.armed[level * self.words + slot / WORD] & (1 << (slot % WORD)) != 0
+        let b = bucket as usize;
+        self.armed[b / WORD] & (1 << (b % WORD)) != 0
     }
 
     /// The key of `bucket`, if armed.
@@ -116,29 +110,27 @@ impl BucketQueue {
         self.is_armed(bucket).then(|| self.keys[bucket as usize])
     }
 
-    /// `(level, slot)` of a bucket id.
-    #[inline]
-    fn split(&self, bucket: u32) -> (usize, usize) {
-        let w = self.geometry.wheel_size() as usize;
-        let b = bucket as usize;
-        (b / w, b % w)
-    }
-
     /// Arms `bucket` at `key`, or lowers its key to `key` if that is earlier.
     /// Returns whether the bucket's key is now `key` (armed, lowered, or
     /// already equal).
     #[inline]
     pub(crate) fn arm(&mut self, bucket: u32, key: u64) -> bool {
-        if !self.is_armed(bucket) {
-            self.set_bit(bucket);
+        let b = bucket as usize;
+        let bit = 1 << (b % WORD);
+        let word = &mut self.armed[b / WORD];
+        if *word & bit == 0 {
+            if *word == 0 {
+                self.summary[b / WORD / WORD] |= 1 << ((b / WORD) % WORD);
+            }
+            *word |= bit;
             self.len += 1;
         } else {
-            let current = self.keys[bucket as usize];
+            let current = self.keys[b];
             if key >= current {
                 return key == current;
             }
         }
-        self.keys[bucket as usize] = key;
+        self.keys[b] = key;
         if self.head.is_none_or(|head| (key, bucket) < head) {
             self.head = Some((key, bucket));
         }
@@ -158,15 +150,21 @@ impl BucketQueue {
 
     /// Withdraws `bucket`; returns its key if it was armed.
     pub(crate) fn disarm(&mut self, bucket: u32) -> Option<u64> {
-        if !self.is_armed(bucket) {
+        let b = bucket as usize;
+        let bit = 1 << (b % WORD);
+        let word = &mut self.armed[b / WORD];
+        if *word & bit == 0 {
             return None;
         }
-        self.clear_bit(bucket);
+        *word &= !bit;
+        if *word == 0 {
+            self.summary[b / WORD / WORD] &= !(1 << ((b / WORD) % WORD));
+        }
         self.len -= 1;
         if self.head.is_some_and(|(_, head)| head == bucket) {
             self.find_head();
         }
-        Some(self.keys[bucket as usize])
+        Some(self.keys[b])
     }
 
     /// The earliest `(key, bucket)`.
@@ -182,13 +180,12 @@ impl BucketQueue {
         Some(head)
     }
 
-    /// The armed buckets, finest level first, each level in slot order.
+    /// The armed buckets, in id order (finest level first).
     pub(crate) fn buckets(&self) -> impl Iterator<Item = u32> + '_ {
-        self.armed.iter().enumerate().flat_map(|(at, &word)| {
-            let base =
-                (at / self.words) * self.geometry.wheel_size() as usize + (at % self.words) * WORD;
-            Bits(word).map(move |bit| (base + bit) as u32)
-        })
+        self.armed
+            .iter()
+            .enumerate()
+            .flat_map(|(at, &word)| Bits(word).map(move |bit| (at * WORD + bit) as u32))
     }
 
     /// Disarms every bucket.
@@ -197,26 +194,6 @@ impl BucketQueue {
         self.summary.fill(0);
         self.head = None;
         self.len = 0;
-    }
-
-    #[inline]
-    fn set_bit(&mut self, bucket: u32) {
-        let (level, slot) = self.split(bucket);
-        let word = level * self.words + slot / WORD;
-        self.armed[word] |= 1 << (slot % WORD);
-        let index = slot / WORD;
-        self.summary[level * self.summary_words + index / WORD] |= 1 << (index % WORD);
-    }
-
-    #[inline]
-    fn clear_bit(&mut self, bucket: u32) {
-        let (level, slot) = self.split(bucket);
-        let word = level * self.words + slot / WORD;
-        self.armed[word] &= !(1 << (slot % WORD));
-        if self.armed[word] == 0 {
-            let index = slot / WORD;
-            self.summary[level * self.summary_words + index / WORD] &= !(1 << (index % WORD));
-        }
     }
 
     /// Finds the earliest armed bucket again: per level, the first armed
@@ -232,29 +209,28 @@ impl BucketQueue {
                 head = Some(candidate);
             }
         };
-        if self.words == 1 {
-            // W ≤ 64, the usual shape: a level is one word.
-            let levels = self.ticks.len().min(self.armed.len());
-            for level in 0..levels {
-                let word = self.armed[level];
+        if w == WORD {
+            // The default shape: level `L` is word `L`.
+            // Level `L`'s tick is 2^(6L), so its current slot is 6 bits of
+            // the time; at most 11 levels, so the shift stays below 64.
+            let levels = self.ticks.len();
+            for (level, &word) in self.armed[..levels].iter().enumerate() {
                 if word != 0 {
-                    let start = self
-                        .geometry
-                        .slot(level as u32, self.ticks[level], self.now);
+                    let start = (self.now >> (6 * level)) % WORD as u64;
                     let ahead = word & (!0u64 << start);
                     let slot = if ahead != 0 { ahead } else { word }.trailing_zeros() as usize;
-                    consider(level * w + slot);
+                    consider(level * WORD + slot);
                 }
             }
         } else {
             for (level, &tick) in self.ticks.iter().enumerate() {
-                let words = &self.armed[level * self.words..][..self.words];
-                let summary = &self.summary[level * self.summary_words..][..self.summary_words];
-                let start = self.geometry.slot(level as u32, tick, self.now) as usize;
-                let found = first_set_from(words, summary, start)
-                    .or_else(|| first_set_from(words, summary, 0));
-                if let Some(slot) = found {
-                    consider(level * w + slot);
+                let first = level * w;
+                let end = first + w;
+                let from = first + self.geometry.slot(level as u32, tick, self.now) as usize;
+                let found = first_set(&self.armed, &self.summary, from, end)
+                    .or_else(|| first_set(&self.armed, &self.summary, first, from));
+                if let Some(bucket) = found {
+                    consider(bucket);
                 }
             }
         }
@@ -262,47 +238,59 @@ impl BucketQueue {
     }
 
     /// Checks the queue against its bitmaps (tests only): the head is the
-    /// least armed `(key, bucket)`, and the summaries match the words.
+    /// least armed `(key, bucket)`, and the summary matches the words.
     #[cfg(test)]
     pub(crate) fn check(&self) {
         let least = self.buckets().map(|b| (self.keys[b as usize], b)).min();
         assert_eq!(self.head, least, "head is the least armed bucket");
         assert_eq!(self.buckets().count(), self.len, "armed count");
-        for level in 0..self.ticks.len() {
-            for index in 0..self.words {
-                let nonzero = self.armed[level * self.words + index] != 0;
-                let bit = self.summary[level * self.summary_words + index / WORD]
-                    & (1 << (index % WORD))
-                    != 0;
-                assert_eq!(nonzero, bit, "summary of level {level} word {index}");
-            }
+        for (index, &word) in self.armed.iter().enumerate() {
+            let flagged = self.summary[index / WORD] & (1 << (index % WORD)) != 0;
+            assert_eq!(word != 0, flagged, "summary of word {index}");
         }
     }
 }
 
-/// The first set bit at or after `from` in the bitmap `words`, whose
-/// non-zero words are flagged in `summary`.
+/// The first set bit of `bits` in `[from, end)`, if any; `summary` flags
+/// the non-zero words of `bits`.
 #[inline]
-fn first_set_from(words: &[u64], summary: &[u64], from: usize) -> Option<usize> {
-    let index = from / WORD;
-    let masked = words.get(index)? & (!0u64 << (from % WORD));
-    if masked != 0 {
-        return Some(index * WORD + masked.trailing_zeros() as usize);
-    }
-    if words.len() == 1 {
+fn first_set(bits: &[u64], summary: &[u64], from: usize, end: usize) -> Option<usize> {
+    if from >= end {
         return None;
     }
-    // The next non-zero word after `index`, from the summary.
-    let next = index + 1;
-    let mut at = next / WORD;
-    let mut bits = summary.get(at).map_or(0, |&s| s & (!0u64 << (next % WORD)));
+    let last = (end - 1) / WORD;
+    let mut at = from / WORD;
+    let mut word = bits[at] & (!0u64 << (from % WORD));
     loop {
-        if bits != 0 {
-            let word = at * WORD + bits.trailing_zeros() as usize;
-            return Some(word * WORD + words[word].trailing_zeros() as usize);
+        if at == last {
+            // Keep the bits below `end` only.
+            let keep = end - last * WORD;
+            if keep < WORD {
+                word &= (1u64 << keep) - 1;
+            }
+            return (word != 0).then(|| at * WORD + word.trailing_zeros() as usize);
+        }
+        if word != 0 {
+            return Some(at * WORD + word.trailing_zeros() as usize);
+        }
+        // The next non-zero word after `at`, from the summary; past `last`
+        // (or none) means nothing is set in range.
+        at = first_flagged(summary, at + 1).filter(|&next| next <= last)?;
+        word = bits[at];
+    }
+}
+
+/// The first set bit of `summary` at or after `from`.
+#[inline]
+fn first_flagged(summary: &[u64], from: usize) -> Option<usize> {
+    let mut at = from / WORD;
+    let mut word = summary.get(at)? & (!0u64 << (from % WORD));
+    loop {
+        if word != 0 {
+            return Some(at * WORD + word.trailing_zeros() as usize);
         }
         at += 1;
-        bits = *summary.get(at)?;
+        word = *summary.get(at)?;
     }
 }
 
@@ -329,26 +317,36 @@ mod tests {
     use std::collections::BTreeSet;
 
     #[test]
-    fn first_set_from_finds_the_next_bit_in_narrow_and_wide_bitmaps() {
+    fn first_set_finds_the_first_bit_in_a_range() {
         for bits in [2usize, 64, 65, 200, 4096, 1 << 16] {
             let words = bits.div_ceil(WORD);
             let mut map = vec![0u64; words];
             let mut summary = vec![0u64; words.div_ceil(WORD)];
-            let set: Vec<usize> = [0, 1, bits / 3, bits / 2, bits - 1]
-                .into_iter()
-                .filter(|&b| b % 2 == 1 || b == 0)
-                .collect();
+            let set = [0, 1, bits / 3, bits / 2 + 1, bits - 1];
             for &b in &set {
                 map[b / WORD] |= 1 << (b % WORD);
                 summary[b / WORD / WORD] |= 1 << ((b / WORD) % WORD);
             }
-            for from in [0, 1, 2, bits / 3, bits / 3 + 1, bits / 2, bits - 1] {
-                let want = set.iter().copied().filter(|&b| b >= from).min();
-                assert_eq!(
-                    first_set_from(&map, &summary, from),
-                    want,
-                    "{bits} from {from}"
-                );
+            let edges = [
+                0,
+                1,
+                2,
+                bits / 3,
+                bits / 3 + 1,
+                bits / 2,
+                bits / 2 + 2,
+                bits - 1,
+                bits,
+            ];
+            for from in edges {
+                for end in edges {
+                    let want = set.iter().copied().filter(|&b| b >= from && b < end).min();
+                    assert_eq!(
+                        first_set(&map, &summary, from, end),
+                        want,
+                        "{bits} bits, [{from}, {end})"
+                    );
+                }
             }
         }
     }
