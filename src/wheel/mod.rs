@@ -25,6 +25,9 @@
 //!   them in a finer level (a reference never returns to the level it came
 //!   from). Buckets are flushed in key order and the wheel's time moves to
 //!   each key in turn, so expirations come out in deadline order.
+//! * **Run**: a flushed second-level bucket with few references per tick is
+//!   not filed into the finest level but counting-sorted by tick and handed
+//!   out from there, merged with the bucket queue by deadline.
 //! * **Overdue**: a deadline at or before the wheel's time is due at once; it
 //!   waits in a small list that the next poll serves first, sorted by deadline.
 //!
