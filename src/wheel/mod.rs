@@ -476,7 +476,13 @@ impl<T> Wheel<T> {
             self.now = now;
             self.queue.set_now(now);
             for level in &mut self.levels {
-                level.last = self.geometry.last(level.tick, now);
+                let last = self.geometry.last(level.tick, now);
+                if last == level.last {
+                    // Its window did not move, so no coarser one did: a
+                    // coarser tick is a multiple of this one.
+                    break;
+                }
+                level.last = last;
             }
         }
     }
