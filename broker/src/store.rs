@@ -10,46 +10,100 @@
 use std::collections::{HashMap, HashSet};
 use std::fs::{self, File, OpenOptions};
 use std::io::Read;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bytes::Bytes;
 use parking_lot::Mutex;
 
-use super::{last_delta, Broker, Log};
+use crate::broker::Broker;
+use crate::log::{batch_len, Log, Stored, TopicPartition};
 
 /// Where partitions are kept, and which need an fsync.
 pub struct Store {
+    /// The data directory.
     dir: PathBuf,
-    dirty: Mutex<HashSet<(String, i32)>>,
+    /// Partitions appended to since their last fsync.
+    dirty: Mutex<HashSet<TopicPartition>>,
+    /// Wakes the group commit.
     wake: tokio::sync::Notify,
 }
 
-/// The logs of a recovered topic.
-type Recovered = HashMap<String, Vec<Log>>;
+/// The logs of the recovered topics, by name.
+pub type Recovered = HashMap<String, Vec<Log>>;
+
+/// A file or directory of the store that could not be used.
+#[derive(Debug)]
+pub struct OpenError {
+    /// What was being done ("create the data directory", "read", ...).
+    pub action: &'static str,
+    /// The path it was done to.
+    pub path: PathBuf,
+    /// Why it failed.
+    pub source: std::io::Error,
+}
+
+impl std::fmt::Display for OpenError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "cannot {} {}: {}",
+            self.action,
+            self.path.display(),
+            self.source
+        )
+    }
+}
+
+impl std::error::Error for OpenError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.source)
+    }
+}
+
+/// Attaches what was done, and to which path, to an I/O result.
+trait Context<T> {
+    fn doing(self, action: &'static str, path: &Path) -> Result<T, OpenError>;
+}
+
+impl<T> Context<T> for std::io::Result<T> {
+    fn doing(self, action: &'static str, path: &Path) -> Result<T, OpenError> {
+        self.map_err(|source| OpenError {
+            action,
+            path: path.to_path_buf(),
+            source,
+        })
+    }
+}
 
 impl Store {
     /// Opens `dir` (creating it) and reads back every partition in it.
-    pub fn open(dir: PathBuf) -> std::io::Result<(Store, Recovered)> {
-        fs::create_dir_all(&dir)?;
+    ///
+    /// # Errors
+    ///
+    /// [`OpenError`] naming the directory or file that could not be created,
+    /// listed, read or truncated.
+    pub fn open(dir: PathBuf) -> Result<(Store, Recovered), OpenError> {
+        fs::create_dir_all(&dir).doing("create the data directory", &dir)?;
         let mut topics = HashMap::new();
-        for entry in fs::read_dir(&dir)? {
-            let entry = entry?;
-            if !entry.file_type()?.is_dir() {
+        for entry in fs::read_dir(&dir).doing("list the data directory", &dir)? {
+            let entry = entry.doing("list the data directory", &dir)?;
+            let path = entry.path();
+            if !entry.file_type().doing("inspect", &path)?.is_dir() {
                 continue;
             }
             let name = entry.file_name().to_string_lossy().into_owned();
             let mut logs: Vec<(usize, Log)> = Vec::new();
-            for file in fs::read_dir(entry.path())? {
-                let path = file?.path();
-                let index = path
+            for file in fs::read_dir(&path).doing("list the topic directory", &path)? {
+                let file = file.doing("list the topic directory", &path)?.path();
+                let index = file
                     .file_stem()
                     .and_then(|s| s.to_str())
                     .and_then(|s| s.parse::<usize>().ok());
                 if let (Some(index), Some("log")) =
-                    (index, path.extension().and_then(|e| e.to_str()))
+                    (index, file.extension().and_then(|e| e.to_str()))
                 {
-                    logs.push((index, recover(&path)?));
+                    logs.push((index, recover(&file)?));
                 }
             }
             logs.sort_by_key(|(i, _)| *i);
@@ -60,7 +114,7 @@ impl Store {
             for i in 0..count {
                 match by_index.remove(&i) {
                     Some(log) => all.push(log),
-                    None => all.push(open_log(&entry.path().join(format!("{i}.log")))?),
+                    None => all.push(open_log(&path.join(format!("{i}.log")))?),
                 }
             }
             if !all.is_empty() {
@@ -76,24 +130,32 @@ impl Store {
     }
 
     /// Creates the files of a new topic.
-    pub fn create(&self, topic: &str, partitions: i32) -> std::io::Result<Vec<Log>> {
+    ///
+    /// # Errors
+    ///
+    /// [`OpenError`] naming the directory or file that could not be made.
+    pub fn create(&self, topic: &str, partitions: i32) -> Result<Vec<Log>, OpenError> {
         let dir = self.dir.join(topic);
-        fs::create_dir_all(&dir)?;
+        fs::create_dir_all(&dir).doing("create the topic directory", &dir)?;
         (0..partitions)
             .map(|i| open_log(&dir.join(format!("{i}.log"))))
             .collect()
     }
 
     /// A partition was appended to: the next group commit covers it.
-    pub fn dirty(&self, topic: &str, partition: i32) {
-        self.dirty.lock().insert((topic.to_string(), partition));
+    pub fn dirty(&self, at: &TopicPartition) {
+        self.dirty.lock().insert(at.clone());
         self.wake.notify_one();
     }
 }
 
 /// An empty log on a fresh (or truncated) file at `path`.
-fn open_log(path: &PathBuf) -> std::io::Result<Log> {
-    let file = OpenOptions::new().create(true).append(true).open(path)?;
+fn open_log(path: &Path) -> Result<Log, OpenError> {
+    let file = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .doing("open", path)?;
     Ok(Log {
         file: Some(file),
         ..Log::default()
@@ -102,37 +164,37 @@ fn open_log(path: &PathBuf) -> std::io::Result<Log> {
 
 /// Reads a partition's file back; a batch cut short (a crash mid-write) and
 /// anything after it are cut off the file.
-fn recover(path: &PathBuf) -> std::io::Result<Log> {
+fn recover(path: &Path) -> Result<Log, OpenError> {
     let mut bytes = Vec::new();
-    File::open(path)?.read_to_end(&mut bytes)?;
+    File::open(path)
+        .and_then(|mut f| f.read_to_end(&mut bytes))
+        .doing("read", path)?;
+    let bytes = Bytes::from(bytes);
     let mut batches = Vec::new();
     let mut at = 0usize;
     let mut next = 0i64;
-    while bytes.len() - at >= 61 {
-        let length = i32::from_be_bytes(bytes[at + 8..at + 12].try_into().expect("4 bytes"));
-        let Ok(length) = usize::try_from(length) else {
-            break;
-        };
-        let total = 12 + length;
-        if total < 61 || at + total > bytes.len() || bytes[at + 16] != 2 {
-            break;
-        }
-        let batch = Bytes::copy_from_slice(&bytes[at..at + total]);
-        let base = i64::from_be_bytes(batch[..8].try_into().expect("8 bytes"));
+    while let Some(total) = batch_len(&bytes[at..]) {
+        let batch = bytes.slice(at..at + total);
+        let base = i64::from_be_bytes(batch[..8].try_into().expect("a whole header"));
         if base != next {
             break;
         }
-        next = base + last_delta(&batch) + 1;
-        batches.push((base, batch));
+        let stored = Stored { base, bytes: batch };
+        next = stored.last_offset() + 1;
+        batches.push(stored);
         at += total;
     }
     if at < bytes.len() {
         OpenOptions::new()
             .write(true)
-            .open(path)?
-            .set_len(at as u64)?;
+            .open(path)
+            .and_then(|f| f.set_len(at as u64))
+            .doing("truncate the torn tail of", path)?;
     }
-    let file = OpenOptions::new().append(true).open(path)?;
+    let file = OpenOptions::new()
+        .append(true)
+        .open(path)
+        .doing("open", path)?;
     Ok(Log {
         batches,
         next,
@@ -149,10 +211,10 @@ pub async fn group_commit(broker: Arc<Broker>) {
     };
     loop {
         store.wake.notified().await;
-        let dirty: Vec<(String, i32)> = store.dirty.lock().drain().collect();
-        for (topic, partition) in dirty {
+        let dirty: Vec<TopicPartition> = store.dirty.lock().drain().collect();
+        for at in dirty {
             // What is written now is what this fsync covers.
-            let target = broker.with_log(&topic, partition, |log| {
+            let target = broker.with_log(&at.topic, at.partition, |log| {
                 let file = log.file.as_ref().and_then(|f| f.try_clone().ok());
                 (file, log.next)
             });
@@ -161,14 +223,14 @@ pub async fn group_commit(broker: Arc<Broker>) {
             };
             let synced = tokio::task::spawn_blocking(move || file.sync_data()).await;
             if matches!(synced, Ok(Ok(()))) {
-                broker.with_log(&topic, partition, |log| {
+                broker.with_log(&at.topic, at.partition, |log| {
                     log.durable = log.durable.max(covered);
                 });
-                let _ = broker.produces.check_and_complete(&(topic, partition));
+                let _ = broker.produces.check_and_complete(&at);
             } else {
                 // Try again at the next commit; the produces wait (or time
                 // out, answered REQUEST_TIMED_OUT).
-                store.dirty(&topic, partition);
+                store.dirty(&at);
             }
         }
     }

@@ -18,27 +18,54 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use bytes::Bytes;
+use kafka_protocol::ResponseError;
 use parking_lot::Mutex;
-use purgatorio::{Completion, DelayedOperation, KeyedTimer, Parked, Purgatory, Timer};
+use purgatorio::{BuildError, Completion, DelayedOperation, KeyedTimer, Parked, Purgatory, Timer};
 
-/// Kafka's error codes for groups.
-pub mod code {
-    pub const ILLEGAL_GENERATION: i16 = 22;
-    pub const INCONSISTENT_GROUP_PROTOCOL: i16 = 23;
-    pub const UNKNOWN_MEMBER_ID: i16 = 25;
-    pub const INVALID_SESSION_TIMEOUT: i16 = 26;
-    pub const REBALANCE_IN_PROGRESS: i16 = 27;
-    pub const COORDINATOR_NOT_AVAILABLE: i16 = 15;
+use crate::log::TopicPartition;
+
+/// The shortest session timeout accepted (Kafka's
+/// `group.min.session.timeout.ms` is 6 s; clients in tests use less).
+const MIN_SESSION: Duration = Duration::from_millis(1);
+
+/// The longest session timeout accepted (Kafka's
+/// `group.max.session.timeout.ms`, 30 minutes).
+const MAX_SESSION: Duration = Duration::from_secs(1800);
+
+/// A sync's wait when its member is gone (Kafka's default rebalance
+/// timeout).
+const DEFAULT_REBALANCE: Duration = Duration::from_secs(30);
+
+/// A partition assignment protocol a member offers, with its metadata.
+#[derive(Clone, Debug)]
+pub struct Protocol {
+    /// The protocol's name ("range", "roundrobin", ...).
+    pub name: String,
+    /// The member's metadata for it (its subscription).
+    pub metadata: Bytes,
+}
+
+/// A member's metadata for the chosen protocol, as the leader sees it.
+#[derive(Clone, Debug)]
+pub struct MemberMetadata {
+    /// The member's id.
+    pub member_id: String,
+    /// Its metadata for the group's protocol.
+    pub metadata: Bytes,
 }
 
 /// A member of a group.
 #[derive(Clone)]
 struct Member {
-    protocols: Vec<(String, Bytes)>,
+    /// The protocols it offers, in its order of preference.
+    protocols: Vec<Protocol>,
+    /// Its session timeout.
     session: Duration,
+    /// Its rebalance timeout.
     rebalance: Duration,
     /// Whether it (re)joined the rebalance under way.
     joined: bool,
+    /// Its assignment in the current generation, once the leader sent it.
     assignment: Option<Bytes>,
 }
 
@@ -54,27 +81,100 @@ enum Phase {
 }
 
 /// What a JoinGroup learns when its rebalance completes.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct Joined {
-    pub error: i16,
+    /// Why the member is not in the group, if it is not.
+    pub error: Option<ResponseError>,
+    /// The generation it joined.
     pub generation: i32,
+    /// The protocol chosen.
     pub protocol: String,
+    /// The leader's member id.
     pub leader: String,
+    /// The member's id (assigned by the coordinator on a first join).
     pub member_id: String,
     /// The members and their metadata, for the leader only.
-    pub members: Vec<(String, Bytes)>,
+    pub members: Vec<MemberMetadata>,
+}
+
+/// A JoinGroup, as the coordinator needs it.
+#[derive(Clone, Debug)]
+pub struct Join {
+    /// The group.
+    pub group_id: String,
+    /// The member's id, empty on its first join.
+    pub member_id: String,
+    /// The protocol type ("consumer").
+    pub protocol_type: String,
+    /// The protocols it offers, in its order of preference.
+    pub protocols: Vec<Protocol>,
+    /// Its session timeout.
+    pub session: Duration,
+    /// Its rebalance timeout.
+    pub rebalance: Duration,
+}
+
+/// A JoinGroup's outcome.
+pub enum Joining {
+    /// The rebalance completed with this join.
+    Done(Joined),
+    /// The join waits for the other members (or the rebalance timeout);
+    /// then [`Coordinator::joined`] answers it.
+    Waiting {
+        /// Where the member stands meanwhile.
+        joined: Joined,
+        /// The wait.
+        parked: Parked<GroupWait>,
+    },
+}
+
+/// A SyncGroup's outcome.
+pub enum Syncing {
+    /// The member's assignment.
+    Assigned(Bytes),
+    /// The member waits for the leader's assignment; then
+    /// [`Coordinator::synced`] answers it.
+    Waiting(Parked<GroupWait>),
+}
+
+/// A committed offset of a group.
+#[derive(Clone, Debug)]
+pub struct Committed {
+    /// The topic.
+    pub topic: String,
+    /// The partition.
+    pub partition: i32,
+    /// The offset committed.
+    pub offset: i64,
+}
+
+/// The group purgatory's figures.
+#[derive(Clone, Copy, Debug)]
+pub struct GroupFigures {
+    /// Joins and syncs waiting now.
+    pub parked: usize,
+    /// Waits completed by their group.
+    pub satisfied: u64,
+    /// Waits that reached their deadline.
+    pub expired: u64,
 }
 
 /// One group's state.
 struct Group {
+    /// Where it is in its rebalance.
     phase: Phase,
+    /// Its generation, bumped by every completed rebalance.
     generation: i32,
+    /// The members' protocol type ("consumer").
     protocol_type: String,
+    /// The protocol chosen at the last rebalance.
     protocol: String,
+    /// The leader's member id.
     leader: String,
+    /// Its members, by id.
     members: BTreeMap<String, Member>,
-    /// Committed offsets: (topic, partition) → offset.
-    offsets: HashMap<(String, i32), i64>,
+    /// Committed offsets.
+    offsets: HashMap<TopicPartition, i64>,
 }
 
 impl Group {
@@ -116,11 +216,11 @@ impl Group {
         let first = &self.members[&leader].protocols;
         self.protocol = first
             .iter()
-            .map(|(name, _)| name.clone())
+            .map(|p| p.name.clone())
             .find(|name| {
                 self.members
                     .values()
-                    .all(|m| m.protocols.iter().any(|(n, _)| n == name))
+                    .all(|m| m.protocols.iter().any(|p| p.name == *name))
             })
             .unwrap_or_default();
         self.leader = leader;
@@ -131,21 +231,21 @@ impl Group {
         let members = if member_id == self.leader {
             self.members
                 .iter()
-                .map(|(id, m)| {
-                    let metadata = m
+                .map(|(id, m)| MemberMetadata {
+                    member_id: id.clone(),
+                    metadata: m
                         .protocols
                         .iter()
-                        .find(|(n, _)| *n == self.protocol)
-                        .map(|(_, md)| md.clone())
-                        .unwrap_or_default();
-                    (id.clone(), metadata)
+                        .find(|p| p.name == self.protocol)
+                        .map(|p| p.metadata.clone())
+                        .unwrap_or_default(),
                 })
                 .collect()
         } else {
             Vec::new()
         };
         Joined {
-            error: 0,
+            error: None,
             generation: self.generation,
             protocol: self.protocol.clone(),
             leader: self.leader.clone(),
@@ -157,11 +257,14 @@ impl Group {
 
 /// A JoinGroup or SyncGroup waiting on its group.
 pub struct GroupWait {
+    /// The group.
     group: Arc<Mutex<Group>>,
     /// For a join: the generation it waits to pass. For a sync: the
     /// generation whose assignment it waits for.
     generation: i32,
+    /// For a sync: the member whose assignment it waits for.
     sync_of: Option<String>,
+    /// Its deadline: the rebalance timeout.
     delay: Duration,
 }
 
@@ -187,34 +290,59 @@ impl DelayedOperation for GroupWait {
 
 /// The coordinator of every group.
 pub struct Coordinator {
+    /// The groups, by id.
     groups: Mutex<HashMap<String, Arc<Mutex<Group>>>>,
+    /// Joins and syncs waiting, keyed by group id.
     waits: Purgatory<String, GroupWait>,
-    sessions: KeyedTimer<(String, String), ()>,
+    /// Members' sessions.
+    sessions: KeyedTimer<SessionKey, ()>,
+    /// The number in the next member id assigned.
     next_member: AtomicU64,
+}
+
+/// A member's session: its group and member id.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct SessionKey {
+    /// The group.
+    group: String,
+    /// The member.
+    member: String,
+}
+
+impl SessionKey {
+    fn new(group: &str, member: &str) -> SessionKey {
+        SessionKey {
+            group: group.to_string(),
+            member: member.to_string(),
+        }
+    }
 }
 
 impl Coordinator {
     /// A coordinator on `timer`.
-    pub fn new(timer: &Timer) -> Arc<Coordinator> {
-        Arc::new_cyclic(|me: &Weak<Coordinator>| {
+    ///
+    /// # Errors
+    ///
+    /// The [`BuildError`] of its purgatory.
+    pub fn new(timer: &Timer) -> Result<Arc<Coordinator>, BuildError> {
+        let waits = Purgatory::builder()
+            .name("group")
+            .shared_timer(timer)
+            .build()?;
+        Ok(Arc::new_cyclic(|me: &Weak<Coordinator>| {
             let me = me.clone();
-            let sessions =
-                KeyedTimer::on_timer(timer, move |(group, member): (String, String), ()| {
-                    if let Some(coordinator) = me.upgrade() {
-                        coordinator.expire(&group, &member);
-                    }
-                });
+            let sessions = KeyedTimer::on_timer(timer, move |key: SessionKey, ()| {
+                if let Some(coordinator) = me.upgrade() {
+                    coordinator.expire(&key.group, &key.member);
+                }
+            });
             Coordinator {
                 groups: Mutex::default(),
-                waits: Purgatory::builder()
-                    .name("group")
-                    .shared_timer(timer)
-                    .build()
-                    .expect("group purgatory"),
+                waits,
                 sessions,
                 next_member: AtomicU64::new(1),
             }
-        })
+        }))
     }
 
     fn group(&self, id: &str) -> Arc<Mutex<Group>> {
@@ -241,25 +369,30 @@ impl Coordinator {
 
     /// Resets `member`'s session.
     fn touch(&self, group_id: &str, member: &str, session: Duration) {
-        let key = (group_id.to_string(), member.to_string());
+        let key = SessionKey::new(group_id, member);
         if !self.sessions.reset(&key, session) {
             let _ = self.sessions.set(key, (), session);
         }
     }
 
-    /// JoinGroup: returns the answer now, or a parked wait to await first.
-    #[allow(clippy::too_many_arguments)]
-    pub fn join(
-        &self,
-        group_id: &str,
-        member_id: &str,
-        protocol_type: &str,
-        protocols: Vec<(String, Bytes)>,
-        session: Duration,
-        rebalance: Duration,
-    ) -> Result<(Joined, Option<Parked<GroupWait>>), i16> {
-        if session < Duration::from_millis(1) || session > Duration::from_secs(1800) {
-            return Err(code::INVALID_SESSION_TIMEOUT);
+    /// JoinGroup: the answer now, or a parked wait to await first.
+    ///
+    /// # Errors
+    ///
+    /// INVALID_SESSION_TIMEOUT, INCONSISTENT_GROUP_PROTOCOL, or
+    /// COORDINATOR_NOT_AVAILABLE when the purgatory is shut down.
+    pub fn join(&self, join: Join) -> Result<Joining, ResponseError> {
+        let Join {
+            group_id,
+            member_id,
+            protocol_type,
+            protocols,
+            session,
+            rebalance,
+        } = join;
+        let (group_id, member_id) = (group_id.as_str(), member_id.as_str());
+        if !(MIN_SESSION..=MAX_SESSION).contains(&session) {
+            return Err(ResponseError::InvalidSessionTimeout);
         }
         let group = self.group(group_id);
         let member_id = if member_id.is_empty() {
@@ -273,9 +406,9 @@ impl Coordinator {
         let (waiting_generation, complete_now) = {
             let mut g = group.lock();
             if !g.members.is_empty() && g.protocol_type != protocol_type {
-                return Err(code::INCONSISTENT_GROUP_PROTOCOL);
+                return Err(ResponseError::InconsistentGroupProtocol);
             }
-            g.protocol_type = protocol_type.to_string();
+            g.protocol_type = protocol_type;
             if !g.members.contains_key(&member_id) || g.phase != Phase::Joining {
                 // A new member, or a rejoin of a settled group: rebalance.
                 if g.phase != Phase::Joining {
@@ -303,7 +436,7 @@ impl Coordinator {
         self.touch(group_id, &member_id, session);
         if complete_now {
             let _ = self.waits.check_and_complete(group_id);
-            return Ok((group.lock().joined(&member_id), None));
+            return Ok(Joining::Done(group.lock().joined(&member_id)));
         }
         let wait = GroupWait {
             group: Arc::clone(&group),
@@ -314,16 +447,16 @@ impl Coordinator {
         let parked = self
             .waits
             .park(wait, [group_id.to_string()])
-            .map_err(|_| code::COORDINATOR_NOT_AVAILABLE)?;
+            .map_err(|_| ResponseError::CoordinatorNotAvailable)?;
         let joined = Joined {
-            error: 0,
+            error: None,
             generation: waiting_generation,
             protocol: String::new(),
             leader: String::new(),
             member_id,
             members: Vec::new(),
         };
-        Ok((joined, Some(parked)))
+        Ok(Joining::Waiting { joined, parked })
     }
 
     /// After a parked join resolved: completes the rebalance if its timeout
@@ -348,7 +481,7 @@ impl Coordinator {
         let g = group.lock();
         if !g.members.contains_key(&waited.member_id) {
             let mut gone = waited.clone();
-            gone.error = code::UNKNOWN_MEMBER_ID;
+            gone.error = Some(ResponseError::UnknownMemberId);
             return gone;
         }
         g.joined(&waited.member_id)
@@ -356,30 +489,35 @@ impl Coordinator {
 
     /// SyncGroup: the leader's assignments are stored; a member's own is
     /// returned now, or a parked wait for it.
+    ///
+    /// # Errors
+    ///
+    /// UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS, or
+    /// COORDINATOR_NOT_AVAILABLE when the purgatory is shut down.
     pub fn sync(
         &self,
         group_id: &str,
         member_id: &str,
         generation: i32,
-        assignments: Vec<(String, Bytes)>,
-    ) -> Result<Result<Bytes, Parked<GroupWait>>, i16> {
+        assignments: Vec<MemberMetadata>,
+    ) -> Result<Syncing, ResponseError> {
         let group = self.group(group_id);
         let session = {
             let mut g = group.lock();
             let Some(member) = g.members.get(member_id) else {
-                return Err(code::UNKNOWN_MEMBER_ID);
+                return Err(ResponseError::UnknownMemberId);
             };
             let session = member.session;
             if g.generation != generation {
-                return Err(code::ILLEGAL_GENERATION);
+                return Err(ResponseError::IllegalGeneration);
             }
             if g.phase == Phase::Joining {
-                return Err(code::REBALANCE_IN_PROGRESS);
+                return Err(ResponseError::RebalanceInProgress);
             }
             if member_id == g.leader && g.phase == Phase::Syncing {
-                for (id, assignment) in assignments {
-                    if let Some(m) = g.members.get_mut(&id) {
-                        m.assignment = Some(assignment);
+                for assignment in assignments {
+                    if let Some(m) = g.members.get_mut(&assignment.member_id) {
+                        m.assignment = Some(assignment.metadata);
                     }
                 }
                 for m in g.members.values_mut() {
@@ -397,13 +535,13 @@ impl Coordinator {
             .get(member_id)
             .and_then(|m| m.assignment.clone())
         {
-            return Ok(Ok(assignment));
+            return Ok(Syncing::Assigned(assignment));
         }
         let rebalance = group
             .lock()
             .members
             .get(member_id)
-            .map_or(Duration::from_secs(30), |m| m.rebalance);
+            .map_or(DEFAULT_REBALANCE, |m| m.rebalance);
         let wait = GroupWait {
             group,
             generation,
@@ -412,95 +550,123 @@ impl Coordinator {
         };
         self.waits
             .park(wait, [group_id.to_string()])
-            .map(Err)
-            .map_err(|_| code::COORDINATOR_NOT_AVAILABLE)
+            .map(Syncing::Waiting)
+            .map_err(|_| ResponseError::CoordinatorNotAvailable)
     }
 
-    /// After a parked sync resolved: the member's assignment, or why not.
-    pub fn synced(&self, group_id: &str, member_id: &str, generation: i32) -> Result<Bytes, i16> {
+    /// After a parked sync resolved: the member's assignment.
+    ///
+    /// # Errors
+    ///
+    /// REBALANCE_IN_PROGRESS or UNKNOWN_MEMBER_ID.
+    pub fn synced(
+        &self,
+        group_id: &str,
+        member_id: &str,
+        generation: i32,
+    ) -> Result<Bytes, ResponseError> {
         let group = self.group(group_id);
         let g = group.lock();
         if g.generation != generation {
-            return Err(code::REBALANCE_IN_PROGRESS);
+            return Err(ResponseError::RebalanceInProgress);
         }
         match g.members.get(member_id) {
-            None => Err(code::UNKNOWN_MEMBER_ID),
-            Some(m) => m.assignment.clone().ok_or(code::REBALANCE_IN_PROGRESS),
+            None => Err(ResponseError::UnknownMemberId),
+            Some(m) => m
+                .assignment
+                .clone()
+                .ok_or(ResponseError::RebalanceInProgress),
         }
     }
 
-    /// Heartbeat: resets the session; tells a member to rejoin when a
-    /// rebalance is under way.
-    pub fn heartbeat(&self, group_id: &str, member_id: &str, generation: i32) -> i16 {
+    /// Heartbeat: resets the session.
+    ///
+    /// # Errors
+    ///
+    /// UNKNOWN_MEMBER_ID; REBALANCE_IN_PROGRESS (rejoin) when a rebalance
+    /// is under way; ILLEGAL_GENERATION.
+    pub fn heartbeat(
+        &self,
+        group_id: &str,
+        member_id: &str,
+        generation: i32,
+    ) -> Result<(), ResponseError> {
         let group = self.group(group_id);
-        let (error, session) = {
+        let (answer, session) = {
             let g = group.lock();
             match g.members.get(member_id) {
-                None => (code::UNKNOWN_MEMBER_ID, None),
+                None => (Err(ResponseError::UnknownMemberId), None),
                 Some(m) if g.phase == Phase::Joining => {
-                    (code::REBALANCE_IN_PROGRESS, Some(m.session))
+                    (Err(ResponseError::RebalanceInProgress), Some(m.session))
                 }
                 Some(m) if g.generation != generation => {
-                    (code::ILLEGAL_GENERATION, Some(m.session))
+                    (Err(ResponseError::IllegalGeneration), Some(m.session))
                 }
-                Some(m) => (0, Some(m.session)),
+                Some(m) => (Ok(()), Some(m.session)),
             }
         };
         if let Some(session) = session {
             self.touch(group_id, member_id, session);
         }
-        error
+        answer
     }
 
     /// LeaveGroup: the member goes at once; the others rebalance.
-    pub fn leave(&self, group_id: &str, member_id: &str) -> i16 {
-        let _ = self
-            .sessions
-            .remove(&(group_id.to_string(), member_id.to_string()));
+    ///
+    /// # Errors
+    ///
+    /// UNKNOWN_MEMBER_ID.
+    pub fn leave(&self, group_id: &str, member_id: &str) -> Result<(), ResponseError> {
+        let _ = self.sessions.remove(&SessionKey::new(group_id, member_id));
         let group = self.group(group_id);
         {
             let mut g = group.lock();
             if g.members.remove(member_id).is_none() {
-                return code::UNKNOWN_MEMBER_ID;
+                return Err(ResponseError::UnknownMemberId);
             }
             g.start_rebalance();
         }
         let _ = self.waits.check_and_complete(group_id);
-        0
+        Ok(())
     }
 
     /// OffsetCommit of one partition.
-    pub fn commit(&self, group_id: &str, topic: &str, partition: i32, offset: i64) {
-        self.group(group_id)
-            .lock()
-            .offsets
-            .insert((topic.to_string(), partition), offset);
+    pub fn commit(&self, group_id: &str, at: TopicPartition, offset: i64) {
+        self.group(group_id).lock().offsets.insert(at, offset);
     }
 
     /// The committed offset of a partition, or -1.
-    pub fn committed(&self, group_id: &str, topic: &str, partition: i32) -> i64 {
+    pub fn committed(&self, group_id: &str, at: &TopicPartition) -> i64 {
         self.group(group_id)
             .lock()
             .offsets
-            .get(&(topic.to_string(), partition))
+            .get(at)
             .copied()
             .unwrap_or(-1)
     }
 
-    /// Every committed (topic, partition, offset) of a group.
-    pub fn all_committed(&self, group_id: &str) -> Vec<(String, i32, i64)> {
+    /// Every committed offset of a group.
+    pub fn all_committed(&self, group_id: &str) -> Vec<Committed> {
         self.group(group_id)
             .lock()
             .offsets
             .iter()
-            .map(|((t, p), o)| (t.clone(), *p, *o))
+            .map(|(at, offset)| Committed {
+                topic: at.topic.clone(),
+                partition: at.partition,
+                offset: *offset,
+            })
             .collect()
     }
 
-    /// Groups' purgatory figures: (parked, satisfied, expired).
-    pub fn figures(&self) -> (usize, u64, u64) {
+    /// The group purgatory's figures.
+    pub fn figures(&self) -> GroupFigures {
         let m = self.waits.metrics();
-        (self.waits.delayed(), m.satisfied, m.expired)
+        GroupFigures {
+            parked: self.waits.delayed(),
+            satisfied: m.satisfied,
+            expired: m.expired,
+        }
     }
 
     /// Members whose session expired so far.

@@ -1,0 +1,173 @@
+//! Fetch and ListOffsets: reading the logs. A fetch without `min_bytes`
+//! waits in the fetch purgatory, keyed by its partitions, until a produce
+//! completes it or `max_wait_ms` passes (never earlier); a client that goes
+//! away cancels it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{BufMut, BytesMut};
+use kafka_protocol::messages::{
+    fetch_response, list_offsets_response, FetchRequest, FetchResponse, ListOffsetsRequest,
+    ListOffsetsResponse,
+};
+use kafka_protocol::ResponseError;
+use purgatorio::{Completion, DelayedOperation};
+
+use super::RequestError;
+use crate::broker::Broker;
+use crate::log::{Position, TopicPartition};
+
+/// ListOffsets' timestamp asking for the high watermark.
+const LATEST: i64 = -1;
+
+/// A fetch waiting until its partitions hold `min_bytes` from its offsets.
+pub struct DelayedFetch {
+    /// The broker, whose logs it reads.
+    broker: Arc<Broker>,
+    /// The partitions and offsets it reads from.
+    wants: Vec<Position>,
+    /// The request's `min_bytes` (at least 1).
+    min_bytes: usize,
+    /// The request's `max_wait_ms`.
+    max_wait: Duration,
+}
+
+impl DelayedFetch {
+    /// Bytes available to it now.
+    fn available(&self) -> usize {
+        self.wants
+            .iter()
+            .map(|want| {
+                self.broker
+                    .with_log(&want.at.topic, want.at.partition, |log| {
+                        log.bytes_from(want.offset)
+                    })
+                    .unwrap_or(0)
+            })
+            .sum()
+    }
+}
+
+impl DelayedOperation for DelayedFetch {
+    fn delay(&self) -> Duration {
+        self.max_wait
+    }
+    fn try_complete(&mut self) -> bool {
+        self.available() >= self.min_bytes
+    }
+    // The connection's task answers once the parked fetch resolves.
+    fn on_complete(&mut self, _: Completion) {}
+}
+
+/// Fetch: waits (unless `max_wait_ms` is 0) until `min_bytes` are there or
+/// `max_wait_ms` passes, then answers with what is there.
+///
+/// # Errors
+///
+/// [`RequestError::ShuttingDown`] if the fetch purgatory refuses the wait.
+pub async fn fetch(
+    broker: &Arc<Broker>,
+    request: FetchRequest,
+) -> Result<FetchResponse, RequestError> {
+    let wants: Vec<Position> = request
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions.iter().map(|p| Position {
+                at: TopicPartition::new(t.topic.to_string(), p.partition),
+                offset: p.fetch_offset,
+            })
+        })
+        .collect();
+    if !wants.is_empty() && request.max_wait_ms > 0 {
+        let keys: Vec<TopicPartition> = wants.iter().map(|w| w.at.clone()).collect();
+        let wait = DelayedFetch {
+            broker: Arc::clone(broker),
+            wants,
+            min_bytes: usize::try_from(request.min_bytes).unwrap_or(0).max(1),
+            max_wait: Duration::from_millis(u64::try_from(request.max_wait_ms).unwrap_or(0)),
+        };
+        // Dropped (the client went away), it cancels the wait.
+        let parked = broker
+            .fetches
+            .park(wait, &keys)
+            .map_err(|_| RequestError::ShuttingDown)?
+            .cancel_on_drop();
+        let _ = parked.await;
+    }
+    Ok(response(broker, &request))
+}
+
+/// The answer to a fetch: each partition's batches from its offset, at
+/// least one batch even over the limits (as Kafka does).
+fn response(broker: &Broker, request: &FetchRequest) -> FetchResponse {
+    let mut response = FetchResponse::default();
+    let mut budget = usize::try_from(request.max_bytes).unwrap_or(usize::MAX);
+    for topic in &request.topics {
+        let mut t = fetch_response::FetchableTopicResponse::default();
+        t.topic = topic.topic.clone();
+        for partition in &topic.partitions {
+            let mut p = fetch_response::PartitionData::default();
+            p.partition_index = partition.partition;
+            let limit = usize::try_from(partition.partition_max_bytes)
+                .unwrap_or(0)
+                .min(budget);
+            let found = broker.with_log(&topic.topic, partition.partition, |log| {
+                p.high_watermark = log.next;
+                p.last_stable_offset = log.next;
+                p.log_start_offset = 0;
+                if partition.fetch_offset > log.next || partition.fetch_offset < 0 {
+                    p.error_code = ResponseError::OffsetOutOfRange.code();
+                    return;
+                }
+                let start = log.first_batch_from(partition.fetch_offset);
+                let mut records = BytesMut::new();
+                for batch in &log.batches[start..] {
+                    if !records.is_empty() && records.len() + batch.bytes.len() > limit {
+                        break;
+                    }
+                    records.put_slice(&batch.bytes);
+                }
+                budget = budget.saturating_sub(records.len());
+                p.records = Some(records.freeze());
+            });
+            if found.is_none() {
+                p.error_code = ResponseError::UnknownTopicOrPartition.code();
+            }
+            t.partitions.push(p);
+        }
+        response.responses.push(t);
+    }
+    response
+}
+
+/// ListOffsets: latest (-1) is the high watermark; earliest (-2), and any
+/// timestamp (no index by time is kept), is the log start.
+pub fn list_offsets(broker: &Broker, request: &ListOffsetsRequest) -> ListOffsetsResponse {
+    let mut response = ListOffsetsResponse::default();
+    for topic in &request.topics {
+        let mut t = list_offsets_response::ListOffsetsTopicResponse::default();
+        t.name = topic.name.clone();
+        let _ = broker.topic(&topic.name);
+        for partition in &topic.partitions {
+            let mut p = list_offsets_response::ListOffsetsPartitionResponse::default();
+            p.partition_index = partition.partition_index;
+            p.timestamp = -1;
+            let found = broker.with_log(&topic.name, partition.partition_index, |log| {
+                if partition.timestamp == LATEST {
+                    log.next
+                } else {
+                    0
+                }
+            });
+            match found {
+                Some(offset) => p.offset = offset,
+                None => p.error_code = ResponseError::UnknownTopicOrPartition.code(),
+            }
+            t.partitions.push(p);
+        }
+        response.topics.push(t);
+    }
+    response
+}

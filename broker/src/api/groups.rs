@@ -1,0 +1,215 @@
+//! The group requests; this broker coordinates every group
+//! ([`crate::coordinator`]). JoinGroup and SyncGroup wait in the group
+//! purgatory; dropped (the client went away), the wait is left to its
+//! deadline.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use kafka_protocol::messages::{
+    join_group_response, offset_commit_response, offset_fetch_response, FindCoordinatorResponse,
+    HeartbeatRequest, HeartbeatResponse, JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest,
+    LeaveGroupResponse, OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest,
+    OffsetFetchResponse, SyncGroupRequest, SyncGroupResponse, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use super::metadata::NODE;
+use super::{code, str_bytes};
+use crate::broker::Broker;
+use crate::coordinator::{Join, Joined, Joining, MemberMetadata, Protocol, Syncing};
+use crate::log::TopicPartition;
+
+/// FindCoordinator: this broker (served up to v3, where the coordinator is
+/// in the top-level fields).
+pub fn find_coordinator(broker: &Broker) -> FindCoordinatorResponse {
+    let mut response = FindCoordinatorResponse::default();
+    response.node_id = NODE;
+    response.host = str_bytes(&broker.addr.ip().to_string());
+    response.port = i32::from(broker.addr.port());
+    response
+}
+
+/// JoinGroup: answered once the rebalance completes (every known member
+/// rejoined, or the rebalance timeout passed).
+pub async fn join_group(broker: &Broker, request: JoinGroupRequest) -> JoinGroupResponse {
+    let session = Duration::from_millis(u64::try_from(request.session_timeout_ms).unwrap_or(0));
+    // v0 has no rebalance timeout: the session timeout serves.
+    let rebalance = match u64::try_from(request.rebalance_timeout_ms) {
+        Ok(ms) if ms > 0 => Duration::from_millis(ms),
+        _ => session,
+    };
+    let join = Join {
+        group_id: request.group_id.to_string(),
+        member_id: request.member_id.to_string(),
+        protocol_type: request.protocol_type.to_string(),
+        protocols: request
+            .protocols
+            .iter()
+            .map(|p| Protocol {
+                name: p.name.to_string(),
+                metadata: p.metadata.clone(),
+            })
+            .collect(),
+        session,
+        rebalance,
+    };
+    let group_id = join.group_id.clone();
+    match broker.groups.join(join) {
+        Ok(Joining::Done(joined)) => join_response(&joined),
+        Ok(Joining::Waiting { joined, parked }) => {
+            let completion = parked.await;
+            join_response(&broker.groups.joined(&group_id, &joined, completion))
+        }
+        Err(error) => {
+            let mut response = JoinGroupResponse::default();
+            response.error_code = error.code();
+            response.generation_id = -1;
+            response.member_id = request.member_id;
+            response
+        }
+    }
+}
+
+/// The JoinGroup answer of `joined`.
+fn join_response(joined: &Joined) -> JoinGroupResponse {
+    let mut r = JoinGroupResponse::default();
+    r.error_code = code(joined.error);
+    r.generation_id = joined.generation;
+    r.protocol_name = Some(str_bytes(&joined.protocol));
+    r.leader = str_bytes(&joined.leader);
+    r.member_id = str_bytes(&joined.member_id);
+    r.members = joined
+        .members
+        .iter()
+        .map(|member| {
+            let mut m = join_group_response::JoinGroupResponseMember::default();
+            m.member_id = str_bytes(&member.member_id);
+            m.metadata = member.metadata.clone();
+            m
+        })
+        .collect();
+    r
+}
+
+/// SyncGroup: the leader's assignments are stored; a follower's answer
+/// waits for them.
+pub async fn sync_group(broker: &Broker, request: SyncGroupRequest) -> SyncGroupResponse {
+    let assignments = request
+        .assignments
+        .iter()
+        .map(|a| MemberMetadata {
+            member_id: a.member_id.to_string(),
+            metadata: a.assignment.clone(),
+        })
+        .collect();
+    let (group, member) = (request.group_id.as_str(), request.member_id.as_str());
+    let assigned = match broker
+        .groups
+        .sync(group, member, request.generation_id, assignments)
+    {
+        Ok(Syncing::Assigned(assignment)) => Ok(assignment),
+        Ok(Syncing::Waiting(parked)) => {
+            let _ = parked.await;
+            broker.groups.synced(group, member, request.generation_id)
+        }
+        Err(error) => Err(error),
+    };
+    let mut response = SyncGroupResponse::default();
+    match assigned {
+        Ok(assignment) => response.assignment = assignment,
+        Err(error) => response.error_code = error.code(),
+    }
+    response
+}
+
+/// Heartbeat: resets the member's session.
+pub fn heartbeat(broker: &Broker, request: &HeartbeatRequest) -> HeartbeatResponse {
+    let mut response = HeartbeatResponse::default();
+    response.error_code = code(
+        broker
+            .groups
+            .heartbeat(&request.group_id, &request.member_id, request.generation_id)
+            .err(),
+    );
+    response
+}
+
+/// LeaveGroup: the member goes; the others rebalance.
+pub fn leave_group(broker: &Broker, request: &LeaveGroupRequest) -> LeaveGroupResponse {
+    let mut response = LeaveGroupResponse::default();
+    response.error_code = code(
+        broker
+            .groups
+            .leave(&request.group_id, &request.member_id)
+            .err(),
+    );
+    response
+}
+
+/// OffsetCommit: every partition's offset is kept for the group.
+pub fn offset_commit(broker: &Broker, request: &OffsetCommitRequest) -> OffsetCommitResponse {
+    let mut response = OffsetCommitResponse::default();
+    for topic in &request.topics {
+        let mut t = offset_commit_response::OffsetCommitResponseTopic::default();
+        t.name = topic.name.clone();
+        for p in &topic.partitions {
+            let at = TopicPartition::new(topic.name.to_string(), p.partition_index);
+            broker
+                .groups
+                .commit(&request.group_id, at, p.committed_offset);
+            let mut pr = offset_commit_response::OffsetCommitResponsePartition::default();
+            pr.partition_index = p.partition_index;
+            t.partitions.push(pr);
+        }
+        response.topics.push(t);
+    }
+    response
+}
+
+/// OffsetFetch: the group's committed offsets (-1 where none), of the
+/// partitions asked for or of all.
+pub fn offset_fetch(broker: &Broker, request: &OffsetFetchRequest) -> OffsetFetchResponse {
+    let mut response = OffsetFetchResponse::default();
+    // Per topic, (partition, committed offset or -1).
+    let mut wanted: Vec<(String, Vec<(i32, i64)>)> = Vec::new();
+    match &request.topics {
+        Some(topics) => {
+            for t in topics {
+                let name = t.name.to_string();
+                let offsets = t
+                    .partition_indexes
+                    .iter()
+                    .map(|&p| {
+                        let at = TopicPartition::new(name.clone(), p);
+                        (p, broker.groups.committed(&request.group_id, &at))
+                    })
+                    .collect();
+                wanted.push((name, offsets));
+            }
+        }
+        None => {
+            let mut by_topic: HashMap<String, Vec<(i32, i64)>> = HashMap::new();
+            for committed in broker.groups.all_committed(&request.group_id) {
+                by_topic
+                    .entry(committed.topic)
+                    .or_default()
+                    .push((committed.partition, committed.offset));
+            }
+            wanted.extend(by_topic);
+        }
+    }
+    for (name, offsets) in wanted {
+        let mut t = offset_fetch_response::OffsetFetchResponseTopic::default();
+        t.name = TopicName(str_bytes(&name));
+        for (partition, offset) in offsets {
+            let mut pr = offset_fetch_response::OffsetFetchResponsePartition::default();
+            pr.partition_index = partition;
+            pr.committed_offset = offset;
+            pr.metadata = Some(StrBytes::from_static_str(""));
+            t.partitions.push(pr);
+        }
+        response.topics.push(t);
+    }
+    response
+}

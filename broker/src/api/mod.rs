@@ -1,0 +1,272 @@
+//! The requests served, one module per family and one `async fn` per
+//! request; [`serve`] decodes a frame and dispatches it.
+//!
+//! | module | requests |
+//! |---|---|
+//! | [`metadata`] | ApiVersions, Metadata |
+//! | [`produce`] | Produce (acks 0, 1, -1; -1 waits for the group commit) |
+//! | [`fetch`] | Fetch (waits in the fetch purgatory), ListOffsets |
+//! | [`groups`] | FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch |
+//!
+//! A request's wait is an `.await` inside its own function; the connection
+//! drops the future when the client goes away, which ends the wait.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseKind};
+use kafka_protocol::protocol::{Decodable, StrBytes};
+use kafka_protocol::ResponseError;
+
+use crate::broker::Broker;
+use crate::wire::Answer;
+
+pub mod fetch;
+pub mod groups;
+pub mod metadata;
+pub mod produce;
+
+/// An API and the versions of it served.
+#[derive(Clone, Copy, Debug)]
+pub struct Served {
+    /// The API.
+    pub key: ApiKey,
+    /// The oldest version served.
+    pub min: i16,
+    /// The newest version served.
+    pub max: i16,
+}
+
+impl Served {
+    /// Whether `version` is served.
+    pub fn serves(&self, version: i16) -> bool {
+        (self.min..=self.max).contains(&version)
+    }
+}
+
+/// The versions served, per API: the ones decoded, encoded and tested here.
+pub const SERVED: &[Served] = &[
+    Served {
+        key: ApiKey::Produce,
+        min: 3,
+        max: 9,
+    },
+    Served {
+        key: ApiKey::Fetch,
+        min: 4,
+        max: 12,
+    },
+    Served {
+        key: ApiKey::ListOffsets,
+        min: 1,
+        max: 7,
+    },
+    Served {
+        key: ApiKey::Metadata,
+        min: 0,
+        max: 9,
+    },
+    Served {
+        key: ApiKey::ApiVersions,
+        min: 0,
+        max: 3,
+    },
+    Served {
+        key: ApiKey::FindCoordinator,
+        min: 0,
+        max: 3,
+    },
+    Served {
+        key: ApiKey::JoinGroup,
+        min: 0,
+        max: 5,
+    },
+    Served {
+        key: ApiKey::SyncGroup,
+        min: 0,
+        max: 3,
+    },
+    Served {
+        key: ApiKey::Heartbeat,
+        min: 0,
+        max: 3,
+    },
+    Served {
+        key: ApiKey::LeaveGroup,
+        min: 0,
+        max: 2,
+    },
+    Served {
+        key: ApiKey::OffsetCommit,
+        min: 2,
+        max: 7,
+    },
+    Served {
+        key: ApiKey::OffsetFetch,
+        min: 1,
+        max: 7,
+    },
+];
+
+/// The entry of `key` in [`SERVED`].
+pub fn served(key: ApiKey) -> Option<&'static Served> {
+    SERVED.iter().find(|s| s.key == key)
+}
+
+/// What a request gets back.
+pub enum Reply {
+    /// An answer to send.
+    Answer(Box<Answer>),
+    /// No answer (a produce with acks = 0).
+    Silent,
+}
+
+/// A request that closes its connection (as Kafka closes it).
+#[derive(Debug)]
+pub enum RequestError {
+    /// An API key Kafka does not define, or one not served.
+    UnknownApi(i16),
+    /// A version of a served API that is not served.
+    UnsupportedVersion {
+        /// The API.
+        key: ApiKey,
+        /// The version asked for.
+        version: i16,
+    },
+    /// Bytes that do not decode as the request they claim to be.
+    Malformed {
+        /// The API.
+        key: ApiKey,
+        /// The version.
+        version: i16,
+        /// What the decoder said.
+        reason: String,
+    },
+    /// The broker is shutting down: its purgatories refuse new waits.
+    ShuttingDown,
+}
+
+impl std::fmt::Display for RequestError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RequestError::UnknownApi(key) => write!(f, "api key {key} is not served"),
+            RequestError::UnsupportedVersion { key, version } => {
+                write!(f, "{key:?} v{version} is not served")
+            }
+            RequestError::Malformed {
+                key,
+                version,
+                reason,
+            } => write!(f, "a malformed {key:?} v{version} request: {reason}"),
+            RequestError::ShuttingDown => write!(f, "the broker is shutting down"),
+        }
+    }
+}
+
+impl std::error::Error for RequestError {}
+
+/// A decoded request's header: what its answer needs.
+#[derive(Clone, Copy, Debug)]
+pub struct Header {
+    /// The API.
+    pub key: ApiKey,
+    /// The version.
+    pub version: i16,
+    /// The correlation id.
+    pub correlation_id: i32,
+}
+
+impl Header {
+    /// `response` as the answer to this request.
+    pub fn answer(&self, response: ResponseKind) -> Answer {
+        Answer {
+            correlation_id: self.correlation_id,
+            // ApiVersions answers always carry header v0.
+            header_version: if self.key == ApiKey::ApiVersions {
+                0
+            } else {
+                self.key.response_header_version(self.version)
+            },
+            version: self.version,
+            response,
+        }
+    }
+}
+
+/// `s` as the protocol's string.
+pub fn str_bytes(s: &str) -> StrBytes {
+    StrBytes::from_string(s.to_string())
+}
+
+/// The code of `error`, or 0 for none.
+pub fn code(error: Option<ResponseError>) -> i16 {
+    error.map_or(0, |e| e.code())
+}
+
+/// Decodes and serves one request frame (without its length prefix; at
+/// least 8 bytes), waiting where the request waits.
+///
+/// # Errors
+///
+/// [`RequestError`] for a request to close the connection over.
+pub async fn serve(broker: &Arc<Broker>, mut frame: Bytes) -> Result<Reply, RequestError> {
+    let api_key = i16::from_be_bytes([frame[0], frame[1]]);
+    let version = i16::from_be_bytes([frame[2], frame[3]]);
+    let key = ApiKey::try_from(api_key).map_err(|()| RequestError::UnknownApi(api_key))?;
+    let served = served(key).ok_or(RequestError::UnknownApi(api_key))?;
+    if key == ApiKey::ApiVersions && version > served.max {
+        // Kafka's rule: an unknown ApiVersions version is answered in v0,
+        // with UNSUPPORTED_VERSION and the versions served.
+        let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
+        let mut response = metadata::api_versions();
+        response.error_code = ResponseError::UnsupportedVersion.code();
+        let header = Header {
+            key,
+            version: 0,
+            correlation_id,
+        };
+        return Ok(Reply::Answer(Box::new(
+            header.answer(ResponseKind::ApiVersions(response)),
+        )));
+    }
+    if !served.serves(version) {
+        return Err(RequestError::UnsupportedVersion { key, version });
+    }
+    let malformed = |reason: String| RequestError::Malformed {
+        key,
+        version,
+        reason,
+    };
+    let decoded = RequestHeader::decode(&mut frame, key.request_header_version(version))
+        .map_err(|e| malformed(e.to_string()))?;
+    let request =
+        RequestKind::decode(key, &mut frame, version).map_err(|e| malformed(e.to_string()))?;
+    let header = Header {
+        key,
+        version,
+        correlation_id: decoded.correlation_id,
+    };
+    let response = match request {
+        RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(metadata::api_versions()),
+        RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::metadata(broker, r)),
+        RequestKind::Produce(r) => match produce::produce(broker, r).await? {
+            Some(response) => ResponseKind::Produce(response),
+            None => return Ok(Reply::Silent),
+        },
+        RequestKind::Fetch(r) => ResponseKind::Fetch(fetch::fetch(broker, r).await?),
+        RequestKind::ListOffsets(r) => ResponseKind::ListOffsets(fetch::list_offsets(broker, &r)),
+        RequestKind::FindCoordinator(_) => {
+            ResponseKind::FindCoordinator(groups::find_coordinator(broker))
+        }
+        RequestKind::JoinGroup(r) => ResponseKind::JoinGroup(groups::join_group(broker, r).await),
+        RequestKind::SyncGroup(r) => ResponseKind::SyncGroup(groups::sync_group(broker, r).await),
+        RequestKind::Heartbeat(r) => ResponseKind::Heartbeat(groups::heartbeat(broker, &r)),
+        RequestKind::LeaveGroup(r) => ResponseKind::LeaveGroup(groups::leave_group(broker, &r)),
+        RequestKind::OffsetCommit(r) => {
+            ResponseKind::OffsetCommit(groups::offset_commit(broker, &r))
+        }
+        RequestKind::OffsetFetch(r) => ResponseKind::OffsetFetch(groups::offset_fetch(broker, &r)),
+        _ => return Err(RequestError::UnknownApi(api_key)),
+    };
+    Ok(Reply::Answer(Box::new(header.answer(response))))
+}

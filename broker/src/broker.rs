@@ -1,0 +1,184 @@
+//! The state every connection shares, and start-up: the listener, the
+//! timer and its purgatories, the recovered store, the accept loop.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+use purgatorio::{Purgatory, Timer};
+use tokio::net::TcpListener;
+
+use crate::api::fetch::DelayedFetch;
+use crate::api::produce::DelayedProduce;
+use crate::coordinator::Coordinator;
+use crate::log::{Log, Topic, TopicPartition};
+use crate::store::Store;
+
+/// The longest topic name Kafka accepts, bytes.
+const MAX_TOPIC_NAME: usize = 249;
+
+/// What the broker is started with.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The address to listen on.
+    pub listen: String,
+    /// Partitions of a topic created on first use.
+    pub partitions: i32,
+    /// With `Some`, partitions are files here.
+    pub data_dir: Option<PathBuf>,
+}
+
+/// Everything the connections share.
+pub struct Broker {
+    /// The topics, by name.
+    pub topics: RwLock<HashMap<String, Arc<Topic>>>,
+    /// With `--data-dir`: where partitions are kept, and the group commit.
+    pub store: Option<Store>,
+    /// Produces with acks = -1 waiting for the fsync that covers them.
+    pub produces: Purgatory<TopicPartition, DelayedProduce>,
+    /// Fetches waiting for bytes.
+    pub fetches: Purgatory<TopicPartition, DelayedFetch>,
+    /// Partitions of a topic created on first use.
+    pub partitions: i32,
+    /// The address clients reach this broker at.
+    pub addr: SocketAddr,
+    /// The timer under the purgatories, for its wake-up count.
+    pub timer: Timer,
+    /// Record batches appended so far.
+    pub batches: AtomicU64,
+    /// Consumer groups.
+    pub groups: Arc<Coordinator>,
+    /// Connections closed over what their client sent (a bad frame or
+    /// request).
+    pub refused: AtomicU64,
+}
+
+/// Whether `name` is a legal topic name (Kafka's rule).
+pub fn legal_topic_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_TOPIC_NAME
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+}
+
+impl Broker {
+    /// The topic `name`, created with `--partitions` partitions if new;
+    /// `None` for an illegal name or a topic whose files cannot be made.
+    pub fn topic(&self, name: &str) -> Option<Arc<Topic>> {
+        if !legal_topic_name(name) {
+            return None;
+        }
+        if let Some(topic) = self.topics.read().get(name) {
+            return Some(Arc::clone(topic));
+        }
+        let mut topics = self.topics.write();
+        if let Some(topic) = topics.get(name) {
+            return Some(Arc::clone(topic));
+        }
+        let logs = match &self.store {
+            Some(store) => store.create(name, self.partitions).ok()?,
+            None => (0..self.partitions).map(|_| Log::default()).collect(),
+        };
+        let topic = Arc::new(Topic::new(logs));
+        topics.insert(name.to_string(), Arc::clone(&topic));
+        Some(topic)
+    }
+
+    /// Runs `f` on the log of `topic`'s `partition`, if both exist.
+    pub fn with_log<R>(
+        &self,
+        topic: &str,
+        partition: i32,
+        f: impl FnOnce(&mut Log) -> R,
+    ) -> Option<R> {
+        let topic = self.topics.read().get(topic).cloned()?;
+        let log = topic.partitions.get(usize::try_from(partition).ok()?)?;
+        let mut log = log.lock();
+        Some(f(&mut log))
+    }
+}
+
+/// Why the broker could not start.
+#[derive(Debug)]
+pub enum StartError {
+    /// The listen address could not be bound.
+    Listen(String, std::io::Error),
+    /// The timer or a purgatory could not be built.
+    Timer(purgatorio::BuildError),
+    /// The data directory could not be opened or read.
+    Store(crate::store::OpenError),
+}
+
+impl std::fmt::Display for StartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StartError::Listen(addr, e) => write!(f, "cannot listen on {addr}: {e}"),
+            StartError::Timer(e) => write!(f, "cannot start the timer: {e}"),
+            StartError::Store(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for StartError {}
+
+/// Starts a broker: binds, recovers `--data-dir`, and accepts connections on
+/// the current tokio runtime. Returns its shared state.
+///
+/// # Errors
+///
+/// [`StartError`] naming what failed: the listen address, the timer, or the
+/// data directory (with the path).
+pub async fn start(config: &Config) -> Result<Arc<Broker>, StartError> {
+    let (store, recovered) = match &config.data_dir {
+        Some(dir) => {
+            let (store, topics) = Store::open(dir.clone()).map_err(StartError::Store)?;
+            (Some(store), topics)
+        }
+        None => (None, HashMap::new()),
+    };
+    let listener = TcpListener::bind(&config.listen)
+        .await
+        .map_err(|e| StartError::Listen(config.listen.clone(), e))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| StartError::Listen(config.listen.clone(), e))?;
+    let timer = Timer::builder()
+        .thread_name("broker-timer")
+        .build()
+        .map_err(StartError::Timer)?;
+    let fetches = Purgatory::builder()
+        .name("fetch")
+        .shared_timer(&timer)
+        .build()
+        .map_err(StartError::Timer)?;
+    let produces = Purgatory::builder()
+        .name("produce")
+        .shared_timer(&timer)
+        .build()
+        .map_err(StartError::Timer)?;
+    let topics = recovered
+        .into_iter()
+        .map(|(name, logs)| (name, Arc::new(Topic::new(logs))))
+        .collect();
+    let broker = Arc::new(Broker {
+        topics: RwLock::new(topics),
+        store,
+        produces,
+        fetches,
+        partitions: config.partitions,
+        addr,
+        groups: Coordinator::new(&timer).map_err(StartError::Timer)?,
+        timer,
+        batches: AtomicU64::new(0),
+        refused: AtomicU64::new(0),
+    });
+    if broker.store.is_some() {
+        tokio::spawn(crate::store::group_commit(Arc::clone(&broker)));
+    }
+    tokio::spawn(crate::connection::accept(listener, Arc::clone(&broker)));
+    Ok(broker)
+}

@@ -1,0 +1,95 @@
+//! Connections: the accept loop, and one task per connection that reads a
+//! request, serves it (waiting where it waits) and writes its answer, one
+//! request at a time as Kafka does. While a request is served, one
+//! `select!` watches the client: if it goes away, the request's future is
+//! dropped, and with it the request's wait.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::api::{self, Reply, RequestError};
+use crate::broker::Broker;
+use crate::wire::{EncodeError, FrameError, Frames};
+
+/// The largest request frame accepted; a larger one closes the connection.
+pub const MAX_FRAME: usize = 16 * 1024 * 1024;
+
+/// How long the accept loop pauses after a failed accept (out of file
+/// descriptors, say) before it tries again.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
+
+/// Why a connection closed, other than the client closing it.
+#[derive(Debug)]
+pub enum Closed {
+    /// A frame out of bounds, or the socket failed.
+    Frame(FrameError),
+    /// A request Kafka would close the connection over.
+    Request(RequestError),
+    /// An answer we could not encode (a bug of ours).
+    Encode(EncodeError),
+    /// The answer could not be written.
+    Write(std::io::Error),
+}
+
+/// Accepts connections for the broker's life.
+pub async fn accept(listener: TcpListener, broker: Arc<Broker>) {
+    loop {
+        match listener.accept().await {
+            Ok((stream, _)) => {
+                tokio::spawn(serve(Arc::clone(&broker), stream));
+            }
+            // Out of file descriptors, say: the connections already open
+            // go on; try again shortly.
+            Err(_) => tokio::time::sleep(ACCEPT_BACKOFF).await,
+        }
+    }
+}
+
+impl std::fmt::Display for Closed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Closed::Frame(e) => write!(f, "{e}"),
+            Closed::Request(e) => write!(f, "{e}"),
+            Closed::Encode(e) => write!(f, "{e}"),
+            Closed::Write(e) => write!(f, "cannot write an answer: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for Closed {}
+
+/// Serves one connection until it closes; counts the connections closed
+/// over what the client sent, and reports our own encoding bugs.
+async fn serve(broker: Arc<Broker>, stream: TcpStream) {
+    match run(&broker, stream).await {
+        Ok(()) | Err(Closed::Write(_)) => {}
+        Err(e @ Closed::Encode(_)) => eprintln!("error: {e}"),
+        Err(Closed::Frame(_) | Closed::Request(_)) => {
+            broker.refused.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Reads, serves and answers requests until the client goes away (`Ok`) or
+/// something closes the connection (`Err`, only this connection).
+async fn run(broker: &Arc<Broker>, stream: TcpStream) -> Result<(), Closed> {
+    let _ = stream.set_nodelay(true);
+    let (reader, mut writer) = stream.into_split();
+    let mut frames = Frames::new(reader, MAX_FRAME);
+    while let Some(frame) = frames.next().await.map_err(Closed::Frame)? {
+        let reply = tokio::select! {
+            biased;
+            reply = api::serve(broker, frame) => reply.map_err(Closed::Request)?,
+            () = frames.closed() => return Ok(()),
+        };
+        if let Reply::Answer(answer) = reply {
+            let bytes = answer.encode().map_err(Closed::Encode)?;
+            writer.write_all(&bytes).await.map_err(Closed::Write)?;
+        }
+    }
+    Ok(())
+}
