@@ -16,6 +16,7 @@ use crate::api::produce::DelayedProduce;
 use crate::coordinator::Coordinator;
 use crate::log::{Log, Topic, TopicPartition};
 use crate::store::Store;
+use crate::wire::Limits;
 
 /// The longest topic name Kafka accepts, bytes.
 const MAX_TOPIC_NAME: usize = 249;
@@ -29,6 +30,8 @@ pub struct Config {
     pub partitions: i32,
     /// With `Some`, partitions are files here.
     pub data_dir: Option<PathBuf>,
+    /// What clients may make the broker hold.
+    pub limits: Limits,
 }
 
 /// Everything the connections share.
@@ -54,6 +57,10 @@ pub struct Broker {
     /// Connections closed over what their client sent (a bad frame or
     /// request).
     pub refused: AtomicU64,
+    /// Connections closed for silence.
+    pub idle_closed: AtomicU64,
+    /// What clients may make the broker hold.
+    pub limits: Limits,
 }
 
 /// Whether `name` is a legal topic name (Kafka's rule).
@@ -175,6 +182,8 @@ pub async fn start(config: &Config) -> Result<Arc<Broker>, StartError> {
         timer,
         batches: AtomicU64::new(0),
         refused: AtomicU64::new(0),
+        idle_closed: AtomicU64::new(0),
+        limits: config.limits.clone(),
     });
     if broker.store.is_some() {
         tokio::spawn(crate::store::group_commit(Arc::clone(&broker)));

@@ -13,10 +13,7 @@ use tokio::net::{TcpListener, TcpStream};
 
 use crate::api::{self, Reply, RequestError};
 use crate::broker::Broker;
-use crate::wire::{EncodeError, FrameError, Frames};
-
-/// The largest request frame accepted; a larger one closes the connection.
-pub const MAX_FRAME: usize = 16 * 1024 * 1024;
+use crate::wire::{EncodeError, Frame, FrameError, Frames};
 
 /// How long the accept loop pauses after a failed accept (out of file
 /// descriptors, say) before it tries again.
@@ -68,6 +65,9 @@ async fn serve(broker: Arc<Broker>, stream: TcpStream) {
     match run(&broker, stream).await {
         Ok(()) | Err(Closed::Write(_)) => {}
         Err(e @ Closed::Encode(_)) => eprintln!("error: {e}"),
+        Err(Closed::Frame(FrameError::Idle(_))) => {
+            broker.idle_closed.fetch_add(1, Ordering::Relaxed);
+        }
         Err(Closed::Frame(_) | Closed::Request(_)) => {
             broker.refused.fetch_add(1, Ordering::Relaxed);
         }
@@ -79,17 +79,19 @@ async fn serve(broker: Arc<Broker>, stream: TcpStream) {
 async fn run(broker: &Arc<Broker>, stream: TcpStream) -> Result<(), Closed> {
     let _ = stream.set_nodelay(true);
     let (reader, mut writer) = stream.into_split();
-    let mut frames = Frames::new(reader, MAX_FRAME);
-    while let Some(frame) = frames.next().await.map_err(Closed::Frame)? {
+    let mut frames = Frames::new(reader, broker.limits.clone());
+    while let Some(Frame { bytes, charge }) = frames.next().await.map_err(Closed::Frame)? {
         let reply = tokio::select! {
             biased;
-            reply = api::serve(broker, frame) => reply.map_err(Closed::Request)?,
+            reply = api::serve(broker, bytes) => reply.map_err(Closed::Request)?,
             () = frames.closed() => return Ok(()),
         };
         if let Reply::Answer(answer) = reply {
             let bytes = answer.encode().map_err(Closed::Encode)?;
             writer.write_all(&bytes).await.map_err(Closed::Write)?;
         }
+        // The request is answered: its bytes leave the budget.
+        drop(charge);
     }
     Ok(())
 }

@@ -35,7 +35,7 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 
 mod api;
 mod broker;
@@ -63,6 +63,20 @@ struct Args {
     /// Without it, partitions are in memory and nothing survives a restart.
     #[arg(long)]
     data_dir: Option<std::path::PathBuf>,
+    /// The largest request accepted, bytes (Kafka's
+    /// socket.request.max.bytes); a larger one closes its connection.
+    #[arg(long, default_value_t = 100 * 1024 * 1024, value_parser = clap::value_parser!(u32).range(8..=i32::MAX as i64))]
+    max_request_bytes: u32,
+    /// The bytes of requests read and not yet answered, across every
+    /// connection (Kafka's queued.max.request.bytes); at least
+    /// --max-request-bytes. A connection whose next request does not fit
+    /// waits, reading nothing.
+    #[arg(long, default_value_t = 200 * 1024 * 1024)]
+    queued_max_request_bytes: u64,
+    /// Close a connection that sends nothing for this long, ms, between
+    /// requests or in the middle of one (Kafka's connections.max.idle.ms).
+    #[arg(long, default_value_t = 600_000, value_parser = clap::value_parser!(u64).range(1..))]
+    connections_max_idle_ms: u64,
     /// Print a stats line (batches, parked fetches, timer wake-ups) to
     /// stderr this often, ms.
     #[arg(long, default_value_t = 10_000)]
@@ -72,10 +86,24 @@ struct Args {
 #[tokio::main]
 async fn main() {
     let args = Args::parse();
+    let max_request = args.max_request_bytes as usize;
+    if args.queued_max_request_bytes < u64::from(args.max_request_bytes) {
+        Args::command()
+            .error(
+                clap::error::ErrorKind::ValueValidation,
+                "--queued-max-request-bytes must be at least --max-request-bytes",
+            )
+            .exit();
+    }
     let config = broker::Config {
         listen: args.listen.clone(),
         partitions: args.partitions,
         data_dir: args.data_dir.clone(),
+        limits: wire::Limits::new(
+            max_request,
+            usize::try_from(args.queued_max_request_bytes).unwrap_or(usize::MAX),
+            Duration::from_millis(args.connections_max_idle_ms),
+        ),
     };
     let broker = match broker::start(&config).await {
         Ok(broker) => broker,
@@ -104,7 +132,7 @@ async fn main() {
         let f = broker.fetches.metrics();
         let groups = broker.groups.figures();
         eprintln!(
-            "stats: seq={seq} batches={} parked={} satisfied={} expired={} cancelled={} timer_wakeups={} group_waits={} group_satisfied={} group_expired={} sessions_expired={} durable_acks={} refused={}",
+            "stats: seq={seq} batches={} parked={} satisfied={} expired={} cancelled={} timer_wakeups={} group_waits={} group_satisfied={} group_expired={} sessions_expired={} durable_acks={} refused={} idle_closed={} budget_free={}",
             broker.batches.load(Ordering::Relaxed),
             broker.fetches.delayed(),
             f.satisfied,
@@ -117,6 +145,8 @@ async fn main() {
             broker.groups.sessions_expired(),
             broker.produces.metrics().satisfied,
             broker.refused.load(Ordering::Relaxed),
+            broker.idle_closed.load(Ordering::Relaxed),
+            broker.limits.budget.available_permits(),
         );
     }
 }

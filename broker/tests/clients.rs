@@ -4,11 +4,10 @@
 //! PID; every wait is bounded.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
@@ -16,79 +15,10 @@ use kafka_protocol::messages::{
     fetch_request, ApiKey, FetchRequest, FetchResponse, RequestHeader, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
-use purgatorio_testkit::{free_port, require_program, wait_for, ChildGuard};
+use purgatorio_testkit::{require_program, wait_for, ChildGuard};
 
-const PATIENCE: Duration = Duration::from_secs(30);
-
-/// The broker, its address, and the last stats line it printed.
-struct Broker {
-    child: ChildGuard,
-    addr: String,
-    stats: Arc<Mutex<String>>,
-}
-
-impl Broker {
-    fn start(partitions: u32) -> Broker {
-        Broker::start_in(partitions, None)
-    }
-
-    /// A broker keeping its partitions in `data_dir`, if given.
-    fn start_in(partitions: u32, data_dir: Option<&std::path::Path>) -> Broker {
-        let port = free_port();
-        let addr = format!("127.0.0.1:{port}");
-        let mut command = Command::new(env!("CARGO_BIN_EXE_purgatorio-broker"));
-        if let Some(dir) = data_dir {
-            command.arg("--data-dir").arg(dir);
-        }
-        let mut child = ChildGuard::new(
-            command
-                .args(["--listen", &addr, "--partitions", &partitions.to_string()])
-                .args(["--stats-ms", "50"])
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped())
-                .spawn()
-                .expect("start the broker"),
-        );
-        let stderr = child.child().stderr.take().expect("stderr");
-        let stats = Arc::new(Mutex::new(String::new()));
-        let last = Arc::clone(&stats);
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                *last.lock().unwrap() = line;
-            }
-        });
-        wait_for("the broker to listen", PATIENCE, || {
-            TcpStream::connect(&addr).ok()
-        });
-        Broker { child, addr, stats }
-    }
-
-    /// A figure from the latest stats line, after a fresh one arrived.
-    fn stat(&self, name: &str) -> u64 {
-        let seen = self.stats.lock().unwrap().clone();
-        wait_for("a fresh stats line", PATIENCE, || {
-            let now = self.stats.lock().unwrap().clone();
-            (now != seen && !now.is_empty()).then_some(())
-        });
-        let line = self.stats.lock().unwrap().clone();
-        line.split_whitespace()
-            .find_map(|kv| kv.strip_prefix(&format!("{name}=")))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or_else(|| panic!("no {name} in {line:?}"))
-    }
-
-    /// Waits until the stat `name` satisfies `ok`.
-    fn wait_stat(&self, name: &str, ok: impl Fn(u64) -> bool) -> u64 {
-        let deadline = Instant::now() + PATIENCE;
-        loop {
-            let v = self.stat(name);
-            if ok(v) {
-                return v;
-            }
-            assert!(Instant::now() < deadline, "{name} stayed at {v}");
-        }
-    }
-}
+mod common;
+use common::{Broker, PATIENCE};
 
 fn kcat() -> PathBuf {
     require_program("kcat", "kcat")

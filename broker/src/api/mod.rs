@@ -19,7 +19,7 @@ use kafka_protocol::protocol::{Decodable, StrBytes};
 use kafka_protocol::ResponseError;
 
 use crate::broker::Broker;
-use crate::wire::Answer;
+use crate::wire::{scan, Answer};
 
 pub mod fetch;
 pub mod groups;
@@ -237,6 +237,11 @@ pub async fn serve(broker: &Arc<Broker>, mut frame: Bytes) -> Result<Reply, Requ
         version,
         reason,
     };
+    // Nothing decodes a frame before its every count and length has been
+    // checked against the bytes left.
+    let schema = scan::request_schema(key).ok_or(RequestError::UnknownApi(api_key))?;
+    scan::scan_request(&frame, key.request_header_version(version), schema, version)
+        .map_err(|e| malformed(e.to_string()))?;
     let decoded = RequestHeader::decode(&mut frame, key.request_header_version(version))
         .map_err(|e| malformed(e.to_string()))?;
     let request =

@@ -1,0 +1,344 @@
+//! The wire: request frames in, answers out.
+//!
+//! A frame is a big-endian `i32` length and that many bytes. [`Frames`]
+//! reads them from one connection under [`Limits`]:
+//!
+//! * a length outside `8..=max_request_bytes` closes the connection
+//!   (Kafka's `socket.request.max.bytes`);
+//! * every byte read is charged to one budget shared by every connection
+//!   (Kafka's `queued.max.request.bytes`) and stays charged until its
+//!   request is answered; a connection whose bytes the budget cannot cover
+//!   waits, reading nothing more, so the broker holds at most the budget
+//!   plus one read ([`READ_CHUNK`]) per connection. A frame announcing
+//!   16 MiB and sending 4 bytes is charged 8 bytes, not 16 MiB, so stalled
+//!   frames cannot starve the connections that do send. (Frames in
+//!   progress that together exceed the budget wait for one another until
+//!   one completes, goes away, or is closed for silence.)
+//! * the buffer grows as bytes arrive, at most doubling what arrived (from
+//!   [`SLACK`]), never by the length a frame announces;
+//! * a connection silent for `idle` (Kafka's `connections.max.idle.ms`),
+//!   between frames or in the middle of one, is closed.
+//!
+//! While a request is served, [`Frames::closed`] reads on only to notice
+//! the client going away. Each frame is then walked by [`scan`] against its
+//! layout before anything decodes it. [`Answer`] is a response with the
+//! versions to encode it in.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::{ResponseHeader, ResponseKind};
+use kafka_protocol::protocol::Encodable;
+use tokio::io::AsyncReadExt;
+use tokio::net::tcp::OwnedReadHalf;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+#[cfg(test)]
+pub mod sample;
+pub mod scan;
+pub mod schema;
+
+/// The smallest request frame: api key, version and correlation id.
+pub const MIN_FRAME: usize = 8;
+
+/// The least a connection's buffer reserves at once, bytes.
+pub const SLACK: usize = 4096;
+
+/// The most a connection reads at once, bytes.
+pub const READ_CHUNK: usize = 64 * 1024;
+
+/// The bounds on what clients may make the broker hold.
+#[derive(Clone, Debug)]
+pub struct Limits {
+    /// The largest request frame, bytes.
+    pub max_request_bytes: usize,
+    /// The bytes of requests read and not yet answered, across every
+    /// connection.
+    pub budget: Arc<Semaphore>,
+    /// How long a connection may send nothing.
+    pub idle: Duration,
+}
+
+impl Limits {
+    /// Limits of `max_request_bytes` per frame, `queued_bytes` in total,
+    /// and `idle` silence.
+    pub fn new(max_request_bytes: usize, queued_bytes: usize, idle: Duration) -> Limits {
+        Limits {
+            max_request_bytes,
+            budget: Arc::new(Semaphore::new(queued_bytes.min(Semaphore::MAX_PERMITS))),
+            idle,
+        }
+    }
+}
+
+/// Why a connection stops reading frames.
+#[derive(Debug)]
+pub enum FrameError {
+    /// The announced length is outside `8..=max`.
+    Length {
+        /// The length announced.
+        announced: i64,
+        /// The largest accepted.
+        max: usize,
+    },
+    /// Nothing arrived for the idle time.
+    Idle(Duration),
+    /// The client went away mid-frame, or the socket failed.
+    Io(std::io::Error),
+}
+
+impl std::fmt::Display for FrameError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FrameError::Length { announced, max } => {
+                write!(
+                    f,
+                    "a frame of {announced} bytes (accepted: {MIN_FRAME}..={max})"
+                )
+            }
+            FrameError::Idle(idle) => write!(f, "nothing arrived for {idle:?}"),
+            FrameError::Io(e) => write!(f, "cannot read a frame: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for FrameError {}
+
+/// A request frame (without its length prefix) and its charge to the
+/// budget, released when the frame is dropped.
+pub struct Frame {
+    /// The frame's bytes.
+    pub bytes: Bytes,
+    /// Its charge; dropped once the request is answered.
+    pub charge: Option<OwnedSemaphorePermit>,
+}
+
+/// The request frames of one connection.
+pub struct Frames {
+    /// The connection's read half.
+    reader: OwnedReadHalf,
+    /// Bytes read and not yet handed out as frames.
+    buf: BytesMut,
+    /// The limits.
+    limits: Limits,
+    /// The charge of the bytes in `buf`, but for `owed`.
+    charge: Option<OwnedSemaphorePermit>,
+    /// Bytes read and not yet charged.
+    owed: usize,
+    /// Whether the client has gone (end of stream or an error).
+    gone: bool,
+}
+
+impl Frames {
+    /// Frames read from `reader` under `limits`.
+    pub fn new(reader: OwnedReadHalf, limits: Limits) -> Frames {
+        Frames {
+            reader,
+            buf: BytesMut::new(),
+            limits,
+            charge: None,
+            owed: 0,
+            gone: false,
+        }
+    }
+
+    /// The length of the frame at the head of the buffer, once its prefix
+    /// is there.
+    fn announced(&self) -> Result<Option<usize>, FrameError> {
+        if self.buf.len() < 4 {
+            return Ok(None);
+        }
+        let announced = i32::from_be_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]);
+        match usize::try_from(announced) {
+            Ok(length) if (MIN_FRAME..=self.limits.max_request_bytes).contains(&length) => {
+                Ok(Some(length))
+            }
+            _ => Err(FrameError::Length {
+                announced: i64::from(announced),
+                max: self.limits.max_request_bytes,
+            }),
+        }
+    }
+
+    /// Charges the bytes read and not yet charged, waiting while the
+    /// budget is spent. Cancel-safe: what is not charged stays owed.
+    async fn settle(&mut self) {
+        while self.owed > 0 {
+            let n = u32::try_from(self.owed.min(READ_CHUNK)).unwrap_or(u32::MAX);
+            let budget = Arc::clone(&self.limits.budget);
+            let Ok(permit) = budget.acquire_many_owned(n).await else {
+                // The budget is never closed; if it were, charge nothing.
+                self.owed = 0;
+                return;
+            };
+            self.owed -= permit.num_permits();
+            match self.charge.as_mut() {
+                Some(charge) => charge.merge(permit),
+                None => self.charge = Some(permit),
+            }
+        }
+    }
+
+    /// Reads once, up to `want` bytes (at most [`READ_CHUNK`]), growing the
+    /// buffer with what arrived; false at the end of the stream.
+    async fn fill(&mut self, want: usize) -> Result<bool, std::io::Error> {
+        let limit = want.clamp(1, READ_CHUNK);
+        self.buf.reserve(limit.min(self.buf.len().max(SLACK)));
+        match (&mut self.reader)
+            .take(limit as u64)
+            .read_buf(&mut self.buf)
+            .await
+        {
+            Ok(0) => {
+                self.gone = true;
+                Ok(false)
+            }
+            Ok(read) => {
+                self.owed += read;
+                Ok(true)
+            }
+            Err(e) => {
+                self.gone = true;
+                Err(e)
+            }
+        }
+    }
+
+    /// The head frame once it is whole and charged, or the bytes it still
+    /// lacks.
+    async fn step(&mut self) -> Result<Result<Frame, usize>, FrameError> {
+        self.settle().await;
+        let Some(length) = self.announced()? else {
+            return Ok(Err(4 - self.buf.len()));
+        };
+        if self.buf.len() < 4 + length {
+            return Ok(Err(4 + length - self.buf.len()));
+        }
+        self.buf.advance(4);
+        let bytes = self.buf.split_to(length).freeze();
+        let charge = match self.charge.as_mut() {
+            Some(all) if all.num_permits() > 4 + length => all.split(4 + length),
+            _ => self.charge.take(),
+        };
+        Ok(Ok(Frame { bytes, charge }))
+    }
+
+    /// The next request frame, or `None` when the client closed the
+    /// connection between frames.
+    ///
+    /// # Errors
+    ///
+    /// [`FrameError`] for a length out of bounds, silence for the idle
+    /// time, or a client gone mid-frame.
+    pub async fn next(&mut self) -> Result<Option<Frame>, FrameError> {
+        let idle = self.limits.idle;
+        loop {
+            let step = tokio::time::timeout(idle, self.step())
+                .await
+                .map_err(|_| FrameError::Idle(idle))?;
+            let want = match step? {
+                Ok(frame) => return Ok(Some(frame)),
+                Err(want) => want,
+            };
+            if self.gone {
+                return self.ended();
+            }
+            let filled = tokio::time::timeout(idle, self.fill(want))
+                .await
+                .map_err(|_| FrameError::Idle(idle))?;
+            if !filled.map_err(FrameError::Io)? {
+                return self.ended();
+            }
+        }
+    }
+
+    /// The stream ended: cleanly between frames, or cut mid-frame.
+    fn ended(&self) -> Result<Option<Frame>, FrameError> {
+        if self.buf.is_empty() {
+            Ok(None)
+        } else {
+            Err(FrameError::Io(std::io::ErrorKind::UnexpectedEof.into()))
+        }
+    }
+
+    /// Resolves once the client goes away; meanwhile reads on, up to the
+    /// end of the next frame, charging what it reads (and only waiting once
+    /// the budget is spent or the next frame is whole). Cancel-safe: bytes
+    /// read stay buffered for [`next`](Self::next).
+    pub async fn closed(&mut self) {
+        loop {
+            self.settle().await;
+            let want = match self.announced() {
+                Ok(None) => 4 - self.buf.len(),
+                Ok(Some(length)) if self.buf.len() < 4 + length => 4 + length - self.buf.len(),
+                // Whole, or out of bounds: `next` will say.
+                _ => break,
+            };
+            if self.gone || !matches!(self.fill(want).await, Ok(true)) {
+                return;
+            }
+        }
+        std::future::pending::<()>().await;
+    }
+}
+
+/// An answer: a response and the versions to encode it in.
+pub struct Answer {
+    /// The request's correlation id.
+    pub correlation_id: i32,
+    /// The response header's version.
+    pub header_version: i16,
+    /// The response's version (the request's).
+    pub version: i16,
+    /// The response.
+    pub response: ResponseKind,
+}
+
+/// A response that cannot be encoded in its version: a bug of ours.
+#[derive(Debug)]
+pub struct EncodeError {
+    /// The version asked for.
+    pub version: i16,
+    /// What the encoder said.
+    pub reason: String,
+}
+
+impl std::fmt::Display for EncodeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "cannot encode a v{} response: {}",
+            self.version, self.reason
+        )
+    }
+}
+
+impl std::error::Error for EncodeError {}
+
+impl Answer {
+    /// The answer's frame: length, header, response.
+    ///
+    /// # Errors
+    ///
+    /// [`EncodeError`] if the response does not fit its version.
+    pub fn encode(&self) -> Result<Bytes, EncodeError> {
+        let fail = |reason: String| EncodeError {
+            version: self.version,
+            reason,
+        };
+        let mut frame = BytesMut::new();
+        frame.put_i32(0);
+        let mut header = ResponseHeader::default();
+        header.correlation_id = self.correlation_id;
+        header
+            .encode(&mut frame, self.header_version)
+            .map_err(|e| fail(e.to_string()))?;
+        self.response
+            .encode(&mut frame, self.version)
+            .map_err(|e| fail(e.to_string()))?;
+        let length = i32::try_from(frame.len() - 4).map_err(|e| fail(e.to_string()))?;
+        frame[..4].copy_from_slice(&length.to_be_bytes());
+        Ok(frame.freeze())
+    }
+}

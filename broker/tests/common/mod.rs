@@ -1,0 +1,195 @@
+//! What the broker's tests share: the broker as a child process on a free
+//! loopback port (stopped by PID), its stats line, and raw frames.
+
+#![allow(dead_code)] // each test binary uses its own part
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::{ApiKey, RequestHeader};
+use kafka_protocol::protocol::{Encodable, StrBytes};
+use purgatorio_testkit::{free_port, wait_for, ChildGuard};
+
+/// How long any wait of a test may last.
+pub const PATIENCE: Duration = Duration::from_secs(30);
+
+/// The broker binary under test: `PURGATORIO_BROKER_BIN` if set (to run
+/// the tests against another build, such as an older commit's), else this
+/// package's.
+pub fn broker_bin() -> PathBuf {
+    std::env::var_os("PURGATORIO_BROKER_BIN")
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_purgatorio-broker")))
+}
+
+/// The broker, its address, and the last stats line it printed.
+pub struct Broker {
+    /// The process.
+    pub child: ChildGuard,
+    /// Its `host:port`.
+    pub addr: String,
+    /// Its last stats line.
+    stats: Arc<Mutex<String>>,
+}
+
+impl Broker {
+    /// A broker with in-memory partitions, `partitions` per topic.
+    pub fn start(partitions: u32) -> Broker {
+        Broker::start_with(partitions, None, &[])
+    }
+
+    /// A broker keeping its partitions in `data_dir`, if given.
+    pub fn start_in(partitions: u32, data_dir: Option<&Path>) -> Broker {
+        Broker::start_with(partitions, data_dir, &[])
+    }
+
+    /// A broker with more command-line arguments.
+    pub fn start_with(partitions: u32, data_dir: Option<&Path>, extra: &[&str]) -> Broker {
+        let port = free_port();
+        let addr = format!("127.0.0.1:{port}");
+        let mut command = Command::new(broker_bin());
+        if let Some(dir) = data_dir {
+            command.arg("--data-dir").arg(dir);
+        }
+        let mut child = ChildGuard::new(
+            command
+                .args(["--listen", &addr, "--partitions", &partitions.to_string()])
+                .args(["--stats-ms", "50"])
+                .args(extra)
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("start the broker"),
+        );
+        let stderr = child.child().stderr.take().expect("stderr");
+        let stats = Arc::new(Mutex::new(String::new()));
+        let last = Arc::clone(&stats);
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                *last.lock().unwrap() = line;
+            }
+        });
+        wait_for("the broker to listen", PATIENCE, || {
+            TcpStream::connect(&addr).ok()
+        });
+        Broker { child, addr, stats }
+    }
+
+    /// A figure from the latest stats line, after a fresh one arrived.
+    pub fn stat(&self, name: &str) -> u64 {
+        let seen = self.stats.lock().unwrap().clone();
+        wait_for("a fresh stats line", PATIENCE, || {
+            let now = self.stats.lock().unwrap().clone();
+            (now != seen && !now.is_empty()).then_some(())
+        });
+        let line = self.stats.lock().unwrap().clone();
+        line.split_whitespace()
+            .find_map(|kv| kv.strip_prefix(&format!("{name}=")))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in {line:?}"))
+    }
+
+    /// Waits until the stat `name` satisfies `ok`.
+    pub fn wait_stat(&self, name: &str, ok: impl Fn(u64) -> bool) -> u64 {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let v = self.stat(name);
+            if ok(v) {
+                return v;
+            }
+            assert!(Instant::now() < deadline, "{name} stayed at {v}");
+        }
+    }
+
+    /// The process's resident set, KiB (`VmRSS`).
+    pub fn rss_kib(&self) -> u64 {
+        self.status_kib("VmRSS:")
+    }
+
+    /// The process's allocated address space, KiB (`VmData`: what it
+    /// reserved, touched or not).
+    pub fn data_kib(&self) -> u64 {
+        self.status_kib("VmData:")
+    }
+
+    /// A figure of `/proc/PID/status`, KiB.
+    fn status_kib(&self, field: &str) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .expect("the broker is running");
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(field))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {field} in /proc/PID/status"))
+    }
+
+    /// Whether the process is still running.
+    pub fn alive(&mut self) -> bool {
+        matches!(self.child.child().try_wait(), Ok(None))
+    }
+
+    /// A connection with every read bounded by [`PATIENCE`].
+    pub fn connect(&self) -> TcpStream {
+        let s = TcpStream::connect(&self.addr).unwrap();
+        s.set_read_timeout(Some(PATIENCE)).unwrap();
+        s
+    }
+
+    /// Whether a fresh connection is answered (an ApiVersions round trip).
+    pub fn answers(&self) -> bool {
+        let mut s = self.connect();
+        s.write_all(&api_versions_frame()).is_ok() && read_frame(&mut s).is_some()
+    }
+}
+
+/// A request frame: length, header (v1 or v2 as the version needs), body.
+pub fn frame(key: ApiKey, version: i16, body: impl FnOnce(&mut BytesMut)) -> Bytes {
+    let mut header = RequestHeader::default();
+    header.request_api_key = key as i16;
+    header.request_api_version = version;
+    header.correlation_id = 7;
+    header.client_id = Some(StrBytes::from_static_str("test"));
+    let mut buf = BytesMut::new();
+    header
+        .encode(&mut buf, key.request_header_version(version))
+        .unwrap();
+    body(&mut buf);
+    let mut out = BytesMut::new();
+    out.put_i32(buf.len() as i32);
+    out.put_slice(&buf);
+    out.freeze()
+}
+
+/// An ApiVersions v0 request.
+pub fn api_versions_frame() -> Bytes {
+    frame(ApiKey::ApiVersions, 0, |_| {})
+}
+
+/// Reads one answer frame (without its length); `None` if the connection
+/// closed or nothing came within the read timeout.
+pub fn read_frame(stream: &mut TcpStream) -> Option<Bytes> {
+    let mut length = [0u8; 4];
+    stream.read_exact(&mut length).ok()?;
+    let mut body = vec![0u8; usize::try_from(i32::from_be_bytes(length)).ok()?];
+    stream.read_exact(&mut body).ok()?;
+    Some(Bytes::from(body))
+}
+
+/// Sends `bytes` on a fresh connection, shuts the write half, and asserts
+/// the broker closes the connection without an answer and without hanging.
+pub fn assert_closed_without_answer(broker: &Broker, bytes: &[u8]) {
+    let mut s = broker.connect();
+    let _ = s.write_all(bytes);
+    let _ = s.shutdown(std::net::Shutdown::Write);
+    let mut rest = Vec::new();
+    match s.read_to_end(&mut rest) {
+        Ok(_) => assert!(rest.is_empty(), "answered {rest:?}"),
+        Err(e) => assert_ne!(e.kind(), std::io::ErrorKind::WouldBlock, "hung"),
+    }
+}
