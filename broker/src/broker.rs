@@ -15,6 +15,7 @@ use crate::api::fetch::DelayedFetch;
 use crate::api::produce::DelayedProduce;
 use crate::coordinator::Coordinator;
 use crate::log::{Log, Topic, TopicPartition};
+use crate::producers::ProducerIds;
 use crate::store::Store;
 use crate::wire::Limits;
 
@@ -61,6 +62,8 @@ pub struct Broker {
     pub idle_closed: AtomicU64,
     /// What clients may make the broker hold.
     pub limits: Limits,
+    /// Hands out producer ids.
+    pub producer_ids: ProducerIds,
 }
 
 /// Whether `name` is a legal topic name (Kafka's rule).
@@ -167,6 +170,24 @@ pub async fn start(config: &Config) -> Result<Arc<Broker>, StartError> {
         .shared_timer(&timer)
         .build()
         .map_err(StartError::Timer)?;
+    let producer_ids = match &store {
+        Some(store) => {
+            let seen = recovered
+                .values()
+                .flatten()
+                .filter_map(|log| log.producers.max_id())
+                .max();
+            let path = store.producer_ids_path();
+            ProducerIds::open(&path, seen).map_err(|source| {
+                StartError::Store(crate::store::OpenError {
+                    action: "read",
+                    path,
+                    source,
+                })
+            })?
+        }
+        None => ProducerIds::in_memory(0),
+    };
     let topics = recovered
         .into_iter()
         .map(|(name, logs)| (name, Arc::new(Topic::new(logs))))
@@ -184,6 +205,7 @@ pub async fn start(config: &Config) -> Result<Arc<Broker>, StartError> {
         refused: AtomicU64::new(0),
         idle_closed: AtomicU64::new(0),
         limits: config.limits.clone(),
+        producer_ids,
     });
     if broker.store.is_some() {
         tokio::spawn(crate::store::group_commit(Arc::clone(&broker)));

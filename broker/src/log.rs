@@ -63,6 +63,45 @@ impl Stored {
     }
 }
 
+/// The producer fields of a record batch's header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BatchHeader {
+    /// Its producer id (-1: none).
+    pub producer_id: i64,
+    /// Its producer epoch.
+    pub producer_epoch: i16,
+    /// The sequence of its first record.
+    pub base_sequence: i32,
+    /// Its last offset delta (records - 1).
+    pub last_offset_delta: i32,
+}
+
+impl BatchHeader {
+    /// The header of `batch`, which holds a whole header.
+    pub fn of(batch: &[u8]) -> BatchHeader {
+        debug_assert!(batch.len() >= BATCH_HEADER, "a {}-byte batch", batch.len());
+        let i32_at = |at: usize| {
+            i32::from_be_bytes([batch[at], batch[at + 1], batch[at + 2], batch[at + 3]])
+        };
+        BatchHeader {
+            producer_id: i64::from_be_bytes(batch[43..51].try_into().expect("8 bytes")),
+            producer_epoch: i16::from_be_bytes([batch[51], batch[52]]),
+            base_sequence: i32_at(53),
+            last_offset_delta: i32_at(23),
+        }
+    }
+
+    /// The sequence of its last record (sequences wrap at `i32::MAX`).
+    pub fn last_sequence(&self) -> i32 {
+        let last = i64::from(self.base_sequence) + i64::from(self.last_offset_delta);
+        if last > i64::from(i32::MAX) {
+            (last - i64::from(i32::MAX) - 1) as i32
+        } else {
+            last as i32
+        }
+    }
+}
+
 /// One partition's log.
 #[derive(Default)]
 pub struct Log {
@@ -74,6 +113,8 @@ pub struct Log {
     pub file: Option<std::fs::File>,
     /// With `--data-dir`: offsets below this are on disk (fsynced).
     pub durable: i64,
+    /// Its idempotent producers' sequences.
+    pub producers: crate::producers::Producers,
 }
 
 impl Log {
@@ -126,33 +167,26 @@ pub fn batch_len(rest: &[u8]) -> Option<usize> {
         .then_some(total)
 }
 
-/// The record batches of a produce, with base offsets assigned.
-#[derive(Debug)]
-pub struct Assigned {
-    /// The batches, offsets rewritten.
-    pub batches: Vec<Stored>,
-    /// The offset after them.
-    pub next: i64,
-}
-
-/// Validates the record batches of a produce and rewrites their base
-/// offsets from `next`; `None` for a malformed set.
-pub fn assign_offsets(records: &[u8], mut next: i64) -> Option<Assigned> {
+/// Splits the record batches of a produce; `None` for a malformed set.
+pub fn split_batches(records: &[u8]) -> Option<Vec<&[u8]>> {
     let mut batches = Vec::new();
     let mut rest = records;
     while !rest.is_empty() {
         let total = batch_len(rest)?;
-        let delta = last_delta(rest);
-        let mut batch = BytesMut::from(&rest[..total]);
-        batch[..8].copy_from_slice(&next.to_be_bytes());
-        batches.push(Stored {
-            base: next,
-            bytes: batch.freeze(),
-        });
-        next += delta + 1;
+        batches.push(&rest[..total]);
         rest = &rest[total..];
     }
-    Some(Assigned { batches, next })
+    Some(batches)
+}
+
+/// `batch` stored at `base`: its base offset rewritten.
+pub fn stored_at(batch: &[u8], base: i64) -> Stored {
+    let mut bytes = BytesMut::from(batch);
+    bytes[..8].copy_from_slice(&base.to_be_bytes());
+    Stored {
+        base,
+        bytes: bytes.freeze(),
+    }
 }
 
 #[cfg(test)]
@@ -168,29 +202,39 @@ mod tests {
     }
 
     #[test]
-    fn offsets_are_assigned_batch_after_batch() {
+    fn batches_are_split_and_stored_with_their_offsets() {
         let mut two = batch(3);
         two.extend(batch(2));
-        let assigned = assign_offsets(&two, 10).unwrap();
-        assert_eq!(assigned.next, 15);
-        assert_eq!(assigned.batches[0].base, 10);
-        assert_eq!(assigned.batches[1].base, 13);
-        assert_eq!(&assigned.batches[1].bytes[..8], &13i64.to_be_bytes());
-        assert_eq!(assigned.batches[1].last_offset(), 14);
+        let batches = split_batches(&two).unwrap();
+        assert_eq!(batches.len(), 2);
+        let second = stored_at(batches[1], 13);
+        assert_eq!(&second.bytes[..8], &13i64.to_be_bytes());
+        assert_eq!(second.last_offset(), 14);
     }
 
     #[test]
     fn a_malformed_batch_is_refused() {
         let whole = batch(1);
-        assert!(assign_offsets(&whole[..60], 0).is_none(), "short header");
+        assert!(split_batches(&whole[..60]).is_none(), "short header");
         let mut magic = batch(1);
         magic[16] = 1;
-        assert!(assign_offsets(&magic, 0).is_none(), "old magic");
+        assert!(split_batches(&magic).is_none(), "old magic");
         let mut long = batch(1);
         long[8..12].copy_from_slice(&i32::MAX.to_be_bytes());
-        assert!(assign_offsets(&long, 0).is_none(), "length past the end");
+        assert!(split_batches(&long).is_none(), "length past the end");
         let mut negative = batch(1);
         negative[23..27].copy_from_slice(&(-1i32).to_be_bytes());
-        assert!(assign_offsets(&negative, 0).is_none(), "negative delta");
+        assert!(split_batches(&negative).is_none(), "negative delta");
+    }
+
+    #[test]
+    fn sequences_wrap_past_the_largest_i32() {
+        let header = BatchHeader {
+            producer_id: 1,
+            producer_epoch: 0,
+            base_sequence: i32::MAX - 1,
+            last_offset_delta: 3,
+        };
+        assert_eq!(header.last_sequence(), 1);
     }
 }

@@ -29,6 +29,7 @@
 //! | [`connection`] | the accept loop and each connection's loop |
 //! | [`coordinator`] | consumer groups: joins and syncs parked, sessions as keyed timers |
 //! | [`log`] | a partition's log and the record-batch header arithmetic |
+//! | [`producers`] | idempotent producers: ids, epochs, the last five sequences |
 //! | [`store`] | `--data-dir` files and the group commit |
 //! | [`broker`] | the shared state, and start-up |
 
@@ -42,6 +43,7 @@ mod broker;
 mod connection;
 mod coordinator;
 mod log;
+mod producers;
 mod store;
 mod wire;
 

@@ -17,7 +17,8 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 
 use crate::broker::Broker;
-use crate::log::{batch_len, Log, Stored, TopicPartition};
+use crate::log::{batch_len, BatchHeader, Log, Stored, TopicPartition};
+use crate::producers::Producers;
 
 /// Where partitions are kept, and which need an fsync.
 pub struct Store {
@@ -142,6 +143,11 @@ impl Store {
             .collect()
     }
 
+    /// The file reserving producer ids: a name no topic can have.
+    pub fn producer_ids_path(&self) -> PathBuf {
+        self.dir.join("@producer-ids")
+    }
+
     /// A partition was appended to: the next group commit covers it.
     pub fn dirty(&self, at: &TopicPartition) {
         self.dirty.lock().insert(at.clone());
@@ -171,6 +177,7 @@ fn recover(path: &Path) -> Result<Log, OpenError> {
         .doing("read", path)?;
     let bytes = Bytes::from(bytes);
     let mut batches = Vec::new();
+    let mut producers = Producers::default();
     let mut at = 0usize;
     let mut next = 0i64;
     while let Some(total) = batch_len(&bytes[at..]) {
@@ -181,6 +188,7 @@ fn recover(path: &Path) -> Result<Log, OpenError> {
         }
         let stored = Stored { base, bytes: batch };
         next = stored.last_offset() + 1;
+        producers.appended(&BatchHeader::of(&stored.bytes), base);
         batches.push(stored);
         at += total;
     }
@@ -200,6 +208,7 @@ fn recover(path: &Path) -> Result<Log, OpenError> {
         next,
         file: Some(file),
         durable: next,
+        producers,
     })
 }
 

@@ -20,6 +20,10 @@ use purgatorio_testkit::{require_program, wait_for, ChildGuard};
 mod common;
 use common::{Broker, PATIENCE};
 
+/// The Python Kafka client the tests use: the current major release, with
+/// its default settings (an idempotent producer, acks=all).
+const KAFKA_PYTHON: &str = "kafka-python>=3";
+
 fn kcat() -> PathBuf {
     require_program("kcat", "kcat")
 }
@@ -360,6 +364,17 @@ fn lines_from(path: &std::path::Path, kind: &str, skip: usize) -> Vec<Vec<String
         .collect()
 }
 
+/// The partitions of a consumer's last assignment (`None` before its
+/// first).
+fn assigned(path: &std::path::Path) -> Option<Vec<String>> {
+    let last = lines(path, "ASSIGN").pop()?;
+    Some(
+        last.get(1)
+            .map(|parts| parts.split(',').map(String::from).collect())
+            .unwrap_or_default(),
+    )
+}
+
 /// How many lines of a consumer's output precede its last `ASSIGN` line.
 fn before_last_assignment(path: &std::path::Path) -> usize {
     std::fs::read_to_string(path)
@@ -374,7 +389,7 @@ fn before_last_assignment(path: &std::path::Path) -> usize {
 
 #[test]
 fn a_kafka_python_group_survives_a_killed_consumer_without_losing_a_committed_message() {
-    let python = purgatorio_testkit::python_with(&["kafka-python==2.0.2"]);
+    let python = purgatorio_testkit::python_with(&[KAFKA_PYTHON]);
     let broker = Broker::start(4);
     let dir = purgatorio_testkit::TempDir::new("broker-group");
     let (a_out, b_out) = (dir.path().join("a.log"), dir.path().join("b.log"));
@@ -384,18 +399,13 @@ fn a_kafka_python_group_survives_a_killed_consumer_without_losing_a_committed_me
     let consumed = || lines(&a_out, "REC").len() + lines(&b_out, "REC").len();
     // Both members hold partitions, and everything so far is consumed.
     wait_for("two members with two partitions each", PATIENCE, || {
-        let a_last = lines(&a_out, "ASSIGN").last().cloned()?;
-        let b_last = lines(&b_out, "ASSIGN").last().cloned()?;
-        (a_last[1].split(',').count() == 2 && b_last[1].split(',').count() == 2).then_some(())
+        (assigned(&a_out)?.len() == 2 && assigned(&b_out)?.len() == 2).then_some(())
     });
     python_produce(&python, &broker, 100, 100);
     wait_for("the first 200 messages", PATIENCE, || {
         (consumed() >= 200).then_some(())
     });
-    let a_partitions: Vec<String> = lines(&a_out, "ASSIGN").last().unwrap()[1]
-        .split(',')
-        .map(String::from)
-        .collect();
+    let a_partitions = assigned(&a_out).unwrap();
     // A dies without a word; more messages arrive, some for its partitions.
     a.kill();
     let killed = Instant::now();
@@ -403,8 +413,7 @@ fn a_kafka_python_group_survives_a_killed_consumer_without_losing_a_committed_me
     // A's partitions move to B only once A's session (6 s) ran out. A's
     // last heartbeat was at most 0.5 s before the kill.
     wait_for("B to take over every partition", PATIENCE, || {
-        let last = lines(&b_out, "ASSIGN").last().cloned()?;
-        (last[1].split(',').count() == 4).then_some(())
+        (assigned(&b_out)?.len() == 4).then_some(())
     });
     let moved_after = killed.elapsed();
     eprintln!("A's partitions moved to B {moved_after:?} after the kill");
@@ -523,4 +532,64 @@ fn with_a_data_dir_every_acknowledged_message_survives_a_killed_broker() {
         lines[1_000], "1000 after",
         "offsets go on after the restart"
     );
+}
+
+#[test]
+fn an_idempotent_producer_retrying_across_a_killed_broker_appends_each_record_once() {
+    let python = purgatorio_testkit::python_with(&[KAFKA_PYTHON]);
+    let dir = purgatorio_testkit::TempDir::new("broker-idempotent");
+    let broker = Broker::start_in(1, Some(dir.path()));
+    let addr = broker.addr.clone();
+    let count = 3_000;
+    let out = dir.path().join("producer.out");
+    let mut producer = ChildGuard::new(
+        Command::new(&python)
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/tests/group_client.py"
+            ))
+            .args(["produce_paced", &addr, "once", "0", &count.to_string(), "1"])
+            .stdout(std::fs::File::create(&out).unwrap())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start the kafka-python producer"),
+    );
+    // Mid-stream, the broker dies without a word and comes back.
+    broker.wait_stat("batches", |v| v >= 20);
+    broker.child.kill();
+    let broker = Broker::start_on(&addr, 1, Some(dir.path()), &[]);
+    let status = wait_for("the producer to finish", Duration::from_secs(120), || {
+        producer.child().try_wait().unwrap()
+    });
+    assert!(status.success(), "the producer failed");
+    assert_eq!(std::fs::read_to_string(&out).unwrap().trim(), "DONE");
+    let read = run_kcat(
+        &[
+            "-b",
+            &broker.addr,
+            "-t",
+            "once",
+            "-C",
+            "-p",
+            "0",
+            "-o",
+            "beginning",
+            "-e",
+            "-q",
+            "-f",
+            "%s\\n",
+        ],
+        "",
+    );
+    let mut seen: Vec<u32> = read.lines().map(|l| l.parse().unwrap()).collect();
+    let total = seen.len();
+    seen.sort_unstable();
+    seen.dedup();
+    assert_eq!(
+        total,
+        seen.len(),
+        "{} records appended twice",
+        total - seen.len()
+    );
+    assert_eq!(seen, (0..count).collect::<Vec<_>>(), "every record, once");
 }

@@ -1,10 +1,13 @@
 """A real Kafka client (kafka-python) against purgatorio-broker.
 
     group_client.py produce BOOTSTRAP TOPIC FROM COUNT
+    group_client.py produce_paced BOOTSTRAP TOPIC FROM COUNT PAUSE_MS
     group_client.py consume BOOTSTRAP TOPIC GROUP NAME
 
 `produce` sends the values FROM..FROM+COUNT-1, keyed so that they spread
-over the partitions. `consume` joins GROUP and, for every record, prints
+over the partitions; `produce_paced` sends them unkeyed, pausing PAUSE_MS
+after each, and prints `DONE` once every one is acknowledged. Both use the
+producer's default settings (idempotent, acks=all, retrying). `consume` joins GROUP and, for every record, prints
 `REC name partition offset value` and after every batch commits and prints
 `COMMIT name partition next_offset` for each partition it consumed; on every
 assignment it prints `ASSIGN name p,p,...`. Every line is flushed at once.
@@ -17,11 +20,27 @@ from kafka import ConsumerRebalanceListener, KafkaConsumer, KafkaProducer, Topic
 
 
 def produce(bootstrap, topic, first, count):
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks=1)
+    # The client's defaults: idempotent, acks=all.
+    producer = KafkaProducer(bootstrap_servers=bootstrap)
     for value in range(first, first + count):
         producer.send(topic, key=str(value).encode(), value=str(value).encode())
     producer.flush()
     producer.close()
+
+
+def produce_paced(bootstrap, topic, first, count, pause_ms):
+    import time
+
+    producer = KafkaProducer(bootstrap_servers=bootstrap)
+    futures = []
+    for value in range(first, first + count):
+        futures.append(producer.send(topic, value=str(value).encode()))
+        time.sleep(pause_ms / 1000.0)
+    producer.flush()
+    for future in futures:
+        future.get(timeout=60)
+    producer.close()
+    print("DONE", flush=True)
 
 
 class Announce(ConsumerRebalanceListener):
@@ -71,5 +90,7 @@ def consume(bootstrap, topic, group, name):
 if __name__ == "__main__":
     if sys.argv[1] == "produce":
         produce(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
+    elif sys.argv[1] == "produce_paced":
+        produce_paced(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]))
     else:
         consume(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5])

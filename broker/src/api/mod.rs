@@ -4,7 +4,7 @@
 //! | module | requests |
 //! |---|---|
 //! | [`metadata`] | ApiVersions, Metadata |
-//! | [`produce`] | Produce (acks 0, 1, -1; -1 waits for the group commit) |
+//! | [`produce`] | Produce (acks 0, 1, -1; -1 waits for the group commit), InitProducerId |
 //! | [`fetch`] | Fetch (waits in the fetch purgatory), ListOffsets |
 //! | [`groups`] | FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch |
 //!
@@ -38,6 +38,11 @@ pub struct Served {
 }
 
 impl Served {
+    /// `key` from version `min` to `max`.
+    pub const fn new(key: ApiKey, min: i16, max: i16) -> Served {
+        Served { key, min, max }
+    }
+
     /// Whether `version` is served.
     pub fn serves(&self, version: i16) -> bool {
         (self.min..=self.max).contains(&version)
@@ -46,66 +51,19 @@ impl Served {
 
 /// The versions served, per API: the ones decoded, encoded and tested here.
 pub const SERVED: &[Served] = &[
-    Served {
-        key: ApiKey::Produce,
-        min: 3,
-        max: 9,
-    },
-    Served {
-        key: ApiKey::Fetch,
-        min: 4,
-        max: 12,
-    },
-    Served {
-        key: ApiKey::ListOffsets,
-        min: 1,
-        max: 7,
-    },
-    Served {
-        key: ApiKey::Metadata,
-        min: 0,
-        max: 9,
-    },
-    Served {
-        key: ApiKey::ApiVersions,
-        min: 0,
-        max: 3,
-    },
-    Served {
-        key: ApiKey::FindCoordinator,
-        min: 0,
-        max: 3,
-    },
-    Served {
-        key: ApiKey::JoinGroup,
-        min: 0,
-        max: 5,
-    },
-    Served {
-        key: ApiKey::SyncGroup,
-        min: 0,
-        max: 3,
-    },
-    Served {
-        key: ApiKey::Heartbeat,
-        min: 0,
-        max: 3,
-    },
-    Served {
-        key: ApiKey::LeaveGroup,
-        min: 0,
-        max: 2,
-    },
-    Served {
-        key: ApiKey::OffsetCommit,
-        min: 2,
-        max: 7,
-    },
-    Served {
-        key: ApiKey::OffsetFetch,
-        min: 1,
-        max: 7,
-    },
+    Served::new(ApiKey::Produce, 3, 9),
+    Served::new(ApiKey::Fetch, 4, 12),
+    Served::new(ApiKey::ListOffsets, 1, 7),
+    Served::new(ApiKey::Metadata, 0, 9),
+    Served::new(ApiKey::ApiVersions, 0, 3),
+    Served::new(ApiKey::FindCoordinator, 0, 3),
+    Served::new(ApiKey::JoinGroup, 0, 5),
+    Served::new(ApiKey::SyncGroup, 0, 3),
+    Served::new(ApiKey::Heartbeat, 0, 3),
+    Served::new(ApiKey::LeaveGroup, 0, 2),
+    Served::new(ApiKey::OffsetCommit, 2, 7),
+    Served::new(ApiKey::OffsetFetch, 1, 7),
+    Served::new(ApiKey::InitProducerId, 0, 4),
 ];
 
 /// The entry of `key` in [`SERVED`].
@@ -258,6 +216,9 @@ pub async fn serve(broker: &Arc<Broker>, mut frame: Bytes) -> Result<Reply, Requ
             Some(response) => ResponseKind::Produce(response),
             None => return Ok(Reply::Silent),
         },
+        RequestKind::InitProducerId(r) => {
+            ResponseKind::InitProducerId(produce::init_producer_id(broker, &r))
+        }
         RequestKind::Fetch(r) => ResponseKind::Fetch(fetch::fetch(broker, r).await?),
         RequestKind::ListOffsets(r) => ResponseKind::ListOffsets(fetch::list_offsets(broker, &r)),
         RequestKind::FindCoordinator(_) => {

@@ -1,18 +1,24 @@
-//! Produce: record batches appended with offsets assigned; with acks = -1
-//! and `--data-dir`, the answer waits in the produce purgatory until a
-//! group-commit fsync covers every record.
+//! Produce and InitProducerId: record batches appended with offsets
+//! assigned, an idempotent producer's duplicates answered with their
+//! original offset and its gaps refused (see [`crate::producers`]); with
+//! acks = -1 and `--data-dir`, the answer waits in the produce purgatory
+//! until a group-commit fsync covers every record.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kafka_protocol::messages::{produce_response, ProduceRequest, ProduceResponse};
+use kafka_protocol::messages::{
+    produce_response, InitProducerIdRequest, InitProducerIdResponse, ProduceRequest,
+    ProduceResponse, ProducerId,
+};
 use kafka_protocol::ResponseError;
 use purgatorio::{Completion, DelayedOperation};
 
 use super::RequestError;
 use crate::broker::Broker;
-use crate::log::{assign_offsets, Position, TopicPartition};
+use crate::log::{split_batches, stored_at, BatchHeader, Log, Position, TopicPartition};
+use crate::producers::{Verdict, NO_PRODUCER};
 
 /// A produce with acks = -1 waiting until the fsyncs cover its offsets.
 pub struct DelayedProduce {
@@ -98,41 +104,14 @@ fn append(broker: &Broker, request: &ProduceRequest) -> (ProduceResponse, Vec<Po
             let log = topic
                 .as_ref()
                 .and_then(|t| t.partitions.get(usize::try_from(partition.index).ok()?));
-            let Some(log) = log else {
-                p.error_code = ResponseError::UnknownTopicOrPartition.code();
-                topic_response.partition_responses.push(p);
-                continue;
-            };
             let at = TopicPartition::new(name.clone(), partition.index);
-            let mut log = log.lock();
             let records = partition.records.as_deref().unwrap_or_default();
-            match assign_offsets(records, log.next) {
-                None => p.error_code = ResponseError::CorruptMessage.code(),
-                Some(assigned) => {
-                    if let Some(file) = log.file.as_mut() {
-                        let written = assigned
-                            .batches
-                            .iter()
-                            .try_for_each(|b| std::io::Write::write_all(file, &b.bytes));
-                        if written.is_err() {
-                            p.error_code = ResponseError::KafkaStorageError.code();
-                            topic_response.partition_responses.push(p);
-                            continue;
-                        }
-                        if let Some(store) = &broker.store {
-                            store.dirty(&at);
-                        }
-                    }
-                    p.base_offset = log.next;
-                    broker
-                        .batches
-                        .fetch_add(assigned.batches.len() as u64, Ordering::Relaxed);
-                    log.batches.extend(assigned.batches);
-                    log.next = assigned.next;
-                    appended.push(Position {
-                        at,
-                        offset: assigned.next,
-                    });
+            match log.map(|log| append_partition(broker, &at, &mut log.lock(), records)) {
+                None => p.error_code = ResponseError::UnknownTopicOrPartition.code(),
+                Some(Err(error)) => p.error_code = error.code(),
+                Some(Ok(Appended { base_offset, next })) => {
+                    p.base_offset = base_offset;
+                    appended.push(Position { at, offset: next });
                 }
             }
             topic_response.partition_responses.push(p);
@@ -144,4 +123,98 @@ fn append(broker: &Broker, request: &ProduceRequest) -> (ProduceResponse, Vec<Po
         let _ = broker.fetches.check_and_complete(&position.at);
     }
     (response, appended)
+}
+
+/// What a partition's append did.
+struct Appended {
+    /// The offset of the first batch (for a duplicate, where it was first
+    /// appended).
+    base_offset: i64,
+    /// The offset after the partition's records.
+    next: i64,
+}
+
+/// Appends a partition's batches, each unless its producer's sequences say
+/// it is a duplicate (then the answer is the original offset).
+///
+/// # Errors
+///
+/// CORRUPT_MESSAGE for malformed batches, the producer's refusal
+/// (OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH), or
+/// KAFKA_STORAGE_ERROR if the file cannot be written.
+fn append_partition(
+    broker: &Broker,
+    at: &TopicPartition,
+    log: &mut Log,
+    records: &[u8],
+) -> Result<Appended, ResponseError> {
+    let batches = split_batches(records).ok_or(ResponseError::CorruptMessage)?;
+    let mut base_offset = None;
+    let mut wrote = false;
+    for batch in batches {
+        let header = BatchHeader::of(batch);
+        match log.producers.check(&header) {
+            Verdict::Refuse(error) => return Err(error),
+            Verdict::Duplicate(original) => {
+                base_offset.get_or_insert(original);
+                continue;
+            }
+            Verdict::Append => {}
+        }
+        let stored = stored_at(batch, log.next);
+        if let Some(file) = log.file.as_mut() {
+            std::io::Write::write_all(file, &stored.bytes)
+                .map_err(|_| ResponseError::KafkaStorageError)?;
+            wrote = true;
+        }
+        base_offset.get_or_insert(stored.base);
+        log.producers.appended(&header, stored.base);
+        log.next = stored.last_offset() + 1;
+        log.batches.push(stored);
+        broker.batches.fetch_add(1, Ordering::Relaxed);
+    }
+    if wrote {
+        if let Some(store) = &broker.store {
+            store.dirty(at);
+        }
+    }
+    // A duplicate's answer, too, waits until the log is durable up to here
+    // (its original may not be yet).
+    Ok(Appended {
+        base_offset: base_offset.unwrap_or(log.next),
+        next: log.next,
+    })
+}
+
+/// InitProducerId: a fresh producer id with epoch 0, or (v3+, for a
+/// producer that gives its id and epoch) the same id with the next epoch.
+/// Transactions are not served.
+pub fn init_producer_id(
+    broker: &Broker,
+    request: &InitProducerIdRequest,
+) -> InitProducerIdResponse {
+    let mut response = InitProducerIdResponse::default();
+    if request.transactional_id.is_some() {
+        response.error_code = ResponseError::TransactionalIdAuthorizationFailed.code();
+        response.producer_id = ProducerId(NO_PRODUCER);
+        response.producer_epoch = -1;
+        return response;
+    }
+    if request.producer_id.0 >= 0 && (0..i16::MAX - 1).contains(&request.producer_epoch) {
+        response.producer_id = request.producer_id;
+        response.producer_epoch = request.producer_epoch + 1;
+        return response;
+    }
+    match broker.producer_ids.next() {
+        Ok(id) => {
+            response.producer_id = ProducerId(id);
+            response.producer_epoch = 0;
+        }
+        Err(_) => {
+            response.error_code = ResponseError::KafkaStorageError.code();
+            response.producer_id = ProducerId(NO_PRODUCER);
+            response.producer_epoch = -1;
+        }
+    }
+    response
 }

@@ -51,8 +51,22 @@ impl Broker {
 
     /// A broker with more command-line arguments.
     pub fn start_with(partitions: u32, data_dir: Option<&Path>, extra: &[&str]) -> Broker {
-        let port = free_port();
-        let addr = format!("127.0.0.1:{port}");
+        Broker::start_on(
+            &format!("127.0.0.1:{}", free_port()),
+            partitions,
+            data_dir,
+            extra,
+        )
+    }
+
+    /// A broker listening on `addr` (say, a killed one's).
+    pub fn start_on(
+        addr: &str,
+        partitions: u32,
+        data_dir: Option<&Path>,
+        extra: &[&str],
+    ) -> Broker {
+        let addr = addr.to_string();
         let mut command = Command::new(broker_bin());
         if let Some(dir) = data_dir {
             command.arg("--data-dir").arg(dir);

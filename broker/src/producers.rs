@@ -1,0 +1,329 @@
+//! Idempotent producers: producer ids, and per partition each producer's
+//! epoch and the sequences of its last [`KEPT_BATCHES`] batches.
+//!
+//! A batch of an idempotent producer carries its producer id, epoch and
+//! base sequence (record `i` has sequence `base + i`). Per partition and
+//! producer, Kafka's rules:
+//!
+//! | batch | answer |
+//! |---|---|
+//! | the same sequences as one of the last five kept | a duplicate: the original base offset, nothing appended |
+//! | base = last sequence + 1 (or 0 for a producer new here) | appended, kept |
+//! | an older epoch than the producer's | INVALID_PRODUCER_EPOCH |
+//! | a newer epoch starting at sequence 0 | appended; the producer's state restarts |
+//! | anything else (a gap, a reorder) | OUT_OF_ORDER_SEQUENCE_NUMBER |
+//!
+//! The state lives in each partition's [`Log`](crate::log::Log), under its
+//! lock, and is rebuilt at start from the batches themselves (their headers
+//! keep id, epoch and sequences). Producer ids come from
+//! [`ProducerIds`]: with `--data-dir`, blocks of ids are reserved in a file
+//! before any id of the block is handed out, so no id is given twice across
+//! restarts.
+
+use std::collections::{HashMap, VecDeque};
+use std::fs::{self, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use kafka_protocol::ResponseError;
+use parking_lot::Mutex;
+
+use crate::log::BatchHeader;
+
+/// How many of a producer's last batches a partition keeps (Kafka's five:
+/// the most a producer may have in flight).
+pub const KEPT_BATCHES: usize = 5;
+
+/// How many producer ids a block reserves in the ids file.
+const ID_BLOCK: i64 = 1024;
+
+/// The producer id of a batch without one.
+pub const NO_PRODUCER: i64 = -1;
+
+/// A batch kept for duplicate detection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Kept {
+    /// Its first sequence.
+    first: i32,
+    /// Its last sequence.
+    last: i32,
+    /// The offset it was appended at.
+    base_offset: i64,
+}
+
+/// One producer's state in one partition.
+#[derive(Clone, Debug, Default)]
+struct Producer {
+    /// Its epoch.
+    epoch: i16,
+    /// Its last batches, oldest first.
+    kept: VecDeque<Kept>,
+}
+
+/// What to do with a batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Append it (a batch without a producer, or the next in sequence).
+    Append,
+    /// Already appended at this base offset: answer with it, append nothing.
+    Duplicate(i64),
+    /// Refuse it.
+    Refuse(ResponseError),
+}
+
+/// The idempotent producers of one partition.
+#[derive(Clone, Debug, Default)]
+pub struct Producers {
+    /// By producer id.
+    by_id: HashMap<i64, Producer>,
+}
+
+/// The sequence after `last` (sequences wrap from `i32::MAX` to 0).
+fn after(last: i32) -> i32 {
+    if last == i32::MAX {
+        0
+    } else {
+        last + 1
+    }
+}
+
+impl Producers {
+    /// What to do with `batch`, which would be appended at `base_offset`.
+    /// Does not change the state; [`appended`](Self::appended) does.
+    pub fn check(&self, batch: &BatchHeader) -> Verdict {
+        if batch.producer_id == NO_PRODUCER {
+            return Verdict::Append;
+        }
+        let Some(producer) = self.by_id.get(&batch.producer_id) else {
+            // New here: its first batch in this partition starts at 0.
+            return if batch.base_sequence == 0 {
+                Verdict::Append
+            } else {
+                Verdict::Refuse(ResponseError::OutOfOrderSequenceNumber)
+            };
+        };
+        if batch.producer_epoch < producer.epoch {
+            return Verdict::Refuse(ResponseError::InvalidProducerEpoch);
+        }
+        if batch.producer_epoch > producer.epoch {
+            return if batch.base_sequence == 0 {
+                Verdict::Append
+            } else {
+                Verdict::Refuse(ResponseError::OutOfOrderSequenceNumber)
+            };
+        }
+        let last = batch.last_sequence();
+        if let Some(kept) = producer
+            .kept
+            .iter()
+            .find(|k| k.first == batch.base_sequence && k.last == last)
+        {
+            return Verdict::Duplicate(kept.base_offset);
+        }
+        match producer.kept.back() {
+            Some(newest) if batch.base_sequence == after(newest.last) => Verdict::Append,
+            None if batch.base_sequence == 0 => Verdict::Append,
+            _ => Verdict::Refuse(ResponseError::OutOfOrderSequenceNumber),
+        }
+    }
+
+    /// Records that `batch` was appended at `base_offset` (after
+    /// [`check`](Self::check) said [`Verdict::Append`], or at recovery).
+    pub fn appended(&mut self, batch: &BatchHeader, base_offset: i64) {
+        if batch.producer_id == NO_PRODUCER {
+            return;
+        }
+        let producer = self.by_id.entry(batch.producer_id).or_default();
+        if batch.producer_epoch != producer.epoch {
+            producer.epoch = batch.producer_epoch;
+            producer.kept.clear();
+        }
+        if producer.kept.len() == KEPT_BATCHES {
+            producer.kept.pop_front();
+        }
+        producer.kept.push_back(Kept {
+            first: batch.base_sequence,
+            last: batch.last_sequence(),
+            base_offset,
+        });
+    }
+
+    /// The largest producer id seen, if any.
+    pub fn max_id(&self) -> Option<i64> {
+        self.by_id.keys().copied().max()
+    }
+}
+
+/// Hands out producer ids, never the same twice (with a file, across
+/// restarts too).
+pub struct ProducerIds {
+    /// The next id, and the end of the block reserved.
+    next: Mutex<IdBlock>,
+    /// With `--data-dir`: the file holding the end of the reserved block.
+    file: Option<PathBuf>,
+}
+
+/// The ids reserved and not yet handed out.
+struct IdBlock {
+    /// The next id to hand out.
+    next: i64,
+    /// The first id not reserved.
+    end: i64,
+}
+
+impl ProducerIds {
+    /// Ids from `first` on, without a file.
+    pub fn in_memory(first: i64) -> ProducerIds {
+        ProducerIds {
+            next: Mutex::new(IdBlock {
+                next: first,
+                end: i64::MAX,
+            }),
+            file: None,
+        }
+    }
+
+    /// Ids past both what `path` reserved before and `seen` (the largest
+    /// id in the recovered logs).
+    ///
+    /// # Errors
+    ///
+    /// The file exists and cannot be read or holds no number.
+    pub fn open(path: &Path, seen: Option<i64>) -> std::io::Result<ProducerIds> {
+        let reserved = match fs::read_to_string(path) {
+            Ok(text) => text.trim().parse::<i64>().map_err(std::io::Error::other)?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
+            Err(e) => return Err(e),
+        };
+        let first = reserved.max(seen.map_or(0, |id| id + 1));
+        Ok(ProducerIds {
+            next: Mutex::new(IdBlock {
+                next: first,
+                end: first,
+            }),
+            file: Some(path.to_path_buf()),
+        })
+    }
+
+    /// A fresh producer id.
+    ///
+    /// # Errors
+    ///
+    /// The ids file could not be written and synced.
+    pub fn next(&self) -> std::io::Result<i64> {
+        let mut block = self.next.lock();
+        if block.next == block.end {
+            let end = block.end + ID_BLOCK;
+            if let Some(path) = &self.file {
+                // Reserved on disk before any id of the block is out.
+                let tmp = path.with_extension("tmp");
+                let mut file = OpenOptions::new()
+                    .create(true)
+                    .write(true)
+                    .truncate(true)
+                    .open(&tmp)?;
+                file.write_all(end.to_string().as_bytes())?;
+                file.sync_all()?;
+                fs::rename(&tmp, path)?;
+            }
+            block.end = end;
+        }
+        let id = block.next;
+        block.next += 1;
+        Ok(id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn batch(id: i64, epoch: i16, base: i32, records: i32) -> BatchHeader {
+        BatchHeader {
+            producer_id: id,
+            producer_epoch: epoch,
+            base_sequence: base,
+            last_offset_delta: records - 1,
+        }
+    }
+
+    #[test]
+    fn the_next_batch_appends_a_kept_one_is_a_duplicate_and_a_gap_is_refused() {
+        let mut p = Producers::default();
+        assert_eq!(
+            p.check(&batch(7, 0, 3, 1)),
+            Verdict::Refuse(ResponseError::OutOfOrderSequenceNumber)
+        );
+        assert_eq!(p.check(&batch(7, 0, 0, 3)), Verdict::Append);
+        p.appended(&batch(7, 0, 0, 3), 100);
+        assert_eq!(p.check(&batch(7, 0, 0, 3)), Verdict::Duplicate(100));
+        assert_eq!(p.check(&batch(7, 0, 3, 2)), Verdict::Append);
+        p.appended(&batch(7, 0, 3, 2), 103);
+        assert_eq!(
+            p.check(&batch(7, 0, 6, 1)),
+            Verdict::Refuse(ResponseError::OutOfOrderSequenceNumber)
+        );
+        assert_eq!(p.check(&batch(7, 0, 3, 2)), Verdict::Duplicate(103));
+        // Another producer is independent.
+        assert_eq!(p.check(&batch(8, 0, 0, 1)), Verdict::Append);
+    }
+
+    #[test]
+    fn only_the_last_five_batches_are_kept() {
+        let mut p = Producers::default();
+        for i in 0..6 {
+            p.appended(&batch(1, 0, i, 1), i64::from(i));
+        }
+        assert_eq!(
+            p.check(&batch(1, 0, 0, 1)),
+            Verdict::Refuse(ResponseError::OutOfOrderSequenceNumber)
+        );
+        assert_eq!(p.check(&batch(1, 0, 1, 1)), Verdict::Duplicate(1));
+        assert_eq!(p.check(&batch(1, 0, 6, 1)), Verdict::Append);
+    }
+
+    #[test]
+    fn epochs_fence_older_ones_and_restart_sequences() {
+        let mut p = Producers::default();
+        p.appended(&batch(1, 2, 0, 5), 0);
+        assert_eq!(
+            p.check(&batch(1, 1, 5, 1)),
+            Verdict::Refuse(ResponseError::InvalidProducerEpoch)
+        );
+        assert_eq!(
+            p.check(&batch(1, 3, 5, 1)),
+            Verdict::Refuse(ResponseError::OutOfOrderSequenceNumber)
+        );
+        assert_eq!(p.check(&batch(1, 3, 0, 1)), Verdict::Append);
+        p.appended(&batch(1, 3, 0, 1), 5);
+        assert_eq!(p.check(&batch(1, 3, 1, 1)), Verdict::Append);
+    }
+
+    #[test]
+    fn sequences_wrap_at_the_largest_i32() {
+        let mut p = Producers::default();
+        p.appended(&batch(1, 0, 0, 1), 0);
+        p.by_id.get_mut(&1).unwrap().kept.back_mut().unwrap().last = i32::MAX;
+        assert_eq!(p.check(&batch(1, 0, 0, 1)), Verdict::Append);
+    }
+
+    #[test]
+    fn ids_are_never_handed_out_twice_across_restarts() {
+        let dir = std::env::temp_dir().join(format!("producer-ids-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("producer-ids");
+        let first = ProducerIds::open(&path, None).unwrap();
+        let a = first.next().unwrap();
+        let b = first.next().unwrap();
+        assert_eq!((a, b), (0, 1));
+        drop(first);
+        let second = ProducerIds::open(&path, Some(3)).unwrap();
+        assert!(
+            second.next().unwrap() >= ID_BLOCK,
+            "ids of the reserved block are not reused"
+        );
+        let third = ProducerIds::open(&path, Some(5000)).unwrap();
+        assert_eq!(third.next().unwrap(), 5001, "nor ids seen in the logs");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}
