@@ -33,6 +33,8 @@ pub struct Config {
     pub data_dir: Option<PathBuf>,
     /// What clients may make the broker hold.
     pub limits: Limits,
+    /// The largest record batch accepted, bytes.
+    pub message_max_bytes: usize,
 }
 
 /// Everything the connections share.
@@ -64,6 +66,8 @@ pub struct Broker {
     pub limits: Limits,
     /// Hands out producer ids.
     pub producer_ids: ProducerIds,
+    /// The largest record batch accepted, bytes.
+    pub message_max_bytes: usize,
 }
 
 /// Whether `name` is a legal topic name (Kafka's rule).
@@ -96,6 +100,11 @@ impl Broker {
         let topic = Arc::new(Topic::new(logs));
         topics.insert(name.to_string(), Arc::clone(&topic));
         Some(topic)
+    }
+
+    /// The topic `name`, if it exists (never created).
+    pub fn existing_topic(&self, name: &str) -> Option<Arc<Topic>> {
+        self.topics.read().get(name).cloned()
     }
 
     /// Runs `f` on the log of `topic`'s `partition`, if both exist.
@@ -206,6 +215,7 @@ pub async fn start(config: &Config) -> Result<Arc<Broker>, StartError> {
         idle_closed: AtomicU64::new(0),
         limits: config.limits.clone(),
         producer_ids,
+        message_max_bytes: config.message_max_bytes,
     });
     if broker.store.is_some() {
         tokio::spawn(crate::store::group_commit(Arc::clone(&broker)));

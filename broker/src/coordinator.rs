@@ -146,6 +146,8 @@ pub struct Committed {
     pub partition: i32,
     /// The offset committed.
     pub offset: i64,
+    /// The commit's metadata string, as the client gave it.
+    pub metadata: Option<String>,
 }
 
 /// The group purgatory's figures.
@@ -174,7 +176,7 @@ struct Group {
     /// Its members, by id.
     members: BTreeMap<String, Member>,
     /// Committed offsets.
-    offsets: HashMap<TopicPartition, i64>,
+    offsets: HashMap<TopicPartition, Committed>,
 }
 
 impl Group {
@@ -345,6 +347,12 @@ impl Coordinator {
         }))
     }
 
+    /// The group `id`, if it exists.
+    fn find(&self, id: &str) -> Option<Arc<Mutex<Group>>> {
+        self.groups.lock().get(id).cloned()
+    }
+
+    /// The group `id`, created if new.
     fn group(&self, id: &str) -> Arc<Mutex<Group>> {
         Arc::clone(
             self.groups
@@ -356,7 +364,9 @@ impl Coordinator {
 
     /// A member's session ran out: it leaves, and the others rebalance.
     fn expire(&self, group_id: &str, member: &str) {
-        let group = self.group(group_id);
+        let Some(group) = self.find(group_id) else {
+            return;
+        };
         {
             let mut g = group.lock();
             if g.members.remove(member).is_none() {
@@ -501,7 +511,9 @@ impl Coordinator {
         generation: i32,
         assignments: Vec<MemberMetadata>,
     ) -> Result<Syncing, ResponseError> {
-        let group = self.group(group_id);
+        let Some(group) = self.find(group_id) else {
+            return Err(ResponseError::UnknownMemberId);
+        };
         let session = {
             let mut g = group.lock();
             let Some(member) = g.members.get(member_id) else {
@@ -565,7 +577,9 @@ impl Coordinator {
         member_id: &str,
         generation: i32,
     ) -> Result<Bytes, ResponseError> {
-        let group = self.group(group_id);
+        let Some(group) = self.find(group_id) else {
+            return Err(ResponseError::UnknownMemberId);
+        };
         let g = group.lock();
         if g.generation != generation {
             return Err(ResponseError::RebalanceInProgress);
@@ -591,7 +605,9 @@ impl Coordinator {
         member_id: &str,
         generation: i32,
     ) -> Result<(), ResponseError> {
-        let group = self.group(group_id);
+        let Some(group) = self.find(group_id) else {
+            return Err(ResponseError::UnknownMemberId);
+        };
         let (answer, session) = {
             let g = group.lock();
             match g.members.get(member_id) {
@@ -618,7 +634,9 @@ impl Coordinator {
     /// UNKNOWN_MEMBER_ID.
     pub fn leave(&self, group_id: &str, member_id: &str) -> Result<(), ResponseError> {
         let _ = self.sessions.remove(&SessionKey::new(group_id, member_id));
-        let group = self.group(group_id);
+        let Some(group) = self.find(group_id) else {
+            return Err(ResponseError::UnknownMemberId);
+        };
         {
             let mut g = group.lock();
             if g.members.remove(member_id).is_none() {
@@ -630,33 +648,22 @@ impl Coordinator {
         Ok(())
     }
 
-    /// OffsetCommit of one partition.
-    pub fn commit(&self, group_id: &str, at: TopicPartition, offset: i64) {
-        self.group(group_id).lock().offsets.insert(at, offset);
+    /// OffsetCommit of one partition: its offset and metadata string.
+    pub fn commit(&self, group_id: &str, committed: Committed) {
+        let at = TopicPartition::new(committed.topic.clone(), committed.partition);
+        self.group(group_id).lock().offsets.insert(at, committed);
     }
 
-    /// The committed offset of a partition, or -1.
-    pub fn committed(&self, group_id: &str, at: &TopicPartition) -> i64 {
-        self.group(group_id)
-            .lock()
-            .offsets
-            .get(at)
-            .copied()
-            .unwrap_or(-1)
+    /// The committed offset of a partition, if any.
+    pub fn committed(&self, group_id: &str, at: &TopicPartition) -> Option<Committed> {
+        self.find(group_id)?.lock().offsets.get(at).cloned()
     }
 
     /// Every committed offset of a group.
     pub fn all_committed(&self, group_id: &str) -> Vec<Committed> {
-        self.group(group_id)
-            .lock()
-            .offsets
-            .iter()
-            .map(|(at, offset)| Committed {
-                topic: at.topic.clone(),
-                partition: at.partition,
-                offset: *offset,
-            })
-            .collect()
+        self.find(group_id)
+            .map(|g| g.lock().offsets.values().cloned().collect())
+            .unwrap_or_default()
     }
 
     /// The group purgatory's figures.

@@ -79,6 +79,10 @@ struct Args {
     /// requests or in the middle of one (Kafka's connections.max.idle.ms).
     #[arg(long, default_value_t = 600_000, value_parser = clap::value_parser!(u64).range(1..))]
     connections_max_idle_ms: u64,
+    /// The largest record batch accepted, bytes (Kafka's
+    /// message.max.bytes); a larger one is answered MESSAGE_TOO_LARGE.
+    #[arg(long, default_value_t = 1024 * 1024 + 12)]
+    message_max_bytes: usize,
     /// Print a stats line (batches, parked fetches, timer wake-ups) to
     /// stderr this often, ms.
     #[arg(long, default_value_t = 10_000)]
@@ -101,6 +105,7 @@ async fn main() {
         listen: args.listen.clone(),
         partitions: args.partitions,
         data_dir: args.data_dir.clone(),
+        message_max_bytes: args.message_max_bytes,
         limits: wire::Limits::new(
             max_request,
             usize::try_from(args.queued_max_request_bytes).unwrap_or(usize::MAX),

@@ -99,11 +99,15 @@ pub async fn fetch(
     Ok(response(broker, &request))
 }
 
-/// The answer to a fetch: each partition's batches from its offset, at
-/// least one batch even over the limits (as Kafka does).
+/// The answer to a fetch: each partition's batches from its offset within
+/// `partition_max_bytes` and what is left of `max_bytes`. Only the first
+/// batch of the whole answer may exceed them (as Kafka does, so that a
+/// batch larger than the limits is still delivered).
 fn response(broker: &Broker, request: &FetchRequest) -> FetchResponse {
     let mut response = FetchResponse::default();
-    let mut budget = usize::try_from(request.max_bytes).unwrap_or(usize::MAX);
+    let mut budget = usize::try_from(request.max_bytes).unwrap_or(0);
+    // Whether the answer holds a batch yet.
+    let answered = &mut false;
     for topic in &request.topics {
         let mut t = fetch_response::FetchableTopicResponse::default();
         t.topic = topic.topic.clone();
@@ -124,12 +128,14 @@ fn response(broker: &Broker, request: &FetchRequest) -> FetchResponse {
                 let start = log.first_batch_from(partition.fetch_offset);
                 let mut records = BytesMut::new();
                 for batch in &log.batches[start..] {
-                    if !records.is_empty() && records.len() + batch.bytes.len() > limit {
+                    let first_of_answer = records.is_empty() && !*answered;
+                    if !first_of_answer && records.len() + batch.bytes.len() > limit {
                         break;
                     }
                     records.put_slice(&batch.bytes);
                 }
                 budget = budget.saturating_sub(records.len());
+                *answered |= !records.is_empty();
                 p.records = Some(records.freeze());
             });
             if found.is_none() {

@@ -3,7 +3,7 @@
 //! purgatory; dropped (the client went away), the wait is left to its
 //! deadline.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use kafka_protocol::messages::{
@@ -12,12 +12,12 @@ use kafka_protocol::messages::{
     LeaveGroupResponse, OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest,
     OffsetFetchResponse, SyncGroupRequest, SyncGroupResponse, TopicName,
 };
-use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
 
 use super::metadata::NODE;
 use super::{code, str_bytes};
 use crate::broker::Broker;
-use crate::coordinator::{Join, Joined, Joining, MemberMetadata, Protocol, Syncing};
+use crate::coordinator::{Committed, Join, Joined, Joining, MemberMetadata, Protocol, Syncing};
 use crate::log::TopicPartition;
 
 /// FindCoordinator: this broker (served up to v3, where the coordinator is
@@ -147,19 +147,30 @@ pub fn leave_group(broker: &Broker, request: &LeaveGroupRequest) -> LeaveGroupRe
     response
 }
 
-/// OffsetCommit: every partition's offset is kept for the group.
+/// OffsetCommit: every partition's offset and metadata string is kept for
+/// the group; a partition that does not exist is UNKNOWN_TOPIC_OR_PARTITION.
 pub fn offset_commit(broker: &Broker, request: &OffsetCommitRequest) -> OffsetCommitResponse {
     let mut response = OffsetCommitResponse::default();
     for topic in &request.topics {
         let mut t = offset_commit_response::OffsetCommitResponseTopic::default();
         t.name = topic.name.clone();
+        let partitions = broker
+            .existing_topic(&topic.name)
+            .map_or(0, |t| t.partitions.len());
         for p in &topic.partitions {
-            let at = TopicPartition::new(topic.name.to_string(), p.partition_index);
-            broker
-                .groups
-                .commit(&request.group_id, at, p.committed_offset);
             let mut pr = offset_commit_response::OffsetCommitResponsePartition::default();
             pr.partition_index = p.partition_index;
+            if usize::try_from(p.partition_index).is_ok_and(|i| i < partitions) {
+                let committed = Committed {
+                    topic: topic.name.to_string(),
+                    partition: p.partition_index,
+                    offset: p.committed_offset,
+                    metadata: p.committed_metadata.as_ref().map(|m| m.to_string()),
+                };
+                broker.groups.commit(&request.group_id, committed);
+            } else {
+                pr.error_code = ResponseError::UnknownTopicOrPartition.code();
+            }
             t.partitions.push(pr);
         }
         response.topics.push(t);
@@ -167,46 +178,48 @@ pub fn offset_commit(broker: &Broker, request: &OffsetCommitRequest) -> OffsetCo
     response
 }
 
-/// OffsetFetch: the group's committed offsets (-1 where none), of the
-/// partitions asked for or of all.
+/// OffsetFetch: the group's committed offsets (-1 where none) and their
+/// metadata strings, of the partitions asked for or of all.
 pub fn offset_fetch(broker: &Broker, request: &OffsetFetchRequest) -> OffsetFetchResponse {
     let mut response = OffsetFetchResponse::default();
-    // Per topic, (partition, committed offset or -1).
-    let mut wanted: Vec<(String, Vec<(i32, i64)>)> = Vec::new();
+    let mut by_topic: BTreeMap<String, Vec<Committed>> = BTreeMap::new();
     match &request.topics {
         Some(topics) => {
             for t in topics {
                 let name = t.name.to_string();
-                let offsets = t
-                    .partition_indexes
-                    .iter()
-                    .map(|&p| {
-                        let at = TopicPartition::new(name.clone(), p);
-                        (p, broker.groups.committed(&request.group_id, &at))
-                    })
-                    .collect();
-                wanted.push((name, offsets));
+                for &partition in &t.partition_indexes {
+                    let at = TopicPartition::new(name.clone(), partition);
+                    let committed =
+                        broker
+                            .groups
+                            .committed(&request.group_id, &at)
+                            .unwrap_or(Committed {
+                                topic: name.clone(),
+                                partition,
+                                offset: -1,
+                                metadata: None,
+                            });
+                    by_topic.entry(name.clone()).or_default().push(committed);
+                }
             }
         }
         None => {
-            let mut by_topic: HashMap<String, Vec<(i32, i64)>> = HashMap::new();
             for committed in broker.groups.all_committed(&request.group_id) {
                 by_topic
-                    .entry(committed.topic)
+                    .entry(committed.topic.clone())
                     .or_default()
-                    .push((committed.partition, committed.offset));
+                    .push(committed);
             }
-            wanted.extend(by_topic);
         }
     }
-    for (name, offsets) in wanted {
+    for (name, offsets) in by_topic {
         let mut t = offset_fetch_response::OffsetFetchResponseTopic::default();
         t.name = TopicName(str_bytes(&name));
-        for (partition, offset) in offsets {
+        for committed in offsets {
             let mut pr = offset_fetch_response::OffsetFetchResponsePartition::default();
-            pr.partition_index = partition;
-            pr.committed_offset = offset;
-            pr.metadata = Some(StrBytes::from_static_str(""));
+            pr.partition_index = committed.partition;
+            pr.committed_offset = committed.offset;
+            pr.metadata = Some(str_bytes(committed.metadata.as_deref().unwrap_or("")));
             t.partitions.push(pr);
         }
         response.topics.push(t);

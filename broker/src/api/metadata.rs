@@ -8,7 +8,7 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 use super::{str_bytes, SERVED};
-use crate::broker::Broker;
+use crate::broker::{legal_topic_name, Broker};
 
 /// The only broker's id.
 pub const NODE: BrokerId = BrokerId(0);
@@ -30,7 +30,8 @@ pub fn api_versions() -> ApiVersionsResponse {
 }
 
 /// Metadata: this broker leads every partition; a topic asked for is
-/// created on first use.
+/// created on first use unless the request says not to (v4+), then it is
+/// UNKNOWN_TOPIC_OR_PARTITION.
 pub fn metadata(broker: &Broker, request: MetadataRequest) -> MetadataResponse {
     let mut response = MetadataResponse::default();
     let mut node = metadata_response::MetadataResponseBroker::default();
@@ -50,7 +51,12 @@ pub fn metadata(broker: &Broker, request: MetadataRequest) -> MetadataResponse {
     for name in names {
         let mut topic = metadata_response::MetadataResponseTopic::default();
         topic.name = Some(TopicName(str_bytes(&name)));
-        match broker.topic(&name) {
+        let found = if request.allow_auto_topic_creation {
+            broker.topic(&name)
+        } else {
+            broker.existing_topic(&name)
+        };
+        match found {
             Some(t) => {
                 topic.partitions = (0..t.partitions.len() as i32)
                     .map(|i| {
@@ -63,7 +69,10 @@ pub fn metadata(broker: &Broker, request: MetadataRequest) -> MetadataResponse {
                     })
                     .collect();
             }
-            None => topic.error_code = ResponseError::InvalidTopicException.code(),
+            None if !legal_topic_name(&name) => {
+                topic.error_code = ResponseError::InvalidTopicException.code();
+            }
+            None => topic.error_code = ResponseError::UnknownTopicOrPartition.code(),
         }
         response.topics.push(topic);
     }

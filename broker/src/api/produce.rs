@@ -139,7 +139,8 @@ struct Appended {
 ///
 /// # Errors
 ///
-/// CORRUPT_MESSAGE for malformed batches, the producer's refusal
+/// CORRUPT_MESSAGE for malformed batches, MESSAGE_TOO_LARGE for a batch
+/// over `--message-max-bytes`, the producer's refusal
 /// (OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH), or
 /// KAFKA_STORAGE_ERROR if the file cannot be written.
 fn append_partition(
@@ -151,6 +152,9 @@ fn append_partition(
     let batches = split_batches(records).ok_or(ResponseError::CorruptMessage)?;
     let mut base_offset = None;
     let mut wrote = false;
+    if batches.iter().any(|b| b.len() > broker.message_max_bytes) {
+        return Err(ResponseError::MessageTooLarge);
+    }
     for batch in batches {
         let header = BatchHeader::of(batch);
         match log.producers.check(&header) {

@@ -1,0 +1,249 @@
+//! The protocol answers as Kafka gives them, each through a real client
+//! where one exists (kcat, the current kafka-python), else through raw
+//! requests: MESSAGE_TOO_LARGE, Fetch's `max_bytes`, Metadata's
+//! `allow_auto_topic_creation`, OffsetCommit to an unknown topic and its
+//! metadata string, and start-up errors that name the path.
+
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use bytes::Buf;
+use kafka_protocol::messages::{
+    fetch_request, metadata_request, ApiKey, FetchRequest, FetchResponse, MetadataRequest,
+    MetadataResponse, TopicName,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use purgatorio_testkit::require_program;
+
+mod common;
+use common::{broker_bin, frame, read_frame, Broker, PATIENCE};
+
+/// The Python Kafka client, as in `clients.rs`.
+const KAFKA_PYTHON: &str = "kafka-python>=3";
+
+/// Runs kcat with `args` on `input`; returns (success, stdout, stderr).
+fn kcat(args: &[&str], input: &[u8]) -> (bool, String, String) {
+    let mut child = Command::new(require_program("kcat", "kcat"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run kcat");
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    let started = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        assert!(started.elapsed() < PATIENCE, "kcat {args:?} hung");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let output = child.wait_with_output().unwrap();
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// Runs `probe_client.py` with `args`; returns its stdout.
+fn probe(args: &[&str]) -> String {
+    let python = purgatorio_testkit::python_with(&[KAFKA_PYTHON]);
+    let mut child = Command::new(python)
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/probe_client.py"
+        ))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run probe_client.py");
+    let started = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        assert!(
+            started.elapsed() < PATIENCE,
+            "probe_client.py {args:?} hung"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let output = child.wait_with_output().unwrap();
+    assert!(
+        output.status.success(),
+        "probe_client.py {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+#[test]
+fn a_message_over_message_max_bytes_is_answered_message_too_large() {
+    let broker = Broker::start_with(1, None, &["--message-max-bytes", "20000"]);
+    let big = vec![b'x'; 30_000];
+    let (_, _, err) = kcat(
+        &[
+            "-b",
+            &broker.addr,
+            "-t",
+            "big",
+            "-P",
+            "-p",
+            "0",
+            "-X",
+            "message.max.bytes=100000",
+        ],
+        &big,
+    );
+    assert!(err.contains("Message size too large"), "kcat said: {err}");
+    // Answered, not closed: the refusals were answers on a live connection.
+    assert_eq!(broker.stat("refused"), 0);
+    let (ok, _, err) = kcat(
+        &["-b", &broker.addr, "-t", "big", "-P", "-p", "0"],
+        b"small\n",
+    );
+    assert!(ok, "{err}");
+    let (_, out, _) = kcat(
+        &[
+            "-b",
+            &broker.addr,
+            "-t",
+            "big",
+            "-C",
+            "-p",
+            "0",
+            "-o",
+            "beginning",
+            "-e",
+            "-q",
+        ],
+        b"",
+    );
+    assert_eq!(out.trim(), "small");
+}
+
+/// A Fetch v12 of partitions 0..3 of `topic` from offset 0.
+fn fetch_all(topic: &str, max_bytes: i32) -> bytes::Bytes {
+    let mut t = fetch_request::FetchTopic::default();
+    t.topic = TopicName(StrBytes::from_string(topic.to_string()));
+    t.partitions = (0..3)
+        .map(|p| {
+            let mut partition = fetch_request::FetchPartition::default();
+            partition.partition = p;
+            partition.partition_max_bytes = 1 << 20;
+            partition
+        })
+        .collect();
+    let mut request = FetchRequest::default();
+    request.max_bytes = max_bytes;
+    request.topics = vec![t];
+    frame(ApiKey::Fetch, 12, |b| request.encode(b, 12).unwrap())
+}
+
+#[test]
+fn a_fetch_answer_stays_within_max_bytes_but_for_its_first_batch() {
+    let broker = Broker::start(3);
+    for p in 0..3 {
+        let value = format!("{}\n", "v".repeat(1000));
+        let (ok, _, err) = kcat(
+            &["-b", &broker.addr, "-t", "wide", "-P", "-p", &p.to_string()],
+            value.as_bytes(),
+        );
+        assert!(ok, "{err}");
+    }
+    let batches = |max_bytes| {
+        let mut s = broker.connect();
+        s.write_all(&fetch_all("wide", max_bytes)).unwrap();
+        let mut answer = read_frame(&mut s).unwrap();
+        answer.advance(5); // correlation id, header tags
+        let response = FetchResponse::decode(&mut answer, 12).unwrap();
+        let sizes: Vec<usize> = response.responses[0]
+            .partitions
+            .iter()
+            .map(|p| p.records.as_ref().map_or(0, |r| r.len()))
+            .collect();
+        sizes
+    };
+    let sizes = batches(1 << 20);
+    assert!(sizes.iter().all(|&n| n > 1000), "{sizes:?}");
+    // 1,500 bytes hold one batch of about 1,070: the others stay out.
+    let sizes = batches(1500);
+    assert_eq!(sizes.iter().filter(|&&n| n > 0).count(), 1, "{sizes:?}");
+    // Even 1 byte gets the first batch, so a large one is never stuck.
+    let sizes = batches(1);
+    assert_eq!(sizes.iter().filter(|&&n| n > 0).count(), 1, "{sizes:?}");
+}
+
+/// A Metadata v9 request for `topic`.
+fn metadata(topic: Option<&str>, create: bool) -> bytes::Bytes {
+    let mut request = MetadataRequest::default();
+    request.topics = topic.map(|name| {
+        let mut t = metadata_request::MetadataRequestTopic::default();
+        t.name = Some(TopicName(StrBytes::from_string(name.to_string())));
+        vec![t]
+    });
+    request.allow_auto_topic_creation = create;
+    frame(ApiKey::Metadata, 9, |b| request.encode(b, 9).unwrap())
+}
+
+fn ask_metadata(broker: &Broker, topic: Option<&str>, create: bool) -> MetadataResponse {
+    let mut s = broker.connect();
+    s.write_all(&metadata(topic, create)).unwrap();
+    let mut answer = read_frame(&mut s).unwrap();
+    answer.advance(5);
+    MetadataResponse::decode(&mut answer, 9).unwrap()
+}
+
+#[test]
+fn metadata_creates_a_topic_only_when_allowed() {
+    let broker = Broker::start(1);
+    let refused = ask_metadata(&broker, Some("absent"), false);
+    assert_eq!(
+        refused.topics[0].error_code, 3,
+        "UNKNOWN_TOPIC_OR_PARTITION"
+    );
+    let all = ask_metadata(&broker, None, true);
+    assert!(all.topics.is_empty(), "it was created anyway");
+    let created = ask_metadata(&broker, Some("absent"), true);
+    assert_eq!(created.topics[0].error_code, 0);
+    assert_eq!(created.topics[0].partitions.len(), 1);
+}
+
+#[test]
+fn offset_commit_keeps_the_metadata_and_refuses_an_unknown_topic() {
+    let broker = Broker::start(1);
+    let (ok, _, err) = kcat(&["-b", &broker.addr, "-L", "-t", "committed"], b"");
+    assert!(ok, "{err}");
+    let out = probe(&["commit", &broker.addr, "committed", "readers"]);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], "COMMITTED 5 kept", "{out}");
+    assert!(lines[1].starts_with("UNKNOWN refused"), "{out}");
+}
+
+#[test]
+fn start_up_errors_name_what_failed_and_the_path() {
+    let dir = purgatorio_testkit::TempDir::new("broker-start");
+    let file: PathBuf = dir.path().join("a-file");
+    std::fs::write(&file, b"not a directory").unwrap();
+    let output = Command::new(broker_bin())
+        .args(["--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert!(err.contains("data directory"), "{err}");
+    assert!(err.contains(&file.display().to_string()), "{err}");
+    assert!(!err.contains("listen"), "{err}");
+    // A listen address that cannot be bound says so.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let output = Command::new(broker_bin())
+        .args(["--listen", &addr])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert!(err.contains(&format!("cannot listen on {addr}")), "{err}");
+    let mut unused = String::new();
+    let _ = std::io::empty().read_to_string(&mut unused);
+}

@@ -1,0 +1,53 @@
+"""Single questions to purgatorio-broker through kafka-python, each printing
+one line per answer for the Rust test to check.
+
+    probe_client.py commit BOOTSTRAP TOPIC GROUP
+        commits offset 5 with metadata "kept" to TOPIC[0] (which exists), prints
+        `COMMITTED offset metadata`; then commits to a topic that does not
+        exist and prints `UNKNOWN accepted` or `UNKNOWN refused ErrorName`.
+    probe_client.py times BOOTSTRAP TOPIC
+        produces ten records in one batch with timestamps 1000..10000, then
+        prints `AT ts offset` from offsets_for_times for 0, 3500, 10000 and
+        20000.
+"""
+
+import sys
+
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.structs import OffsetAndMetadata
+
+
+def commit(bootstrap, topic, group):
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
+    tp = TopicPartition(topic, 0)
+    consumer.commit({tp: OffsetAndMetadata(5, "kept", -1)})
+    got = consumer.committed(tp, metadata=True)
+    print("COMMITTED %d %s" % (got.offset, got.metadata), flush=True)
+    try:
+        # The client retries UNKNOWN_TOPIC_OR_PARTITION until its timeout.
+        consumer.commit({TopicPartition("absent-topic", 0): OffsetAndMetadata(1, "", -1)}, timeout_ms=2000)
+        print("UNKNOWN accepted", flush=True)
+    except Exception as e:  # the client's error for the partition's code
+        print("UNKNOWN refused %s" % type(e).__name__, flush=True)
+    consumer.close()
+
+
+def times(bootstrap, topic):
+    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=1000)
+    for i in range(10):
+        producer.send(topic, value=b"v%d" % i, timestamp_ms=1000 * (i + 1))
+    producer.flush()
+    producer.close()
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
+    tp = TopicPartition(topic, 0)
+    for ts in (0, 3500, 10000, 20000):
+        found = consumer.offsets_for_times({tp: ts})[tp]
+        if found is None:
+            print("AT %d none" % ts, flush=True)
+        else:
+            print("AT %d %d %d" % (ts, found.offset, found.timestamp), flush=True)
+    consumer.close()
+
+
+if __name__ == "__main__":
+    {"commit": commit, "times": times}[sys.argv[1]](*sys.argv[2:])
