@@ -130,6 +130,112 @@ impl Log {
     }
 }
 
+/// A record found by time: its offset and timestamp.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timed {
+    /// The record's offset.
+    pub offset: i64,
+    /// Its timestamp, ms.
+    pub timestamp: i64,
+}
+
+impl Log {
+    /// The first record with a timestamp at or after `timestamp` (ms), as
+    /// ListOffsets answers it: batches are skipped by their max timestamp,
+    /// then the records of an uncompressed batch are read one by one (in a
+    /// compressed batch, its first offset and max timestamp answer).
+    pub fn offset_for_time(&self, timestamp: i64) -> Option<Timed> {
+        self.batches.iter().find_map(|batch| {
+            let bytes = &batch.bytes;
+            if max_timestamp(bytes) < timestamp {
+                return None;
+            }
+            let exact = records(bytes).and_then(|mut records| {
+                records.find(|r| r.timestamp >= timestamp).map(|r| Timed {
+                    offset: batch.base + r.offset_delta,
+                    timestamp: r.timestamp,
+                })
+            });
+            Some(exact.unwrap_or(Timed {
+                offset: batch.base,
+                timestamp: max_timestamp(bytes),
+            }))
+        })
+    }
+
+    /// The record with the largest timestamp (the first of equals).
+    pub fn offset_of_max_time(&self) -> Option<Timed> {
+        let mut best: Option<Timed> = None;
+        for batch in &self.batches {
+            let max = max_timestamp(&batch.bytes);
+            if best.is_some_and(|b| b.timestamp >= max) {
+                continue;
+            }
+            let exact = records(&batch.bytes)
+                .and_then(|mut records| records.find(|r| r.timestamp == max))
+                .map_or(batch.last_offset(), |r| batch.base + r.offset_delta);
+            best = Some(Timed {
+                offset: exact,
+                timestamp: max,
+            });
+        }
+        best
+    }
+}
+
+/// A batch's max timestamp (bytes 35..43).
+fn max_timestamp(batch: &[u8]) -> i64 {
+    i64::from_be_bytes(batch[35..43].try_into().expect("a whole header"))
+}
+
+/// What ListOffsets needs of a record.
+#[derive(Clone, Copy, Debug)]
+struct RecordTime {
+    /// Its offset delta in the batch.
+    offset_delta: i64,
+    /// Its timestamp, ms.
+    timestamp: i64,
+}
+
+/// The records of an uncompressed batch with create-time timestamps, read
+/// lazily; `None` for a compressed or log-append-time batch. A malformed
+/// record ends the iteration.
+fn records(batch: &[u8]) -> Option<impl Iterator<Item = RecordTime> + '_> {
+    let attributes = i16::from_be_bytes([batch[21], batch[22]]);
+    // Bits 0-2: the codec; bit 3: log-append time.
+    if attributes & 0x0f != 0 {
+        return None;
+    }
+    let first = i64::from_be_bytes(batch[27..35].try_into().expect("a whole header"));
+    let mut at = BATCH_HEADER;
+    Some(std::iter::from_fn(move || {
+        let length = usize::try_from(varint(batch, &mut at)?).ok()?;
+        let end = at.checked_add(length).filter(|&end| end <= batch.len())?;
+        let mut field = at + 1; // attributes
+        let timestamp_delta = varint(batch, &mut field)?;
+        let offset_delta = varint(batch, &mut field)?;
+        at = end;
+        Some(RecordTime {
+            offset_delta,
+            timestamp: first.saturating_add(timestamp_delta),
+        })
+    }))
+}
+
+/// A zigzag varint (a record field), at most ten bytes; moves `at` past it.
+fn varint(bytes: &[u8], at: &mut usize) -> Option<i64> {
+    let mut raw = 0u64;
+    for i in 0..10 {
+        let b = *bytes.get(*at)?;
+        *at += 1;
+        raw |= u64::from(b & 0x7f) << (7 * i);
+        if b < 0x80 {
+            return Some((raw >> 1) as i64 ^ -((raw & 1) as i64));
+        }
+    }
+    None
+}
+
 /// A topic: its partitions.
 pub struct Topic {
     /// Its partitions' logs, by index.
@@ -225,6 +331,54 @@ mod tests {
         let mut negative = batch(1);
         negative[23..27].copy_from_slice(&(-1i32).to_be_bytes());
         assert!(split_batches(&negative).is_none(), "negative delta");
+    }
+
+    /// An uncompressed batch of records with these timestamps (ms).
+    fn timed(first: i64, timestamps: &[i64]) -> Vec<u8> {
+        let mut b = batch(timestamps.len() as i32);
+        b[27..35].copy_from_slice(&first.to_be_bytes());
+        let max = timestamps.iter().copied().max().unwrap();
+        b[35..43].copy_from_slice(&max.to_be_bytes());
+        let zigzag = |v: i64, out: &mut Vec<u8>| {
+            let mut z = ((v << 1) ^ (v >> 63)) as u64;
+            while z >= 0x80 {
+                out.push(z as u8 | 0x80);
+                z >>= 7;
+            }
+            out.push(z as u8);
+        };
+        for (i, ts) in timestamps.iter().enumerate() {
+            let mut record = vec![0u8]; // attributes
+            zigzag(ts - first, &mut record);
+            zigzag(i as i64, &mut record);
+            zigzag(-1, &mut record); // key: null
+            zigzag(-1, &mut record); // value: null
+            zigzag(0, &mut record); // headers
+            zigzag(record.len() as i64, &mut b);
+            b.extend(record);
+        }
+        let length = (b.len() - 12) as i32;
+        b[8..12].copy_from_slice(&length.to_be_bytes());
+        b
+    }
+
+    #[test]
+    fn a_time_finds_the_first_record_at_or_after_it() {
+        let mut log = Log::default();
+        for (first, times) in [(1000, vec![1000, 2000, 3000]), (4000, vec![4000, 5000])] {
+            let stored = stored_at(&timed(first, &times), log.next);
+            log.next = stored.last_offset() + 1;
+            log.batches.push(stored);
+        }
+        let at = |ts| log.offset_for_time(ts).map(|t| (t.offset, t.timestamp));
+        assert_eq!(at(0), Some((0, 1000)));
+        assert_eq!(at(1000), Some((0, 1000)));
+        assert_eq!(at(1001), Some((1, 2000)));
+        assert_eq!(at(3500), Some((3, 4000)));
+        assert_eq!(at(5000), Some((4, 5000)));
+        assert_eq!(at(5001), None);
+        let max = log.offset_of_max_time().unwrap();
+        assert_eq!((max.offset, max.timestamp), (4, 5000));
     }
 
     #[test]

@@ -247,3 +247,20 @@ fn start_up_errors_name_what_failed_and_the_path() {
     let mut unused = String::new();
     let _ = std::io::empty().read_to_string(&mut unused);
 }
+
+#[test]
+fn offsets_for_times_finds_the_first_record_at_or_after_the_time() {
+    let broker = Broker::start(1);
+    let out = probe(&["times", &broker.addr, "timed"]);
+    // Ten records, timestamps 1,000..10,000 ms, offsets 0..9, in one batch.
+    assert_eq!(
+        out.lines().collect::<Vec<_>>(),
+        [
+            "AT 0 0 1000",
+            "AT 3500 3 4000",
+            "AT 10000 9 10000",
+            "AT 20000 none"
+        ],
+        "{out}"
+    );
+}

@@ -16,10 +16,17 @@ use purgatorio::{Completion, DelayedOperation};
 
 use super::RequestError;
 use crate::broker::Broker;
-use crate::log::{Position, TopicPartition};
+use crate::log::{Position, Timed, TopicPartition};
 
 /// ListOffsets' timestamp asking for the high watermark.
 const LATEST: i64 = -1;
+
+/// ListOffsets' timestamp asking for the log start.
+const EARLIEST: i64 = -2;
+
+/// ListOffsets' timestamp asking for the record with the largest
+/// timestamp (v7+).
+const MAX_TIMESTAMP: i64 = -3;
 
 /// A fetch waiting until its partitions hold `min_bytes` from its offsets.
 pub struct DelayedFetch {
@@ -148,8 +155,9 @@ fn response(broker: &Broker, request: &FetchRequest) -> FetchResponse {
     response
 }
 
-/// ListOffsets: latest (-1) is the high watermark; earliest (-2), and any
-/// timestamp (no index by time is kept), is the log start.
+/// ListOffsets: latest (-1) is the high watermark, earliest (-2) the log
+/// start, max-timestamp (-3) the record with the largest timestamp, and a
+/// timestamp the first record at or after it (offset -1 if none).
 pub fn list_offsets(broker: &Broker, request: &ListOffsetsRequest) -> ListOffsetsResponse {
     let mut response = ListOffsetsResponse::default();
     for topic in &request.topics {
@@ -159,17 +167,34 @@ pub fn list_offsets(broker: &Broker, request: &ListOffsetsRequest) -> ListOffset
         for partition in &topic.partitions {
             let mut p = list_offsets_response::ListOffsetsPartitionResponse::default();
             p.partition_index = partition.partition_index;
-            p.timestamp = -1;
             let found = broker.with_log(&topic.name, partition.partition_index, |log| {
-                if partition.timestamp == LATEST {
-                    log.next
-                } else {
-                    0
-                }
+                let timed = match partition.timestamp {
+                    LATEST => Some(Timed {
+                        offset: log.next,
+                        timestamp: -1,
+                    }),
+                    EARLIEST => Some(Timed {
+                        offset: 0,
+                        timestamp: -1,
+                    }),
+                    MAX_TIMESTAMP => log.offset_of_max_time(),
+                    at => log.offset_for_time(at),
+                };
+                timed.unwrap_or(Timed {
+                    offset: -1,
+                    timestamp: -1,
+                })
             });
             match found {
-                Some(offset) => p.offset = offset,
-                None => p.error_code = ResponseError::UnknownTopicOrPartition.code(),
+                Some(timed) => {
+                    p.offset = timed.offset;
+                    p.timestamp = timed.timestamp;
+                }
+                None => {
+                    p.error_code = ResponseError::UnknownTopicOrPartition.code();
+                    p.offset = -1;
+                    p.timestamp = -1;
+                }
             }
             t.partitions.push(p);
         }
