@@ -12,11 +12,12 @@ use purgatorio::{Purgatory, Timer};
 use tokio::net::TcpListener;
 
 use crate::api::fetch::DelayedFetch;
+use crate::api::groups::DelayedCommit;
 use crate::api::produce::DelayedProduce;
 use crate::coordinator::Coordinator;
 use crate::log::{Log, Topic, TopicPartition};
 use crate::producers::ProducerIds;
-use crate::store::Store;
+use crate::store::{OffsetsKey, Store};
 use crate::wire::Limits;
 
 /// The longest topic name Kafka accepts, bytes.
@@ -45,6 +46,8 @@ pub struct Broker {
     pub store: Option<Store>,
     /// Produces with acks = -1 waiting for the fsync that covers them.
     pub produces: Purgatory<TopicPartition, DelayedProduce>,
+    /// OffsetCommits waiting for the offsets log's fsync (`--data-dir`).
+    pub commits: Purgatory<OffsetsKey, DelayedCommit>,
     /// Fetches waiting for bytes.
     pub fetches: Purgatory<TopicPartition, DelayedFetch>,
     /// Partitions of a topic created on first use.
@@ -152,12 +155,12 @@ impl std::error::Error for StartError {}
 /// [`StartError`] naming what failed: the listen address, the timer, or the
 /// data directory (with the path).
 pub async fn start(config: &Config) -> Result<Arc<Broker>, StartError> {
-    let (store, recovered) = match &config.data_dir {
+    let (store, recovered, commits) = match &config.data_dir {
         Some(dir) => {
-            let (store, topics) = Store::open(dir.clone()).map_err(StartError::Store)?;
-            (Some(store), topics)
+            let (store, recovered) = Store::open(dir.clone()).map_err(StartError::Store)?;
+            (Some(store), recovered.topics, recovered.commits)
         }
-        None => (None, HashMap::new()),
+        None => (None, HashMap::new(), Vec::new()),
     };
     let listener = TcpListener::bind(&config.listen)
         .await
@@ -179,6 +182,13 @@ pub async fn start(config: &Config) -> Result<Arc<Broker>, StartError> {
         .shared_timer(&timer)
         .build()
         .map_err(StartError::Timer)?;
+    let commit_waits = Purgatory::builder()
+        .name("commit")
+        .shared_timer(&timer)
+        .build()
+        .map_err(StartError::Timer)?;
+    let groups = Coordinator::new(&timer).map_err(StartError::Timer)?;
+    groups.restore(commits);
     let producer_ids = match &store {
         Some(store) => {
             let seen = recovered
@@ -208,7 +218,8 @@ pub async fn start(config: &Config) -> Result<Arc<Broker>, StartError> {
         fetches,
         partitions: config.partitions,
         addr,
-        groups: Coordinator::new(&timer).map_err(StartError::Timer)?,
+        groups,
+        commits: commit_waits,
         timer,
         batches: AtomicU64::new(0),
         refused: AtomicU64::new(0),

@@ -648,6 +648,13 @@ impl Coordinator {
         Ok(())
     }
 
+    /// Puts back the commits a data directory kept.
+    pub fn restore(&self, commits: Vec<crate::offsets::GroupCommit>) {
+        for commit in commits {
+            self.commit(&commit.group, commit.committed);
+        }
+    }
+
     /// OffsetCommit of one partition: its offset and metadata string.
     pub fn commit(&self, group_id: &str, committed: Committed) {
         let at = TopicPartition::new(committed.topic.clone(), committed.partition);

@@ -31,6 +31,7 @@
 //! | [`log`] | a partition's log and the record-batch header arithmetic |
 //! | [`producers`] | idempotent producers: ids, epochs, the last five sequences |
 //! | [`store`] | `--data-dir` files and the group commit |
+//! | [`offsets`] | `--data-dir`: the committed offsets' internal log |
 //! | [`broker`] | the shared state, and start-up |
 
 use std::sync::atomic::Ordering;
@@ -43,6 +44,7 @@ mod broker;
 mod connection;
 mod coordinator;
 mod log;
+mod offsets;
 mod producers;
 mod store;
 mod wire;

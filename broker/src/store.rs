@@ -11,6 +11,7 @@ use std::collections::{HashMap, HashSet};
 use std::fs::{self, File, OpenOptions};
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -18,6 +19,7 @@ use parking_lot::Mutex;
 
 use crate::broker::Broker;
 use crate::log::{batch_len, BatchHeader, Log, Stored, TopicPartition};
+use crate::offsets::{GroupCommit, OffsetsLog};
 use crate::producers::Producers;
 
 /// Where partitions are kept, and which need an fsync.
@@ -26,12 +28,21 @@ pub struct Store {
     dir: PathBuf,
     /// Partitions appended to since their last fsync.
     dirty: Mutex<HashSet<TopicPartition>>,
+    /// Committed offsets.
+    offsets: Mutex<OffsetsLog>,
+    /// Whether commits were appended since the last fsync of `offsets`.
+    offsets_dirty: AtomicBool,
     /// Wakes the group commit.
     wake: tokio::sync::Notify,
 }
 
-/// The logs of the recovered topics, by name.
-pub type Recovered = HashMap<String, Vec<Log>>;
+/// What a data directory held.
+pub struct Recovered {
+    /// The logs of the recovered topics, by name.
+    pub topics: HashMap<String, Vec<Log>>,
+    /// The groups' live commits.
+    pub commits: Vec<GroupCommit>,
+}
 
 /// A file or directory of the store that could not be used.
 #[derive(Debug)]
@@ -122,12 +133,16 @@ impl Store {
                 topics.insert(name, all);
             }
         }
+        let offsets_path = dir.join("@offsets.log");
+        let (offsets, commits) = OffsetsLog::open(&offsets_path).doing("read", &offsets_path)?;
         let store = Store {
             dir,
             dirty: Mutex::default(),
+            offsets: Mutex::new(offsets),
+            offsets_dirty: AtomicBool::new(false),
             wake: tokio::sync::Notify::new(),
         };
-        Ok((store, topics))
+        Ok((store, Recovered { topics, commits }))
     }
 
     /// Creates the files of a new topic.
@@ -146,6 +161,27 @@ impl Store {
     /// The file reserving producer ids: a name no topic can have.
     pub fn producer_ids_path(&self) -> PathBuf {
         self.dir.join("@producer-ids")
+    }
+
+    /// Appends group commits to the offsets log; returns the count of
+    /// records the fsync must cover for them to be durable.
+    ///
+    /// # Errors
+    ///
+    /// [`OpenError`] naming the offsets log, if the write failed.
+    pub fn commit(&self, commits: &[GroupCommit]) -> Result<u64, OpenError> {
+        let mut offsets = self.offsets.lock();
+        let path = offsets.path().to_path_buf();
+        let written = offsets.append(commits).doing("append to", &path)?;
+        drop(offsets);
+        self.offsets_dirty.store(true, Ordering::Release);
+        self.wake.notify_one();
+        Ok(written)
+    }
+
+    /// Whether the offsets log is fsynced past `records`.
+    pub fn commits_durable(&self, records: u64) -> bool {
+        self.offsets.lock().durable >= records
     }
 
     /// A partition was appended to: the next group commit covers it.
@@ -212,8 +248,13 @@ fn recover(path: &Path) -> Result<Log, OpenError> {
     })
 }
 
-/// The group commit: fsyncs every dirty partition, then completes the
-/// produces the fsync covered. Runs for the broker's life.
+/// The key of every OffsetCommit waiting for the offsets log's fsync.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct OffsetsKey;
+
+/// The group commit: fsyncs every dirty partition and the offsets log,
+/// then completes the produces and commits the fsyncs covered. Runs for the
+/// broker's life.
 pub async fn group_commit(broker: Arc<Broker>) {
     let Some(store) = broker.store.as_ref() else {
         return;
@@ -240,6 +281,27 @@ pub async fn group_commit(broker: Arc<Broker>) {
                 // Try again at the next commit; the produces wait (or time
                 // out, answered REQUEST_TIMED_OUT).
                 store.dirty(&at);
+            }
+        }
+        if store.offsets_dirty.swap(false, Ordering::AcqRel) {
+            let target = store.offsets.lock().to_sync();
+            let synced = match target {
+                Ok((file, covered)) => tokio::task::spawn_blocking(move || file.sync_data())
+                    .await
+                    .ok()
+                    .and_then(Result::ok)
+                    .map(|()| covered),
+                Err(_) => None,
+            };
+            match synced {
+                Some(covered) => {
+                    let mut offsets = store.offsets.lock();
+                    offsets.durable = offsets.durable.max(covered);
+                    drop(offsets);
+                    let _ = broker.commits.check_and_complete(&OffsetsKey);
+                }
+                // Again at the next commit; the commits wait or time out.
+                None => store.offsets_dirty.store(true, Ordering::Release),
             }
         }
     }

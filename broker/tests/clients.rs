@@ -309,10 +309,22 @@ fn bad_frames_close_only_their_connection() {
     assert_eq!(out.trim(), "kept");
 }
 
-/// A consumer process of `group_client.py`, its output in a file.
+/// A consumer process of `group_client.py` in group "workers" on topic
+/// "work", its output in a file.
 fn python_consumer(
     python: &std::path::Path,
     broker: &Broker,
+    name: &str,
+    out: &std::path::Path,
+) -> ChildGuard {
+    python_consumer_of(python, &broker.addr, "work", name, out)
+}
+
+/// A consumer process of `group_client.py` in group "workers" on `topic`.
+fn python_consumer_of(
+    python: &std::path::Path,
+    addr: &str,
+    topic: &str,
     name: &str,
     out: &std::path::Path,
 ) -> ChildGuard {
@@ -322,7 +334,7 @@ fn python_consumer(
                 env!("CARGO_MANIFEST_DIR"),
                 "/tests/group_client.py"
             ))
-            .args(["consume", &broker.addr, "work", "workers", name])
+            .args(["consume", addr, topic, "workers", name])
             .stdout(std::fs::File::create(out).unwrap())
             .stderr(Stdio::null())
             .spawn()
@@ -331,6 +343,11 @@ fn python_consumer(
 }
 
 fn python_produce(python: &std::path::Path, broker: &Broker, first: u32, count: u32) {
+    python_produce_to(python, &broker.addr, "work", first, count);
+}
+
+/// Produces the values `first..first + count` to `topic` with kafka-python.
+fn python_produce_to(python: &std::path::Path, addr: &str, topic: &str, first: u32, count: u32) {
     let status = Command::new(python)
         .arg(concat!(
             env!("CARGO_MANIFEST_DIR"),
@@ -338,8 +355,8 @@ fn python_produce(python: &std::path::Path, broker: &Broker, first: u32, count: 
         ))
         .args([
             "produce",
-            &broker.addr,
-            "work",
+            addr,
+            topic,
             &first.to_string(),
             &count.to_string(),
         ])
@@ -592,4 +609,37 @@ fn an_idempotent_producer_retrying_across_a_killed_broker_appends_each_record_on
         total - seen.len()
     );
     assert_eq!(seen, (0..count).collect::<Vec<_>>(), "every record, once");
+}
+
+#[test]
+fn with_a_data_dir_a_group_resumes_at_its_commits_after_a_killed_broker() {
+    let python = purgatorio_testkit::python_with(&[KAFKA_PYTHON]);
+    let dir = purgatorio_testkit::TempDir::new("broker-commits");
+    let data = dir.path().join("data");
+    let broker = Broker::start_in(1, Some(&data));
+    python_produce_to(&python, &broker.addr, "kept", 0, 100);
+    let a_out = dir.path().join("a.log");
+    let a = python_consumer_of(&python, &broker.addr, "kept", "A", &a_out);
+    wait_for("A to commit all 100", PATIENCE, || {
+        lines(&a_out, "COMMIT")
+            .iter()
+            .any(|c| c[2] == "100")
+            .then_some(())
+    });
+    a.kill();
+    broker.child.kill();
+    let broker = Broker::start_in(1, Some(&data));
+    python_produce_to(&python, &broker.addr, "kept", 100, 50);
+    let b_out = dir.path().join("b.log");
+    let _b = python_consumer_of(&python, &broker.addr, "kept", "B", &b_out);
+    wait_for("B to read the 50 new records", PATIENCE, || {
+        (lines(&b_out, "REC").len() >= 50).then_some(())
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let offsets: Vec<i64> = lines(&b_out, "REC")
+        .iter()
+        .map(|r| r[2].parse().unwrap())
+        .collect();
+    assert_eq!(offsets.first(), Some(&100), "B did not start at A's commit");
+    assert_eq!(offsets.len(), 50, "B read {} records", offsets.len());
 }

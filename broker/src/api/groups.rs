@@ -4,6 +4,7 @@
 //! deadline.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::messages::{
@@ -15,10 +16,14 @@ use kafka_protocol::messages::{
 use kafka_protocol::ResponseError;
 
 use super::metadata::NODE;
-use super::{code, str_bytes};
+use purgatorio::{Completion, DelayedOperation};
+
+use super::{code, str_bytes, RequestError};
 use crate::broker::Broker;
 use crate::coordinator::{Committed, Join, Joined, Joining, MemberMetadata, Protocol, Syncing};
 use crate::log::TopicPartition;
+use crate::offsets::{GroupCommit, MAX_METADATA};
+use crate::store::OffsetsKey;
 
 /// FindCoordinator: this broker (served up to v3, where the coordinator is
 /// in the top-level fields).
@@ -147,10 +152,46 @@ pub fn leave_group(broker: &Broker, request: &LeaveGroupRequest) -> LeaveGroupRe
     response
 }
 
+/// How long an OffsetCommit waits for the offsets log's fsync (Kafka's
+/// `offsets.commit.timeout.ms`); then it is REQUEST_TIMED_OUT.
+const COMMIT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// An OffsetCommit waiting until the offsets log is fsynced past its
+/// records.
+pub struct DelayedCommit {
+    /// The broker, whose store says what is durable.
+    broker: Arc<Broker>,
+    /// The records the fsync must cover.
+    records: u64,
+}
+
+impl DelayedOperation for DelayedCommit {
+    fn delay(&self) -> Duration {
+        COMMIT_TIMEOUT
+    }
+    fn try_complete(&mut self) -> bool {
+        self.broker
+            .store
+            .as_ref()
+            .is_none_or(|store| store.commits_durable(self.records))
+    }
+    fn on_complete(&mut self, _: Completion) {}
+}
+
 /// OffsetCommit: every partition's offset and metadata string is kept for
-/// the group; a partition that does not exist is UNKNOWN_TOPIC_OR_PARTITION.
-pub fn offset_commit(broker: &Broker, request: &OffsetCommitRequest) -> OffsetCommitResponse {
+/// the group (with `--data-dir`, answered once the offsets log is fsynced);
+/// a partition that does not exist is UNKNOWN_TOPIC_OR_PARTITION, a
+/// metadata string over 4 KiB OFFSET_METADATA_TOO_LARGE.
+///
+/// # Errors
+///
+/// [`RequestError::ShuttingDown`] if the commit purgatory refuses the wait.
+pub async fn offset_commit(
+    broker: &Arc<Broker>,
+    request: OffsetCommitRequest,
+) -> Result<OffsetCommitResponse, RequestError> {
     let mut response = OffsetCommitResponse::default();
+    let mut kept = Vec::new();
     for topic in &request.topics {
         let mut t = offset_commit_response::OffsetCommitResponseTopic::default();
         t.name = topic.name.clone();
@@ -160,22 +201,56 @@ pub fn offset_commit(broker: &Broker, request: &OffsetCommitRequest) -> OffsetCo
         for p in &topic.partitions {
             let mut pr = offset_commit_response::OffsetCommitResponsePartition::default();
             pr.partition_index = p.partition_index;
-            if usize::try_from(p.partition_index).is_ok_and(|i| i < partitions) {
-                let committed = Committed {
-                    topic: topic.name.to_string(),
-                    partition: p.partition_index,
-                    offset: p.committed_offset,
-                    metadata: p.committed_metadata.as_ref().map(|m| m.to_string()),
-                };
-                broker.groups.commit(&request.group_id, committed);
-            } else {
+            let metadata = p.committed_metadata.as_ref().map(|m| m.to_string());
+            if !usize::try_from(p.partition_index).is_ok_and(|i| i < partitions) {
                 pr.error_code = ResponseError::UnknownTopicOrPartition.code();
+            } else if metadata.as_ref().is_some_and(|m| m.len() > MAX_METADATA) {
+                pr.error_code = ResponseError::OffsetMetadataTooLarge.code();
+            } else {
+                kept.push(GroupCommit {
+                    group: request.group_id.to_string(),
+                    committed: Committed {
+                        topic: topic.name.to_string(),
+                        partition: p.partition_index,
+                        offset: p.committed_offset,
+                        metadata,
+                    },
+                });
             }
             t.partitions.push(pr);
         }
         response.topics.push(t);
     }
-    response
+    let durable = match &broker.store {
+        Some(store) if !kept.is_empty() => match store.commit(&kept) {
+            Ok(records) => {
+                let wait = DelayedCommit {
+                    broker: Arc::clone(broker),
+                    records,
+                };
+                let parked = broker
+                    .commits
+                    .park(wait, [OffsetsKey])
+                    .map_err(|_| RequestError::ShuttingDown)?;
+                parked.await == Some(Completion::Satisfied)
+            }
+            Err(_) => false,
+        },
+        _ => true,
+    };
+    for commit in kept {
+        broker.groups.commit(&commit.group, commit.committed);
+    }
+    if !durable {
+        for t in &mut response.topics {
+            for p in &mut t.partitions {
+                if p.error_code == 0 {
+                    p.error_code = ResponseError::RequestTimedOut.code();
+                }
+            }
+        }
+    }
+    Ok(response)
 }
 
 /// OffsetFetch: the group's committed offsets (-1 where none) and their

@@ -229,7 +229,7 @@ pub async fn serve(broker: &Arc<Broker>, mut frame: Bytes) -> Result<Reply, Requ
         RequestKind::Heartbeat(r) => ResponseKind::Heartbeat(groups::heartbeat(broker, &r)),
         RequestKind::LeaveGroup(r) => ResponseKind::LeaveGroup(groups::leave_group(broker, &r)),
         RequestKind::OffsetCommit(r) => {
-            ResponseKind::OffsetCommit(groups::offset_commit(broker, &r))
+            ResponseKind::OffsetCommit(groups::offset_commit(broker, r).await?)
         }
         RequestKind::OffsetFetch(r) => ResponseKind::OffsetFetch(groups::offset_fetch(broker, &r)),
         _ => return Err(RequestError::UnknownApi(api_key)),
