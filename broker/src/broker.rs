@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
+use kafka_protocol::ResponseError;
 use parking_lot::RwLock;
 use purgatorio::{Purgatory, Timer};
 use tokio::net::TcpListener;
@@ -22,6 +23,10 @@ use crate::wire::Limits;
 
 /// The longest topic name Kafka accepts, bytes.
 const MAX_TOPIC_NAME: usize = 249;
+
+/// The most partitions a topic may have (a bound on what one CreateTopics
+/// may make the broker allocate).
+pub const MAX_PARTITIONS: i32 = 100_000;
 
 /// What the broker is started with.
 #[derive(Clone, Debug)]
@@ -86,23 +91,61 @@ impl Broker {
     /// The topic `name`, created with `--partitions` partitions if new;
     /// `None` for an illegal name or a topic whose files cannot be made.
     pub fn topic(&self, name: &str) -> Option<Arc<Topic>> {
-        if !legal_topic_name(name) {
-            return None;
-        }
         if let Some(topic) = self.topics.read().get(name) {
             return Some(Arc::clone(topic));
         }
+        match self.create_topic(name, self.partitions) {
+            Ok(topic) => Some(topic),
+            // Made meanwhile by another request.
+            Err(ResponseError::TopicAlreadyExists) => self.existing_topic(name),
+            Err(_) => None,
+        }
+    }
+
+    /// Creates the topic `name` with `partitions` partitions.
+    ///
+    /// # Errors
+    ///
+    /// INVALID_TOPIC_EXCEPTION for an illegal name, INVALID_PARTITIONS
+    /// outside `1..=MAX_PARTITIONS`, TOPIC_ALREADY_EXISTS, or
+    /// KAFKA_STORAGE_ERROR if its files cannot be made.
+    pub fn create_topic(&self, name: &str, partitions: i32) -> Result<Arc<Topic>, ResponseError> {
+        if !legal_topic_name(name) {
+            return Err(ResponseError::InvalidTopicException);
+        }
+        if !(1..=MAX_PARTITIONS).contains(&partitions) {
+            return Err(ResponseError::InvalidPartitions);
+        }
         let mut topics = self.topics.write();
-        if let Some(topic) = topics.get(name) {
-            return Some(Arc::clone(topic));
+        if topics.contains_key(name) {
+            return Err(ResponseError::TopicAlreadyExists);
         }
         let logs = match &self.store {
-            Some(store) => store.create(name, self.partitions).ok()?,
-            None => (0..self.partitions).map(|_| Log::default()).collect(),
+            Some(store) => store
+                .create(name, partitions)
+                .map_err(|_| ResponseError::KafkaStorageError)?,
+            None => (0..partitions).map(|_| Log::default()).collect(),
         };
         let topic = Arc::new(Topic::new(logs));
         topics.insert(name.to_string(), Arc::clone(&topic));
-        Some(topic)
+        Ok(topic)
+    }
+
+    /// Deletes the topic `name` and its files.
+    ///
+    /// # Errors
+    ///
+    /// UNKNOWN_TOPIC_OR_PARTITION, or KAFKA_STORAGE_ERROR if its files
+    /// cannot be removed (the topic is gone from the broker anyway).
+    pub fn delete_topic(&self, name: &str) -> Result<(), ResponseError> {
+        let removed = self.topics.write().remove(name);
+        removed.ok_or(ResponseError::UnknownTopicOrPartition)?;
+        if let Some(store) = &self.store {
+            store
+                .delete(name)
+                .map_err(|_| ResponseError::KafkaStorageError)?;
+        }
+        Ok(())
     }
 
     /// The topic `name`, if it exists (never created).

@@ -60,7 +60,7 @@ struct Args {
     #[arg(long, default_value = "127.0.0.1:9092")]
     listen: String,
     /// Partitions of a topic created on first use.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(i32).range(1..))]
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(i32).range(1..=i64::from(broker::MAX_PARTITIONS)))]
     partitions: i32,
     /// Keep partitions as append-only files here (recovered at start; an
     /// acks=-1 produce is answered once a group-commit fsync covers it).

@@ -184,6 +184,16 @@ impl Store {
         self.offsets.lock().durable >= records
     }
 
+    /// Removes the files of a deleted topic.
+    ///
+    /// # Errors
+    ///
+    /// [`OpenError`] naming the directory that could not be removed.
+    pub fn delete(&self, topic: &str) -> Result<(), OpenError> {
+        let dir = self.dir.join(topic);
+        fs::remove_dir_all(&dir).doing("remove the topic directory", &dir)
+    }
+
     /// A partition was appended to: the next group commit covers it.
     pub fn dirty(&self, at: &TopicPartition) {
         self.dirty.lock().insert(at.clone());

@@ -264,3 +264,22 @@ fn offsets_for_times_finds_the_first_record_at_or_after_the_time() {
         "{out}"
     );
 }
+
+#[test]
+fn topics_are_created_with_their_own_partition_counts_and_deleted() {
+    let dir = purgatorio_testkit::TempDir::new("broker-topics");
+    let broker = Broker::start_in(1, Some(dir.path()));
+    let out = probe(&["topics", &broker.addr]);
+    assert_eq!(
+        out.lines().collect::<Vec<_>>(),
+        [
+            "PARTITIONS five 5",
+            "PARTITIONS one 1",
+            "AGAIN TopicAlreadyExistsError",
+            "AFTER five none"
+        ],
+        "{out}"
+    );
+    assert!(!dir.path().join("five").exists(), "its files stayed");
+    assert!(dir.path().join("one").join("0.log").exists());
+}

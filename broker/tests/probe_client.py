@@ -9,9 +9,14 @@ one line per answer for the Rust test to check.
         produces ten records in one batch with timestamps 1000..10000, then
         prints `AT ts offset` from offsets_for_times for 0, 3500, 10000 and
         20000.
+    probe_client.py topics BOOTSTRAP
+        creates "five" (5 partitions) and "one" (1) with the admin client,
+        prints `PARTITIONS name n` for each, tries "five" again and prints
+        `AGAIN ErrorName`, deletes "five" and prints `AFTER five n|none`.
 """
 
 import sys
+import time
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.structs import OffsetAndMetadata
@@ -49,5 +54,28 @@ def times(bootstrap, topic):
     consumer.close()
 
 
+def topics(bootstrap):
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics([NewTopic("five", 5, 1), NewTopic("one", 1, 1)])
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
+    for name in ("five", "one"):
+        print("PARTITIONS %s %d" % (name, len(consumer.partitions_for_topic(name))), flush=True)
+    try:
+        admin.create_topics([NewTopic("five", 2, 1)])
+        print("AGAIN created", flush=True)
+    except Exception as e:
+        print("AGAIN %s" % type(e).__name__, flush=True)
+    admin.delete_topics(["five"])
+    consumer.close()
+    # A fresh client: no cached metadata.
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, allow_auto_create_topics=False)
+    found = consumer.partitions_for_topic("five")
+    print("AFTER five %s" % ("none" if not found else len(found)), flush=True)
+    consumer.close()
+    admin.close()
+
+
 if __name__ == "__main__":
-    {"commit": commit, "times": times}[sys.argv[1]](*sys.argv[2:])
+    {"commit": commit, "times": times, "topics": topics}[sys.argv[1]](*sys.argv[2:])

@@ -3,7 +3,7 @@
 //!
 //! | module | requests |
 //! |---|---|
-//! | [`metadata`] | ApiVersions, Metadata |
+//! | [`metadata`] | ApiVersions, Metadata, CreateTopics, DeleteTopics |
 //! | [`produce`] | Produce (acks 0, 1, -1; -1 waits for the group commit), InitProducerId |
 //! | [`fetch`] | Fetch (waits in the fetch purgatory), ListOffsets |
 //! | [`groups`] | FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch |
@@ -64,6 +64,8 @@ pub const SERVED: &[Served] = &[
     Served::new(ApiKey::OffsetCommit, 2, 7),
     Served::new(ApiKey::OffsetFetch, 1, 7),
     Served::new(ApiKey::InitProducerId, 0, 4),
+    Served::new(ApiKey::CreateTopics, 0, 5),
+    Served::new(ApiKey::DeleteTopics, 0, 5),
 ];
 
 /// The entry of `key` in [`SERVED`].
@@ -212,6 +214,12 @@ pub async fn serve(broker: &Arc<Broker>, mut frame: Bytes) -> Result<Reply, Requ
     let response = match request {
         RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(metadata::api_versions()),
         RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::metadata(broker, r)),
+        RequestKind::CreateTopics(r) => {
+            ResponseKind::CreateTopics(metadata::create_topics(broker, &r))
+        }
+        RequestKind::DeleteTopics(r) => {
+            ResponseKind::DeleteTopics(metadata::delete_topics(broker, &r))
+        }
         RequestKind::Produce(r) => match produce::produce(broker, r).await? {
             Some(response) => ResponseKind::Produce(response),
             None => return Ok(Reply::Silent),
