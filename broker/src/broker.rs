@@ -41,6 +41,8 @@ pub struct Config {
     pub limits: Limits,
     /// The largest record batch accepted, bytes.
     pub message_max_bytes: usize,
+    /// How long the first rebalance of an empty group waits for members.
+    pub initial_rebalance_delay: std::time::Duration,
 }
 
 /// Everything the connections share.
@@ -230,7 +232,8 @@ pub async fn start(config: &Config) -> Result<Arc<Broker>, StartError> {
         .shared_timer(&timer)
         .build()
         .map_err(StartError::Timer)?;
-    let groups = Coordinator::new(&timer).map_err(StartError::Timer)?;
+    let groups =
+        Coordinator::new(&timer, config.initial_rebalance_delay).map_err(StartError::Timer)?;
     groups.restore(commits);
     let producer_ids = match &store {
         Some(store) => {

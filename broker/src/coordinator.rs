@@ -177,6 +177,9 @@ struct Group {
     members: BTreeMap<String, Member>,
     /// Committed offsets.
     offsets: HashMap<TopicPartition, Committed>,
+    /// Whether the rebalance under way is the initial one of an empty
+    /// group, completed only once the initial delay passed.
+    initial: bool,
 }
 
 impl Group {
@@ -189,6 +192,7 @@ impl Group {
             leader: String::new(),
             members: BTreeMap::new(),
             offsets: HashMap::new(),
+            initial: false,
         }
     }
 
@@ -207,6 +211,7 @@ impl Group {
 
     /// Completes the rebalance under way with the members that joined.
     fn complete_join(&mut self) {
+        self.initial = false;
         self.members.retain(|_, m| m.joined);
         if self.members.is_empty() {
             self.phase = Phase::Empty;
@@ -300,6 +305,9 @@ pub struct Coordinator {
     sessions: KeyedTimer<SessionKey, ()>,
     /// The number in the next member id assigned.
     next_member: AtomicU64,
+    /// How long the first rebalance of an empty group waits for more
+    /// members (Kafka's `group.initial.rebalance.delay.ms`).
+    initial_delay: Duration,
 }
 
 /// A member's session: its group and member id.
@@ -321,12 +329,13 @@ impl SessionKey {
 }
 
 impl Coordinator {
-    /// A coordinator on `timer`.
+    /// A coordinator on `timer`, delaying the first rebalance of an empty
+    /// group by `initial_delay`.
     ///
     /// # Errors
     ///
     /// The [`BuildError`] of its purgatory.
-    pub fn new(timer: &Timer) -> Result<Arc<Coordinator>, BuildError> {
+    pub fn new(timer: &Timer, initial_delay: Duration) -> Result<Arc<Coordinator>, BuildError> {
         let waits = Purgatory::builder()
             .name("group")
             .shared_timer(timer)
@@ -343,6 +352,7 @@ impl Coordinator {
                 waits,
                 sessions,
                 next_member: AtomicU64::new(1),
+                initial_delay,
             }
         }))
     }
@@ -413,12 +423,18 @@ impl Coordinator {
         } else {
             member_id.to_string()
         };
-        let (waiting_generation, complete_now) = {
+        let (waiting_generation, complete_now, delay) = {
             let mut g = group.lock();
             if !g.members.is_empty() && g.protocol_type != protocol_type {
                 return Err(ResponseError::InconsistentGroupProtocol);
             }
             g.protocol_type = protocol_type;
+            // The first join of an empty group starts Kafka's initial
+            // delay: the members starting together join one generation.
+            let starts_initial = g.phase == Phase::Empty && !self.initial_delay.is_zero();
+            if starts_initial {
+                g.initial = true;
+            }
             if !g.members.contains_key(&member_id) || g.phase != Phase::Joining {
                 // A new member, or a rejoin of a settled group: rebalance.
                 if g.phase != Phase::Joining {
@@ -436,12 +452,19 @@ impl Coordinator {
                 },
             );
             g.phase = Phase::Joining;
-            let all = g.members.values().all(|m| m.joined);
+            let all = g.members.values().all(|m| m.joined) && !g.initial;
             let generation = g.generation;
             if all {
                 g.complete_join();
             }
-            (generation, all)
+            // The join that started the initial delay ends it: its wait
+            // expires after the delay and completes the rebalance.
+            let delay = if starts_initial {
+                self.initial_delay.min(rebalance)
+            } else {
+                rebalance
+            };
+            (generation, all, delay)
         };
         self.touch(group_id, &member_id, session);
         if complete_now {
@@ -452,7 +475,7 @@ impl Coordinator {
             group: Arc::clone(&group),
             generation: waiting_generation,
             sync_of: None,
-            delay: rebalance,
+            delay,
         };
         let parked = self
             .waits

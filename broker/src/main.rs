@@ -85,6 +85,10 @@ struct Args {
     /// message.max.bytes); a larger one is answered MESSAGE_TOO_LARGE.
     #[arg(long, default_value_t = 1024 * 1024 + 12)]
     message_max_bytes: usize,
+    /// How long the first rebalance of an empty group waits for more
+    /// members to join it, ms (Kafka's group.initial.rebalance.delay.ms).
+    #[arg(long, default_value_t = 3_000)]
+    group_initial_rebalance_delay_ms: u64,
     /// Print a stats line (batches, parked fetches, timer wake-ups) to
     /// stderr this often, ms.
     #[arg(long, default_value_t = 10_000)]
@@ -108,6 +112,7 @@ async fn main() {
         partitions: args.partitions,
         data_dir: args.data_dir.clone(),
         message_max_bytes: args.message_max_bytes,
+        initial_rebalance_delay: Duration::from_millis(args.group_initial_rebalance_delay_ms),
         limits: wire::Limits::new(
             max_request,
             usize::try_from(args.queued_max_request_bytes).unwrap_or(usize::MAX),

@@ -643,3 +643,25 @@ fn with_a_data_dir_a_group_resumes_at_its_commits_after_a_killed_broker() {
     assert_eq!(offsets.first(), Some(&100), "B did not start at A's commit");
     assert_eq!(offsets.len(), 50, "B read {} records", offsets.len());
 }
+
+#[test]
+fn consumers_starting_together_join_one_generation_after_the_initial_delay() {
+    let python = purgatorio_testkit::python_with(&[KAFKA_PYTHON]);
+    let broker = Broker::start(4);
+    let dir = purgatorio_testkit::TempDir::new("broker-initial");
+    let (a_out, b_out) = (dir.path().join("a.log"), dir.path().join("b.log"));
+    python_produce(&python, &broker, 0, 10);
+    let started = Instant::now();
+    let _a = python_consumer(&python, &broker, "A", &a_out);
+    // B starts a second later, well within the 3 s initial delay.
+    std::thread::sleep(Duration::from_secs(1));
+    let _b = python_consumer(&python, &broker, "B", &b_out);
+    wait_for("both members to hold two partitions", PATIENCE, || {
+        (assigned(&a_out)?.len() == 2 && assigned(&b_out)?.len() == 2).then_some(())
+    });
+    let settled = started.elapsed();
+    assert!(settled >= Duration::from_secs(3), "settled after {settled:?}");
+    // One rebalance: A was never given all four partitions first.
+    assert_eq!(lines(&a_out, "ASSIGN").len(), 1, "{:?}", lines(&a_out, "ASSIGN"));
+    assert_eq!(lines(&b_out, "ASSIGN").len(), 1);
+}
