@@ -72,12 +72,16 @@ pub struct Broker {
     pub refused: AtomicU64,
     /// Connections closed for silence.
     pub idle_closed: AtomicU64,
+    /// Answers that could not be encoded in their version (bugs of ours).
+    pub encode_errors: AtomicU64,
     /// What clients may make the broker hold.
     pub limits: Limits,
     /// Hands out producer ids.
     pub producer_ids: ProducerIds,
     /// The largest record batch accepted, bytes.
     pub message_max_bytes: usize,
+    /// What it was started with (DescribeConfigs shows it).
+    pub config: Config,
 }
 
 /// Whether `name` is a legal topic name (Kafka's rule).
@@ -270,9 +274,11 @@ pub async fn start(config: &Config) -> Result<Arc<Broker>, StartError> {
         batches: AtomicU64::new(0),
         refused: AtomicU64::new(0),
         idle_closed: AtomicU64::new(0),
+        encode_errors: AtomicU64::new(0),
         limits: config.limits.clone(),
         producer_ids,
         message_max_bytes: config.message_max_bytes,
+        config: config.clone(),
     });
     if broker.store.is_some() {
         tokio::spawn(crate::store::group_commit(Arc::clone(&broker)));

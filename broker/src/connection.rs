@@ -64,7 +64,10 @@ impl std::error::Error for Closed {}
 async fn serve(broker: Arc<Broker>, stream: TcpStream) {
     match run(&broker, stream).await {
         Ok(()) | Err(Closed::Write(_)) => {}
-        Err(e @ Closed::Encode(_)) => eprintln!("error: {e}"),
+        Err(e @ Closed::Encode(_)) => {
+            broker.encode_errors.fetch_add(1, Ordering::Relaxed);
+            eprintln!("error: {e}");
+        }
         Err(Closed::Frame(FrameError::Idle(_))) => {
             broker.idle_closed.fetch_add(1, Ordering::Relaxed);
         }
@@ -78,12 +81,15 @@ async fn serve(broker: Arc<Broker>, stream: TcpStream) {
 /// something closes the connection (`Err`, only this connection).
 async fn run(broker: &Arc<Broker>, stream: TcpStream) -> Result<(), Closed> {
     let _ = stream.set_nodelay(true);
+    let peer = stream
+        .peer_addr()
+        .map_err(|e| Closed::Frame(FrameError::Io(e)))?;
     let (reader, mut writer) = stream.into_split();
     let mut frames = Frames::new(reader, broker.limits.clone());
     while let Some(Frame { bytes, charge }) = frames.next().await.map_err(Closed::Frame)? {
         let reply = tokio::select! {
             biased;
-            reply = api::serve(broker, bytes) => reply.map_err(Closed::Request)?,
+            reply = api::serve(broker, peer, bytes) => reply.map_err(Closed::Request)?,
             () = frames.closed() => return Ok(()),
         };
         if let Reply::Answer(answer) = reply {

@@ -67,6 +67,10 @@ struct Member {
     joined: bool,
     /// Its assignment in the current generation, once the leader sent it.
     assignment: Option<Bytes>,
+    /// The client id its JoinGroup carried.
+    client_id: String,
+    /// The address it joined from.
+    client_host: String,
 }
 
 /// Where a group is.
@@ -112,6 +116,49 @@ pub struct Join {
     pub session: Duration,
     /// Its rebalance timeout.
     pub rebalance: Duration,
+    /// The client id of the request.
+    pub client_id: String,
+    /// The address the request came from.
+    pub client_host: String,
+}
+
+/// A group, as ListGroups shows it.
+#[derive(Clone, Debug)]
+pub struct GroupListing {
+    /// The group's id.
+    pub group_id: String,
+    /// Its protocol type ("consumer").
+    pub protocol_type: String,
+    /// Its state, in Kafka's words.
+    pub state: &'static str,
+}
+
+/// A group, as DescribeGroups shows it.
+#[derive(Clone, Debug)]
+pub struct GroupDescription {
+    /// Its state, in Kafka's words.
+    pub state: &'static str,
+    /// Its protocol type ("consumer").
+    pub protocol_type: String,
+    /// The protocol chosen ("range", ...).
+    pub protocol: String,
+    /// Its members.
+    pub members: Vec<MemberDescription>,
+}
+
+/// A member, as DescribeGroups shows it.
+#[derive(Clone, Debug)]
+pub struct MemberDescription {
+    /// The member's id.
+    pub member_id: String,
+    /// Its client id.
+    pub client_id: String,
+    /// The address it joined from.
+    pub client_host: String,
+    /// Its metadata for the group's protocol.
+    pub metadata: Bytes,
+    /// Its assignment, if the leader sent it.
+    pub assignment: Bytes,
 }
 
 /// A JoinGroup's outcome.
@@ -159,6 +206,18 @@ pub struct GroupFigures {
     pub satisfied: u64,
     /// Waits that reached their deadline.
     pub expired: u64,
+}
+
+impl Phase {
+    /// The phase in Kafka's words (ListGroups, DescribeGroups).
+    fn state(self) -> &'static str {
+        match self {
+            Phase::Empty => "Empty",
+            Phase::Joining => "PreparingRebalance",
+            Phase::Syncing => "CompletingRebalance",
+            Phase::Stable => "Stable",
+        }
+    }
 }
 
 /// One group's state.
@@ -409,6 +468,8 @@ impl Coordinator {
             protocols,
             session,
             rebalance,
+            client_id,
+            client_host,
         } = join;
         let (group_id, member_id) = (group_id.as_str(), member_id.as_str());
         if !(MIN_SESSION..=MAX_SESSION).contains(&session) {
@@ -449,6 +510,8 @@ impl Coordinator {
                     rebalance,
                     joined: true,
                     assignment: None,
+                    client_id,
+                    client_host,
                 },
             );
             g.phase = Phase::Joining;
@@ -694,6 +757,54 @@ impl Coordinator {
         self.find(group_id)
             .map(|g| g.lock().offsets.values().cloned().collect())
             .unwrap_or_default()
+    }
+
+    /// Every group, as ListGroups shows them.
+    pub fn list(&self) -> Vec<GroupListing> {
+        let groups: Vec<(String, Arc<Mutex<Group>>)> = self
+            .groups
+            .lock()
+            .iter()
+            .map(|(id, g)| (id.clone(), Arc::clone(g)))
+            .collect();
+        groups
+            .into_iter()
+            .map(|(group_id, g)| {
+                let g = g.lock();
+                GroupListing {
+                    group_id,
+                    protocol_type: g.protocol_type.clone(),
+                    state: g.phase.state(),
+                }
+            })
+            .collect()
+    }
+
+    /// The group `id`, as DescribeGroups shows it, if it exists.
+    pub fn describe(&self, id: &str) -> Option<GroupDescription> {
+        let group = self.find(id)?;
+        let g = group.lock();
+        Some(GroupDescription {
+            state: g.phase.state(),
+            protocol_type: g.protocol_type.clone(),
+            protocol: g.protocol.clone(),
+            members: g
+                .members
+                .iter()
+                .map(|(member_id, m)| MemberDescription {
+                    member_id: member_id.clone(),
+                    client_id: m.client_id.clone(),
+                    client_host: m.client_host.clone(),
+                    metadata: m
+                        .protocols
+                        .iter()
+                        .find(|p| p.name == g.protocol)
+                        .map(|p| p.metadata.clone())
+                        .unwrap_or_default(),
+                    assignment: m.assignment.clone().unwrap_or_default(),
+                })
+                .collect(),
+        })
     }
 
     /// The group purgatory's figures.

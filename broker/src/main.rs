@@ -146,7 +146,7 @@ async fn main() {
         let f = broker.fetches.metrics();
         let groups = broker.groups.figures();
         eprintln!(
-            "stats: seq={seq} batches={} parked={} satisfied={} expired={} cancelled={} timer_wakeups={} group_waits={} group_satisfied={} group_expired={} sessions_expired={} durable_acks={} refused={} idle_closed={} budget_free={}",
+            "stats: seq={seq} batches={} parked={} satisfied={} expired={} cancelled={} timer_wakeups={} group_waits={} group_satisfied={} group_expired={} sessions_expired={} durable_acks={} refused={} idle_closed={} budget_free={} encode_errors={}",
             broker.batches.load(Ordering::Relaxed),
             broker.fetches.delayed(),
             f.satisfied,
@@ -161,6 +161,7 @@ async fn main() {
             broker.refused.load(Ordering::Relaxed),
             broker.idle_closed.load(Ordering::Relaxed),
             broker.limits.budget.available_permits(),
+            broker.encode_errors.load(Ordering::Relaxed),
         );
     }
 }

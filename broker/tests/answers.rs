@@ -283,3 +283,29 @@ fn topics_are_created_with_their_own_partition_counts_and_deleted() {
     assert!(!dir.path().join("five").exists(), "its files stayed");
     assert!(dir.path().join("one").join("0.log").exists());
 }
+
+#[test]
+fn groups_are_listed_and_described_and_configs_are_described() {
+    let broker = Broker::start_with(
+        1,
+        None,
+        &[
+            "--group-initial-rebalance-delay-ms",
+            "0",
+            "--message-max-bytes",
+            "500000",
+        ],
+    );
+    let out = probe(&["groups", &broker.addr, "watched"]);
+    assert_eq!(
+        out.lines().collect::<Vec<_>>(),
+        [
+            "LISTED watchers Stable",
+            "DESCRIBED watchers Stable range 1 probe-1 /127.0.0.1",
+            "CONFIG max.message.bytes 500000",
+            "CONFIG socket.request.max.bytes 104857600",
+        ],
+        "{out}"
+    );
+    assert_eq!(broker.stat("encode_errors"), 0);
+}

@@ -660,8 +660,16 @@ fn consumers_starting_together_join_one_generation_after_the_initial_delay() {
         (assigned(&a_out)?.len() == 2 && assigned(&b_out)?.len() == 2).then_some(())
     });
     let settled = started.elapsed();
-    assert!(settled >= Duration::from_secs(3), "settled after {settled:?}");
+    assert!(
+        settled >= Duration::from_secs(3),
+        "settled after {settled:?}"
+    );
     // One rebalance: A was never given all four partitions first.
-    assert_eq!(lines(&a_out, "ASSIGN").len(), 1, "{:?}", lines(&a_out, "ASSIGN"));
+    assert_eq!(
+        lines(&a_out, "ASSIGN").len(),
+        1,
+        "{:?}",
+        lines(&a_out, "ASSIGN")
+    );
     assert_eq!(lines(&b_out, "ASSIGN").len(), 1);
 }

@@ -417,4 +417,9 @@ fn no_frame_crashes_the_broker_starves_a_bystander_or_grows_its_memory() {
     assert!(max_rss <= MAX_RSS_KIB, "RSS reached {max_rss} KiB");
     assert_eq!(total, frames / workers * workers, "every frame was sent");
     assert!(broker.answers());
+    assert_eq!(
+        broker.stat("encode_errors"),
+        0,
+        "answers that could not be encoded"
+    );
 }

@@ -13,6 +13,11 @@ one line per answer for the Rust test to check.
         creates "five" (5 partitions) and "one" (1) with the admin client,
         prints `PARTITIONS name n` for each, tries "five" again and prints
         `AGAIN ErrorName`, deletes "five" and prints `AFTER five n|none`.
+    probe_client.py groups BOOTSTRAP TOPIC
+        joins group "watchers" as client "probe-1" on TOPIC, then with the
+        admin client prints `LISTED group state`, `DESCRIBED group state
+        protocol members client_id host`, and `CONFIG name value` for the
+        topic's max.message.bytes and the broker's socket.request.max.bytes.
 """
 
 import sys
@@ -77,5 +82,27 @@ def topics(bootstrap):
     admin.close()
 
 
+def groups(bootstrap, topic):
+    from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
+
+    consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id="watchers", client_id="probe-1")
+    deadline = time.time() + 20
+    while not consumer.assignment() and time.time() < deadline:
+        consumer.poll(timeout_ms=200)
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    for g in admin.list_groups():
+        print("LISTED %s %s" % (g["group_id"], g["group_state"]), flush=True)
+    for gid, g in admin.describe_groups(["watchers"]).items():
+        m = g["members"][0]
+        print("DESCRIBED %s %s %s %d %s %s" % (
+            gid, g["group_state"], g["protocol_data"], len(g["members"]), m["client_id"], m["client_host"]), flush=True)
+    topic_configs = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)], config_filter="all")
+    print("CONFIG max.message.bytes %s" % topic_configs["topic"][topic]["max.message.bytes"]["value"], flush=True)
+    broker_configs = admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, "0")], config_filter="all")
+    print("CONFIG socket.request.max.bytes %s" % broker_configs["broker"]["0"]["socket.request.max.bytes"]["value"], flush=True)
+    consumer.close()
+    admin.close()
+
+
 if __name__ == "__main__":
-    {"commit": commit, "times": times, "topics": topics}[sys.argv[1]](*sys.argv[2:])
+    {"commit": commit, "times": times, "topics": topics, "groups": groups}[sys.argv[1]](*sys.argv[2:])

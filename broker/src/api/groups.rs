@@ -8,17 +8,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::messages::{
-    join_group_response, offset_commit_response, offset_fetch_response, FindCoordinatorResponse,
+    describe_groups_response, join_group_response, list_groups_response, offset_commit_response,
+    offset_fetch_response, DescribeGroupsRequest, DescribeGroupsResponse, FindCoordinatorResponse,
     HeartbeatRequest, HeartbeatResponse, JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest,
-    LeaveGroupResponse, OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest,
-    OffsetFetchResponse, SyncGroupRequest, SyncGroupResponse, TopicName,
+    LeaveGroupResponse, ListGroupsRequest, ListGroupsResponse, OffsetCommitRequest,
+    OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse, SyncGroupRequest,
+    SyncGroupResponse, TopicName,
 };
 use kafka_protocol::ResponseError;
 
 use super::metadata::NODE;
 use purgatorio::{Completion, DelayedOperation};
 
-use super::{code, str_bytes, RequestError};
+use super::{code, str_bytes, Client, RequestError};
 use crate::broker::Broker;
 use crate::coordinator::{Committed, Join, Joined, Joining, MemberMetadata, Protocol, Syncing};
 use crate::log::TopicPartition;
@@ -37,7 +39,11 @@ pub fn find_coordinator(broker: &Broker) -> FindCoordinatorResponse {
 
 /// JoinGroup: answered once the rebalance completes (every known member
 /// rejoined, or the rebalance timeout passed).
-pub async fn join_group(broker: &Broker, request: JoinGroupRequest) -> JoinGroupResponse {
+pub async fn join_group(
+    broker: &Broker,
+    client: &Client,
+    request: JoinGroupRequest,
+) -> JoinGroupResponse {
     let session = Duration::from_millis(u64::try_from(request.session_timeout_ms).unwrap_or(0));
     // v0 has no rebalance timeout: the session timeout serves.
     let rebalance = match u64::try_from(request.rebalance_timeout_ms) {
@@ -58,6 +64,8 @@ pub async fn join_group(broker: &Broker, request: JoinGroupRequest) -> JoinGroup
             .collect(),
         session,
         rebalance,
+        client_id: client.id.clone(),
+        client_host: client.host.clone(),
     };
     let group_id = join.group_id.clone();
     match broker.groups.join(join) {
@@ -298,6 +306,66 @@ pub fn offset_fetch(broker: &Broker, request: &OffsetFetchRequest) -> OffsetFetc
             t.partitions.push(pr);
         }
         response.topics.push(t);
+    }
+    response
+}
+
+/// DescribeGroups' answer when authorized operations were not asked for.
+const NO_AUTHORIZED_OPERATIONS: i32 = i32::MIN;
+
+/// ListGroups: every group with its protocol type and (v4+) state,
+/// filtered by the states asked for.
+pub fn list_groups(broker: &Broker, request: &ListGroupsRequest) -> ListGroupsResponse {
+    let mut response = ListGroupsResponse::default();
+    response.groups = broker
+        .groups
+        .list()
+        .into_iter()
+        .filter(|g| {
+            request.states_filter.is_empty()
+                || request.states_filter.iter().any(|s| s.as_str() == g.state)
+        })
+        .map(|g| {
+            let mut listed = list_groups_response::ListedGroup::default();
+            listed.group_id = str_bytes(&g.group_id).into();
+            listed.protocol_type = str_bytes(&g.protocol_type);
+            listed.group_state = str_bytes(g.state);
+            listed
+        })
+        .collect();
+    response
+}
+
+/// DescribeGroups: each group's state, protocol and members (client id,
+/// host, metadata, assignment); a group that does not exist is "Dead".
+pub fn describe_groups(broker: &Broker, request: &DescribeGroupsRequest) -> DescribeGroupsResponse {
+    let mut response = DescribeGroupsResponse::default();
+    for id in &request.groups {
+        let mut described = describe_groups_response::DescribedGroup::default();
+        described.group_id = id.clone();
+        described.authorized_operations = NO_AUTHORIZED_OPERATIONS;
+        match broker.groups.describe(id) {
+            Some(group) => {
+                described.group_state = str_bytes(group.state);
+                described.protocol_type = str_bytes(&group.protocol_type);
+                described.protocol_data = str_bytes(&group.protocol);
+                described.members = group
+                    .members
+                    .into_iter()
+                    .map(|m| {
+                        let mut member = describe_groups_response::DescribedGroupMember::default();
+                        member.member_id = str_bytes(&m.member_id);
+                        member.client_id = str_bytes(&m.client_id);
+                        member.client_host = str_bytes(&m.client_host);
+                        member.member_metadata = m.metadata;
+                        member.member_assignment = m.assignment;
+                        member
+                    })
+                    .collect();
+            }
+            None => described.group_state = str_bytes("Dead"),
+        }
+        response.groups.push(described);
     }
     response
 }

@@ -3,8 +3,9 @@
 
 use kafka_protocol::messages::{
     api_versions_response::ApiVersion, create_topics_response, delete_topics_response,
-    metadata_response, ApiVersionsResponse, BrokerId, CreateTopicsRequest, CreateTopicsResponse,
-    DeleteTopicsRequest, DeleteTopicsResponse, MetadataRequest, MetadataResponse, TopicName,
+    describe_configs_response, metadata_response, ApiVersionsResponse, BrokerId,
+    CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
+    DescribeConfigsRequest, DescribeConfigsResponse, MetadataRequest, MetadataResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
@@ -141,6 +142,154 @@ pub fn delete_topics(broker: &Broker, request: &DeleteTopicsRequest) -> DeleteTo
             result.error_code = error.code();
         }
         response.responses.push(result);
+    }
+    response
+}
+
+/// DescribeConfigs' resource type of a topic.
+const TOPIC_RESOURCE: i8 = 2;
+
+/// DescribeConfigs' resource type of a broker.
+const BROKER_RESOURCE: i8 = 4;
+
+/// DescribeConfigs' source of a value set at start-up (a static broker
+/// config).
+const STATIC_BROKER_CONFIG: i8 = 4;
+
+/// DescribeConfigs' source of a default value.
+const DEFAULT_CONFIG: i8 = 5;
+
+/// A config name and its value, as DescribeConfigs shows it.
+struct ConfigEntry {
+    /// The name, in Kafka's words.
+    name: &'static str,
+    /// The value.
+    value: String,
+    /// Whether it is the default (else set by a flag at start-up).
+    default: bool,
+}
+
+/// The configs of a topic (every topic has the broker's).
+fn topic_configs(broker: &Broker) -> Vec<ConfigEntry> {
+    vec![
+        ConfigEntry {
+            name: "cleanup.policy",
+            value: "delete".into(),
+            default: true,
+        },
+        ConfigEntry {
+            name: "max.message.bytes",
+            value: broker.message_max_bytes.to_string(),
+            default: false,
+        },
+        // Nothing is deleted yet: an unbounded retention.
+        ConfigEntry {
+            name: "retention.ms",
+            value: "-1".into(),
+            default: true,
+        },
+        ConfigEntry {
+            name: "retention.bytes",
+            value: "-1".into(),
+            default: true,
+        },
+    ]
+}
+
+/// The broker's configs: the limits it was started with.
+fn broker_configs(broker: &Broker) -> Vec<ConfigEntry> {
+    let c = &broker.config;
+    let set = |name, value: String| ConfigEntry {
+        name,
+        value,
+        default: false,
+    };
+    vec![
+        set("num.partitions", c.partitions.to_string()),
+        set("message.max.bytes", c.message_max_bytes.to_string()),
+        set(
+            "socket.request.max.bytes",
+            c.limits.max_request_bytes.to_string(),
+        ),
+        set(
+            "queued.max.request.bytes",
+            c.limits.queued_bytes.to_string(),
+        ),
+        set(
+            "connections.max.idle.ms",
+            c.limits.idle.as_millis().to_string(),
+        ),
+        set(
+            "group.initial.rebalance.delay.ms",
+            c.initial_rebalance_delay.as_millis().to_string(),
+        ),
+        set(
+            "log.dirs",
+            c.data_dir
+                .as_ref()
+                .map_or(String::new(), |d| d.display().to_string()),
+        ),
+    ]
+}
+
+/// DescribeConfigs (of `version`): a topic's configs or the broker's
+/// (resource "0"), all or the keys asked for; read-only (AlterConfigs is
+/// not served).
+pub fn describe_configs(
+    broker: &Broker,
+    version: i16,
+    request: &DescribeConfigsRequest,
+) -> DescribeConfigsResponse {
+    let mut response = DescribeConfigsResponse::default();
+    for resource in &request.resources {
+        let mut result = describe_configs_response::DescribeConfigsResult::default();
+        result.resource_type = resource.resource_type;
+        result.resource_name = resource.resource_name.clone();
+        let entries = match resource.resource_type {
+            TOPIC_RESOURCE => broker
+                .existing_topic(&resource.resource_name)
+                .map(|_| topic_configs(broker))
+                .ok_or(ResponseError::UnknownTopicOrPartition),
+            BROKER_RESOURCE if matches!(resource.resource_name.as_str(), "0" | "") => {
+                Ok(broker_configs(broker))
+            }
+            BROKER_RESOURCE => Err(ResponseError::InvalidRequest),
+            _ => Err(ResponseError::InvalidRequest),
+        };
+        match entries {
+            Ok(entries) => {
+                result.configs = entries
+                    .into_iter()
+                    .filter(|e| {
+                        resource
+                            .configuration_keys
+                            .as_ref()
+                            .is_none_or(|keys| keys.iter().any(|k| k.as_str() == e.name))
+                    })
+                    .map(|e| {
+                        let mut config =
+                            describe_configs_response::DescribeConfigsResourceResult::default();
+                        config.name = str_bytes(e.name);
+                        config.value = Some(str_bytes(&e.value));
+                        config.read_only = true;
+                        // Only v0 has is_default; later ones say it
+                        // with the source.
+                        config.is_default = version == 0 && e.default;
+                        config.config_source = if e.default {
+                            DEFAULT_CONFIG
+                        } else {
+                            STATIC_BROKER_CONFIG
+                        };
+                        config
+                    })
+                    .collect();
+            }
+            Err(error) => {
+                result.error_code = error.code();
+                result.error_message = Some(str_bytes(&error.to_string()));
+            }
+        }
+        response.results.push(result);
     }
     response
 }

@@ -3,14 +3,15 @@
 //!
 //! | module | requests |
 //! |---|---|
-//! | [`metadata`] | ApiVersions, Metadata, CreateTopics, DeleteTopics |
+//! | [`metadata`] | ApiVersions, Metadata, CreateTopics, DeleteTopics, DescribeConfigs |
 //! | [`produce`] | Produce (acks 0, 1, -1; -1 waits for the group commit), InitProducerId |
 //! | [`fetch`] | Fetch (waits in the fetch purgatory), ListOffsets |
-//! | [`groups`] | FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch |
+//! | [`groups`] | FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, ListGroups, DescribeGroups |
 //!
 //! A request's wait is an `.await` inside its own function; the connection
 //! drops the future when the client goes away, which ends the wait.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -66,6 +67,9 @@ pub const SERVED: &[Served] = &[
     Served::new(ApiKey::InitProducerId, 0, 4),
     Served::new(ApiKey::CreateTopics, 0, 5),
     Served::new(ApiKey::DeleteTopics, 0, 5),
+    Served::new(ApiKey::ListGroups, 0, 4),
+    Served::new(ApiKey::DescribeGroups, 0, 5),
+    Served::new(ApiKey::DescribeConfigs, 0, 4),
 ];
 
 /// The entry of `key` in [`SERVED`].
@@ -125,6 +129,15 @@ impl std::fmt::Display for RequestError {
 
 impl std::error::Error for RequestError {}
 
+/// Who sent a request.
+#[derive(Clone, Debug)]
+pub struct Client {
+    /// The request header's client id.
+    pub id: String,
+    /// The connection's peer address, as Kafka shows it (`/127.0.0.1`).
+    pub host: String,
+}
+
 /// A decoded request's header: what its answer needs.
 #[derive(Clone, Copy, Debug)]
 pub struct Header {
@@ -169,7 +182,11 @@ pub fn code(error: Option<ResponseError>) -> i16 {
 /// # Errors
 ///
 /// [`RequestError`] for a request to close the connection over.
-pub async fn serve(broker: &Arc<Broker>, mut frame: Bytes) -> Result<Reply, RequestError> {
+pub async fn serve(
+    broker: &Arc<Broker>,
+    peer: SocketAddr,
+    mut frame: Bytes,
+) -> Result<Reply, RequestError> {
     let api_key = i16::from_be_bytes([frame[0], frame[1]]);
     let version = i16::from_be_bytes([frame[2], frame[3]]);
     let key = ApiKey::try_from(api_key).map_err(|()| RequestError::UnknownApi(api_key))?;
@@ -211,6 +228,10 @@ pub async fn serve(broker: &Arc<Broker>, mut frame: Bytes) -> Result<Reply, Requ
         version,
         correlation_id: decoded.correlation_id,
     };
+    let client = Client {
+        id: decoded.client_id.as_deref().unwrap_or_default().to_string(),
+        host: format!("/{}", peer.ip()),
+    };
     let response = match request {
         RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(metadata::api_versions()),
         RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::metadata(broker, r)),
@@ -232,7 +253,16 @@ pub async fn serve(broker: &Arc<Broker>, mut frame: Bytes) -> Result<Reply, Requ
         RequestKind::FindCoordinator(_) => {
             ResponseKind::FindCoordinator(groups::find_coordinator(broker))
         }
-        RequestKind::JoinGroup(r) => ResponseKind::JoinGroup(groups::join_group(broker, r).await),
+        RequestKind::JoinGroup(r) => {
+            ResponseKind::JoinGroup(groups::join_group(broker, &client, r).await)
+        }
+        RequestKind::ListGroups(r) => ResponseKind::ListGroups(groups::list_groups(broker, &r)),
+        RequestKind::DescribeGroups(r) => {
+            ResponseKind::DescribeGroups(groups::describe_groups(broker, &r))
+        }
+        RequestKind::DescribeConfigs(r) => {
+            ResponseKind::DescribeConfigs(metadata::describe_configs(broker, version, &r))
+        }
         RequestKind::SyncGroup(r) => ResponseKind::SyncGroup(groups::sync_group(broker, r).await),
         RequestKind::Heartbeat(r) => ResponseKind::Heartbeat(groups::heartbeat(broker, &r)),
         RequestKind::LeaveGroup(r) => ResponseKind::LeaveGroup(groups::leave_group(broker, &r)),

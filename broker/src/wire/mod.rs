@@ -54,7 +54,9 @@ pub struct Limits {
     /// The largest request frame, bytes.
     pub max_request_bytes: usize,
     /// The bytes of requests read and not yet answered, across every
-    /// connection.
+    /// connection: its size.
+    pub queued_bytes: usize,
+    /// The same budget: what is left of it.
     pub budget: Arc<Semaphore>,
     /// How long a connection may send nothing.
     pub idle: Duration,
@@ -66,6 +68,7 @@ impl Limits {
     pub fn new(max_request_bytes: usize, queued_bytes: usize, idle: Duration) -> Limits {
         Limits {
             max_request_bytes,
+            queued_bytes,
             budget: Arc::new(Semaphore::new(queued_bytes.min(Semaphore::MAX_PERMITS))),
             idle,
         }
