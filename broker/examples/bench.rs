@@ -1,19 +1,26 @@
 //! Measures `purgatorio-broker` from outside, as a client would:
 //! produce-to-consume latency with a long-poll fetch, the broker's CPU per
-//! message, and its wake-ups and CPU while 1,000 fetches sit parked.
+//! message, its wake-ups and CPU while 1,000 fetches sit parked, and what
+//! idle long-polling consumers cost (CPU and context switches per expired
+//! fetch, from `/proc/PID/task/*`).
 //!
 //! ```text
 //! cargo build --release -p purgatorio-broker
+//! cargo run --release -p purgatorio-broker --example bench -- --help
 //! cargo run --release -p purgatorio-broker --example bench
+//! cargo run --release -p purgatorio-broker --example bench -- --only idle --bin OTHER-BUILD
 //! ```
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
+use clap::{Parser, ValueEnum};
 use kafka_protocol::messages::{
     fetch_request, produce_request, ApiKey, FetchRequest, ProduceRequest, RequestHeader, TopicName,
 };
@@ -120,10 +127,71 @@ fn cpu(pid: u32) -> f64 {
     (ticks(11) + ticks(12)) / 100.0
 }
 
+/// What to measure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Scenario {
+    /// Produce-to-consume latency through a long poll.
+    Latency,
+    /// Broker CPU per produced message.
+    Cpu,
+    /// 1,000 fetches parked: wake-ups and CPU.
+    Parked,
+    /// Idle long-polling consumers: CPU and context switches per expiry.
+    Idle,
+}
+
+/// The bench's command line.
+#[derive(Parser, Debug)]
+#[command(about = "Measures a purgatorio-broker binary from outside, as a client would.")]
+struct Args {
+    /// The broker binary to start (build it with --release first).
+    #[arg(long, default_value = "target/release/purgatorio-broker")]
+    bin: PathBuf,
+    /// Run only these scenarios (default: all).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    only: Vec<Scenario>,
+    /// Idle consumers, each long-polling an empty partition.
+    #[arg(long, default_value_t = 100)]
+    idle_consumers: usize,
+    /// Their fetches' max_wait_ms.
+    #[arg(long, default_value_t = 500)]
+    idle_wait_ms: i32,
+    /// How long the idle scenario measures, s.
+    #[arg(long, default_value_t = 10)]
+    idle_secs: u64,
+}
+
+/// Context switches of every thread of `pid` so far (voluntary and not).
+fn context_switches(pid: u32) -> u64 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    tasks
+        .filter_map(Result::ok)
+        .filter_map(|t| std::fs::read_to_string(t.path().join("status")).ok())
+        .flat_map(|status| {
+            status
+                .lines()
+                .filter(|l| l.contains("ctxt_switches:"))
+                .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+                .collect::<Vec<_>>()
+        })
+        .sum()
+}
+
+/// A figure from a stats line.
+fn stat(line: &str, name: &str) -> u64 {
+    line.split_whitespace()
+        .find_map(|kv| kv.strip_prefix(&format!("{name}=")))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
 fn main() {
-    let bin = std::env::args()
-        .nth(1)
-        .unwrap_or_else(|| "target/release/purgatorio-broker".into());
+    let args = Args::parse();
+    let wants = |s: Scenario| args.only.is_empty() || args.only.contains(&s);
+    let bin = args.bin.display().to_string();
+
     let port = TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -131,7 +199,7 @@ fn main() {
         .port();
     let addr = format!("127.0.0.1:{port}");
     let mut child = Command::new(&bin)
-        .args(["--listen", &addr, "--stats-ms", "1000"])
+        .args(["--listen", &addr, "--stats-ms", "200"])
         .stderr(Stdio::piped())
         .stdout(Stdio::null())
         .spawn()
@@ -153,71 +221,113 @@ fn main() {
         std::thread::sleep(Duration::from_millis(10));
     };
 
-    // 1. Produce-to-consume latency: a fetch waits (long poll), a produce of
-    //    one record completes it; from sending the produce to the answer.
-    let (mut producer, mut consumer) = (connect(), connect());
-    producer.write_all(&produce("lat", 1)).unwrap();
-    read_frame(&mut producer);
-    let mut latencies = Vec::new();
-    for offset in 1..=2_000i64 {
-        consumer.write_all(&fetch("lat", offset, 10_000)).unwrap();
-        std::thread::sleep(Duration::from_micros(200)); // let it park
-        let sent = Instant::now();
+    if wants(Scenario::Latency) {
+        // Produce-to-consume latency: a fetch waits (long poll), a produce
+        // of one record completes it; from sending the produce to the
+        // answer.
+        let (mut producer, mut consumer) = (connect(), connect());
         producer.write_all(&produce("lat", 1)).unwrap();
-        let mut answer = read_frame(&mut consumer);
-        latencies.push(sent.elapsed());
-        answer.advance(4);
         read_frame(&mut producer);
+        let mut latencies = Vec::new();
+        for offset in 1..=2_000i64 {
+            consumer.write_all(&fetch("lat", offset, 10_000)).unwrap();
+            std::thread::sleep(Duration::from_micros(200)); // let it park
+            let sent = Instant::now();
+            producer.write_all(&produce("lat", 1)).unwrap();
+            let mut answer = read_frame(&mut consumer);
+            latencies.push(sent.elapsed());
+            answer.advance(4);
+            read_frame(&mut producer);
+        }
+        latencies.sort();
+        let at = |q: f64| latencies[((latencies.len() - 1) as f64 * q) as usize];
+        println!(
+            "produce-to-consume latency (long poll), 2,000 records: p50 {:?}, p99 {:?}, max {:?}",
+            at(0.5),
+            at(0.99),
+            at(1.0)
+        );
     }
-    latencies.sort();
-    let at = |q: f64| latencies[((latencies.len() - 1) as f64 * q) as usize];
 
-    // 2. The broker's CPU per message: 200,000 records, 100 per request.
-    let before = cpu(pid);
-    let started = Instant::now();
-    let request = produce("cpu", 100);
-    for _ in 0..2_000 {
-        producer.write_all(&request).unwrap();
-        read_frame(&mut producer);
+    if wants(Scenario::Cpu) {
+        // The broker's CPU per message: 200,000 records, 100 per request.
+        let mut producer = connect();
+        let before = cpu(pid);
+        let started = Instant::now();
+        let request = produce("cpu", 100);
+        for _ in 0..2_000 {
+            producer.write_all(&request).unwrap();
+            read_frame(&mut producer);
+        }
+        let produce_secs = started.elapsed().as_secs_f64();
+        let per_message_ns = (cpu(pid) - before) * 1e9 / 200_000.0;
+        println!(
+            "broker CPU per message: {per_message_ns:.0} ns (200,000 records, 100 per produce, acks=1; {:.0} messages/s from one client)",
+            200_000.0 / produce_secs
+        );
     }
-    let produce_secs = started.elapsed().as_secs_f64();
-    let per_message_ns = (cpu(pid) - before) * 1e9 / 200_000.0;
 
-    // 3. 1,000 fetches parked for 30 s, nothing produced: wake-ups and CPU
-    //    over 5 s.
-    let _parked: Vec<TcpStream> = (0..1_000)
-        .map(|_| {
-            let mut s = connect();
-            s.write_all(&fetch("idle", 0, 30_000)).unwrap();
-            s
-        })
-        .collect();
-    std::thread::sleep(Duration::from_secs(2));
-    let wakeups = |line: &str| -> u64 {
-        line.split_whitespace()
-            .find_map(|kv| kv.strip_prefix("timer_wakeups="))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
-    };
-    let (w0, c0) = (wakeups(&stats.lock().unwrap()), cpu(pid));
-    std::thread::sleep(Duration::from_secs(5));
-    let (w1, c1) = (wakeups(&stats.lock().unwrap()), cpu(pid));
+    if wants(Scenario::Parked) {
+        // 1,000 fetches parked for 30 s, nothing produced: wake-ups and CPU
+        // over 5 s.
+        let parked: Vec<TcpStream> = (0..1_000)
+            .map(|_| {
+                let mut s = connect();
+                s.write_all(&fetch("parked", 0, 30_000)).unwrap();
+                s
+            })
+            .collect();
+        std::thread::sleep(Duration::from_secs(2));
+        let (w0, c0) = (stat(&stats.lock().unwrap(), "timer_wakeups"), cpu(pid));
+        std::thread::sleep(Duration::from_secs(5));
+        let (w1, c1) = (stat(&stats.lock().unwrap(), "timer_wakeups"), cpu(pid));
+        println!(
+            "1,000 fetches parked, nothing produced, over 5 s: {} timer wake-ups, {:.2} s of broker CPU",
+            w1 - w0,
+            c1 - c0
+        );
+        drop(parked);
+    }
 
-    println!(
-        "produce-to-consume latency (long poll), 2,000 records: p50 {:?}, p99 {:?}, max {:?}",
-        at(0.5),
-        at(0.99),
-        at(1.0)
-    );
-    println!(
-        "broker CPU per message: {per_message_ns:.0} ns (200,000 records, 100 per produce, acks=1; {:.0} messages/s from one client)",
-        200_000.0 / produce_secs
-    );
-    println!(
-        "1,000 fetches parked, nothing produced, over 5 s: {} timer wake-ups, {:.2} s of broker CPU",
-        w1 - w0,
-        c1 - c0
-    );
+    if wants(Scenario::Idle) {
+        // Idle consumers: each long-polls an empty partition again as soon
+        // as its fetch expires empty.
+        let stop = Arc::new(AtomicBool::new(false));
+        let consumers: Vec<_> = (0..args.idle_consumers)
+            .map(|_| {
+                let mut s = connect();
+                let stop = Arc::clone(&stop);
+                let wait = args.idle_wait_ms;
+                std::thread::spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        s.write_all(&fetch("quiet", 0, wait)).unwrap();
+                        read_frame(&mut s);
+                    }
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_secs(2));
+        let expired = || stat(&stats.lock().unwrap(), "expired");
+        let (e0, c0, s0) = (expired(), cpu(pid), context_switches(pid));
+        let started = Instant::now();
+        std::thread::sleep(Duration::from_secs(args.idle_secs));
+        let (e1, c1, s1) = (expired(), cpu(pid), context_switches(pid));
+        let secs = started.elapsed().as_secs_f64();
+        let fetches = (e1 - e0).max(1) as f64;
+        println!(
+            "{} idle consumers ({} ms long polls) over {secs:.1} s: {:.2} % of a core, {:.0} µs of broker CPU and {:.2} context switches per expired fetch ({} expired)",
+            args.idle_consumers,
+            args.idle_wait_ms,
+            (c1 - c0) * 100.0 / secs,
+            (c1 - c0) * 1e6 / fetches,
+            (s1 - s0) as f64 / fetches,
+            e1 - e0
+        );
+        stop.store(true, Ordering::Relaxed);
+        for c in consumers {
+            let _ = c.join();
+        }
+    }
     let _ = child.kill();
     let _ = child.wait();
 }

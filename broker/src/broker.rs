@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use kafka_protocol::ResponseError;
 use parking_lot::RwLock;
-use purgatorio::{Purgatory, Timer};
+use purgatorio::{Executor, Purgatory, Timer};
 use tokio::net::TcpListener;
 
 use crate::api::fetch::DelayedFetch;
@@ -217,8 +217,12 @@ pub async fn start(config: &Config) -> Result<Arc<Broker>, StartError> {
     let addr = listener
         .local_addr()
         .map_err(|e| StartError::Listen(config.listen.clone(), e))?;
+    // Expirations run on the driver thread: each wakes one connection's
+    // task (or resets a group), microseconds, so no hand-off to a worker
+    // pool is worth its context switches.
     let timer = Timer::builder()
         .thread_name("broker-timer")
+        .executor(Executor::Inline)
         .build()
         .map_err(StartError::Timer)?;
     let fetches = Purgatory::builder()
