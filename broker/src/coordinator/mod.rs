@@ -11,8 +11,14 @@
 //!   [`KeyedTimer`]; a heartbeat (or any request of the member) resets it;
 //!   its expiry removes the member and starts a rebalance, never before
 //!   `session_timeout_ms`.
+//! * **Initial delay.** The join that finds a group empty waits
+//!   `group.initial.rebalance.delay.ms` before completing the first
+//!   rebalance, so members starting together join one generation.
+//!
+//! `group` holds one group's state machine, `types` what callers exchange
+//! with the coordinator.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -20,9 +26,19 @@ use std::time::Duration;
 use bytes::Bytes;
 use kafka_protocol::ResponseError;
 use parking_lot::Mutex;
-use purgatorio::{BuildError, Completion, DelayedOperation, KeyedTimer, Parked, Purgatory, Timer};
+use purgatorio::{BuildError, Completion, KeyedTimer, Purgatory, Timer};
 
 use crate::log::TopicPartition;
+
+mod group;
+mod types;
+
+pub use group::GroupWait;
+use group::{Group, Member, Phase};
+pub use types::{
+    Committed, GroupDescription, GroupFigures, GroupListing, Join, Joined, Joining,
+    MemberDescription, MemberMetadata, Protocol, Syncing,
+};
 
 /// The shortest session timeout accepted (Kafka's
 /// `group.min.session.timeout.ms` is 6 s; clients in tests use less).
@@ -35,324 +51,6 @@ const MAX_SESSION: Duration = Duration::from_secs(1800);
 /// A sync's wait when its member is gone (Kafka's default rebalance
 /// timeout).
 const DEFAULT_REBALANCE: Duration = Duration::from_secs(30);
-
-/// A partition assignment protocol a member offers, with its metadata.
-#[derive(Clone, Debug)]
-pub struct Protocol {
-    /// The protocol's name ("range", "roundrobin", ...).
-    pub name: String,
-    /// The member's metadata for it (its subscription).
-    pub metadata: Bytes,
-}
-
-/// A member's metadata for the chosen protocol, as the leader sees it.
-#[derive(Clone, Debug)]
-pub struct MemberMetadata {
-    /// The member's id.
-    pub member_id: String,
-    /// Its metadata for the group's protocol.
-    pub metadata: Bytes,
-}
-
-/// A member of a group.
-#[derive(Clone)]
-struct Member {
-    /// The protocols it offers, in its order of preference.
-    protocols: Vec<Protocol>,
-    /// Its session timeout.
-    session: Duration,
-    /// Its rebalance timeout.
-    rebalance: Duration,
-    /// Whether it (re)joined the rebalance under way.
-    joined: bool,
-    /// Its assignment in the current generation, once the leader sent it.
-    assignment: Option<Bytes>,
-    /// The client id its JoinGroup carried.
-    client_id: String,
-    /// The address it joined from.
-    client_host: String,
-}
-
-/// Where a group is.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Phase {
-    Empty,
-    /// Waiting for members to (re)join.
-    Joining,
-    /// Joined; waiting for the leader's assignment.
-    Syncing,
-    Stable,
-}
-
-/// What a JoinGroup learns when its rebalance completes.
-#[derive(Clone, Debug)]
-pub struct Joined {
-    /// Why the member is not in the group, if it is not.
-    pub error: Option<ResponseError>,
-    /// The generation it joined.
-    pub generation: i32,
-    /// The protocol chosen.
-    pub protocol: String,
-    /// The leader's member id.
-    pub leader: String,
-    /// The member's id (assigned by the coordinator on a first join).
-    pub member_id: String,
-    /// The members and their metadata, for the leader only.
-    pub members: Vec<MemberMetadata>,
-}
-
-/// A JoinGroup, as the coordinator needs it.
-#[derive(Clone, Debug)]
-pub struct Join {
-    /// The group.
-    pub group_id: String,
-    /// The member's id, empty on its first join.
-    pub member_id: String,
-    /// The protocol type ("consumer").
-    pub protocol_type: String,
-    /// The protocols it offers, in its order of preference.
-    pub protocols: Vec<Protocol>,
-    /// Its session timeout.
-    pub session: Duration,
-    /// Its rebalance timeout.
-    pub rebalance: Duration,
-    /// The client id of the request.
-    pub client_id: String,
-    /// The address the request came from.
-    pub client_host: String,
-}
-
-/// A group, as ListGroups shows it.
-#[derive(Clone, Debug)]
-pub struct GroupListing {
-    /// The group's id.
-    pub group_id: String,
-    /// Its protocol type ("consumer").
-    pub protocol_type: String,
-    /// Its state, in Kafka's words.
-    pub state: &'static str,
-}
-
-/// A group, as DescribeGroups shows it.
-#[derive(Clone, Debug)]
-pub struct GroupDescription {
-    /// Its state, in Kafka's words.
-    pub state: &'static str,
-    /// Its protocol type ("consumer").
-    pub protocol_type: String,
-    /// The protocol chosen ("range", ...).
-    pub protocol: String,
-    /// Its members.
-    pub members: Vec<MemberDescription>,
-}
-
-/// A member, as DescribeGroups shows it.
-#[derive(Clone, Debug)]
-pub struct MemberDescription {
-    /// The member's id.
-    pub member_id: String,
-    /// Its client id.
-    pub client_id: String,
-    /// The address it joined from.
-    pub client_host: String,
-    /// Its metadata for the group's protocol.
-    pub metadata: Bytes,
-    /// Its assignment, if the leader sent it.
-    pub assignment: Bytes,
-}
-
-/// A JoinGroup's outcome.
-pub enum Joining {
-    /// The rebalance completed with this join.
-    Done(Joined),
-    /// The join waits for the other members (or the rebalance timeout);
-    /// then [`Coordinator::joined`] answers it.
-    Waiting {
-        /// Where the member stands meanwhile.
-        joined: Joined,
-        /// The wait.
-        parked: Parked<GroupWait>,
-    },
-}
-
-/// A SyncGroup's outcome.
-pub enum Syncing {
-    /// The member's assignment.
-    Assigned(Bytes),
-    /// The member waits for the leader's assignment; then
-    /// [`Coordinator::synced`] answers it.
-    Waiting(Parked<GroupWait>),
-}
-
-/// A committed offset of a group.
-#[derive(Clone, Debug)]
-pub struct Committed {
-    /// The topic.
-    pub topic: String,
-    /// The partition.
-    pub partition: i32,
-    /// The offset committed.
-    pub offset: i64,
-    /// The commit's metadata string, as the client gave it.
-    pub metadata: Option<String>,
-}
-
-/// The group purgatory's figures.
-#[derive(Clone, Copy, Debug)]
-pub struct GroupFigures {
-    /// Joins and syncs waiting now.
-    pub parked: usize,
-    /// Waits completed by their group.
-    pub satisfied: u64,
-    /// Waits that reached their deadline.
-    pub expired: u64,
-}
-
-impl Phase {
-    /// The phase in Kafka's words (ListGroups, DescribeGroups).
-    fn state(self) -> &'static str {
-        match self {
-            Phase::Empty => "Empty",
-            Phase::Joining => "PreparingRebalance",
-            Phase::Syncing => "CompletingRebalance",
-            Phase::Stable => "Stable",
-        }
-    }
-}
-
-/// One group's state.
-struct Group {
-    /// Where it is in its rebalance.
-    phase: Phase,
-    /// Its generation, bumped by every completed rebalance.
-    generation: i32,
-    /// The members' protocol type ("consumer").
-    protocol_type: String,
-    /// The protocol chosen at the last rebalance.
-    protocol: String,
-    /// The leader's member id.
-    leader: String,
-    /// Its members, by id.
-    members: BTreeMap<String, Member>,
-    /// Committed offsets.
-    offsets: HashMap<TopicPartition, Committed>,
-    /// Whether the rebalance under way is the initial one of an empty
-    /// group, completed only once the initial delay passed.
-    initial: bool,
-}
-
-impl Group {
-    fn new() -> Group {
-        Group {
-            phase: Phase::Empty,
-            generation: 0,
-            protocol_type: String::new(),
-            protocol: String::new(),
-            leader: String::new(),
-            members: BTreeMap::new(),
-            offsets: HashMap::new(),
-            initial: false,
-        }
-    }
-
-    /// Starts a rebalance: every member must join again.
-    fn start_rebalance(&mut self) {
-        self.phase = if self.members.is_empty() {
-            Phase::Empty
-        } else {
-            Phase::Joining
-        };
-        for member in self.members.values_mut() {
-            member.joined = false;
-            member.assignment = None;
-        }
-    }
-
-    /// Completes the rebalance under way with the members that joined.
-    fn complete_join(&mut self) {
-        self.initial = false;
-        self.members.retain(|_, m| m.joined);
-        if self.members.is_empty() {
-            self.phase = Phase::Empty;
-            return;
-        }
-        self.generation += 1;
-        // The first protocol of the leader that every member offers.
-        let leader = self.members.keys().next().cloned().unwrap_or_default();
-        let first = &self.members[&leader].protocols;
-        self.protocol = first
-            .iter()
-            .map(|p| p.name.clone())
-            .find(|name| {
-                self.members
-                    .values()
-                    .all(|m| m.protocols.iter().any(|p| p.name == *name))
-            })
-            .unwrap_or_default();
-        self.leader = leader;
-        self.phase = Phase::Syncing;
-    }
-
-    fn joined(&self, member_id: &str) -> Joined {
-        let members = if member_id == self.leader {
-            self.members
-                .iter()
-                .map(|(id, m)| MemberMetadata {
-                    member_id: id.clone(),
-                    metadata: m
-                        .protocols
-                        .iter()
-                        .find(|p| p.name == self.protocol)
-                        .map(|p| p.metadata.clone())
-                        .unwrap_or_default(),
-                })
-                .collect()
-        } else {
-            Vec::new()
-        };
-        Joined {
-            error: None,
-            generation: self.generation,
-            protocol: self.protocol.clone(),
-            leader: self.leader.clone(),
-            member_id: member_id.to_string(),
-            members,
-        }
-    }
-}
-
-/// A JoinGroup or SyncGroup waiting on its group.
-pub struct GroupWait {
-    /// The group.
-    group: Arc<Mutex<Group>>,
-    /// For a join: the generation it waits to pass. For a sync: the
-    /// generation whose assignment it waits for.
-    generation: i32,
-    /// For a sync: the member whose assignment it waits for.
-    sync_of: Option<String>,
-    /// Its deadline: the rebalance timeout.
-    delay: Duration,
-}
-
-impl DelayedOperation for GroupWait {
-    fn delay(&self) -> Duration {
-        self.delay
-    }
-    fn try_complete(&mut self) -> bool {
-        let group = self.group.lock();
-        match &self.sync_of {
-            None => group.generation > self.generation || group.phase == Phase::Empty,
-            Some(member) => {
-                group.generation != self.generation
-                    || group
-                        .members
-                        .get(member)
-                        .is_none_or(|m| m.assignment.is_some())
-            }
-        }
-    }
-    fn on_complete(&mut self, _: Completion) {}
-}
 
 /// The coordinator of every group.
 pub struct Coordinator {

@@ -1,0 +1,189 @@
+//! One group's state: its members, its phase in a rebalance, and the
+//! wait of a JoinGroup or SyncGroup on it.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use purgatorio::{Completion, DelayedOperation};
+
+use super::types::{Committed, Joined, MemberMetadata, Protocol};
+use crate::log::TopicPartition;
+
+/// A member of a group.
+#[derive(Clone)]
+pub(super) struct Member {
+    /// The protocols it offers, in its order of preference.
+    pub(super) protocols: Vec<Protocol>,
+    /// Its session timeout.
+    pub(super) session: Duration,
+    /// Its rebalance timeout.
+    pub(super) rebalance: Duration,
+    /// Whether it (re)joined the rebalance under way.
+    pub(super) joined: bool,
+    /// Its assignment in the current generation, once the leader sent it.
+    pub(super) assignment: Option<Bytes>,
+    /// The client id its JoinGroup carried.
+    pub(super) client_id: String,
+    /// The address it joined from.
+    pub(super) client_host: String,
+}
+
+/// Where a group is.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum Phase {
+    Empty,
+    /// Waiting for members to (re)join.
+    Joining,
+    /// Joined; waiting for the leader's assignment.
+    Syncing,
+    Stable,
+}
+
+impl Phase {
+    /// The phase in Kafka's words (ListGroups, DescribeGroups).
+    pub(super) fn state(self) -> &'static str {
+        match self {
+            Phase::Empty => "Empty",
+            Phase::Joining => "PreparingRebalance",
+            Phase::Syncing => "CompletingRebalance",
+            Phase::Stable => "Stable",
+        }
+    }
+}
+
+/// One group's state.
+pub(super) struct Group {
+    /// Where it is in its rebalance.
+    pub(super) phase: Phase,
+    /// Its generation, bumped by every completed rebalance.
+    pub(super) generation: i32,
+    /// The members' protocol type ("consumer").
+    pub(super) protocol_type: String,
+    /// The protocol chosen at the last rebalance.
+    pub(super) protocol: String,
+    /// The leader's member id.
+    pub(super) leader: String,
+    /// Its members, by id.
+    pub(super) members: BTreeMap<String, Member>,
+    /// Committed offsets.
+    pub(super) offsets: HashMap<TopicPartition, Committed>,
+    /// Whether the rebalance under way is the initial one of an empty
+    /// group, completed only once the initial delay passed.
+    pub(super) initial: bool,
+}
+
+impl Group {
+    pub(super) fn new() -> Group {
+        Group {
+            phase: Phase::Empty,
+            generation: 0,
+            protocol_type: String::new(),
+            protocol: String::new(),
+            leader: String::new(),
+            members: BTreeMap::new(),
+            offsets: HashMap::new(),
+            initial: false,
+        }
+    }
+
+    /// Starts a rebalance: every member must join again.
+    pub(super) fn start_rebalance(&mut self) {
+        self.phase = if self.members.is_empty() {
+            Phase::Empty
+        } else {
+            Phase::Joining
+        };
+        for member in self.members.values_mut() {
+            member.joined = false;
+            member.assignment = None;
+        }
+    }
+
+    /// Completes the rebalance under way with the members that joined.
+    pub(super) fn complete_join(&mut self) {
+        self.initial = false;
+        self.members.retain(|_, m| m.joined);
+        if self.members.is_empty() {
+            self.phase = Phase::Empty;
+            return;
+        }
+        self.generation += 1;
+        // The first protocol of the leader that every member offers.
+        let leader = self.members.keys().next().cloned().unwrap_or_default();
+        let first = &self.members[&leader].protocols;
+        self.protocol = first
+            .iter()
+            .map(|p| p.name.clone())
+            .find(|name| {
+                self.members
+                    .values()
+                    .all(|m| m.protocols.iter().any(|p| p.name == *name))
+            })
+            .unwrap_or_default();
+        self.leader = leader;
+        self.phase = Phase::Syncing;
+    }
+
+    pub(super) fn joined(&self, member_id: &str) -> Joined {
+        let members = if member_id == self.leader {
+            self.members
+                .iter()
+                .map(|(id, m)| MemberMetadata {
+                    member_id: id.clone(),
+                    metadata: m
+                        .protocols
+                        .iter()
+                        .find(|p| p.name == self.protocol)
+                        .map(|p| p.metadata.clone())
+                        .unwrap_or_default(),
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        Joined {
+            error: None,
+            generation: self.generation,
+            protocol: self.protocol.clone(),
+            leader: self.leader.clone(),
+            member_id: member_id.to_string(),
+            members,
+        }
+    }
+}
+
+/// A JoinGroup or SyncGroup waiting on its group.
+pub struct GroupWait {
+    /// The group.
+    pub(super) group: Arc<Mutex<Group>>,
+    /// For a join: the generation it waits to pass. For a sync: the
+    /// generation whose assignment it waits for.
+    pub(super) generation: i32,
+    /// For a sync: the member whose assignment it waits for.
+    pub(super) sync_of: Option<String>,
+    /// Its deadline: the rebalance timeout.
+    pub(super) delay: Duration,
+}
+
+impl DelayedOperation for GroupWait {
+    fn delay(&self) -> Duration {
+        self.delay
+    }
+    fn try_complete(&mut self) -> bool {
+        let group = self.group.lock();
+        match &self.sync_of {
+            None => group.generation > self.generation || group.phase == Phase::Empty,
+            Some(member) => {
+                group.generation != self.generation
+                    || group
+                        .members
+                        .get(member)
+                        .is_none_or(|m| m.assignment.is_some())
+            }
+        }
+    }
+    fn on_complete(&mut self, _: Completion) {}
+}
