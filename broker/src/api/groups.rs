@@ -1,7 +1,8 @@
 //! The group requests; this broker coordinates every group
 //! ([`crate::coordinator`]). JoinGroup and SyncGroup wait in the group
-//! purgatory; dropped (the client went away), the wait is left to its
-//! deadline.
+//! purgatory; dropped (the client went away), the wait is cancelled, so a
+//! client cannot leave waits behind for as long as the rebalance timeout
+//! it chose.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -71,7 +72,10 @@ pub async fn join_group(
     match broker.groups.join(join) {
         Ok(Joining::Done(joined)) => join_response(&joined),
         Ok(Joining::Waiting { joined, parked }) => {
-            let completion = parked.await;
+            // Dropped (the client went away), the wait is cancelled: the
+            // member stays until it rejoins or its session ends, and the
+            // rebalance completes without this wait.
+            let completion = parked.cancel_on_drop().await;
             join_response(&broker.groups.joined(&group_id, &joined, completion))
         }
         Err(error) => {
@@ -123,7 +127,7 @@ pub async fn sync_group(broker: &Broker, request: SyncGroupRequest) -> SyncGroup
     {
         Ok(Syncing::Assigned(assignment)) => Ok(assignment),
         Ok(Syncing::Waiting(parked)) => {
-            let _ = parked.await;
+            let _ = parked.cancel_on_drop().await;
             broker.groups.synced(group, member, request.generation_id)
         }
         Err(error) => Err(error),
