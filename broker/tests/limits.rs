@@ -299,3 +299,42 @@ fn a_join_whose_client_goes_away_leaves_no_wait_behind() {
     broker.wait_stat("group_waits", |v| v == 0);
     drop(a);
 }
+
+#[test]
+fn a_large_request_s_buffer_is_not_kept_by_its_connection() {
+    let broker = Broker::start(1);
+    assert!(broker.answers());
+    let before = broker.rss_kib();
+    // Four connections each send a 32 MiB produce (refused: over
+    // --message-max-bytes) and then stay open and silent. The memory of
+    // each request is free once it is answered, and reused by the next; a
+    // connection that kept its request's buffer would hold 4 x 32 MiB.
+    let records = vec![7u8; 32 << 20];
+    let request = frame(ApiKey::Produce, 3, |b| {
+        b.put_i16(-1); // transactional id
+        b.put_i16(1); // acks
+        b.put_i32(1000); // timeout
+        b.put_i32(1); // one topic
+        b.put_i16(3);
+        b.put_slice(b"big");
+        b.put_i32(1); // one partition
+        b.put_i32(0);
+        b.put_i32(records.len() as i32);
+        b.put_slice(&records);
+    });
+    let open: Vec<_> = (0..4)
+        .map(|_| {
+            let mut s = broker.connect();
+            s.write_all(&request).unwrap();
+            assert!(read_frame(&mut s).is_some(), "not answered");
+            s
+        })
+        .collect();
+    let after = broker.rss_kib();
+    eprintln!("RSS {before} KiB before four 32 MiB requests, {after} KiB after their answers");
+    assert!(
+        after < before + 96 * 1024,
+        "RSS {before} KiB before, {after} KiB after: the connections kept their requests"
+    );
+    drop(open);
+}

@@ -76,6 +76,7 @@ pub(super) struct Group {
 }
 
 impl Group {
+    /// An empty group.
     pub(super) fn new() -> Group {
         Group {
             phase: Phase::Empty,
@@ -127,6 +128,8 @@ impl Group {
         self.phase = Phase::Syncing;
     }
 
+    /// What `member_id` learns of the generation just completed (the
+    /// leader also gets every member's metadata).
     pub(super) fn joined(&self, member_id: &str) -> Joined {
         let members = if member_id == self.leader {
             self.members

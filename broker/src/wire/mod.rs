@@ -218,8 +218,15 @@ impl Frames {
         if self.buf.len() < 4 + length {
             return Ok(Err(4 + length - self.buf.len()));
         }
+        let large = self.buf.capacity() > READ_CHUNK;
         self.buf.advance(4);
         let bytes = self.buf.split_to(length).freeze();
+        if large {
+            // What is left shares the frame's allocation: copy it out, so
+            // that a large frame's memory goes when the frame does, not when
+            // the connection does.
+            self.buf = BytesMut::from(&self.buf[..]);
+        }
         let charge = match self.charge.as_mut() {
             Some(all) if all.num_permits() > 4 + length => all.split(4 + length),
             _ => self.charge.take(),
