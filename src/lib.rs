@@ -143,8 +143,8 @@ pub use future::{Elapsed, Expirations, NextExpired, ShutDown, Sleep, Timeout};
 pub use keyed::{KeyedMetrics, KeyedTimer};
 pub use local::{Advance, Expired, LocalTimer, LocalTimerBuilder};
 pub use purgatory::{
-    CancelOnDrop, Completion, DefaultKeyHasher, DelayedOperation, Parked, Purgatory,
-    PurgatoryBuilder, PurgatoryMetrics, DEFAULT_PURGE_INTERVAL,
+    CancelOnDrop, Completion, DefaultKeyHasher, DelayedOperation, DelayedRequest, Parked,
+    Purgatory, PurgatoryBuilder, PurgatoryMetrics, DEFAULT_PURGE_INTERVAL,
 };
 pub use tick::{
     DEFAULT_TICK, DEFAULT_WHEEL_SIZE, MAX_SHARDS, MAX_TICK, MAX_WATCH_SHARDS, MAX_WHEEL_SIZE,

@@ -543,8 +543,9 @@ impl DelayedOperation for Probe {
     fn on_complete(&mut self, completion: Completion) {
         self.record.completed.fetch_add(1, SeqCst);
         self.spring_at(Hook::OnComplete);
-        // Kafka's `onExpiration`: the timeout paths (expiry, shutdown).
-        if completion.is_timeout() {
+        // Kafka's `onExpiration`, widened to every path that ends without
+        // the condition or a caller: expiry and shutdown.
+        if matches!(completion, Completion::Expired | Completion::ShutDown) {
             self.record.expired.fetch_add(1, SeqCst);
             self.spring_at(Hook::OnExpiration);
         }

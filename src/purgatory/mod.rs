@@ -38,6 +38,6 @@ mod watchers;
 
 pub use builder::{DefaultKeyHasher, PurgatoryBuilder, DEFAULT_PURGE_INTERVAL};
 pub use metrics::PurgatoryMetrics;
-pub use operation::{Completion, DelayedOperation};
+pub use operation::{Completion, DelayedOperation, DelayedRequest};
 pub use parked::{CancelOnDrop, Parked};
 pub use service::Purgatory;

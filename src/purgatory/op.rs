@@ -38,7 +38,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::operation::{Completion, DelayedOperation};
+use super::operation::{Completion, DelayedRequest};
 use crate::publish::PurgatoryFigures;
 use crate::rendezvous::WakerSlot;
 use crate::sync::{thread_local, AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Mutex, MutexGuard};
@@ -255,16 +255,19 @@ pub(crate) fn in_callback() -> bool {
 }
 
 /// What an operation's lock protects.
-struct OpState<O> {
+struct OpState<O: DelayedRequest> {
     /// The user's operation: `None` once it finished (and was dropped) or
     /// was handed back by `cancel_for_key`.
     op: Option<O>,
     /// The operation's timer, added while registration held the lock.
     timer: Option<TimerHandle>,
+    /// What `answer` returned, until the handle's task takes it (or, with
+    /// no handle left, until it is dropped after the lock).
+    answer: Option<O::Output>,
 }
 
 /// An operation shared by the watch lists and the timer.
-pub(crate) struct Op<O> {
+pub(crate) struct Op<O: DelayedRequest> {
     /// The operation and its timer handle: the operation's lock.
     state: Mutex<OpState<O>>,
     /// Set, under the operation's lock, when it completed or was cancelled;
@@ -278,10 +281,13 @@ pub(crate) struct Op<O> {
     counters: Arc<OpCounters>,
     /// How the operation ended, encoded (see [`encode`]), for the task
     /// awaiting its [`Parked`](super::Parked) handle; 0 while it is pending;
-    /// plus [`AWAITED`] once a task stored its waker. Both sides change it
-    /// with a read-modify-write, so they are totally ordered: a task that
-    /// marks it after the outcome was published sees the outcome, and a
-    /// publisher that comes after the mark wakes the stored waker.
+    /// plus [`AWAITED`] once a task stored its waker, and [`GONE`] once the
+    /// handle was dropped. Every side changes it with a read-modify-write,
+    /// so they are totally ordered: a task that marks it after the outcome
+    /// was published sees the outcome, and a publisher that comes after the
+    /// mark wakes the stored waker; of the publisher and the dropped
+    /// handle, exactly one sees the other and drops a stored answer nobody
+    /// will take.
     outcome: AtomicU8,
     /// That task's waker.
     waiter: WakerSlot,
@@ -289,6 +295,10 @@ pub(crate) struct Op<O> {
 
 /// The bit of `outcome` that says a task stored its waker.
 const AWAITED: u8 = 0x80;
+
+/// The bit of `outcome` that says the [`Parked`](super::Parked) handle was
+/// dropped: nobody will take the answer.
+const GONE: u8 = 0x40;
 
 /// `outcome` of an operation that ended: 1 without completing, else 2 plus
 /// the completion's index.
@@ -302,7 +312,7 @@ fn decode(code: u8) -> Option<Option<Completion>> {
     const FORCED: u8 = 2 + Completion::Forced as u8;
     const EXPIRED: u8 = 2 + Completion::Expired as u8;
     const SHUT_DOWN: u8 = 2 + Completion::ShutDown as u8;
-    Some(match code & !AWAITED {
+    Some(match code & !(AWAITED | GONE) {
         0 => return None,
         1 => None,
         SATISFIED => Some(Completion::Satisfied),
@@ -315,7 +325,7 @@ fn decode(code: u8) -> Option<Option<Completion>> {
 
 /// An operation locked by this thread. Dropping it releases the lock, then
 /// drops the user's value if the operation finished while locked.
-struct Locked<'a, O> {
+struct Locked<'a, O: DelayedRequest> {
     /// The lock's guard; declared first, so released first.
     state: MutexGuard<'a, OpState<O>>,
     /// The cell.
@@ -324,32 +334,35 @@ struct Locked<'a, O> {
     finished: Option<O>,
     /// How it ended, if it did while locked: announced to an awaiting task
     /// after the lock is released and the value dropped.
-    ended: Announce<'a>,
+    ended: Announce<'a, O>,
 }
 
 /// Announces how an operation ended, on drop: declared last in [`Locked`],
 /// so it runs after the lock is released and the finished value dropped.
-struct Announce<'a> {
-    /// The operation's outcome.
-    to: &'a AtomicU8,
-    /// The awaiting task's waker.
-    waiter: &'a WakerSlot,
+struct Announce<'a, O: DelayedRequest> {
+    /// The operation.
+    op: &'a Op<O>,
     /// What: `Some(None)` for an operation that ended without completing.
     outcome: Option<Option<Completion>>,
 }
 
-impl Drop for Announce<'_> {
+impl<O: DelayedRequest> Drop for Announce<'_, O> {
     fn drop(&mut self) {
         if let Some(outcome) = self.outcome.take() {
-            let before = self.to.fetch_or(encode(outcome), Ordering::AcqRel);
+            let before = self.op.outcome.fetch_or(encode(outcome), Ordering::AcqRel);
             if before & AWAITED != 0 {
-                self.waiter.wake();
+                self.op.waiter.wake();
+            }
+            if before & GONE != 0 {
+                // The handle went before the answer was published: nobody
+                // will take it.
+                self.op.drop_answer();
             }
         }
     }
 }
 
-impl<O> Drop for Locked<'_, O> {
+impl<O: DelayedRequest> Drop for Locked<'_, O> {
     fn drop(&mut self) {
         // The fields drop after this: the guard, then the finished value,
         // whose `Drop` may call anything since no lock is held by then.
@@ -357,7 +370,7 @@ impl<O> Drop for Locked<'_, O> {
     }
 }
 
-impl<O: DelayedOperation> Locked<'_, O> {
+impl<O: DelayedRequest> Locked<'_, O> {
     /// Carries out `request` on the pending operation; returns how it
     /// completed here, if it did.
     fn carry_out(&mut self, request: Request, counters: &OpCounters) -> Option<Completion> {
@@ -405,9 +418,9 @@ impl<O: DelayedOperation> Locked<'_, O> {
         self.mark_done(counters, cancel_timer);
         counters.count(completion);
         if let Some(op) = self.state.op.as_mut() {
-            let ran = catch_unwind(AssertUnwindSafe(|| op.on_complete(completion)));
-            if ran.is_err() {
-                counters.panicked();
+            match catch_unwind(AssertUnwindSafe(|| op.answer(completion))) {
+                Ok(answer) => self.state.answer = Some(answer),
+                Err(_) => counters.panicked(),
             }
         }
         self.finished = self.state.op.take();
@@ -438,24 +451,46 @@ impl<O: DelayedOperation> Locked<'_, O> {
     }
 }
 
-impl<O> Op<O> {
-    /// The awaiting task gave up (its `Parked` was dropped): drops its waker,
-    /// so that task is neither kept alive nor woken for nothing. Costs a
-    /// load when no task ever awaited.
-    pub(crate) fn forget_waiter(&self) {
-        if self.outcome.load(Ordering::Acquire) & AWAITED != 0 {
+impl<O: DelayedRequest> Op<O> {
+    /// The [`Parked`](super::Parked) handle was dropped: drops the awaiting
+    /// task's waker, so that task is neither kept alive nor woken for
+    /// nothing, and an answer nobody will take now (if the operation already
+    /// ended; otherwise its publisher drops it). One read-modify-write when
+    /// the answer needs no drop and no task awaited.
+    pub(crate) fn release_handle(&self) {
+        let before = self.outcome.fetch_or(GONE, Ordering::AcqRel);
+        if before & AWAITED != 0 {
             self.waiter.clear();
         }
+        if decode(before).is_some() {
+            self.drop_answer();
+        }
     }
-}
 
-impl<O: DelayedOperation> Op<O> {
+    /// Drops a stored answer nobody will take, after the lock. The operation
+    /// ended, so whoever holds its lock runs no callback: the wait is short.
+    fn drop_answer(&self) {
+        if std::mem::needs_drop::<O::Output>() {
+            let answer = self.state.lock().answer.take();
+            drop(answer);
+        }
+    }
+
+    /// The answer of an operation that ended with `outcome`, for the
+    /// awaiting task: taken once; a [`DelayedOperation`](super::DelayedOperation)'s
+    /// completion can be given again.
+    fn take_answer(&self, outcome: Option<Completion>) -> Option<O::Output> {
+        let completion = outcome?;
+        let answer = self.state.lock().answer.take();
+        answer.or_else(|| O::answer_again(completion))
+    }
     /// A fresh, pending operation, counted in `counters`.
     pub(crate) fn new(op: O, counters: Arc<OpCounters>) -> Self {
         Op {
             state: Mutex::new(OpState {
                 op: Some(op),
                 timer: None,
+                answer: None,
             }),
             done: AtomicBool::new(false),
             watches: AtomicUsize::new(0),
@@ -491,8 +526,7 @@ impl<O: DelayedOperation> Op<O> {
             op: self,
             finished: None,
             ended: Announce {
-                to: &self.outcome,
-                waiter: &self.waiter,
+                op: self,
                 outcome: None,
             },
         }
@@ -515,8 +549,9 @@ impl<O: DelayedOperation> Op<O> {
     /// second try, or left as a request that [`settle`](Self::settle) then
     /// honours); if it is still pending, `arm` adds it to the timer and the
     /// handle is kept. An expiry that fires before the lock is released
-    /// leaves its request too. `arm` giving no handle (the timer is shut
-    /// down) expires the operation. Returns whether it completed.
+    /// leaves its request too. `arm` giving no handle (the timer shut down
+    /// while this ran) completes the operation as shut down. Returns whether
+    /// it completed.
     pub(crate) fn register(
         &self,
         counters: &OpCounters,
@@ -687,9 +722,9 @@ impl<O: DelayedOperation> Op<O> {
     pub(crate) fn poll_outcome(
         &self,
         cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Completion>> {
+    ) -> std::task::Poll<Option<O::Output>> {
         if let Some(outcome) = self.outcome() {
-            return std::task::Poll::Ready(outcome);
+            return std::task::Poll::Ready(self.take_answer(outcome));
         }
         self.waiter.register(cx);
         match decode(self.outcome.fetch_or(AWAITED, Ordering::AcqRel)) {
@@ -697,7 +732,7 @@ impl<O: DelayedOperation> Op<O> {
                 // Published meanwhile: the publisher may have found the
                 // waker or not; either way nobody waits on it any more.
                 self.waiter.clear();
-                std::task::Poll::Ready(outcome)
+                std::task::Poll::Ready(self.take_answer(outcome))
             }
             None => std::task::Poll::Pending,
         }
@@ -725,7 +760,7 @@ fn sub_saturating(counter: &AtomicUsize, n: usize) {
 
 /// The operation is its own timer job: the timer carries it in its `Arc`,
 /// so parking allocates nothing for the timer.
-impl<O: DelayedOperation> Job for Op<O> {
+impl<O: DelayedRequest> Job for Op<O> {
     fn fire(self: Arc<Self>) {
         // Never waits: a callback holding the operation expires it on
         // release, so a worker cannot be stuck behind a callback that is

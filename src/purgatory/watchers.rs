@@ -17,14 +17,14 @@ use std::sync::Arc;
 use hashbrown::HashTable;
 
 use super::op::{Op, OpCounters};
-use super::operation::DelayedOperation;
+use super::operation::DelayedRequest;
 use crate::sharded::Sharded;
 
 /// A list shorter than this is not swept when it grows (see [`List::swept`]).
 const SWEEP_FROM: usize = 32;
 
 /// One key's list.
-struct List<K, O> {
+struct List<K, O: DelayedRequest> {
     /// The key.
     key: K,
     /// The operations watching it, done or not.
@@ -39,7 +39,7 @@ struct List<K, O> {
     swept: usize,
 }
 
-impl<K, O: DelayedOperation> List<K, O> {
+impl<K, O: DelayedRequest> List<K, O> {
     /// Moves the done operations into `done`, keeping the order of the rest.
     fn sweep(&mut self, done: &mut Vec<Arc<Op<O>>>) {
         done.extend(self.ops.extract_if(.., |op| op.is_done()));
@@ -48,7 +48,7 @@ impl<K, O: DelayedOperation> List<K, O> {
 }
 
 /// One shard of the watch lists.
-struct Lists<K, O> {
+struct Lists<K, O: DelayedRequest> {
     /// Operations watched per key, found by the key's hash; a key whose list
     /// empties is removed.
     lists: HashTable<List<K, O>>,
@@ -57,12 +57,12 @@ struct Lists<K, O> {
 }
 
 /// All watch lists of a purgatory, keys hashed by `S`.
-pub(crate) struct Watchers<K, O, S> {
+pub(crate) struct Watchers<K, O: DelayedRequest, S> {
     /// The lists, sharded by key.
     shards: Sharded<Lists<K, O>, S>,
 }
 
-impl<K: Hash + Eq + Clone, O: DelayedOperation, S: BuildHasher> Watchers<K, O, S> {
+impl<K: Hash + Eq + Clone, O: DelayedRequest, S: BuildHasher> Watchers<K, O, S> {
     /// Empty lists in `shards` shards (≥ 1), keys hashed by `hasher`.
     pub(crate) fn new(shards: usize, hasher: S) -> Self {
         Watchers {
@@ -220,7 +220,7 @@ impl<K: Hash + Eq + Clone, O: DelayedOperation, S: BuildHasher> Watchers<K, O, S
     }
 }
 
-impl<K, O, S> Watchers<K, O, S> {
+impl<K, O: DelayedRequest, S> Watchers<K, O, S> {
     /// Removes every list; returns every operation once (an operation watched
     /// on several keys appears once). The keys are dropped after the locks.
     pub(crate) fn drain(&self) -> Vec<Arc<Op<O>>> {

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use super::driver::Driver;
 use super::executor::{Executor, Runner};
+use super::hooks::ShutdownHooks;
 use super::metrics::Counters;
 use super::service::{Owner, Timer};
 use super::shard::{Shard, ShardState};
@@ -281,6 +282,7 @@ impl<T: Task> TimerBuilder<T> {
             shards,
             timing: Arc::clone(&timing),
             pool,
+            hooks: ShutdownHooks::default(),
         });
         let thread = if self.driver_thread {
             let for_driver = Arc::clone(&driver);

@@ -28,6 +28,7 @@ use std::time::{Duration, Instant};
 
 use super::executor::Runner;
 use super::handle::TimerHandle;
+use super::hooks::ShutdownHooks;
 use super::pool::{self, Due};
 use super::shard::{shard_index, Shard};
 use super::task::Task;
@@ -58,6 +59,8 @@ pub(crate) struct Driver<T> {
     pub(crate) timing: Arc<Timing>,
     /// Where due tasks run.
     pub(crate) pool: Runner<T>,
+    /// What else ends at shutdown.
+    pub(crate) hooks: ShutdownHooks,
 }
 
 impl<T: Task> Driver<T> {
@@ -242,7 +245,10 @@ impl<T: Task> Driver<T> {
         }
         self.pool.close();
         // The crate's own entries end here, outside every lock (sleeps woken,
-        // operations completed as shut down); the user's tasks go back.
-        pending.into_iter().filter_map(T::into_user_task).collect()
+        // operations completed as shut down, keyed entries removed); the
+        // user's tasks go back. Then the waits with no entry end too.
+        let tasks = pending.into_iter().filter_map(T::into_user_task).collect();
+        self.hooks.run();
+        tasks
     }
 }

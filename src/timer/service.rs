@@ -372,6 +372,13 @@ impl<T: Task> Timer<T> {
         self.driver().shutdown(&self.owner.thread)
     }
 
+    /// Calls `hook` once when the timer shuts down (at once if it has),
+    /// with no lock of the timer's held; a hook whose owner is gone by then
+    /// is skipped.
+    pub(crate) fn on_shutdown(&self, hook: std::sync::Weak<dyn super::OnShutdown>) {
+        self.driver().hooks.register(hook);
+    }
+
     /// Whether [`shutdown`](Self::shutdown) has been called.
     ///
     /// # Examples
