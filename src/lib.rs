@@ -119,6 +119,7 @@
 //! and compacted away when it outnumbers live timers.
 
 #![forbid(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs, missing_debug_implementations)]
 
 mod clock;

@@ -69,11 +69,16 @@ impl<T> Drop for Sender<T> {
 /// Each expired `(key, value)` is yielded once, soon after it expires, in the
 /// order the timer's workers handed them over: deadline order within one
 /// batch of the driver's, but entries that two workers expire at the same
-/// time may interleave. The stream
-/// ends (yields `None`) once every handle of its keyed timer is dropped, or
-/// its timer is shut down, and the entries expired before that were taken. With the `stream` feature it
-/// implements `futures_core::Stream`; without it,
-/// [`next_expired`](Self::next_expired) and [`poll_expired`](Self::poll_expired) do the same.
+/// time may interleave. The stream ends (yields `None`) once every handle
+/// of its keyed timer is dropped, or its timer is shut down, and the entries
+/// expired before that were taken.
+///
+/// With the **`stream` feature** (`features = ["stream"]` on this crate) it
+/// implements `futures_core::Stream`, so `futures::StreamExt::next` and the
+/// other stream combinators work on it; without the feature, `.next()`
+/// fails to compile with "the trait `Stream` is not implemented". Either
+/// way, [`next_expired`](Self::next_expired) and
+/// [`poll_expired`](Self::poll_expired) do the same.
 ///
 /// # Examples
 ///
@@ -208,7 +213,10 @@ impl<K, V> Future for NextExpired<'_, K, V> {
     }
 }
 
+/// With the `stream` feature: `StreamExt::next` and every other stream
+/// combinator work on the expirations.
 #[cfg(feature = "stream")]
+#[cfg_attr(docsrs, doc(cfg(feature = "stream")))]
 impl<K, V> futures_core::Stream for Expirations<K, V> {
     type Item = (K, V);
 
