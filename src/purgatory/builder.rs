@@ -7,6 +7,7 @@ use std::sync::Arc;
 use super::core::Core;
 use super::operation::DelayedRequest;
 use super::service::Purgatory;
+use super::watchers::DefaultKeyHasher;
 use crate::error::BuildError;
 use crate::tick::MAX_WATCH_SHARDS;
 use crate::timer::{Timer, TimerBuilder};
@@ -50,10 +51,6 @@ pub struct PurgatoryBuilder<K, O: DelayedRequest, S = DefaultKeyHasher> {
     /// The key and operation types.
     types: std::marker::PhantomData<fn() -> (K, O)>,
 }
-
-/// The default hasher of watch keys: fast (foldhash) and seeded at random
-/// per process, so keys an attacker picks cannot be aimed at one shard.
-pub type DefaultKeyHasher = hashbrown::DefaultHashBuilder;
 
 /// Where a purgatory's timer comes from.
 #[derive(Debug)]

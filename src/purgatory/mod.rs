@@ -36,8 +36,9 @@ mod parked;
 mod service;
 mod watchers;
 
-pub use builder::{DefaultKeyHasher, PurgatoryBuilder, DEFAULT_PURGE_INTERVAL};
+pub use builder::{PurgatoryBuilder, DEFAULT_PURGE_INTERVAL};
 pub use metrics::PurgatoryMetrics;
 pub use operation::{Completion, DelayedOperation, DelayedRequest};
 pub use parked::{CancelOnDrop, Parked};
 pub use service::Purgatory;
+pub use watchers::DefaultKeyHasher;

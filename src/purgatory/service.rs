@@ -8,12 +8,12 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::builder::DefaultKeyHasher;
 use super::core::Core;
 use super::metrics::PurgatoryMetrics;
 use super::op::Op;
 use super::operation::DelayedRequest;
 use super::parked::Parked;
+use super::watchers::DefaultKeyHasher;
 use crate::error::{ShutDownError, WatchError, WatchErrorKind};
 use crate::future::ShutDown;
 use crate::timer::{BoxTask, Job, Timer};

@@ -20,6 +20,10 @@ use super::op::{Op, OpCounters};
 use super::operation::DelayedRequest;
 use crate::sharded::Sharded;
 
+/// The default hasher of watch keys: fast (foldhash) and seeded at random
+/// per process, so keys an attacker picks cannot be aimed at one shard.
+pub type DefaultKeyHasher = hashbrown::DefaultHashBuilder;
+
 /// A list shorter than this is not swept when it grows (see [`List::swept`]).
 const SWEEP_FROM: usize = 32;
 

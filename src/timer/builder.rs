@@ -4,7 +4,6 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::sync::{Arc, Weak};
 use std::thread;
-use std::time::Duration;
 
 use super::driver::Driver;
 use super::executor::{Executor, Runner};
@@ -111,32 +110,7 @@ impl<T: Task> TimerBuilder<T> {
         Self::default()
     }
 
-    /// Sets the tick (default 1 ms): the resolution of deadlines.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// let t = purgatorio::Timer::builder()
-    ///     .tick(std::time::Duration::from_micros(100)).build().unwrap();
-    /// assert_eq!(t.tick().as_micros(), 100);
-    /// ```
-    pub fn tick(mut self, tick: Duration) -> Self {
-        self.config.tick = tick;
-        self
-    }
-
-    /// Sets the slots per level of each shard's wheel (default 64).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// let t = purgatorio::Timer::builder().wheel_size(20).build().unwrap();
-    /// # drop(t);
-    /// ```
-    pub fn wheel_size(mut self, wheel_size: usize) -> Self {
-        self.config.wheel_size = wheel_size;
-        self
-    }
+    crate::tick::wheel_setters!("purgatorio::Timer::builder()");
 
     /// Sets the number of shards (default: twice the available cores).
     ///
