@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use purgatorio::{Completion, DelayedOperation, Purgatory};
+use purgatorio::{Completion, DelayedRequest, Purgatory};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::{TcpListener, TcpStream};
@@ -59,7 +59,8 @@ impl Topics {
     }
 }
 
-/// A read waiting for a record: done once the record exists.
+/// A read waiting for a record: done once the record exists. Its answer is
+/// the record, or `None` at `max_wait`.
 struct Read {
     topics: Arc<Topics>,
     topic: String,
@@ -67,16 +68,17 @@ struct Read {
     max_wait: Duration,
 }
 
-impl DelayedOperation for Read {
+impl DelayedRequest for Read {
+    type Output = Option<String>;
     fn delay(&self) -> Duration {
         self.max_wait
     }
     fn try_complete(&mut self) -> bool {
         self.topics.get(&self.topic, self.offset).is_some()
     }
-    // The answer is written by the task awaiting the read, which learns how
-    // it ended from the `Parked` future.
-    fn on_complete(&mut self, _: Completion) {}
+    fn answer(&mut self, _: Completion) -> Option<String> {
+        self.topics.get(&self.topic, self.offset)
+    }
 }
 
 /// The service: the topics and the purgatory where reads wait.
@@ -138,12 +140,10 @@ impl Service {
             Err(_) => return "ERR shutting down\n".into(),
         };
         match parked.await {
-            Some(Completion::Satisfied) => match self.topics.get(topic, offset) {
-                Some(text) => format!("DATA {offset} {text}\n"),
-                None => "ERR record vanished\n".into(),
-            },
-            Some(Completion::Expired) => "TIMEOUT\n".into(),
-            _ => "ERR shutting down\n".into(),
+            Some(Some(text)) => format!("DATA {offset} {text}\n"),
+            Some(None) if self.reads.is_shut_down() => "ERR shutting down\n".into(),
+            Some(None) => "TIMEOUT\n".into(),
+            None => "ERR shutting down\n".into(),
         }
     }
 

@@ -204,7 +204,7 @@ where
         let timer = &self.owner.timer;
         // A shared timer may be shut down while the purgatory is not: the
         // operation could never expire, so it is refused the same way.
-        if core.closed.load(Ordering::SeqCst) || timer.is_shut_down() {
+        if self.is_shut_down() {
             return Err(WatchError::new(WatchErrorKind::ShutDown, op));
         }
         let keys = KeyList::collect(keys);
@@ -472,6 +472,32 @@ where
         self.owner
             .core
             .shut_down(&self.owner.timer, self.owner.owns_timer)
+    }
+
+    /// Whether the purgatory is shut down, or the timer it shares is: then
+    /// [`park`](Self::park) refuses and pending operations have completed
+    /// as shut down.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use purgatorio::{Completion, DelayedOperation, Purgatory, Timer};
+    /// # struct Op;
+    /// # impl DelayedOperation for Op {
+    /// #     fn delay(&self) -> Duration { Duration::from_secs(60) }
+    /// #     fn try_complete(&mut self) -> bool { false }
+    /// #     fn on_complete(&mut self, _: Completion) {}
+    /// # }
+    /// let timer = Timer::builder().build()?;
+    /// let p: Purgatory<u8, Op> = Purgatory::builder().shared_timer(&timer).build()?;
+    /// assert!(!p.is_shut_down());
+    /// timer.shutdown();
+    /// assert!(p.is_shut_down());
+    /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+    /// ```
+    pub fn is_shut_down(&self) -> bool {
+        self.core().closed.load(Ordering::SeqCst) || self.owner.timer.is_shut_down()
     }
 
     /// [`shutdown`](Self::shutdown), done on a thread of its own: the
