@@ -27,7 +27,6 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use crate::error::{BuildError, ScheduleError};
-use crate::future::ShutDown;
 use crate::publish::{KeyEvent, KeyedFigures};
 use crate::sharded::Sharded;
 use crate::sync::AtomicBool;
@@ -596,6 +595,11 @@ where
         self.len() == 0
     }
 
+    /// The timer the keyed timer runs on.
+    pub(crate) fn timer(&self) -> &Timer {
+        &self.timer
+    }
+
     /// The loom model's expiry path: the driver's pass and the worker's run,
     /// on the calling thread. Returns how many entries' tasks ran.
     #[cfg(all(test, purgatorio_loom))]
@@ -636,26 +640,5 @@ where
             drop(self.timer.shutdown());
         }
         keys
-    }
-
-    /// [`shutdown`](Self::shutdown), done on a thread of its own: the
-    /// returned future resolves with the keys that were still set once the
-    /// keyed timer (and its own timer, if it has one) is shut down. The
-    /// shutdown starts at once, whether or not the future is awaited. If no
-    /// thread can be started, it shuts down on the calling thread.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// let sessions = purgatorio::KeyedTimer::new(|_: u32, _: ()| ())?;
-    /// sessions.set(7, (), Duration::from_secs(30))?;
-    /// # use futures_executor::block_on;
-    /// assert_eq!(block_on(sessions.shutdown_async()), vec![(7, ())]);
-    /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
-    /// ```
-    pub fn shutdown_async(&self) -> ShutDown<Vec<(K, V)>> {
-        let keyed = self.clone();
-        ShutDown::spawn(self.timer.name(), move || keyed.shutdown())
     }
 }

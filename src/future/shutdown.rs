@@ -3,10 +3,13 @@
 
 use std::fmt;
 use std::future::Future;
+use std::hash::{BuildHasher, Hash};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use crate::keyed::KeyedTimer;
+use crate::purgatory::{DelayedRequest, Purgatory};
 use crate::rendezvous::Rendezvous;
 use crate::sync::Mutex;
 use crate::timer::{Task, Timer};
@@ -101,5 +104,69 @@ impl<T: Task> Timer<T> {
     pub fn shutdown_async(&self) -> ShutDown<Vec<T>> {
         let timer = self.clone();
         ShutDown::spawn(self.name(), move || timer.shutdown())
+    }
+}
+
+impl<K, O, S> Purgatory<K, O, S>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    O: DelayedRequest,
+    S: BuildHasher + Send + Sync + 'static,
+{
+    /// [`shutdown`](Self::shutdown), done on a thread of its own: the
+    /// returned future resolves with how many operations it completed, once
+    /// the purgatory (and its own timer, if it has one) is shut down. The
+    /// shutdown starts at once, whether or not the future is awaited. If no
+    /// thread can be started, it shuts down on the calling thread. On a
+    /// shared timer, the timer keeps running for its other users.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use purgatorio::{Completion, DelayedOperation, Purgatory};
+    /// # struct Op;
+    /// # impl DelayedOperation for Op {
+    /// #     fn delay(&self) -> Duration { Duration::from_secs(60) }
+    /// #     fn try_complete(&mut self) -> bool { false }
+    /// #     fn on_complete(&mut self, _: Completion) {}
+    /// # }
+    /// let p: Purgatory<u8, Op> = Purgatory::builder().build()?;
+    /// let parked = p.park(Op, [1])?;
+    /// # use futures_executor::block_on;
+    /// assert_eq!(block_on(p.shutdown_async()), 1);
+    /// assert_eq!(block_on(parked), Some(Completion::ShutDown));
+    /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+    /// ```
+    pub fn shutdown_async(&self) -> ShutDown<usize> {
+        let purgatory = self.clone();
+        ShutDown::spawn(self.timer().name(), move || purgatory.shutdown())
+    }
+}
+
+impl<K, V> KeyedTimer<K, V>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    V: Send + 'static,
+{
+    /// [`shutdown`](Self::shutdown), done on a thread of its own: the
+    /// returned future resolves with the keys that were still set once the
+    /// keyed timer (and its own timer, if it has one) is shut down. The
+    /// shutdown starts at once, whether or not the future is awaited. If no
+    /// thread can be started, it shuts down on the calling thread.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let sessions = purgatorio::KeyedTimer::new(|_: u32, _: ()| ())?;
+    /// sessions.set(7, (), Duration::from_secs(30))?;
+    /// # use futures_executor::block_on;
+    /// assert_eq!(block_on(sessions.shutdown_async()), vec![(7, ())]);
+    /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+    /// ```
+    pub fn shutdown_async(&self) -> ShutDown<Vec<(K, V)>> {
+        let keyed = self.clone();
+        ShutDown::spawn(self.timer().name(), move || keyed.shutdown())
     }
 }

@@ -15,7 +15,6 @@ use super::operation::DelayedRequest;
 use super::parked::Parked;
 use super::watchers::DefaultKeyHasher;
 use crate::error::{ShutDownError, WatchError, WatchErrorKind};
-use crate::future::ShutDown;
 use crate::timer::{BoxTask, Job, Timer};
 
 /// Owns the timer; the last [`Purgatory`] handle drops it, which shuts down.
@@ -474,6 +473,11 @@ where
             .shut_down(&self.owner.timer, self.owner.owns_timer)
     }
 
+    /// The timer the purgatory's operations expire on.
+    pub(crate) fn timer(&self) -> &Timer {
+        &self.owner.timer
+    }
+
     /// Whether the purgatory is shut down, or the timer it shares is: then
     /// [`park`](Self::park) refuses and pending operations have completed
     /// as shut down.
@@ -498,36 +502,6 @@ where
     /// ```
     pub fn is_shut_down(&self) -> bool {
         self.core().closed.load(Ordering::SeqCst) || self.owner.timer.is_shut_down()
-    }
-
-    /// [`shutdown`](Self::shutdown), done on a thread of its own: the
-    /// returned future resolves with how many operations it completed, once
-    /// the purgatory (and its own timer, if it has one) is shut down. The
-    /// shutdown starts at once, whether or not the future is awaited. If no
-    /// thread can be started, it shuts down on the calling thread. On a
-    /// shared timer, the timer keeps running for its other users.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use std::time::Duration;
-    /// # use purgatorio::{Completion, DelayedOperation, Purgatory};
-    /// # struct Op;
-    /// # impl DelayedOperation for Op {
-    /// #     fn delay(&self) -> Duration { Duration::from_secs(60) }
-    /// #     fn try_complete(&mut self) -> bool { false }
-    /// #     fn on_complete(&mut self, _: Completion) {}
-    /// # }
-    /// let p: Purgatory<u8, Op> = Purgatory::builder().build()?;
-    /// let parked = p.park(Op, [1])?;
-    /// # use futures_executor::block_on;
-    /// assert_eq!(block_on(p.shutdown_async()), 1);
-    /// assert_eq!(block_on(parked), Some(Completion::ShutDown));
-    /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
-    /// ```
-    pub fn shutdown_async(&self) -> ShutDown<usize> {
-        let purgatory = self.clone();
-        ShutDown::spawn(self.owner.timer.name(), move || purgatory.shutdown())
     }
 
     /// The loom models' expiry path: the driver's pass and the worker's run,
