@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use super::driver::Driver;
 use super::handle::TimerHandle;
+use super::hooks::OnShutdown;
 use super::metrics::Metrics;
 use super::pool::Due;
 use super::task::{BoxTask, Task};
@@ -375,7 +376,7 @@ impl<T: Task> Timer<T> {
     /// Calls `hook` once when the timer shuts down (at once if it has),
     /// with no lock of the timer's held; a hook whose owner is gone by then
     /// is skipped.
-    pub(crate) fn on_shutdown(&self, hook: std::sync::Weak<dyn super::OnShutdown>) {
+    pub(crate) fn on_shutdown(&self, hook: std::sync::Weak<dyn OnShutdown>) {
         self.driver().hooks.register(hook);
     }
 
