@@ -133,7 +133,7 @@ where
 
     /// Tries to complete `op` now; if it cannot, watches it on every distinct
     /// key in `keys` and adds it to the timer with its
-    /// [`delay`](DelayedOperation::delay). Returns whether it completed now.
+    /// [`delay`](DelayedRequest::delay). Returns whether it completed now.
     ///
     /// The whole registration runs under the operation's lock: try, watch,
     /// try again. An event that arrives during registration is therefore

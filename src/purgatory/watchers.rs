@@ -38,8 +38,8 @@ struct List<K, O: DelayedRequest> {
     /// parking thread, while the list is at hand. Each sweep reads at most
     /// twice the entries pushed since the last, so this costs O(1) per
     /// watch, and done entries of busy keys go a few at a time rather than
-    /// in a purge of every list at once (whose bursts, at 1M requests/s on
-    /// 2 cores, delayed expirations by milliseconds).
+    /// in a purge of every list at once, whose bursts delayed expirations
+    /// (`docs/design.md` has the figures).
     swept: usize,
 }
 

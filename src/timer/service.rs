@@ -53,6 +53,11 @@ impl<T: Task> Drop for Owner<T> {
 /// [`Sleep`](crate::Sleep)s and timeouts do not keep the timer running:
 /// they end at once when it shuts down.
 ///
+/// `T` is the task type: by default [`BoxTask`], any closure, built with
+/// [`Timer::builder`]. A timer of your own task type (no box per task) is
+/// built with [`TimerBuilder::new`](crate::TimerBuilder::new):
+/// `let timer: Timer<MyTask> = TimerBuilder::new().build()?`.
+///
 /// # Examples
 ///
 /// ```
