@@ -5,7 +5,7 @@ use std::hash::{BuildHasher, Hash};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::op::OpCounters;
+use super::counters::OpCounters;
 use super::operation::DelayedRequest;
 use super::watchers::Watchers;
 use crate::publish::PurgatoryFigures;
@@ -95,7 +95,7 @@ impl<K, O: DelayedRequest, S> Core<K, O, S> {
         // from inside it, or another's while this one is inside a callback)
         // is completed when its holder releases it; it is not counted here.
         for op in watched {
-            op.shut_down_detached(&self.counters);
+            op.shut_down_detached();
         }
         self.counters.lingering.store(0, Ordering::Relaxed);
         self.counters.entries.store(0, Ordering::Relaxed);

@@ -29,10 +29,13 @@
 
 mod builder;
 mod core;
+mod counters;
 mod metrics;
 mod op;
 mod operation;
+mod outcome;
 mod parked;
+mod request;
 mod service;
 mod watchers;
 

@@ -6,8 +6,10 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use super::op::{Op, Request};
+use super::op::Op;
 use super::operation::{Completion, DelayedRequest};
+use super::outcome::Ended;
+use super::request::Request;
 
 /// A handle to one operation in a [`Purgatory`](crate::Purgatory), from [`Purgatory::park`](crate::Purgatory::park).
 ///
@@ -92,7 +94,7 @@ impl<O: DelayedRequest> Parked<O> {
     ///
     /// See [`Purgatory::park`](crate::Purgatory::park).
     pub fn try_complete(&self) -> bool {
-        self.op.try_complete(self.op.counters())
+        self.op.try_complete()
     }
 
     /// Completes the operation now, whatever its condition (`on_complete`
@@ -109,7 +111,7 @@ impl<O: DelayedRequest> Parked<O> {
     ///
     /// See [`Purgatory::park`](crate::Purgatory::park).
     pub fn force_complete(&self) -> bool {
-        self.op.complete(Request::Force, self.op.counters())
+        self.op.complete(Request::Force)
     }
 
     /// Whether the operation is done: completed, expired or cancelled.
@@ -152,7 +154,7 @@ impl<O: DelayedRequest> Parked<O> {
     /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
     /// ```
     pub fn cancel(&self) -> Option<O> {
-        self.op.cancel(self.op.counters())
+        self.op.cancel()
     }
 
     /// How the operation ended, if it has: `Some(None)` if it ended without
@@ -162,7 +164,7 @@ impl<O: DelayedRequest> Parked<O> {
     ///
     /// See [`Purgatory::park`](crate::Purgatory::park).
     pub fn outcome(&self) -> Option<Option<Completion>> {
-        self.op.outcome()
+        self.op.ended().map(Ended::completion)
     }
 
     /// A future that resolves as this handle does, but cancels the operation

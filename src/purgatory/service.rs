@@ -231,12 +231,12 @@ where
             let job: Arc<dyn Job> = Arc::clone(&cell) as Arc<dyn Job>;
             timer.schedule(delay, BoxTask::job(job)).ok()
         };
-        let completed = cell.register(counters, watch, arm);
+        let completed = cell.register(watch, arm);
         // Shut down while this registered: the shutdown's drain may have
         // missed the new entries, and a shared timer keeps running, so
         // complete the operation here (exactly once: whoever comes first).
         if core.closed.load(Ordering::SeqCst) {
-            cell.shut_down_detached(counters);
+            cell.shut_down_detached();
         }
         self.maybe_purge();
         Ok(Parked::new(cell, completed))
@@ -258,9 +258,8 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let counters = &self.core().counters;
         self.on_key(key, |ops| {
-            let completed = ops.iter().filter(|op| op.try_complete(counters)).count();
+            let completed = ops.iter().filter(|op| op.try_complete()).count();
             (completed, completed > 0)
         })
     }
@@ -301,11 +300,10 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let counters = &self.core().counters;
         // The cancelled operations are done now: they leave `key`'s list
         // here and their other lists at the next check or purge.
         self.on_key(key, |ops| {
-            let back = ops.iter().filter_map(|op| op.cancel(counters)).collect();
+            let back = ops.iter().filter_map(|op| op.cancel()).collect();
             (back, true)
         })
     }

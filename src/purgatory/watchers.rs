@@ -16,7 +16,8 @@ use std::sync::Arc;
 
 use hashbrown::HashTable;
 
-use super::op::{Op, OpCounters};
+use super::counters::OpCounters;
+use super::op::Op;
 use super::operation::DelayedRequest;
 use crate::sharded::Sharded;
 
