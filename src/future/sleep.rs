@@ -135,7 +135,7 @@ impl Sleep {
     /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
     /// ```
     pub fn is_elapsed(&self) -> bool {
-        !self.never && self.driver.timing.clock.now() >= self.deadline
+        !self.never && self.driver.time().instant() >= self.deadline
     }
 
     /// Moves the deadline to `deadline`, keeping the sleep's entry (and its
@@ -189,13 +189,13 @@ impl Future for Sleep {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.get_mut();
-        if this.done || this.driver.timing.is_closed() {
+        if this.done || this.driver.is_closed() {
             return this.complete();
         }
         // Every poll reads the clock, the first one too: a sleep first
         // polled after its deadline is ready at once, as `is_elapsed` says.
-        let now = this.driver.timing.clock.now();
-        if !this.never && now >= this.deadline {
+        let instant = this.driver.time().instant();
+        if !this.never && instant >= this.deadline {
             return this.complete();
         }
         if let Some((handle, waker)) = this.entry.take() {
@@ -216,22 +216,21 @@ impl Future for Sleep {
             // The entry left the wheel: it fired (so the deadline passed) or
             // the timer shut down; both end the sleep. Anything else would be
             // a lost entry, so schedule a new one rather than wait for ever.
-            if this.is_elapsed() || this.driver.timing.is_closed() {
+            if this.is_elapsed() || this.driver.is_closed() {
                 return this.complete();
             }
         }
-        let timing = &this.driver.timing;
-        let elapsed = now.saturating_duration_since(timing.origin);
+        let time = this.driver.time();
+        let now = time.ticks(instant);
         let tick = if this.never {
             NEVER
         } else {
-            timing.deadline_tick(this.deadline, elapsed)
+            time.due_at(now, this.deadline)
         };
-        let now_tick = timing.resolution.now_tick(elapsed);
         let waker = cx.waker().clone();
         match this
             .driver
-            .schedule_tick(tick, now_tick, BoxTask::waker(waker.clone()))
+            .schedule_tick(tick, now.tick, BoxTask::waker(waker.clone()))
         {
             Ok(handle) => {
                 this.entry = Some((handle, waker));

@@ -13,6 +13,7 @@ use super::service::{Owner, Timer};
 use super::shard::{Shard, ShardState};
 use super::signal::Signal;
 use super::task::{BoxTask, Task};
+use super::time::TimeSource;
 use super::timing::Timing;
 use crate::clock::{Clock, ClockWaker, SystemClock, Wake};
 use crate::error::BuildError;
@@ -228,9 +229,7 @@ impl<T: Task> TimerBuilder<T> {
         }
         let signal = Arc::new(Signal::default());
         let timing = Arc::new(Timing {
-            origin: self.clock.now(),
-            clock: Arc::clone(&self.clock),
-            resolution,
+            time: TimeSource::new(Arc::clone(&self.clock), resolution),
             signal: Arc::clone(&signal),
             next_wake: AtomicU64::new(u64::MAX),
             closed: AtomicBool::new(false),

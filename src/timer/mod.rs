@@ -44,6 +44,7 @@ mod service;
 mod shard;
 mod signal;
 mod task;
+mod time;
 mod timing;
 
 pub use builder::TimerBuilder;
