@@ -7,7 +7,7 @@
 //! * **Levels** ([`level`]): level `L` is a ring of `W` buckets of `W^L` ticks.
 //!   Levels are created lazily, the first time a deadline needs one.
 //! * **Buckets**: a bucket is a `Vec` of 8-byte references
-//!   `(slot, check)` ([`reference`]): the check is the deadline's low 31
+//!   `(slot, check)` ([`reference`](mod@reference)): the check is the deadline's low 31
 //!   bits, and the rest of the deadline follows from the wheel's time, since
 //!   every reference's deadline is less than 2^31 ticks ahead of it.
 //!   Scheduling appends one; cancelling frees the arena slot, which turns
