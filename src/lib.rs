@@ -149,7 +149,9 @@
 //! * **Tickless.** Buckets, not ticks, are queued by due time; the driver sleeps
 //!   until the earliest one and, with nothing pending, without a timeout.
 //! * **Cheap.** Schedule, cancel and reschedule are O(1) and allocate nothing in
-//!   steady state; a pending timer with a `u64` payload costs 32 bytes.
+//!   steady state (a deadline due at once, or 2^31 ticks or more away, waits
+//!   in a side heap: O(log n) to schedule); a pending timer with a `u64`
+//!   payload costs 24 bytes.
 //! * **Unbounded range.** Any deadline up to [`Duration::MAX`](std::time::Duration::MAX) is accepted;
 //!   coarser levels appear only when a deadline needs them.
 //! * **Robust.** Bad configuration is a [`BuildError`]; a stale handle is
@@ -178,12 +180,13 @@
 //! ```
 //!
 //! Each level is a ring of
-//! `wheel_size` buckets; a bucket is a vector of 16-byte references to arena
-//! slots and is registered once in a deadline-ordered queue, keyed by the
-//! earliest deadline it holds, so a lone far-away timer fires on the driver's
-//! first wake-up instead of cascading through every level. Cancel bumps the
-//! slot's stamp, turning its reference into garbage that is skipped when met
-//! and compacted away when it outnumbers live timers.
+//! `wheel_size` buckets; a bucket is a vector of 8-byte references to arena
+//! slots (the slot, and the deadline's low 31 bits as a check: the wheel's
+//! time recovers the rest) and is registered once in a deadline-ordered
+//! queue, keyed by the earliest deadline it holds, so a lone far-away timer
+//! fires on the driver's first wake-up instead of cascading through every
+//! level. Cancel frees the slot, turning its reference into garbage that is
+//! skipped when met and compacted away when it outnumbers live timers.
 
 #![forbid(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]

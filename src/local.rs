@@ -23,7 +23,9 @@ use crate::wheel::{Fired, TimerKey, Wheel};
 ///   up to the tick, so at most one tick late relative to the polls made.
 /// * **Cheap**: schedule, cancel and reschedule are O(1) and allocate nothing
 ///   once the timer has grown to its working set; a poll visits only buckets
-///   that are due, however much time passed.
+///   that are due, however much time passed. A deadline due at once, or 2^31
+///   ticks or more away (24.8 days at the default 1 ms tick), waits in a side
+///   heap instead: O(log n) to schedule, cancel still O(1).
 /// * **Unbounded range**: any deadline up to [`Duration::MAX`] is accepted;
 ///   coarser levels are created the first time a deadline needs them.
 ///   Deadlines more than about 584 years after time zero are beyond the
@@ -316,7 +318,9 @@ impl<T> LocalTimer<T> {
     ///
     /// # Panics
     ///
-    /// If more than 4,294,967,294 timers would be pending at once.
+    /// If more than 4,294,967,294 timers would be pending at once, or more
+    /// than 2^31 of them in the side heap (due at once, or 2^31 ticks or more
+    /// away).
     ///
     /// # Examples
     ///
@@ -338,7 +342,9 @@ impl<T> LocalTimer<T> {
     ///
     /// # Panics
     ///
-    /// If more than 4,294,967,294 timers would be pending at once.
+    /// If more than 4,294,967,294 timers would be pending at once, or more
+    /// than 2^31 of them in the side heap (due at once, or 2^31 ticks or more
+    /// away).
     ///
     /// # Examples
     ///
