@@ -318,12 +318,16 @@ struct Machine {
 
 impl Machine {
     /// The machine over the span in which it was busy for `busy_s` CPU
-    /// seconds in all, `own_s` of them this process's, in `elapsed`.
+    /// seconds in all, `own_s` of them this process's, in `elapsed`. Both
+    /// counts advance in 10 ms clock ticks per CPU, so a run shorter than a
+    /// second measures the others coarsely.
     fn measure(busy_s: f64, own_s: f64, elapsed: Duration) -> Machine {
+        let cores = thread::available_parallelism().map_or(1, |n| n.get());
+        let others_s = (busy_s - own_s).max(0.0);
         Machine {
             load_average: load_average(),
-            cores: thread::available_parallelism().map_or(1, |n| n.get()),
-            others_cores: (busy_s - own_s).max(0.0) / elapsed.as_secs_f64(),
+            cores,
+            others_cores: (others_s / elapsed.as_secs_f64()).min(cores as f64),
         }
     }
 
@@ -663,7 +667,7 @@ fn run(args: &Args, rate: f64) -> Report {
 fn load(args: &Args) -> Result<(), String> {
     let mut rate = args.rate;
     let mut best: Option<f64> = None;
-    loop {
+    let busy = loop {
         if args.sweep && !args.json {
             println!("--- {rate:.0} requests/s");
         }
@@ -679,17 +683,18 @@ fn load(args: &Args) -> Result<(), String> {
             return Ok(());
         }
         if report.verdict(args).is_err() {
-            break;
+            break report.machine.busy();
         }
         best = Some(rate);
         rate *= args.sweep_step;
-    }
+    };
+    let busy = if busy { ", on a busy machine" } else { "" };
     match best {
         Some(best) => println!(
-            "saturation: kept up at {best:.0}/s, fell behind at {rate:.0}/s (step ×{})",
+            "saturation: kept up at {best:.0}/s, fell behind at {rate:.0}/s{busy} (step ×{})",
             args.sweep_step
         ),
-        None => println!("saturation: fell behind already at {:.0}/s", args.rate),
+        None => println!("saturation: fell behind already at {rate:.0}/s{busy}"),
     }
     Ok(())
 }
