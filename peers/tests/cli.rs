@@ -44,10 +44,6 @@ fn help_exits_0_and_names_the_default_outputs_under_target() {
         let default = format!("[default: {}]", target_dir().join(file).display());
         assert!(stdout.contains(&default), "no {default} in {stdout}");
     }
-    assert!(
-        target_dir().is_absolute() && !stdout.contains("default: docs/"),
-        "{stdout}"
-    );
     // Nothing was written where it ran.
     assert_eq!(std::fs::read_dir(elsewhere.path()).unwrap().count(), 0);
 }
