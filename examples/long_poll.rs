@@ -22,9 +22,11 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+use clap::Parser;
 use parking_lot::Mutex;
 use purgatorio::{Completion, DelayedRequest, Purgatory};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
@@ -253,17 +255,50 @@ async fn start(addr: &str) -> std::io::Result<(SocketAddr, Service)> {
     Ok((local, service))
 }
 
+/// An async long-poll service on tokio: reads wait in a purgatory until a
+/// record arrives or their `max_wait_ms` passes.
+#[derive(Debug, Parser)]
+#[command(version)]
+struct Args {
+    /// The address to listen on.
+    #[arg(default_value = "127.0.0.1:7070")]
+    listen: String,
+}
+
 #[tokio::main]
-async fn main() -> std::io::Result<()> {
-    let addr = std::env::args()
-        .nth(1)
-        .unwrap_or_else(|| "127.0.0.1:7070".into());
-    let (local, _service) = start(&addr).await?;
+async fn main() -> ExitCode {
+    let args = Args::parse();
+    let (local, _service) = match start(&args.listen).await {
+        Ok(started) => started,
+        Err(e) => {
+            eprintln!("error: cannot listen on {}: {e}", args.listen);
+            return ExitCode::FAILURE;
+        }
+    };
     println!(
         "long-poll service on {local}; APPEND <topic> <text> | READ <topic> <offset> <max_wait_ms>"
     );
     std::future::pending::<()>().await;
-    Ok(())
+    ExitCode::SUCCESS
+}
+
+/// The command line. `cargo test` builds this example as a test only, so
+/// `tests/cli.rs` cannot run it as a program: its parser is tested here.
+#[cfg(test)]
+mod command_line {
+    use super::*;
+
+    #[test]
+    fn help_exits_0_and_unknown_arguments_exit_2_with_usage() {
+        let help = Args::try_parse_from(["long_poll", "--help"]).unwrap_err();
+        assert_eq!(help.exit_code(), 0);
+        assert!(help.to_string().contains("Usage: long_poll"), "{help}");
+        let bogus = Args::try_parse_from(["long_poll", "--bogus"]).unwrap_err();
+        assert_eq!(bogus.exit_code(), 2);
+        assert!(bogus.to_string().contains("Usage: long_poll"), "{bogus}");
+        let args = Args::try_parse_from(["long_poll"]).unwrap();
+        assert_eq!(args.listen, "127.0.0.1:7070");
+    }
 }
 
 #[cfg(test)]
