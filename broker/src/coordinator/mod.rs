@@ -134,14 +134,26 @@ impl Coordinator {
         let Some(group) = self.find(group_id) else {
             return;
         };
-        {
+        let kept_alive = {
             let mut g = group.lock();
-            if g.members.remove(member).is_none() {
-                return;
+            match g.members.get(member) {
+                None => return,
+                // Waiting in its JoinGroup (as Kafka keeps a member whose
+                // join is pending): the session goes on.
+                Some(m) if g.phase == Phase::Joining && m.joined => Some(m.session),
+                Some(_) => {
+                    g.members.remove(member);
+                    g.start_rebalance();
+                    None
+                }
             }
-            g.start_rebalance();
+        };
+        match kept_alive {
+            Some(session) => self.touch(group_id, member, session),
+            None => {
+                let _ = self.waits.check_and_complete(group_id);
+            }
         }
-        let _ = self.waits.check_and_complete(group_id);
     }
 
     /// Resets `member`'s session.
