@@ -1,6 +1,6 @@
 //! `purgatorio-broker`: a small single-node broker that speaks the Kafka
 //! wire protocol, for real Kafka clients, with every fetch that waits for
-//! data parked in a purgatorio [`Purgatory`].
+//! data parked in a purgatorio [`Purgatory`](purgatorio::Purgatory).
 //!
 //! ```text
 //! cargo run --release -p purgatorio-broker -- --listen 127.0.0.1:9092

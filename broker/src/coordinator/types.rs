@@ -109,7 +109,7 @@ pub enum Joining {
     /// The rebalance completed with this join.
     Done(Joined),
     /// The join waits for the other members (or the rebalance timeout);
-    /// then [`Coordinator::joined`] answers it.
+    /// then [`Coordinator::joined`](super::Coordinator::joined) answers it.
     Waiting {
         /// Where the member stands meanwhile.
         joined: Joined,
@@ -123,7 +123,7 @@ pub enum Syncing {
     /// The member's assignment.
     Assigned(Bytes),
     /// The member waits for the leader's assignment; then
-    /// [`Coordinator::synced`] answers it.
+    /// [`Coordinator::synced`](super::Coordinator::synced) answers it.
     Waiting(Parked<GroupWait>),
 }
 

@@ -1,5 +1,5 @@
 //! The bounded pre-scan: every request frame is walked against its layout
-//! ([`schema`](super::schema), generated from the decoders' own schemas)
+//! (the `schema` module, generated from the decoders' own schemas)
 //! before anything decodes it, and refused if any array count, string or
 //! bytes length claims more than the bytes left.
 //!
