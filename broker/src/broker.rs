@@ -84,9 +84,13 @@ pub struct Broker {
     pub config: Config,
 }
 
-/// Whether `name` is a legal topic name (Kafka's rule).
+/// Whether `name` is a legal topic name (Kafka's rule: 1 to 249 of
+/// `[a-zA-Z0-9._-]`, and neither "." nor "..", which with `--data-dir`
+/// would name the data directory or its parent).
 pub fn legal_topic_name(name: &str) -> bool {
     !name.is_empty()
+        && name != "."
+        && name != ".."
         && name.len() <= MAX_TOPIC_NAME
         && name
             .chars()
@@ -289,4 +293,28 @@ pub async fn start(config: &Config) -> Result<Arc<Broker>, StartError> {
     }
     tokio::spawn(crate::connection::accept(listener, Arc::clone(&broker)));
     Ok(broker)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::legal_topic_name;
+
+    #[test]
+    fn topic_names_follow_kafka_s_rule() {
+        for legal in ["orders", "a.b_c-9", "...", "-", &"t".repeat(249)] {
+            assert!(legal_topic_name(legal), "{legal:?}");
+        }
+        for illegal in [
+            "",
+            ".",
+            "..",
+            "a/b",
+            "a b",
+            "é",
+            "@offsets.log",
+            &"t".repeat(250),
+        ] {
+            assert!(!legal_topic_name(illegal), "{illegal:?}");
+        }
+    }
 }

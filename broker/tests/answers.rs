@@ -309,3 +309,21 @@ fn groups_are_listed_and_described_and_configs_are_described() {
     );
     assert_eq!(broker.stat("encode_errors"), 0);
 }
+
+#[test]
+fn the_topics_dot_and_dot_dot_are_refused_and_touch_no_directory() {
+    let dir = purgatorio_testkit::TempDir::new("broker-dots");
+    let data = dir.path().join("data");
+    let broker = Broker::start_in(1, Some(&data));
+    for name in [".", ".."] {
+        let answer = ask_metadata(&broker, Some(name), true);
+        assert_eq!(
+            answer.topics[0].error_code, 17,
+            "{name}: INVALID_TOPIC_EXCEPTION"
+        );
+    }
+    // Nothing was written beside or above the data directory.
+    assert!(!dir.path().join("0.log").exists());
+    assert!(!data.join("0.log").exists());
+    assert!(data.exists());
+}
