@@ -297,10 +297,27 @@ fn env(name: &str, default: u64) -> u64 {
 
 #[test]
 fn no_frame_crashes_the_broker_starves_a_bystander_or_grows_its_memory() {
+    // Most frames go to a broker in memory, the rest to one with a data
+    // directory (files made and removed by topic names from the wire, the
+    // group commit, the offsets log).
     let frames = env("PURGATORIO_FUZZ_FRAMES", 100_000);
     let seed = env("PURGATORIO_FUZZ_SEED", 24);
+    fuzz(Broker::start(2), frames * 3 / 5, seed);
+    let dir = purgatorio_testkit::TempDir::new("broker-fuzz");
+    let data = dir.path().join("data");
+    fuzz(Broker::start_in(2, Some(&data)), frames * 2 / 5, seed + 1);
+    // Nothing was written outside the data directory.
+    let beside: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(beside, ["data"], "files beside the data directory");
+}
+
+/// Sends `frames` fuzzed frames (seeded by `seed`) to `broker`, with the
+/// checks above.
+fn fuzz(mut broker: Broker, frames: u64, seed: u64) {
     let workers = 16u64;
-    let mut broker = Broker::start(2);
     let served = Arc::new(served(&broker));
     assert!(served.len() > 40, "served: {served:?}");
     eprintln!(
