@@ -41,6 +41,8 @@ pub struct Config {
     pub limits: Limits,
     /// The largest record batch accepted, bytes.
     pub message_max_bytes: usize,
+    /// The most a fetch answer holds, bytes (but for its first batch).
+    pub fetch_max_bytes: usize,
     /// How long the first rebalance of an empty group waits for members.
     pub initial_rebalance_delay: std::time::Duration,
 }
@@ -80,6 +82,8 @@ pub struct Broker {
     pub producer_ids: ProducerIds,
     /// The largest record batch accepted, bytes.
     pub message_max_bytes: usize,
+    /// The most a fetch answer holds, bytes (but for its first batch).
+    pub fetch_max_bytes: usize,
     /// What it was started with (DescribeConfigs shows it).
     pub config: Config,
 }
@@ -286,6 +290,7 @@ pub async fn start(config: &Config) -> Result<Arc<Broker>, StartError> {
         limits: config.limits.clone(),
         producer_ids,
         message_max_bytes: config.message_max_bytes,
+        fetch_max_bytes: config.fetch_max_bytes,
         config: config.clone(),
     });
     if broker.store.is_some() {

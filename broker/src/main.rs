@@ -85,6 +85,10 @@ struct Args {
     /// message.max.bytes); a larger one is answered MESSAGE_TOO_LARGE.
     #[arg(long, default_value_t = 1024 * 1024 + 12)]
     message_max_bytes: usize,
+    /// The most one fetch answer holds, bytes, whatever the request asks
+    /// (Kafka's fetch.max.bytes); only its first batch may exceed it.
+    #[arg(long, default_value_t = 55 * 1024 * 1024)]
+    fetch_max_bytes: usize,
     /// How long the first rebalance of an empty group waits for more
     /// members to join it, ms (Kafka's group.initial.rebalance.delay.ms).
     #[arg(long, default_value_t = 3_000)]
@@ -112,6 +116,7 @@ async fn main() {
         partitions: args.partitions,
         data_dir: args.data_dir.clone(),
         message_max_bytes: args.message_max_bytes,
+        fetch_max_bytes: args.fetch_max_bytes,
         initial_rebalance_delay: Duration::from_millis(args.group_initial_rebalance_delay_ms),
         limits: wire::Limits::new(
             max_request,

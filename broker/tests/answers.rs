@@ -139,9 +139,10 @@ fn fetch_all(topic: &str, max_bytes: i32) -> bytes::Bytes {
     frame(ApiKey::Fetch, 12, |b| request.encode(b, 12).unwrap())
 }
 
-#[test]
-fn a_fetch_answer_stays_within_max_bytes_but_for_its_first_batch() {
-    let broker = Broker::start(3);
+/// A broker with one 1,000-byte message in each of the 3 partitions of
+/// "wide", started with `extra` arguments.
+fn three_wide_batches(extra: &[&str]) -> Broker {
+    let broker = Broker::start_with(3, None, extra);
     for p in 0..3 {
         let value = format!("{}\n", "v".repeat(1000));
         let (ok, _, err) = kcat(
@@ -150,26 +151,40 @@ fn a_fetch_answer_stays_within_max_bytes_but_for_its_first_batch() {
         );
         assert!(ok, "{err}");
     }
-    let batches = |max_bytes| {
-        let mut s = broker.connect();
-        s.write_all(&fetch_all("wide", max_bytes)).unwrap();
-        let mut answer = read_frame(&mut s).unwrap();
-        answer.advance(5); // correlation id, header tags
-        let response = FetchResponse::decode(&mut answer, 12).unwrap();
-        let sizes: Vec<usize> = response.responses[0]
-            .partitions
-            .iter()
-            .map(|p| p.records.as_ref().map_or(0, |r| r.len()))
-            .collect();
-        sizes
-    };
-    let sizes = batches(1 << 20);
+    broker
+}
+
+/// The records' sizes per partition of a fetch of "wide" with `max_bytes`.
+fn fetched_sizes(broker: &Broker, max_bytes: i32) -> Vec<usize> {
+    let mut s = broker.connect();
+    s.write_all(&fetch_all("wide", max_bytes)).unwrap();
+    let mut answer = read_frame(&mut s).unwrap();
+    answer.advance(5); // correlation id, header tags
+    let response = FetchResponse::decode(&mut answer, 12).unwrap();
+    response.responses[0]
+        .partitions
+        .iter()
+        .map(|p| p.records.as_ref().map_or(0, |r| r.len()))
+        .collect()
+}
+
+#[test]
+fn a_fetch_answer_stays_within_max_bytes_but_for_its_first_batch() {
+    let broker = three_wide_batches(&[]);
+    let sizes = fetched_sizes(&broker, 1 << 20);
     assert!(sizes.iter().all(|&n| n > 1000), "{sizes:?}");
     // 1,500 bytes hold one batch of about 1,070: the others stay out.
-    let sizes = batches(1500);
+    let sizes = fetched_sizes(&broker, 1500);
     assert_eq!(sizes.iter().filter(|&&n| n > 0).count(), 1, "{sizes:?}");
     // Even 1 byte gets the first batch, so a large one is never stuck.
-    let sizes = batches(1);
+    let sizes = fetched_sizes(&broker, 1);
+    assert_eq!(sizes.iter().filter(|&&n| n > 0).count(), 1, "{sizes:?}");
+}
+
+#[test]
+fn the_broker_bounds_a_fetch_answer_whatever_the_request_asks() {
+    let broker = three_wide_batches(&["--fetch-max-bytes", "1500"]);
+    let sizes = fetched_sizes(&broker, i32::MAX);
     assert_eq!(sizes.iter().filter(|&&n| n > 0).count(), 1, "{sizes:?}");
 }
 

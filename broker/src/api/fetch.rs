@@ -107,12 +107,17 @@ pub async fn fetch(
 }
 
 /// The answer to a fetch: each partition's batches from its offset within
-/// `partition_max_bytes` and what is left of `max_bytes`. Only the first
+/// `partition_max_bytes` and what is left of `max_bytes` (at most
+/// `--fetch-max-bytes`). Only the first
 /// batch of the whole answer may exceed them (as Kafka does, so that a
 /// batch larger than the limits is still delivered).
 fn response(broker: &Broker, request: &FetchRequest) -> FetchResponse {
     let mut response = FetchResponse::default();
-    let mut budget = usize::try_from(request.max_bytes).unwrap_or(0);
+    // The broker's own bound (Kafka's fetch.max.bytes): a small request
+    // cannot make it copy the whole log into one answer.
+    let mut budget = usize::try_from(request.max_bytes)
+        .unwrap_or(0)
+        .min(broker.fetch_max_bytes);
     // Whether the answer holds a batch yet.
     let answered = &mut false;
     for topic in &request.topics {

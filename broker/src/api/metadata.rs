@@ -207,6 +207,7 @@ fn broker_configs(broker: &Broker) -> Vec<ConfigEntry> {
     vec![
         set("num.partitions", c.partitions.to_string()),
         set("message.max.bytes", c.message_max_bytes.to_string()),
+        set("fetch.max.bytes", c.fetch_max_bytes.to_string()),
         set(
             "socket.request.max.bytes",
             c.limits.max_request_bytes.to_string(),
