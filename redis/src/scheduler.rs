@@ -1,0 +1,207 @@
+//! [`Scheduler`]: a node that moves due timers to the stream.
+//!
+//! A node runs the promotion step, then sleeps on purgatorio's in-memory
+//! [`Timer`](purgatorio::Timer) until the next deadline Redis reported, or
+//! until a message on the wake channel says an earlier deadline arrived.
+//! The listener of that channel runs on a thread of its own and only sends
+//! [`Wake::Check`] to the node's loop.
+
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, Sender};
+
+use crate::link::backoff;
+use crate::{Error, Timers};
+
+/// What wakes a scheduler node.
+enum Wake {
+    /// A deadline may be due (the in-memory timer fired, or Pub/Sub said an
+    /// earlier deadline was scheduled).
+    Check,
+    /// [`Scheduler::stop`](StopHandle::stop).
+    Stop,
+}
+
+/// A scheduler node: moves due timers to the stream. Run any number.
+pub struct Scheduler {
+    /// The namespace.
+    timers: Timers,
+    /// Wake-ups of the node's loop.
+    wake: (Sender<Wake>, Receiver<Wake>),
+    /// Set once the node is asked to stop.
+    stopped: Arc<AtomicBool>,
+    /// A deliberate error of this node's own clock, ms (tests: a node whose
+    /// clock is fast or slow).
+    skew_ms: i64,
+}
+
+impl fmt::Debug for Scheduler {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Scheduler")
+            .field("timers", &self.timers)
+            .finish()
+    }
+}
+
+/// Stops a running [`Scheduler`] from another thread.
+#[derive(Clone)]
+pub struct StopHandle {
+    /// The node's wake-ups.
+    wake: Sender<Wake>,
+    /// The node's stop flag.
+    stopped: Arc<AtomicBool>,
+}
+
+impl StopHandle {
+    /// Asks the scheduler to stop; it returns from `run` promptly.
+    pub fn stop(&self) {
+        self.stopped.store(true, Ordering::SeqCst);
+        let _ = self.wake.send(Wake::Stop);
+    }
+}
+
+impl Scheduler {
+    /// A node for `timers`' namespace.
+    pub fn new(timers: Timers) -> Scheduler {
+        Scheduler {
+            timers,
+            wake: crossbeam_channel::unbounded(),
+            stopped: Arc::new(AtomicBool::new(false)),
+            skew_ms: 0,
+        }
+    }
+
+    /// Pretends this node's clock is `skew_ms` off (positive: fast). The
+    /// node never trusts its own clock for a deadline, so this changes
+    /// nothing but when it wakes up to ask Redis: for tests.
+    pub fn with_clock_skew_ms(mut self, skew_ms: i64) -> Scheduler {
+        self.skew_ms = skew_ms;
+        self
+    }
+
+    /// A handle that stops [`run`](Self::run).
+    pub fn stop_handle(&self) -> StopHandle {
+        StopHandle {
+            wake: self.wake.0.clone(),
+            stopped: Arc::clone(&self.stopped),
+        }
+    }
+
+    /// This node's (possibly skewed) clock, ms since the Unix epoch.
+    fn local_ms(&self) -> i64 {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_millis() as i64;
+        now + self.skew_ms
+    }
+
+    /// Runs the node until stopped: handles misfires once, then promotes
+    /// due timers and sleeps until the next deadline or a wake-up. Redis
+    /// failures are retried with backoff; the node keeps going.
+    ///
+    /// # Errors
+    ///
+    /// None while it runs; it returns `Ok` once stopped.
+    pub fn run(&self) -> Result<(), Error> {
+        let timer = purgatorio::Timer::builder()
+            .thread_name("redis-scheduler")
+            .build()
+            .map_err(|e| Error::Protocol(e.to_string()))?;
+        let listener = self.listen();
+        let mut misfires_done = false;
+        let mut armed: Option<purgatorio::TimerHandle> = None;
+        while !self.stopped.load(Ordering::SeqCst) {
+            if !misfires_done {
+                misfires_done = self.timers.handle_misfires(Duration::from_secs(1)).is_ok();
+            }
+            let step = self.timers.promote();
+            let wait = match step {
+                Ok(step) if step.moved as usize >= self.timers.config().promote_batch => {
+                    continue;
+                }
+                // Redis's time and this node's agree on rates, not on
+                // readings: the wait is measured against Redis's clock.
+                Ok(step) => step.next_deadline_ms.map(|next| {
+                    let local_now = self.local_ms();
+                    let offset = step.now_ms as i64 - local_now;
+                    let local_deadline = next as i64 - offset;
+                    Duration::from_millis((local_deadline - self.local_ms()).max(0) as u64)
+                }),
+                Err(_) => Some(Duration::from_millis(500)),
+            };
+            if let Some(old) = armed.take() {
+                drop(old.cancel());
+            }
+            if let Some(wait) = wait {
+                let tx = self.wake.0.clone();
+                armed = timer
+                    .schedule(wait, move || {
+                        let _ = tx.send(Wake::Check);
+                    })
+                    .ok();
+            }
+            match self.wake.1.recv() {
+                Ok(Wake::Check) => {
+                    // Coalesce wake-ups that arrived meanwhile.
+                    while let Ok(Wake::Check) = self.wake.1.try_recv() {}
+                }
+                Ok(Wake::Stop) | Err(_) => break,
+            }
+        }
+        self.stopped.store(true, Ordering::SeqCst);
+        // Wake the listener so that it notices.
+        let _ = self.timers.link.with_connection(|c| {
+            redis::cmd("PUBLISH")
+                .arg(&self.timers.link.keys.wake)
+                .arg("stop")
+                .query::<i64>(c)
+        });
+        drop(listener.join());
+        Ok(())
+    }
+
+    /// Listens on the wake channel on a thread of its own: each message
+    /// wakes the node. Reconnects with backoff if the connection drops.
+    fn listen(&self) -> thread::JoinHandle<()> {
+        let link = Arc::clone(&self.timers.link);
+        let wake = self.wake.0.clone();
+        let stopped = Arc::clone(&self.stopped);
+        thread::Builder::new()
+            .name("redis-wake".into())
+            .spawn(move || {
+                let mut failures = 0;
+                while !stopped.load(Ordering::SeqCst) {
+                    let connection = link
+                        .client
+                        .get_connection_with_timeout(Duration::from_secs(2));
+                    let Ok(mut connection) = connection else {
+                        failures += 1;
+                        thread::sleep(backoff(failures));
+                        continue;
+                    };
+                    let mut pubsub = connection.as_pubsub();
+                    if pubsub.subscribe(&link.keys.wake).is_err() {
+                        failures += 1;
+                        thread::sleep(backoff(failures));
+                        continue;
+                    }
+                    failures = 0;
+                    // Subscribed: whatever was scheduled before is seen by
+                    // the next promotion step.
+                    let _ = wake.send(Wake::Check);
+                    while let Ok(_message) = pubsub.get_message() {
+                        if stopped.load(Ordering::SeqCst) {
+                            return;
+                        }
+                        let _ = wake.send(Wake::Check);
+                    }
+                }
+            })
+            .expect("spawn the wake listener")
+    }
+}

@@ -1,0 +1,320 @@
+//! [`Timers`]: schedule, cancel and read the figures of one namespace; and
+//! the server-side steps the scheduler nodes call.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::Value;
+
+use crate::link::Link;
+use crate::{reply, Config, Error, Misfire};
+
+/// The figures of a namespace, read from Redis.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Metrics {
+    /// Timers scheduled and not yet due.
+    pub pending: u64,
+    /// Timers moved to the stream so far.
+    pub promoted: u64,
+    /// How late the last promotion step was for its latest timer, ms.
+    pub promotion_lag_ms: u64,
+    /// Deliveries taken over from a consumer that did not acknowledge them.
+    pub redelivered: u64,
+    /// Timers in the dead-letter stream.
+    pub dead_letters: u64,
+    /// Misfired timers found by starting schedulers.
+    pub misfired: u64,
+    /// Delivered timers not yet acknowledged.
+    pub unacknowledged: u64,
+}
+
+/// What one promotion step did.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Promotion {
+    /// Timers moved to the stream.
+    pub(crate) moved: u64,
+    /// The earliest deadline still pending, ms by Redis's clock.
+    pub(crate) next_deadline_ms: Option<u64>,
+    /// Redis's clock during the step, ms.
+    pub(crate) now_ms: u64,
+}
+
+/// A namespace of durable timers on one Redis. Cheap to clone.
+#[derive(Clone)]
+pub struct Timers {
+    /// The connections, keys and scripts, shared by the clones.
+    pub(crate) link: Arc<Link>,
+}
+
+impl fmt::Debug for Timers {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Timers")
+            .field("namespace", &self.link.config.namespace)
+            .finish()
+    }
+}
+
+impl Timers {
+    /// Connects to the Redis at `url` (`redis://host:port/db`).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Unavailable`] if it cannot be reached, [`Error::Redis`] for
+    /// a malformed url.
+    pub fn connect(url: &str, config: Config) -> Result<Timers, Error> {
+        if config.namespace.is_empty() || config.namespace.contains(['{', '}']) {
+            return Err(Error::InvalidId(config.namespace));
+        }
+        let client = redis::Client::open(url).map_err(Error::Redis)?;
+        let timers = Timers {
+            link: Arc::new(Link::new(client, config)),
+        };
+        timers.server_time_ms()?;
+        Ok(timers)
+    }
+
+    /// Round trips to Redis made through this handle and its clones so far
+    /// (a pipeline counts once).
+    pub fn round_trips(&self) -> u64 {
+        self.link.round_trips()
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &Config {
+        &self.link.config
+    }
+
+    /// Redis's clock, ms since the Unix epoch: the one clock every node
+    /// uses, so a node whose own clock is wrong never fires early.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Unavailable`] if Redis cannot be reached.
+    pub fn server_time_ms(&self) -> Result<u64, Error> {
+        let (secs, micros): (u64, u64) =
+            self.link.with_connection(|c| redis::cmd("TIME").query(c))?;
+        Ok(secs * 1000 + micros / 1000)
+    }
+
+    /// Refuses a bad id or payload before Redis is asked.
+    fn check(&self, id: &str, payload: &[u8]) -> Result<(), Error> {
+        let config = &self.link.config;
+        if id.is_empty() || id.len() > config.max_id || id.chars().any(char::is_control) {
+            return Err(Error::InvalidId(id.to_string()));
+        }
+        if payload.len() > config.max_payload {
+            return Err(Error::PayloadTooLarge {
+                len: payload.len(),
+                max: config.max_payload,
+            });
+        }
+        Ok(())
+    }
+
+    /// Schedules timer `id` to be delivered with `payload` once Redis's
+    /// clock reaches `at_ms` (ms since the Unix epoch). Scheduling an id
+    /// that is pending moves it (new deadline and payload).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidId`], [`Error::PayloadTooLarge`] before Redis is
+    /// asked; [`Error::Unavailable`] after the retries.
+    pub fn schedule(&self, id: &str, at_ms: u64, payload: &[u8]) -> Result<(), Error> {
+        self.schedule_attempt(id, at_ms, payload, 1)
+    }
+
+    /// Schedules `id` as delivery number `attempt`.
+    pub(crate) fn schedule_attempt(
+        &self,
+        id: &str,
+        at_ms: u64,
+        payload: &[u8],
+        attempt: u32,
+    ) -> Result<(), Error> {
+        self.check(id, payload)?;
+        let (keys, scripts) = (&self.link.keys, &self.link.scripts);
+        self.link.with_connection(|c| {
+            scripts
+                .schedule
+                .key(&keys.buckets)
+                .key(&keys.payload)
+                .key(&keys.place)
+                .key(&keys.attempt)
+                .arg(&keys.prefix)
+                .arg(id)
+                .arg(at_ms)
+                .arg(payload)
+                .arg(attempt)
+                .arg(self.link.config.bucket_ms)
+                .arg(&keys.wake)
+                .invoke::<i64>(c)
+        })?;
+        Ok(())
+    }
+
+    /// Schedules many timers in one round trip (a pipeline of the same
+    /// atomic step). Every item is checked before anything is sent.
+    ///
+    /// # Errors
+    ///
+    /// As [`schedule`](Self::schedule).
+    pub fn schedule_many(&self, timers: &[(&str, u64, &[u8])]) -> Result<(), Error> {
+        for (id, _, payload) in timers {
+            self.check(id, payload)?;
+        }
+        let (keys, scripts) = (&self.link.keys, &self.link.scripts);
+        let source = crate::scripts::schedule();
+        let hash = scripts.schedule.get_hash().to_string();
+        self.link.with_connection(|c| {
+            // Make sure the script is cached, then pipeline EVALSHA.
+            redis::cmd("SCRIPT")
+                .arg("LOAD")
+                .arg(&source)
+                .query::<String>(c)?;
+            let mut pipe = redis::pipe();
+            for (id, at_ms, payload) in timers {
+                pipe.cmd("EVALSHA")
+                    .arg(&hash)
+                    .arg(4)
+                    .arg(&keys.buckets)
+                    .arg(&keys.payload)
+                    .arg(&keys.place)
+                    .arg(&keys.attempt)
+                    .arg(&keys.prefix)
+                    .arg(*id)
+                    .arg(*at_ms)
+                    .arg(*payload)
+                    .arg(1)
+                    .arg(self.link.config.bucket_ms)
+                    .arg(&keys.wake)
+                    .ignore();
+            }
+            pipe.query::<()>(c)
+        })
+    }
+
+    /// Cancels timer `id`; `true` if it was pending (not yet moved to the
+    /// stream).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidId`]; [`Error::Unavailable`] after the retries.
+    pub fn cancel(&self, id: &str) -> Result<bool, Error> {
+        self.check(id, b"")?;
+        let (keys, scripts) = (&self.link.keys, &self.link.scripts);
+        let removed: i64 = self.link.with_connection(|c| {
+            scripts
+                .cancel
+                .key(&keys.buckets)
+                .key(&keys.payload)
+                .key(&keys.place)
+                .key(&keys.attempt)
+                .arg(&keys.prefix)
+                .arg(id)
+                .invoke(c)
+        })?;
+        Ok(removed == 1)
+    }
+
+    /// Moves the due timers to the stream, one atomic step of at most
+    /// [`Config::promote_batch`] timers.
+    pub(crate) fn promote(&self) -> Result<Promotion, Error> {
+        let (keys, scripts) = (&self.link.keys, &self.link.scripts);
+        let (moved, next, now): (u64, String, String) = self.link.with_connection(|c| {
+            scripts
+                .promote
+                .key(&keys.buckets)
+                .key(&keys.payload)
+                .key(&keys.place)
+                .key(&keys.attempt)
+                .key(&keys.stream)
+                .key(&keys.stats)
+                .arg(&keys.prefix)
+                .arg(self.link.config.promote_batch)
+                .invoke(c)
+        })?;
+        let next = reply::millis(&next)?;
+        Ok(Promotion {
+            moved,
+            next_deadline_ms: (next >= 0.0).then_some(next as u64),
+            now_ms: reply::millis(&now)? as u64,
+        })
+    }
+
+    /// Applies the misfire policy to timers more than `late` overdue.
+    pub(crate) fn handle_misfires(&self, late: Duration) -> Result<u64, Error> {
+        let (keys, scripts) = (&self.link.keys, &self.link.scripts);
+        let config = &self.link.config;
+        let (policy, delay) = match config.misfire {
+            Misfire::FireNow => ("fire", 0),
+            Misfire::Skip => ("skip", 0),
+            Misfire::Reschedule(d) => ("reschedule", d.as_millis() as u64),
+        };
+        self.link.with_connection(|c| {
+            scripts
+                .misfire
+                .key(&keys.buckets)
+                .key(&keys.payload)
+                .key(&keys.place)
+                .key(&keys.attempt)
+                .key(&keys.stats)
+                .arg(&keys.prefix)
+                .arg(policy)
+                .arg(late.as_millis() as u64)
+                .arg(delay)
+                .arg(config.bucket_ms)
+                .arg(1_000_000)
+                .invoke(c)
+        })
+    }
+
+    /// The namespace's figures.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Unavailable`] after the retries.
+    pub fn metrics(&self) -> Result<Metrics, Error> {
+        let keys = &self.link.keys;
+        let (pending, stats, dead, unacked): (u64, Vec<(String, u64)>, u64, Value) =
+            self.link.with_connection(|c| {
+                redis::pipe()
+                    .cmd("HLEN")
+                    .arg(&keys.payload)
+                    .cmd("HGETALL")
+                    .arg(&keys.stats)
+                    .cmd("XLEN")
+                    .arg(&keys.dead)
+                    .cmd("XPENDING")
+                    .arg(&keys.stream)
+                    .arg(&keys.group)
+                    .query(c)
+                    .or_else(|e| {
+                        // No group yet: nothing delivered.
+                        if e.code() == Some("NOGROUP") {
+                            let (p, s, d): (u64, Vec<(String, u64)>, u64) = redis::pipe()
+                                .cmd("HLEN")
+                                .arg(&keys.payload)
+                                .cmd("HGETALL")
+                                .arg(&keys.stats)
+                                .cmd("XLEN")
+                                .arg(&keys.dead)
+                                .query(c)?;
+                            Ok((p, s, d, Value::Nil))
+                        } else {
+                            Err(e)
+                        }
+                    })
+            })?;
+        let stat = |name: &str| stats.iter().find(|(k, _)| k == name).map_or(0, |(_, v)| *v);
+        Ok(Metrics {
+            pending,
+            promoted: stat("promoted"),
+            promotion_lag_ms: stat("lag_ms"),
+            redelivered: stat("redelivered"),
+            dead_letters: dead,
+            misfired: stat("misfired"),
+            unacknowledged: reply::pending_count(&unacked),
+        })
+    }
+}
