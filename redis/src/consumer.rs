@@ -22,6 +22,9 @@ pub struct Delivery {
     pub deadline_ms: u64,
     /// 1 for the first delivery; more after a retry or a take-over.
     pub attempt: u32,
+    /// When a scheduler node moved it to the stream, ms by Redis's clock:
+    /// never before [`deadline_ms`](Self::deadline_ms).
+    pub promoted_ms: u64,
     /// The stream entry.
     entry: String,
 }
@@ -36,6 +39,7 @@ impl Delivery {
             payload: reply::field(fields, "payload").unwrap_or_default().to_vec(),
             deadline_ms: reply::number_field(fields, "deadline"),
             attempt: attempt as u32,
+            promoted_ms: reply::number_field(fields, "promoted"),
             entry,
         }
     }
@@ -67,6 +71,20 @@ impl fmt::Debug for Consumer {
     }
 }
 
+/// The longest consumer name accepted, bytes.
+pub const MAX_CONSUMER_NAME: usize = 256;
+
+/// Refuses `max` of 0: Redis would answer `COUNT must be > 0`.
+fn check_count(max: usize) -> Result<(), Error> {
+    if max == 0 {
+        return Err(Error::InvalidArgument {
+            name: "count",
+            why: "must be at least 1",
+        });
+    }
+    Ok(())
+}
+
 /// Adds to `pipe` the removal of `entries` from the stream: acknowledged
 /// (`XACK`) and deleted (`XDEL`), so the stream holds only what is pending.
 fn remove_entries<'a>(
@@ -90,8 +108,25 @@ impl Consumer {
     ///
     /// # Errors
     ///
+    /// [`Error::InvalidArgument`] for a name that is empty, over
+    /// [`MAX_CONSUMER_NAME`] bytes or holds a control character;
     /// [`Error::Unavailable`] after the retries.
     pub fn new(timers: Timers, name: &str) -> Result<Consumer, Error> {
+        let why = if name.is_empty() {
+            Some("empty")
+        } else if name.len() > MAX_CONSUMER_NAME {
+            Some("longer than 256 bytes")
+        } else if name.chars().any(char::is_control) {
+            Some("holds a control character")
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            return Err(Error::InvalidArgument {
+                name: "consumer name",
+                why,
+            });
+        }
         let keys = &timers.link.keys;
         let created: Result<(), Error> = timers.link.with_connection(|c| {
             redis::cmd("XGROUP")
@@ -121,8 +156,10 @@ impl Consumer {
     ///
     /// # Errors
     ///
-    /// [`Error::Unavailable`] after the retries.
+    /// [`Error::InvalidArgument`] for `max` of 0; [`Error::Unavailable`]
+    /// after the retries.
     pub fn poll(&self, block: Duration, max: usize) -> Result<Vec<Delivery>, Error> {
+        check_count(max)?;
         let mut out = self.take_over(max)?;
         if out.len() < max {
             out.extend(self.read_new(block, max - out.len())?);
@@ -135,8 +172,10 @@ impl Consumer {
     ///
     /// # Errors
     ///
-    /// [`Error::Unavailable`] after the retries.
+    /// [`Error::InvalidArgument`] for `max` of 0; [`Error::Unavailable`]
+    /// after the retries.
     pub fn take_over(&self, max: usize) -> Result<Vec<Delivery>, Error> {
+        check_count(max)?;
         let link = &self.timers.link;
         let (keys, config) = (&link.keys, &link.config);
         let claimed: Value = link.with_connection(|c| {
@@ -177,8 +216,10 @@ impl Consumer {
     ///
     /// # Errors
     ///
-    /// [`Error::Unavailable`] after the retries.
+    /// [`Error::InvalidArgument`] for `max` of 0; [`Error::Unavailable`]
+    /// after the retries.
     pub fn read_new(&self, block: Duration, max: usize) -> Result<Vec<Delivery>, Error> {
+        check_count(max)?;
         let keys = &self.timers.link.keys;
         let read: Value = self.timers.link.with_connection(|c| {
             redis::cmd("XREADGROUP")
@@ -243,13 +284,22 @@ impl Consumer {
     ///
     /// # Errors
     ///
-    /// [`Error::Unavailable`] after the retries.
+    /// [`Error::DeadlineOutOfRange`] for a retry delay over
+    /// [`MAX_DELAY_MS`](crate::MAX_DELAY_MS) (the delivery stays
+    /// unacknowledged); [`Error::Unavailable`] after the retries.
     pub fn finish(&self, delivery: &Delivery, verdict: Verdict) -> Result<(), Error> {
         if let Verdict::RetryLater(delay) = verdict {
             if delivery.attempt >= self.timers.link.config.max_attempts {
                 return self.dead_letter(delivery);
             }
-            let at = self.timers.server_time_ms()? + delay.as_millis() as u64;
+            let delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
+            if delay_ms > crate::MAX_DELAY_MS {
+                return Err(Error::DeadlineOutOfRange {
+                    at_ms: u64::MAX,
+                    max_ms: crate::MAX_DEADLINE_MS,
+                });
+            }
+            let at = self.timers.server_time_ms()? + delay_ms;
             self.timers.schedule_attempt(
                 &delivery.id,
                 at,

@@ -43,8 +43,11 @@ mod scheduler;
 mod scripts;
 mod timers;
 
-pub use config::{Config, Misfire};
-pub use consumer::{Consumer, Delivery, Verdict};
+pub use config::{
+    Config, Misfire, MAX_DEADLINE_MS, MAX_DELAY_MS, MAX_NAMESPACE, MAX_PAYLOAD_LIMIT,
+    MAX_PROMOTE_BATCH,
+};
+pub use consumer::{Consumer, Delivery, Verdict, MAX_CONSUMER_NAME};
 pub use error::Error;
-pub use scheduler::{Scheduler, StopHandle};
+pub use scheduler::{Scheduler, StopHandle, MAX_SLEEP};
 pub use timers::{Metrics, Timers};

@@ -33,15 +33,12 @@ struct Cli {
 enum Command {
     /// Run a scheduler node: move due timers to the stream, until killed.
     Scheduler {
-        /// Pretend this node's clock is off by this many ms (tests).
-        #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
-        clock_skew_ms: i64,
         /// What to do with timers that came due while no scheduler ran.
         #[arg(long, default_value = "fire", value_parser = ["fire", "skip", "reschedule"])]
         misfire: String,
     },
-    /// Run a consumer: print each due timer as `id deadline_ms redis_ms
-    /// attempt` and acknowledge it, until killed.
+    /// Run a consumer: print each due timer as `id deadline_ms promoted_ms
+    /// attempt` (both by Redis's clock) and acknowledge it, until killed.
     Consumer {
         /// This consumer's name in the group.
         #[arg(long)]
@@ -88,19 +85,14 @@ fn main() {
 fn run(cli: Cli) -> Result<(), purgatorio_redis::Error> {
     let mut config = Config::new(&cli.namespace);
     match cli.command {
-        Command::Scheduler {
-            clock_skew_ms,
-            misfire,
-        } => {
+        Command::Scheduler { misfire } => {
             config.misfire = match misfire.as_str() {
                 "skip" => Misfire::Skip,
                 "reschedule" => Misfire::Reschedule(Duration::from_secs(1)),
                 _ => Misfire::FireNow,
             };
             let timers = Timers::connect(&cli.url, config)?;
-            Scheduler::new(timers)
-                .with_clock_skew_ms(clock_skew_ms)
-                .run()
+            Scheduler::new(timers).run()
         }
         Command::Consumer {
             name,
@@ -108,18 +100,17 @@ fn run(cli: Cli) -> Result<(), purgatorio_redis::Error> {
         } => {
             config.visibility_timeout = Duration::from_millis(visibility_ms);
             let timers = Timers::connect(&cli.url, config)?;
-            let consumer = Consumer::new(timers.clone(), &name)?;
+            let consumer = Consumer::new(timers, &name)?;
             let stdout = std::io::stdout();
             consumer.run(&AtomicBool::new(false), |delivery| {
-                // Redis's clock when the timer is handled: the test's judge
-                // of "never early". Printed before the ack, so a consumer
-                // killed after the print re-delivers (at least once).
-                let now = timers.server_time_ms().unwrap_or(0);
+                // Redis's clock when the timer was promoted: the judge of
+                // "never early", at no round trip. Printed before the ack,
+                // so a consumer killed after the print re-delivers.
                 let mut out = stdout.lock();
                 let _ = writeln!(
                     out,
                     "{} {} {} {}",
-                    delivery.id, delivery.deadline_ms, now, delivery.attempt
+                    delivery.id, delivery.deadline_ms, delivery.promoted_ms, delivery.attempt
                 );
                 let _ = out.flush();
                 Verdict::Ack
@@ -137,7 +128,14 @@ fn run(cli: Cli) -> Result<(), purgatorio_redis::Error> {
             prefix,
         } => {
             let timers = Timers::connect(&cli.url, config)?;
-            let base = timers.server_time_ms()? + start_ms;
+            let out_of_range = purgatorio_redis::Error::DeadlineOutOfRange {
+                at_ms: u64::MAX,
+                max_ms: purgatorio_redis::MAX_DEADLINE_MS,
+            };
+            let base = timers
+                .server_time_ms()?
+                .checked_add(start_ms)
+                .ok_or(out_of_range)?;
             let started = Instant::now();
             let ids: Vec<String> = (0..count).map(|i| format!("{prefix}{i}")).collect();
             for chunk in ids.chunks(500).enumerate() {
@@ -146,8 +144,10 @@ fn run(cli: Cli) -> Result<(), purgatorio_redis::Error> {
                     .iter()
                     .enumerate()
                     .map(|(j, id)| {
-                        let i = (c * 500 + j) as u64;
-                        (id.as_str(), base + i * spread_ms / count.max(1), &b"x"[..])
+                        let i = (c * 500 + j) as u128;
+                        let offset = i * u128::from(spread_ms) / u128::from(count.max(1));
+                        let at = u64::try_from(u128::from(base) + offset).unwrap_or(u64::MAX);
+                        (id.as_str(), at, &b"x"[..])
                     })
                     .collect();
                 timers.schedule_many(&batch)?;

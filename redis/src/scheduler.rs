@@ -34,9 +34,17 @@ pub struct Scheduler {
     wake: (Sender<Wake>, Receiver<Wake>),
     /// Set once the node is asked to stop.
     stopped: Arc<AtomicBool>,
-    /// A deliberate error of this node's own clock, ms (tests: a node whose
-    /// clock is fast or slow).
-    skew_ms: i64,
+}
+
+/// The longest a node sleeps without asking Redis, however far the next
+/// deadline: a safety net for a wake-up lost with a dropped connection.
+pub const MAX_SLEEP: Duration = Duration::from_secs(60);
+
+/// How long to sleep until `next_ms` when Redis's clock reads `now_ms`:
+/// their difference measured in Redis's clock (this node's clock is never
+/// read), saturating, at most [`MAX_SLEEP`].
+fn sleep_until(next_ms: u64, now_ms: u64) -> Duration {
+    Duration::from_millis(next_ms.saturating_sub(now_ms)).min(MAX_SLEEP)
 }
 
 impl fmt::Debug for Scheduler {
@@ -71,16 +79,7 @@ impl Scheduler {
             timers,
             wake: crossbeam_channel::unbounded(),
             stopped: Arc::new(AtomicBool::new(false)),
-            skew_ms: 0,
         }
-    }
-
-    /// Pretends this node's clock is `skew_ms` off (positive: fast). The
-    /// node never trusts its own clock for a deadline, so this changes
-    /// nothing but when it wakes up to ask Redis: for tests.
-    pub fn with_clock_skew_ms(mut self, skew_ms: i64) -> Scheduler {
-        self.skew_ms = skew_ms;
-        self
     }
 
     /// A handle that stops [`run`](Self::run).
@@ -89,15 +88,6 @@ impl Scheduler {
             wake: self.wake.0.clone(),
             stopped: Arc::clone(&self.stopped),
         }
-    }
-
-    /// This node's (possibly skewed) clock, ms since the Unix epoch.
-    fn local_ms(&self) -> i64 {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_millis() as i64;
-        now + self.skew_ms
     }
 
     /// Runs the node until stopped: handles misfires once, then promotes
@@ -124,14 +114,11 @@ impl Scheduler {
                 Ok(step) if step.moved as usize >= self.timers.config().promote_batch => {
                     continue;
                 }
-                // Redis's time and this node's agree on rates, not on
-                // readings: the wait is measured against Redis's clock.
-                Ok(step) => step.next_deadline_ms.map(|next| {
-                    let local_now = self.local_ms();
-                    let offset = step.now_ms as i64 - local_now;
-                    let local_deadline = next as i64 - offset;
-                    Duration::from_millis((local_deadline - self.local_ms()).max(0) as u64)
-                }),
+                // The node's own clock is never read: the wait is Redis's
+                // distance to the next deadline, on the monotonic clock.
+                Ok(step) => step
+                    .next_deadline_ms
+                    .map(|next| sleep_until(next, step.now_ms)),
                 Err(_) => Some(Duration::from_millis(500)),
             };
             if let Some(old) = armed.take() {
@@ -203,5 +190,18 @@ impl Scheduler {
                 }
             })
             .expect("spawn the wake listener")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sleep_saturates_and_is_capped() {
+        assert_eq!(sleep_until(1_500, 1_000), Duration::from_millis(500));
+        assert_eq!(sleep_until(1_000, 1_500), Duration::ZERO);
+        assert_eq!(sleep_until(u64::MAX, 1_000), MAX_SLEEP);
+        assert_eq!(sleep_until(u64::MAX, 0), MAX_SLEEP);
     }
 }

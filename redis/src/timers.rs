@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use redis::Value;
 
+use crate::error::preview;
 use crate::link::Link;
-use crate::{reply, Config, Error, Misfire};
+use crate::{reply, Config, Error, Misfire, MAX_DEADLINE_MS};
 
 /// The figures of a namespace, read from Redis.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -60,13 +61,19 @@ impl Timers {
     ///
     /// # Errors
     ///
-    /// [`Error::Unavailable`] if it cannot be reached, [`Error::Redis`] for
-    /// a malformed url.
+    /// [`Error::InvalidNamespace`] or [`Error::InvalidConfig`] for a setting
+    /// out of range ([`Config::validate`]); [`Error::InvalidUrl`] for a
+    /// malformed url, [`Error::TlsUnsupported`] for `rediss://`;
+    /// [`Error::Unavailable`] if Redis cannot be reached.
     pub fn connect(url: &str, config: Config) -> Result<Timers, Error> {
-        if config.namespace.is_empty() || config.namespace.contains(['{', '}']) {
-            return Err(Error::InvalidId(config.namespace));
+        config.validate()?;
+        if url.starts_with("rediss://") {
+            return Err(Error::TlsUnsupported);
         }
-        let client = redis::Client::open(url).map_err(Error::Redis)?;
+        let client = redis::Client::open(url).map_err(|source| Error::InvalidUrl {
+            preview: preview(url),
+            source,
+        })?;
         let timers = Timers {
             link: Arc::new(Link::new(client, config)),
         };
@@ -97,11 +104,33 @@ impl Timers {
         Ok(secs * 1000 + micros / 1000)
     }
 
-    /// Refuses a bad id or payload before Redis is asked.
-    fn check(&self, id: &str, payload: &[u8]) -> Result<(), Error> {
+    /// Refuses a bad id before Redis is asked.
+    fn check_id(&self, id: &str) -> Result<(), Error> {
+        let why = if id.is_empty() {
+            "empty"
+        } else if id.len() > self.link.config.max_id {
+            "longer than Config::max_id"
+        } else if id.chars().any(char::is_control) {
+            "holds a control character"
+        } else {
+            return Ok(());
+        };
+        Err(Error::InvalidId {
+            preview: preview(id),
+            len: id.len(),
+            why,
+        })
+    }
+
+    /// Refuses a bad id, deadline or payload before Redis is asked.
+    fn check(&self, id: &str, at_ms: u64, payload: &[u8]) -> Result<(), Error> {
         let config = &self.link.config;
-        if id.is_empty() || id.len() > config.max_id || id.chars().any(char::is_control) {
-            return Err(Error::InvalidId(id.to_string()));
+        self.check_id(id)?;
+        if at_ms > MAX_DEADLINE_MS {
+            return Err(Error::DeadlineOutOfRange {
+                at_ms,
+                max_ms: MAX_DEADLINE_MS,
+            });
         }
         if payload.len() > config.max_payload {
             return Err(Error::PayloadTooLarge {
@@ -118,7 +147,8 @@ impl Timers {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidId`], [`Error::PayloadTooLarge`] before Redis is
+    /// [`Error::InvalidId`], [`Error::DeadlineOutOfRange`] (past
+    /// [`MAX_DEADLINE_MS`]), [`Error::PayloadTooLarge`] before Redis is
     /// asked; [`Error::Unavailable`] after the retries.
     pub fn schedule(&self, id: &str, at_ms: u64, payload: &[u8]) -> Result<(), Error> {
         self.schedule_attempt(id, at_ms, payload, 1)
@@ -132,7 +162,7 @@ impl Timers {
         payload: &[u8],
         attempt: u32,
     ) -> Result<(), Error> {
-        self.check(id, payload)?;
+        self.check(id, at_ms, payload)?;
         let (keys, scripts) = (&self.link.keys, &self.link.scripts);
         self.link.with_connection(|c| {
             scripts
@@ -160,8 +190,8 @@ impl Timers {
     ///
     /// As [`schedule`](Self::schedule).
     pub fn schedule_many(&self, timers: &[(&str, u64, &[u8])]) -> Result<(), Error> {
-        for (id, _, payload) in timers {
-            self.check(id, payload)?;
+        for (id, at_ms, payload) in timers {
+            self.check(id, *at_ms, payload)?;
         }
         let (keys, scripts) = (&self.link.keys, &self.link.scripts);
         let source = crate::scripts::schedule();
@@ -201,7 +231,7 @@ impl Timers {
     ///
     /// [`Error::InvalidId`]; [`Error::Unavailable`] after the retries.
     pub fn cancel(&self, id: &str) -> Result<bool, Error> {
-        self.check(id, b"")?;
+        self.check_id(id)?;
         let (keys, scripts) = (&self.link.keys, &self.link.scripts);
         let removed: i64 = self.link.with_connection(|c| {
             scripts
