@@ -46,8 +46,13 @@ pub struct Config {
     /// Timers promoted per atomic step: 1 to [`MAX_PROMOTE_BATCH`].
     pub promote_batch: usize,
     /// Attempts of one Redis call before
-    /// [`Error::Unavailable`]; at least 1.
+    /// [`Error::Unavailable`]; at least 1. The scheduler's and consumer's
+    /// loops never give up: they retry with backoff until stopped.
     pub retries: u32,
+    /// How long Redis may take to accept a connection or answer a call
+    /// (beyond a blocking read's own wait) before the try counts as failed;
+    /// at least 1 ms.
+    pub response_timeout: Duration,
     /// What a starting scheduler does with timers whose deadline passed
     /// while no scheduler ran.
     pub misfire: Misfire,
@@ -56,7 +61,7 @@ pub struct Config {
 impl Config {
     /// The defaults for `namespace`: 1 s buckets, 64 KiB payloads, 256-byte
     /// ids, a 30 s visibility timeout, 5 attempts, 1,000 timers per step,
-    /// 5 tries per call, misfires fired at once.
+    /// 5 tries per call, a 2 s response timeout, misfires fired at once.
     ///
     /// # Examples
     ///
@@ -74,6 +79,7 @@ impl Config {
             max_attempts: 5,
             promote_batch: 1_000,
             retries: 5,
+            response_timeout: Duration::from_secs(2),
             misfire: Misfire::FireNow,
         }
     }
@@ -118,6 +124,9 @@ impl Config {
         }
         if self.retries == 0 {
             return invalid("retries", "must be at least 1");
+        }
+        if self.response_timeout < Duration::from_millis(1) {
+            return invalid("response_timeout", "must be at least 1 ms");
         }
         if let Misfire::Reschedule(delay) = self.misfire {
             if delay.as_millis() > u128::from(MAX_DELAY_MS) {
@@ -167,7 +176,7 @@ mod tests {
     fn every_setting_out_of_range_is_named() {
         /// A setting's name and a way to put it out of range.
         type Spoil = (&'static str, fn(&mut Config));
-        let cases: [Spoil; 8] = [
+        let cases: [Spoil; 9] = [
             ("bucket_ms", |c| c.bucket_ms = 0),
             ("max_payload", |c| c.max_payload = usize::MAX),
             ("max_id", |c| c.max_id = 0),
@@ -177,6 +186,7 @@ mod tests {
             ("max_attempts", |c| c.max_attempts = 0),
             ("promote_batch", |c| c.promote_batch = 0),
             ("retries", |c| c.retries = 0),
+            ("response_timeout", |c| c.response_timeout = Duration::ZERO),
             ("misfire", |c| {
                 c.misfire = Misfire::Reschedule(Duration::MAX)
             }),

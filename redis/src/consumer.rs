@@ -3,13 +3,17 @@
 //! dead-letters a timer that failed every attempt.
 
 use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
 use std::time::{Duration, Instant};
 
 use redis::Value;
 
+use crate::link::{backoff, transient, Health, Tries};
 use crate::reply::{self, Fields};
-use crate::{Error, Timers};
+use crate::stop::{Blocked, NOT_BLOCKED};
+use crate::{Error, StopHandle, Timers};
 
 /// A due timer, delivered to a [`Consumer`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -61,7 +65,26 @@ pub struct Consumer {
     timers: Timers,
     /// This consumer's name in the group.
     name: String,
+    /// The connection of the blocking reads, kept apart from the pool so
+    /// that [`StopHandle::stop`] can unblock it by its client id.
+    reader: Mutex<Option<Reader>>,
+    /// The client id of `reader` while it blocks, for [`StopHandle`].
+    blocked: Blocked,
+    /// Set by [`StopHandle::stop`].
+    stopped: Arc<AtomicBool>,
 }
+
+/// A connection for blocking reads and its Redis client id.
+struct Reader {
+    /// The connection.
+    connection: redis::Connection,
+    /// Its `CLIENT ID`.
+    id: i64,
+}
+
+/// The longest blocking read of [`Consumer::run`]: it also waits for the
+/// next look for abandoned entries, at most this long.
+pub const MAX_BLOCK: Duration = Duration::from_secs(15);
 
 impl fmt::Debug for Consumer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -127,8 +150,21 @@ impl Consumer {
                 why,
             });
         }
-        let keys = &timers.link.keys;
-        let created: Result<(), Error> = timers.link.with_connection(|c| {
+        let consumer = Consumer {
+            timers,
+            name: name.to_string(),
+            reader: Mutex::new(None),
+            blocked: Arc::new(AtomicI64::new(NOT_BLOCKED)),
+            stopped: Arc::new(AtomicBool::new(false)),
+        };
+        consumer.create_group(Tries::Config)?;
+        Ok(consumer)
+    }
+
+    /// Creates the consumer group if it does not exist (with the stream).
+    fn create_group(&self, tries: Tries) -> Result<(), Error> {
+        let keys = &self.timers.link.keys;
+        let created = self.timers.link.call(tries, |c| {
             redis::cmd("XGROUP")
                 .arg("CREATE")
                 .arg(&keys.stream)
@@ -138,14 +174,19 @@ impl Consumer {
                 .query::<()>(c)
         });
         match created {
-            Ok(()) => {}
-            Err(Error::Redis(e)) if e.code() == Some("BUSYGROUP") => {}
-            Err(e) => return Err(e),
+            Err(Error::Redis(e)) if e.code() == Some("BUSYGROUP") => Ok(()),
+            other => other,
         }
-        Ok(Consumer {
-            timers,
-            name: name.to_string(),
-        })
+    }
+
+    /// A handle that stops [`run`](Self::run) from another thread, even
+    /// while it waits in a blocking read.
+    pub fn stop_handle(&self) -> StopHandle {
+        StopHandle::consumer(
+            Arc::clone(&self.stopped),
+            Arc::clone(&self.timers.link),
+            Arc::clone(&self.blocked),
+        )
     }
 
     /// Up to `max` due timers: first those another consumer left
@@ -160,9 +201,9 @@ impl Consumer {
     /// after the retries.
     pub fn poll(&self, block: Duration, max: usize) -> Result<Vec<Delivery>, Error> {
         check_count(max)?;
-        let mut out = self.take_over(max)?;
+        let mut out = self.take_over_with(max, Tries::Config)?;
         if out.len() < max {
-            out.extend(self.read_new(block, max - out.len())?);
+            out.extend(self.read_with(block, max - out.len(), Tries::Config)?);
         }
         Ok(out)
     }
@@ -176,9 +217,14 @@ impl Consumer {
     /// after the retries.
     pub fn take_over(&self, max: usize) -> Result<Vec<Delivery>, Error> {
         check_count(max)?;
+        self.take_over_with(max, Tries::Config)
+    }
+
+    /// [`take_over`](Self::take_over), trying as `tries` says.
+    fn take_over_with(&self, max: usize, tries: Tries) -> Result<Vec<Delivery>, Error> {
         let link = &self.timers.link;
         let (keys, config) = (&link.keys, &link.config);
-        let claimed: Value = link.with_connection(|c| {
+        let claimed: Value = link.call(tries, |c| {
             redis::cmd("XAUTOCLAIM")
                 .arg(&keys.stream)
                 .arg(&keys.group)
@@ -194,9 +240,11 @@ impl Consumer {
             // An entry another consumer held too long: each delivery of it
             // counts as an attempt.
             let mut delivery = Delivery::from_entry(entry, &fields);
-            let deliveries = self.delivery_count(&delivery.entry)?;
-            delivery.attempt += deliveries.saturating_sub(1);
-            link.with_connection(|c| {
+            let deliveries = self.delivery_count(&delivery.entry, tries)?;
+            delivery.attempt = delivery
+                .attempt
+                .saturating_add(deliveries.saturating_sub(1));
+            link.call(tries, |c| {
                 redis::cmd("HINCRBY")
                     .arg(&keys.stats)
                     .arg("redelivered")
@@ -204,7 +252,7 @@ impl Consumer {
                     .query::<i64>(c)
             })?;
             if delivery.attempt > config.max_attempts {
-                self.dead_letter(&delivery)?;
+                self.dead_letter(&delivery, tries)?;
             } else {
                 out.push(delivery);
             }
@@ -220,32 +268,94 @@ impl Consumer {
     /// after the retries.
     pub fn read_new(&self, block: Duration, max: usize) -> Result<Vec<Delivery>, Error> {
         check_count(max)?;
-        let keys = &self.timers.link.keys;
-        let read: Value = self.timers.link.with_connection(|c| {
-            redis::cmd("XREADGROUP")
-                .arg("GROUP")
-                .arg(&keys.group)
-                .arg(&self.name)
-                .arg("COUNT")
-                .arg(max)
-                .arg("BLOCK")
-                .arg(block.as_millis().max(1) as u64)
-                .arg("STREAMS")
-                .arg(&keys.stream)
-                .arg(">")
-                .query(c)
-        })?;
-        Ok(reply::read_group_entries(&read)
-            .into_iter()
-            .map(|(entry, fields)| Delivery::from_entry(entry, &fields))
-            .collect())
+        self.read_with(block, max, Tries::Config)
+    }
+
+    /// [`read_new`](Self::read_new), trying as `tries` says, on the
+    /// consumer's own connection: its client id is published while it
+    /// blocks, so that [`StopHandle::stop`] can cut the wait short.
+    fn read_with(&self, block: Duration, max: usize, tries: Tries) -> Result<Vec<Delivery>, Error> {
+        let link = &self.timers.link;
+        let tries = match tries {
+            Tries::Config => link.config.retries.max(1),
+            Tries::Once => 1,
+        };
+        let block_ms = u64::try_from(block.as_millis()).unwrap_or(u64::MAX).max(1);
+        let mut reader = self.reader.lock().expect("reader");
+        let mut failures = 0;
+        loop {
+            match self.read_once(&mut reader, block, block_ms, max) {
+                Ok(read) => {
+                    return Ok(reply::read_group_entries(&read)
+                        .into_iter()
+                        .map(|(entry, fields)| Delivery::from_entry(entry, &fields))
+                        .collect())
+                }
+                Err(e) if transient(&e) => {
+                    // Its answer may still come: never reuse it.
+                    *reader = None;
+                    failures += 1;
+                    if failures >= tries {
+                        return Err(Error::Unavailable { tries, last: e });
+                    }
+                    thread::sleep(backoff(failures));
+                }
+                Err(e) => return Err(Error::Redis(e)),
+            }
+        }
+    }
+
+    /// One `XREADGROUP … BLOCK` on the reader connection (opened if
+    /// needed); nil at once if the consumer is stopped.
+    fn read_once(
+        &self,
+        reader: &mut Option<Reader>,
+        block: Duration,
+        block_ms: u64,
+        max: usize,
+    ) -> redis::RedisResult<Value> {
+        let link = &self.timers.link;
+        if reader.is_none() {
+            let mut connection = link.connect()?;
+            let id: i64 = redis::cmd("CLIENT").arg("ID").query(&mut connection)?;
+            *reader = Some(Reader { connection, id });
+        }
+        let Reader { connection, id } = reader.as_mut().expect("opened above");
+        connection.set_read_timeout(Some(link.config.response_timeout.saturating_add(block)))?;
+        // Published before the flag is checked: a stop either sees the id or
+        // is seen here (both SeqCst).
+        self.blocked.store(*id, Ordering::SeqCst);
+        if self.stopped.load(Ordering::SeqCst) {
+            self.blocked.store(NOT_BLOCKED, Ordering::SeqCst);
+            return Ok(Value::Nil);
+        }
+        link.count_round_trip();
+        let keys = &link.keys;
+        let read = redis::cmd("XREADGROUP")
+            .arg("GROUP")
+            .arg(&keys.group)
+            .arg(&self.name)
+            .arg("COUNT")
+            .arg(max)
+            .arg("BLOCK")
+            .arg(block_ms)
+            .arg("STREAMS")
+            .arg(&keys.stream)
+            .arg(">")
+            .query(connection);
+        self.blocked.store(NOT_BLOCKED, Ordering::SeqCst);
+        match read {
+            // CLIENT UNBLOCK (a stop) ends the wait with no entries.
+            Err(e) if e.code() == Some("UNBLOCKED") => Ok(Value::Nil),
+            other => other,
+        }
     }
 
     /// How many times the group delivered `entry` (Redis counts each
     /// take-over).
-    fn delivery_count(&self, entry: &str) -> Result<u32, Error> {
+    fn delivery_count(&self, entry: &str, tries: Tries) -> Result<u32, Error> {
         let keys = &self.timers.link.keys;
-        let reply: Value = self.timers.link.with_connection(|c| {
+        let reply: Value = self.timers.link.call(tries, |c| {
             redis::cmd("XPENDING")
                 .arg(&keys.stream)
                 .arg(&keys.group)
@@ -258,9 +368,9 @@ impl Consumer {
     }
 
     /// Moves `delivery` to the dead-letter stream.
-    fn dead_letter(&self, delivery: &Delivery) -> Result<(), Error> {
+    fn dead_letter(&self, delivery: &Delivery, tries: Tries) -> Result<(), Error> {
         let keys = &self.timers.link.keys;
-        self.timers.link.with_connection(|c| {
+        self.timers.link.call(tries, |c| {
             let mut pipe = redis::pipe();
             pipe.atomic()
                 .cmd("XADD")
@@ -288,9 +398,19 @@ impl Consumer {
     /// [`MAX_DELAY_MS`](crate::MAX_DELAY_MS) (the delivery stays
     /// unacknowledged); [`Error::Unavailable`] after the retries.
     pub fn finish(&self, delivery: &Delivery, verdict: Verdict) -> Result<(), Error> {
+        self.finish_with(delivery, verdict, Tries::Config)
+    }
+
+    /// [`finish`](Self::finish), trying as `tries` says.
+    fn finish_with(
+        &self,
+        delivery: &Delivery,
+        verdict: Verdict,
+        tries: Tries,
+    ) -> Result<(), Error> {
         if let Verdict::RetryLater(delay) = verdict {
             if delivery.attempt >= self.timers.link.config.max_attempts {
-                return self.dead_letter(delivery);
+                return self.dead_letter(delivery, tries);
             }
             let delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
             if delay_ms > crate::MAX_DELAY_MS {
@@ -307,7 +427,7 @@ impl Consumer {
                 delivery.attempt + 1,
             )?;
         }
-        self.ack_all(std::slice::from_ref(delivery))
+        self.ack_with(std::slice::from_ref(delivery), tries)
     }
 
     /// Acknowledges `deliveries` in one round trip.
@@ -316,11 +436,16 @@ impl Consumer {
     ///
     /// [`Error::Unavailable`] after the retries.
     pub fn ack_all(&self, deliveries: &[Delivery]) -> Result<(), Error> {
+        self.ack_with(deliveries, Tries::Config)
+    }
+
+    /// [`ack_all`](Self::ack_all), trying as `tries` says.
+    fn ack_with(&self, deliveries: &[Delivery], tries: Tries) -> Result<(), Error> {
         if deliveries.is_empty() {
             return Ok(());
         }
         let keys = &self.timers.link.keys;
-        self.timers.link.with_connection(|c| {
+        self.timers.link.call(tries, |c| {
             let mut pipe = redis::pipe();
             pipe.atomic();
             remove_entries(&mut pipe, keys, deliveries.iter().map(|d| d.entry.as_str()));
@@ -328,39 +453,96 @@ impl Consumer {
         })
     }
 
-    /// Delivers due timers to `handle` until `stop` is set, acknowledging
-    /// or retrying each as it says.
+    /// Delivers due timers to `handle` until stopped by a
+    /// [`StopHandle`] from [`stop_handle`](Self::stop_handle),
+    /// acknowledging or retrying each as it says.
+    ///
+    /// It rides out Redis outages: a failed call is retried with backoff
+    /// (50 ms doubling, at most [`MAX_BACKOFF`](crate::MAX_BACKOFF)), the
+    /// outage and its end are logged once each, acknowledgements that
+    /// failed are sent again, and a consumer group lost with Redis's data
+    /// is created again. An idle consumer waits in one blocking read until
+    /// the next look for abandoned entries (every half visibility timeout,
+    /// at most [`MAX_BLOCK`]).
     ///
     /// # Errors
     ///
-    /// [`Error::Unavailable`] if Redis stays unreachable.
-    pub fn run(
-        &self,
-        stop: &AtomicBool,
-        mut handle: impl FnMut(&Delivery) -> Verdict,
-    ) -> Result<(), Error> {
-        // Redis tells nobody when an entry's visibility runs out: look for
-        // abandoned entries every half visibility timeout, and otherwise
-        // wait in a blocking read (at most `block`, to see `stop`).
+    /// [`Error::Redis`] if Redis refuses a call for a reason other than an
+    /// outage (a wrong type at one of the namespace's keys).
+    pub fn run(&self, mut handle: impl FnMut(&Delivery) -> Verdict) -> Result<(), Error> {
         let visibility = self.timers.link.config.visibility_timeout;
-        let block = (visibility / 2).clamp(Duration::from_millis(10), Duration::from_secs(1));
-        let mut next_take_over = Instant::now();
-        while !stop.load(Ordering::SeqCst) {
-            let mut batch = Vec::new();
-            if Instant::now() >= next_take_over {
-                batch = self.take_over(100)?;
-                next_take_over = Instant::now() + visibility / 2;
-            }
-            batch.extend(self.read_new(block, 100)?);
-            let mut done = Vec::with_capacity(batch.len());
-            for delivery in batch {
-                match handle(&delivery) {
-                    Verdict::Ack => done.push(delivery),
-                    verdict => self.finish(&delivery, verdict)?,
+        let look_every = (visibility / 2).clamp(Duration::from_millis(1), MAX_BLOCK);
+        let mut health = Health::new(format!("consumer {}", self.name));
+        let mut round = Round {
+            next_take_over: Instant::now(),
+            unacknowledged: Vec::new(),
+            look_every,
+        };
+        while !self.stopped.load(Ordering::SeqCst) {
+            match self.round(&mut round, &mut handle) {
+                Ok(()) => health.answered(),
+                Err(e) if e.is_unavailable() => thread::sleep(health.failed(&e)),
+                Err(Error::Redis(e)) if e.code() == Some("NOGROUP") => {
+                    // Redis came back without its data: the group is gone.
+                    log::warn!(
+                        "consumer {}: the consumer group is gone; creating it",
+                        self.name
+                    );
+                    if let Err(e) = self.create_group(Tries::Once) {
+                        thread::sleep(health.failed(&e));
+                    }
                 }
+                Err(e) => return Err(e),
             }
-            self.ack_all(&done)?;
         }
+        // What was handled but not yet acknowledged: one last try.
+        let _ = self.ack_with(&round.unacknowledged, Tries::Once);
         Ok(())
     }
+
+    /// One round of [`run`](Self::run): send the acknowledgements still
+    /// owed, look for abandoned entries when due, read new ones (blocking
+    /// until the next look), hand each to `handle`.
+    fn round(
+        &self,
+        round: &mut Round,
+        handle: &mut impl FnMut(&Delivery) -> Verdict,
+    ) -> Result<(), Error> {
+        self.ack_with(&round.unacknowledged, Tries::Once)?;
+        round.unacknowledged.clear();
+        let mut batch = Vec::new();
+        if Instant::now() >= round.next_take_over {
+            batch = self.take_over_with(RUN_BATCH, Tries::Once)?;
+            round.next_take_over = Instant::now() + round.look_every;
+        }
+        if batch.is_empty() {
+            let block = round
+                .next_take_over
+                .saturating_duration_since(Instant::now())
+                .max(Duration::from_millis(1));
+            batch = self.read_with(block, RUN_BATCH, Tries::Once)?;
+        }
+        for delivery in batch {
+            match handle(&delivery) {
+                Verdict::Ack => round.unacknowledged.push(delivery),
+                verdict => self.finish_with(&delivery, verdict, Tries::Once)?,
+            }
+        }
+        self.ack_with(&round.unacknowledged, Tries::Once)?;
+        round.unacknowledged.clear();
+        Ok(())
+    }
+}
+
+/// Deliveries read per round of [`Consumer::run`].
+const RUN_BATCH: usize = 100;
+
+/// The state of [`Consumer::run`] between rounds.
+struct Round {
+    /// When to look for abandoned entries next.
+    next_take_over: Instant,
+    /// Handled and acknowledged by the handler, not yet by Redis.
+    unacknowledged: Vec<Delivery>,
+    /// How often to look for abandoned entries.
+    look_every: Duration,
 }

@@ -41,13 +41,16 @@ mod link;
 mod reply;
 mod scheduler;
 mod scripts;
+mod stop;
 mod timers;
 
 pub use config::{
     Config, Misfire, MAX_DEADLINE_MS, MAX_DELAY_MS, MAX_NAMESPACE, MAX_PAYLOAD_LIMIT,
     MAX_PROMOTE_BATCH,
 };
-pub use consumer::{Consumer, Delivery, Verdict, MAX_CONSUMER_NAME};
+pub use consumer::{Consumer, Delivery, Verdict, MAX_BLOCK, MAX_CONSUMER_NAME};
 pub use error::Error;
-pub use scheduler::{Scheduler, StopHandle, MAX_SLEEP};
+pub use link::MAX_BACKOFF;
+pub use scheduler::{Scheduler, MAX_SLEEP};
+pub use stop::StopHandle;
 pub use timers::{Metrics, Timers};

@@ -4,8 +4,9 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use crate::error::preview;
 use crate::{scripts, Config, Error};
 
 /// The key names of one namespace.
@@ -67,8 +68,12 @@ pub(crate) struct Scripts {
 
 /// What every handle of one namespace shares.
 pub(crate) struct Link {
-    /// Opens connections.
-    pub(crate) client: redis::Client,
+    /// Opens connections; with no handshake, so that nothing is read from a
+    /// new connection before its timeouts are set.
+    client: redis::Client,
+    /// The handshake of the url (`AUTH`, `SELECT`), sent by
+    /// [`connect`](Self::connect) under the response timeout.
+    handshake: redis::RedisConnectionInfo,
     /// The settings.
     pub(crate) config: Config,
     /// The key names.
@@ -81,13 +86,85 @@ pub(crate) struct Link {
     round_trips: AtomicU64,
 }
 
-/// A wait before the next try of a failed call: 50 ms doubling, at most 2 s.
-pub(crate) fn backoff(try_number: u32) -> Duration {
-    Duration::from_millis(50u64 << try_number.min(5)).min(Duration::from_secs(2))
+/// The first wait after a failed call, ms; it doubles per failure.
+const BACKOFF_FIRST_MS: u64 = 50;
+
+/// The longest wait between two tries: the most a node lags behind Redis
+/// answering again (see `docs/redis.md`, "Outages").
+pub const MAX_BACKOFF: Duration = Duration::from_millis(500);
+
+/// A wait before try number `failures + 1` of a failed call: 50 ms
+/// doubling, at most [`MAX_BACKOFF`].
+pub(crate) fn backoff(failures: u32) -> Duration {
+    Duration::from_millis(BACKOFF_FIRST_MS << failures.saturating_sub(1).min(10)).min(MAX_BACKOFF)
+}
+
+/// A node's view of Redis's health, so that a long-running loop logs each
+/// change once (down, then up again) rather than each failed call.
+#[derive(Debug)]
+pub(crate) struct Health {
+    /// Who is speaking in the log: `scheduler`, `consumer worker-1`.
+    who: String,
+    /// When the current outage began, if Redis is down.
+    down_since: Option<Instant>,
+    /// Failed calls in a row.
+    failures: u32,
+}
+
+impl Health {
+    /// Redis is presumed up.
+    pub(crate) fn new(who: String) -> Health {
+        Health {
+            who,
+            down_since: None,
+            failures: 0,
+        }
+    }
+
+    /// A call failed with `error`: logs the outage if it is new, and
+    /// returns how long to wait before the next try.
+    pub(crate) fn failed(&mut self, error: &Error) -> Duration {
+        if self.down_since.is_none() {
+            self.down_since = Some(Instant::now());
+            let cause: &dyn std::fmt::Display = match error {
+                Error::Unavailable { last, .. } => last,
+                other => other,
+            };
+            log::warn!(
+                "{}: redis unavailable ({cause}); retrying with backoff up to {} ms",
+                self.who,
+                MAX_BACKOFF.as_millis()
+            );
+        }
+        self.failures += 1;
+        backoff(self.failures)
+    }
+
+    /// A call succeeded: logs the end of an outage.
+    pub(crate) fn answered(&mut self) {
+        self.failures = 0;
+        if let Some(since) = self.down_since.take() {
+            log::warn!(
+                "{}: redis answers again after {:.1} s",
+                self.who,
+                since.elapsed().as_secs_f64()
+            );
+        }
+    }
+}
+
+/// How hard a call tries before it reports [`Error::Unavailable`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Tries {
+    /// [`Config::retries`] tries with backoff: the public calls.
+    Config,
+    /// One try: the loops of the scheduler and the consumer, which handle
+    /// outages themselves (back off, log, never give up).
+    Once,
 }
 
 /// Whether `error` is worth another try (the connection, not the call).
-fn transient(error: &redis::RedisError) -> bool {
+pub(crate) fn transient(error: &redis::RedisError) -> bool {
     error.is_io_error()
         || error.is_connection_dropped()
         || error.is_connection_refusal()
@@ -99,10 +176,22 @@ fn transient(error: &redis::RedisError) -> bool {
 }
 
 impl Link {
-    /// A link for `config`'s namespace through `client`; connects lazily.
-    pub(crate) fn new(client: redis::Client, config: Config) -> Link {
-        Link {
+    /// A link to the Redis at `url` for `config`'s namespace; connects
+    /// lazily.
+    pub(crate) fn open(url: &str, config: Config) -> Result<Link, Error> {
+        if url.starts_with("rediss://") {
+            return Err(Error::TlsUnsupported);
+        }
+        let invalid = |source| Error::InvalidUrl {
+            preview: preview(url),
+            source,
+        };
+        let mut info = redis::IntoConnectionInfo::into_connection_info(url).map_err(invalid)?;
+        let handshake = std::mem::take(&mut info.redis);
+        let client = redis::Client::open(info).map_err(invalid)?;
+        Ok(Link {
             client,
+            handshake,
             keys: Keys::new(&config.namespace),
             config,
             scripts: Scripts {
@@ -113,7 +202,7 @@ impl Link {
             },
             idle: Mutex::new(Vec::new()),
             round_trips: AtomicU64::new(0),
-        }
+        })
     }
 
     /// Round trips answered so far.
@@ -121,32 +210,71 @@ impl Link {
         self.round_trips.load(Ordering::Relaxed)
     }
 
+    /// Counts a round trip made outside [`call`](Self::call).
+    pub(crate) fn count_round_trip(&self) {
+        self.round_trips.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Runs `call` on a connection, retrying transient failures with
     /// backoff, [`Config::retries`] tries in all.
     pub(crate) fn with_connection<T>(
         &self,
+        call: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
+    ) -> Result<T, Error> {
+        self.call(Tries::Config, call)
+    }
+
+    /// A fresh connection whose every call is bounded by the response
+    /// timeout.
+    pub(crate) fn connect(&self) -> redis::RedisResult<redis::Connection> {
+        let timeout = self.config.response_timeout;
+        let mut connection = self.client.get_connection_with_timeout(timeout)?;
+        connection.set_read_timeout(Some(timeout))?;
+        connection.set_write_timeout(Some(timeout))?;
+        let handshake = &self.handshake;
+        if let Some(password) = &handshake.password {
+            let mut auth = redis::cmd("AUTH");
+            if let Some(username) = &handshake.username {
+                auth.arg(username);
+            }
+            auth.arg(password).query::<()>(&mut connection)?;
+        }
+        if handshake.db != 0 {
+            redis::cmd("SELECT")
+                .arg(handshake.db)
+                .query::<()>(&mut connection)?;
+        }
+        Ok(connection)
+    }
+
+    /// Runs `call` on a connection, retrying transient failures as `tries`
+    /// says. A connection that failed is dropped, never reused: its answer
+    /// may still come.
+    pub(crate) fn call<T>(
+        &self,
+        tries: Tries,
         mut call: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
     ) -> Result<T, Error> {
-        let tries = self.config.retries.max(1);
+        let tries = match tries {
+            Tries::Config => self.config.retries.max(1),
+            Tries::Once => 1,
+        };
         let mut last = None;
-        for try_number in 0..tries {
-            if try_number > 0 {
-                thread::sleep(backoff(try_number));
+        let mut failures = 0;
+        while failures < tries {
+            if failures > 0 {
+                thread::sleep(backoff(failures));
             }
             let pooled = self.idle.lock().expect("pool").pop();
-            let mut connection = match pooled {
-                Some(connection) => connection,
-                None => match self
-                    .client
-                    .get_connection_with_timeout(Duration::from_secs(2))
-                {
-                    Ok(connection) => connection,
-                    Err(e) if transient(&e) => {
-                        last = Some(e);
-                        continue;
-                    }
-                    Err(e) => return Err(Error::Redis(e)),
-                },
+            let was_pooled = pooled.is_some();
+            let mut connection = match pooled.map_or_else(|| self.connect(), Ok) {
+                Ok(connection) => connection,
+                Err(e) if transient(&e) => {
+                    failures += 1;
+                    last = Some(e);
+                    continue;
+                }
+                Err(e) => return Err(Error::Redis(e)),
             };
             self.round_trips.fetch_add(1, Ordering::Relaxed);
             match call(&mut connection) {
@@ -154,7 +282,16 @@ impl Link {
                     self.idle.lock().expect("pool").push(connection);
                     return Ok(value);
                 }
-                Err(e) if transient(&e) => last = Some(e),
+                Err(e) if was_pooled && transient(&e) && !e.is_timeout() => {
+                    // An idle connection that broke (Redis restarted): so
+                    // did its siblings. Try again at once on a fresh one;
+                    // that does not count as a try.
+                    self.idle.lock().expect("pool").clear();
+                }
+                Err(e) if transient(&e) => {
+                    failures += 1;
+                    last = Some(e);
+                }
                 Err(e) => {
                     self.idle.lock().expect("pool").push(connection);
                     return Err(Error::Redis(e));

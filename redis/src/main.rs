@@ -7,7 +7,6 @@
 //! ```
 
 use std::io::Write;
-use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
@@ -25,6 +24,10 @@ struct Cli {
     /// The namespace of the timers (one hash tag).
     #[arg(long, default_value = "timers", global = true)]
     namespace: String,
+    /// How long Redis may take to answer one call, ms, before the try
+    /// fails (a stalled or unreachable Redis).
+    #[arg(long, default_value_t = 2_000, global = true)]
+    response_timeout_ms: u64,
     #[command(subcommand)]
     command: Command,
 }
@@ -74,8 +77,33 @@ enum Command {
     },
 }
 
+/// Writes the library's log lines (outages, recoveries) to stderr.
+struct StderrLog;
+
+impl log::Log for StderrLog {
+    fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
+        metadata.level() <= log::Level::Info
+    }
+
+    fn log(&self, record: &log::Record<'_>) {
+        if self.enabled(record.metadata()) {
+            eprintln!(
+                "{}: {}",
+                record.level().as_str().to_lowercase(),
+                record.args()
+            );
+        }
+    }
+
+    fn flush(&self) {}
+}
+
 fn main() {
     let cli = Cli::parse();
+    static LOG: StderrLog = StderrLog;
+    if log::set_logger(&LOG).is_ok() {
+        log::set_max_level(log::LevelFilter::Info);
+    }
     if let Err(e) = run(cli) {
         eprintln!("error: {e}");
         std::process::exit(1);
@@ -84,6 +112,7 @@ fn main() {
 
 fn run(cli: Cli) -> Result<(), purgatorio_redis::Error> {
     let mut config = Config::new(&cli.namespace);
+    config.response_timeout = Duration::from_millis(cli.response_timeout_ms);
     match cli.command {
         Command::Scheduler { misfire } => {
             config.misfire = match misfire.as_str() {
@@ -102,7 +131,7 @@ fn run(cli: Cli) -> Result<(), purgatorio_redis::Error> {
             let timers = Timers::connect(&cli.url, config)?;
             let consumer = Consumer::new(timers, &name)?;
             let stdout = std::io::stdout();
-            consumer.run(&AtomicBool::new(false), |delivery| {
+            consumer.run(|delivery| {
                 // Redis's clock when the timer was promoted: the judge of
                 // "never early", at no round trip. Printed before the ack,
                 // so a consumer killed after the print re-delivers.
@@ -170,7 +199,6 @@ fn bench(
     schedulers: usize,
     spread_ms: u64,
 ) -> Result<(), purgatorio_redis::Error> {
-    use std::sync::atomic::Ordering;
     use std::sync::{Arc, Mutex};
 
     let timers = Timers::connect(url, config)?;
@@ -191,18 +219,21 @@ fn bench(
         })
         .collect();
     let lateness = Arc::new(Mutex::new(Vec::with_capacity(count as usize)));
-    let stop = Arc::new(AtomicBool::new(false));
     let consumers: Vec<_> = (0..2)
         .map(|i| {
             let consumer = Consumer::new(timers.clone(), &format!("bench-{i}"))?;
-            let (lateness, stop) = (Arc::clone(&lateness), Arc::clone(&stop));
-            Ok(std::thread::spawn(move || {
-                consumer.run(&stop, |delivery| {
-                    let late = local_ms() + offset - delivery.deadline_ms as i64;
-                    lateness.lock().expect("lateness").push(late);
-                    Verdict::Ack
-                })
-            }))
+            let lateness = Arc::clone(&lateness);
+            let stop = consumer.stop_handle();
+            Ok((
+                stop,
+                std::thread::spawn(move || {
+                    consumer.run(|delivery| {
+                        let late = local_ms() + offset - delivery.deadline_ms as i64;
+                        lateness.lock().expect("lateness").push(late);
+                        Verdict::Ack
+                    })
+                }),
+            ))
         })
         .collect::<Result<_, purgatorio_redis::Error>>()?;
     let trips_before = timers.round_trips();
@@ -238,13 +269,13 @@ fn bench(
     let deliver_secs = Instant::now()
         .saturating_duration_since(first_due)
         .as_secs_f64();
-    stop.store(true, Ordering::SeqCst);
     for (node, thread) in nodes {
         node.stop();
         let _ = thread.join();
     }
-    for consumer in consumers {
-        let _ = consumer.join();
+    for (stop, thread) in consumers {
+        stop.stop();
+        let _ = thread.join();
     }
     let mut late = lateness.lock().expect("lateness").clone();
     late.sort_unstable();

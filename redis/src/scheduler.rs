@@ -14,17 +14,12 @@ use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender};
 
-use crate::link::backoff;
-use crate::{Error, Timers};
+use crate::link::{backoff, Health, Tries};
+use crate::stop::Wake;
+use crate::{Error, StopHandle, Timers};
 
-/// What wakes a scheduler node.
-enum Wake {
-    /// A deadline may be due (the in-memory timer fired, or Pub/Sub said an
-    /// earlier deadline was scheduled).
-    Check,
-    /// [`Scheduler::stop`](StopHandle::stop).
-    Stop,
-}
+/// How late a timer must be, when a node starts, to count as misfired.
+const MISFIRE_AFTER: Duration = Duration::from_secs(1);
 
 /// A scheduler node: moves due timers to the stream. Run any number.
 pub struct Scheduler {
@@ -55,23 +50,6 @@ impl fmt::Debug for Scheduler {
     }
 }
 
-/// Stops a running [`Scheduler`] from another thread.
-#[derive(Clone)]
-pub struct StopHandle {
-    /// The node's wake-ups.
-    wake: Sender<Wake>,
-    /// The node's stop flag.
-    stopped: Arc<AtomicBool>,
-}
-
-impl StopHandle {
-    /// Asks the scheduler to stop; it returns from `run` promptly.
-    pub fn stop(&self) {
-        self.stopped.store(true, Ordering::SeqCst);
-        let _ = self.wake.send(Wake::Stop);
-    }
-}
-
 impl Scheduler {
     /// A node for `timers`' namespace.
     pub fn new(timers: Timers) -> Scheduler {
@@ -84,42 +62,51 @@ impl Scheduler {
 
     /// A handle that stops [`run`](Self::run).
     pub fn stop_handle(&self) -> StopHandle {
-        StopHandle {
-            wake: self.wake.0.clone(),
-            stopped: Arc::clone(&self.stopped),
-        }
+        StopHandle::scheduler(Arc::clone(&self.stopped), self.wake.0.clone())
     }
 
     /// Runs the node until stopped: handles misfires once, then promotes
-    /// due timers and sleeps until the next deadline or a wake-up. Redis
-    /// failures are retried with backoff; the node keeps going.
+    /// due timers and sleeps until the next deadline or a wake-up.
+    ///
+    /// It rides out Redis outages: a failed step is tried again with
+    /// backoff (50 ms doubling, at most [`MAX_BACKOFF`](crate::MAX_BACKOFF)),
+    /// and the outage and its end are logged once each (`log` crate).
     ///
     /// # Errors
     ///
-    /// None while it runs; it returns `Ok` once stopped.
+    /// [`Error::Protocol`] if the in-memory timer cannot start; otherwise
+    /// none: it returns `Ok` once stopped.
     pub fn run(&self) -> Result<(), Error> {
         let timer = purgatorio::Timer::builder()
             .thread_name("redis-scheduler")
             .build()
             .map_err(|e| Error::Protocol(e.to_string()))?;
         let listener = self.listen();
+        let mut health = Health::new(format!("scheduler of {}", self.timers.config().namespace));
         let mut misfires_done = false;
         let mut armed: Option<purgatorio::TimerHandle> = None;
         while !self.stopped.load(Ordering::SeqCst) {
-            if !misfires_done {
-                misfires_done = self.timers.handle_misfires(Duration::from_secs(1)).is_ok();
-            }
-            let step = self.timers.promote();
+            let step = if misfires_done {
+                self.timers.promote()
+            } else {
+                self.timers.handle_misfires(MISFIRE_AFTER).and_then(|_| {
+                    misfires_done = true;
+                    self.timers.promote()
+                })
+            };
             let wait = match step {
-                Ok(step) if step.moved as usize >= self.timers.config().promote_batch => {
-                    continue;
+                Ok(step) => {
+                    health.answered();
+                    if step.moved as usize >= self.timers.config().promote_batch {
+                        continue; // more may be due: no sleep
+                    }
+                    // The node's own clock is never read: the wait is
+                    // Redis's distance to the next deadline, on the
+                    // monotonic clock.
+                    step.next_deadline_ms
+                        .map(|next| sleep_until(next, step.now_ms))
                 }
-                // The node's own clock is never read: the wait is Redis's
-                // distance to the next deadline, on the monotonic clock.
-                Ok(step) => step
-                    .next_deadline_ms
-                    .map(|next| sleep_until(next, step.now_ms)),
-                Err(_) => Some(Duration::from_millis(500)),
+                Err(e) => Some(health.failed(&e)),
             };
             if let Some(old) = armed.take() {
                 drop(old.cancel());
@@ -142,7 +129,7 @@ impl Scheduler {
         }
         self.stopped.store(true, Ordering::SeqCst);
         // Wake the listener so that it notices.
-        let _ = self.timers.link.with_connection(|c| {
+        let _ = self.timers.link.call(Tries::Once, |c| {
             redis::cmd("PUBLISH")
                 .arg(&self.timers.link.keys.wake)
                 .arg("stop")
@@ -163,9 +150,12 @@ impl Scheduler {
             .spawn(move || {
                 let mut failures = 0;
                 while !stopped.load(Ordering::SeqCst) {
-                    let connection = link
-                        .client
-                        .get_connection_with_timeout(Duration::from_secs(2));
+                    let connection = link.connect().and_then(|c| {
+                        // Silence longer than this is a dead link: listen
+                        // again on a fresh connection.
+                        c.set_read_timeout(Some(MAX_SLEEP))?;
+                        Ok(c)
+                    });
                     let Ok(mut connection) = connection else {
                         failures += 1;
                         thread::sleep(backoff(failures));

@@ -8,7 +8,7 @@ use std::time::Duration;
 use redis::Value;
 
 use crate::error::preview;
-use crate::link::Link;
+use crate::link::{Link, Tries};
 use crate::{reply, Config, Error, Misfire, MAX_DEADLINE_MS};
 
 /// The figures of a namespace, read from Redis.
@@ -67,15 +67,8 @@ impl Timers {
     /// [`Error::Unavailable`] if Redis cannot be reached.
     pub fn connect(url: &str, config: Config) -> Result<Timers, Error> {
         config.validate()?;
-        if url.starts_with("rediss://") {
-            return Err(Error::TlsUnsupported);
-        }
-        let client = redis::Client::open(url).map_err(|source| Error::InvalidUrl {
-            preview: preview(url),
-            source,
-        })?;
         let timers = Timers {
-            link: Arc::new(Link::new(client, config)),
+            link: Arc::new(Link::open(url, config)?),
         };
         timers.server_time_ms()?;
         Ok(timers)
@@ -248,10 +241,11 @@ impl Timers {
     }
 
     /// Moves the due timers to the stream, one atomic step of at most
-    /// [`Config::promote_batch`] timers.
+    /// [`Config::promote_batch`] timers; one try (the scheduler's loop
+    /// handles outages).
     pub(crate) fn promote(&self) -> Result<Promotion, Error> {
         let (keys, scripts) = (&self.link.keys, &self.link.scripts);
-        let (moved, next, now): (u64, String, String) = self.link.with_connection(|c| {
+        let (moved, next, now): (u64, String, String) = self.link.call(Tries::Once, |c| {
             scripts
                 .promote
                 .key(&keys.buckets)
@@ -272,7 +266,8 @@ impl Timers {
         })
     }
 
-    /// Applies the misfire policy to timers more than `late` overdue.
+    /// Applies the misfire policy to timers more than `late` overdue; one
+    /// try.
     pub(crate) fn handle_misfires(&self, late: Duration) -> Result<u64, Error> {
         let (keys, scripts) = (&self.link.keys, &self.link.scripts);
         let config = &self.link.config;
@@ -281,7 +276,7 @@ impl Timers {
             Misfire::Skip => ("skip", 0),
             Misfire::Reschedule(d) => ("reschedule", d.as_millis() as u64),
         };
-        self.link.with_connection(|c| {
+        self.link.call(Tries::Once, |c| {
             scripts
                 .misfire
                 .key(&keys.buckets)

@@ -6,7 +6,6 @@ mod common;
 
 use std::collections::HashMap;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -21,7 +20,7 @@ type Seen = Arc<Mutex<Vec<(String, u64, u64, u32)>>>;
 
 /// A scheduler node and a consumer on threads of the test.
 struct Node {
-    stop: Arc<AtomicBool>,
+    consumer: purgatorio_redis::StopHandle,
     scheduler: purgatorio_redis::StopHandle,
     threads: Vec<thread::JoinHandle<()>>,
     seen: Seen,
@@ -31,16 +30,16 @@ impl Node {
     fn start(timers: &Timers, name: &str) -> Node {
         let scheduler = Scheduler::new(timers.clone());
         let stop_scheduler = scheduler.stop_handle();
-        let stop = Arc::new(AtomicBool::new(false));
         let seen: Seen = Arc::default();
         let mut threads = vec![thread::spawn(move || {
             scheduler.run().expect("scheduler");
         })];
         let consumer = Consumer::new(timers.clone(), name).expect("consumer");
-        let (timers, stopping, record) = (timers.clone(), Arc::clone(&stop), Arc::clone(&seen));
+        let stop_consumer = consumer.stop_handle();
+        let (timers, record) = (timers.clone(), Arc::clone(&seen));
         threads.push(thread::spawn(move || {
             consumer
-                .run(&stopping, |d| {
+                .run(|d| {
                     let now = timers.server_time_ms().expect("TIME");
                     record
                         .lock()
@@ -51,7 +50,7 @@ impl Node {
                 .expect("consumer");
         }));
         Node {
-            stop,
+            consumer: stop_consumer,
             scheduler: stop_scheduler,
             threads,
             seen,
@@ -65,7 +64,7 @@ impl Node {
     }
 
     fn stop(self) -> Vec<(String, u64, u64, u32)> {
-        self.stop.store(true, Ordering::SeqCst);
+        self.consumer.stop();
         self.scheduler.stop();
         for thread in self.threads {
             thread.join().expect("node thread");
