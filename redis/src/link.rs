@@ -16,12 +16,8 @@ pub(crate) struct Keys {
     pub(crate) prefix: String,
     /// The sorted set of non-empty buckets, scored by earliest deadline.
     pub(crate) buckets: String,
-    /// Timer id → payload.
-    pub(crate) payload: String,
-    /// Timer id → its bucket.
-    pub(crate) place: String,
-    /// Timer id → the attempt it will be delivered as.
-    pub(crate) attempt: String,
+    /// Timer id → `"<bucket> <attempt> <payload>"`.
+    pub(crate) timer: String,
     /// The stream of due timers.
     pub(crate) stream: String,
     /// The dead-letter stream.
@@ -41,9 +37,7 @@ impl Keys {
         let key = |name: &str| format!("{prefix}:{name}");
         Keys {
             buckets: key("buckets"),
-            payload: key("payload"),
-            place: key("where"),
-            attempt: key("attempt"),
+            timer: key("timer"),
             stream: key("stream"),
             dead: key("dead"),
             stats: key("stats"),

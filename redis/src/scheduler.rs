@@ -16,6 +16,7 @@ use crossbeam_channel::{Receiver, Sender};
 
 use crate::link::{backoff, Health, Tries};
 use crate::stop::Wake;
+use crate::timers::MisfirePage;
 use crate::{Error, StopHandle, Timers};
 
 /// How late a timer must be, when a node starts, to count as misfired.
@@ -86,14 +87,18 @@ impl Scheduler {
         let mut misfires_done = false;
         let mut armed: Option<purgatorio::TimerHandle> = None;
         while !self.stopped.load(Ordering::SeqCst) {
-            let step = if misfires_done {
-                self.timers.promote()
-            } else {
-                self.timers.handle_misfires(MISFIRE_AFTER).and_then(|_| {
-                    misfires_done = true;
-                    self.timers.promote()
-                })
-            };
+            if !misfires_done {
+                // One bounded page per step, until a page comes back short.
+                match self.timers.handle_misfires(MISFIRE_AFTER) {
+                    Ok(MisfirePage::More) => {
+                        health.answered();
+                        continue;
+                    }
+                    Ok(MisfirePage::Done) => misfires_done = true,
+                    Err(_) => {} // the promotion below fails the same way
+                }
+            }
+            let step = self.timers.promote(MISFIRE_AFTER);
             let wait = match step {
                 Ok(step) => {
                     health.answered();

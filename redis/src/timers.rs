@@ -9,6 +9,7 @@ use redis::Value;
 
 use crate::error::preview;
 use crate::link::{Link, Tries};
+use crate::scripts::{MISFIRE_PAGE, SCHEDULE_BATCH, SCHEDULE_BATCH_BYTES};
 use crate::{reply, Config, Error, Misfire, MAX_DEADLINE_MS};
 
 /// The figures of a namespace, read from Redis.
@@ -39,6 +40,40 @@ pub(crate) struct Promotion {
     pub(crate) next_deadline_ms: Option<u64>,
     /// Redis's clock during the step, ms.
     pub(crate) now_ms: u64,
+}
+
+/// Whether a misfire page left more to do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum MisfirePage {
+    /// The page was full: call again.
+    More,
+    /// Nothing more is overdue.
+    Done,
+}
+
+/// Splits `timers` into chunks of at most [`SCHEDULE_BATCH`] timers and
+/// [`SCHEDULE_BATCH_BYTES`] of payload (a single larger payload goes alone).
+fn chunks<'a, 'b>(
+    timers: &'a [(&'b str, u64, &'b [u8])],
+) -> impl Iterator<Item = &'a [(&'b str, u64, &'b [u8])]> {
+    let mut rest = timers;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let mut bytes = 0;
+        let mut len = 0;
+        for (_, _, payload) in rest.iter().take(SCHEDULE_BATCH) {
+            if len > 0 && bytes + payload.len() > SCHEDULE_BATCH_BYTES {
+                break;
+            }
+            bytes += payload.len();
+            len += 1;
+        }
+        let (chunk, tail) = rest.split_at(len);
+        rest = tail;
+        Some(chunk)
+    })
 }
 
 /// A namespace of durable timers on one Redis. Cheap to clone.
@@ -156,28 +191,13 @@ impl Timers {
         attempt: u32,
     ) -> Result<(), Error> {
         self.check(id, at_ms, payload)?;
-        let (keys, scripts) = (&self.link.keys, &self.link.scripts);
-        self.link.with_connection(|c| {
-            scripts
-                .schedule
-                .key(&keys.buckets)
-                .key(&keys.payload)
-                .key(&keys.place)
-                .key(&keys.attempt)
-                .arg(&keys.prefix)
-                .arg(id)
-                .arg(at_ms)
-                .arg(payload)
-                .arg(attempt)
-                .arg(self.link.config.bucket_ms)
-                .arg(&keys.wake)
-                .invoke::<i64>(c)
-        })?;
-        Ok(())
+        self.send_schedules(&[(id, at_ms, payload)], attempt)
     }
 
-    /// Schedules many timers in one round trip (a pipeline of the same
-    /// atomic step). Every item is checked before anything is sent.
+    /// Schedules many timers in one round trip: one atomic step per
+    /// [`SCHEDULE_BATCH`](crate::scripts) timers (or 1 MiB of payloads),
+    /// pipelined. Every item is checked before anything is sent; an id
+    /// listed twice ends at its last entry.
     ///
     /// # Errors
     ///
@@ -186,34 +206,42 @@ impl Timers {
         for (id, at_ms, payload) in timers {
             self.check(id, *at_ms, payload)?;
         }
+        self.send_schedules(timers, 1)
+    }
+
+    /// Sends checked schedules: the schedule script once per chunk, all
+    /// chunks in one pipeline (loading the script first if Redis lost it).
+    fn send_schedules(&self, timers: &[(&str, u64, &[u8])], attempt: u32) -> Result<(), Error> {
+        if timers.is_empty() {
+            return Ok(());
+        }
         let (keys, scripts) = (&self.link.keys, &self.link.scripts);
-        let source = crate::scripts::schedule();
-        let hash = scripts.schedule.get_hash().to_string();
-        self.link.with_connection(|c| {
-            // Make sure the script is cached, then pipeline EVALSHA.
-            redis::cmd("SCRIPT")
-                .arg("LOAD")
-                .arg(&source)
-                .query::<String>(c)?;
-            let mut pipe = redis::pipe();
-            for (id, at_ms, payload) in timers {
-                pipe.cmd("EVALSHA")
-                    .arg(&hash)
-                    .arg(4)
-                    .arg(&keys.buckets)
-                    .arg(&keys.payload)
-                    .arg(&keys.place)
-                    .arg(&keys.attempt)
-                    .arg(&keys.prefix)
-                    .arg(*id)
-                    .arg(*at_ms)
-                    .arg(*payload)
-                    .arg(1)
-                    .arg(self.link.config.bucket_ms)
-                    .arg(&keys.wake)
-                    .ignore();
+        let hash = scripts.schedule.get_hash();
+        let mut pipe = redis::pipe();
+        for chunk in chunks(timers) {
+            let command = pipe
+                .cmd("EVALSHA")
+                .arg(hash)
+                .arg(2)
+                .arg(&keys.buckets)
+                .arg(&keys.timer)
+                .arg(&keys.prefix)
+                .arg(self.link.config.bucket_ms)
+                .arg(&keys.wake);
+            for (id, at_ms, payload) in chunk {
+                command.arg(*id).arg(*at_ms).arg(attempt).arg(*payload);
             }
-            pipe.query::<()>(c)
+            command.ignore();
+        }
+        self.link.with_connection(|c| match pipe.query::<()>(c) {
+            Err(e) if e.kind() == redis::ErrorKind::NoScriptError => {
+                redis::cmd("SCRIPT")
+                    .arg("LOAD")
+                    .arg(crate::scripts::schedule())
+                    .query::<String>(c)?;
+                pipe.query::<()>(c)
+            }
+            other => other,
         })
     }
 
@@ -230,9 +258,7 @@ impl Timers {
             scripts
                 .cancel
                 .key(&keys.buckets)
-                .key(&keys.payload)
-                .key(&keys.place)
-                .key(&keys.attempt)
+                .key(&keys.timer)
                 .arg(&keys.prefix)
                 .arg(id)
                 .invoke(c)
@@ -242,20 +268,20 @@ impl Timers {
 
     /// Moves the due timers to the stream, one atomic step of at most
     /// [`Config::promote_batch`] timers; one try (the scheduler's loop
-    /// handles outages).
-    pub(crate) fn promote(&self) -> Result<Promotion, Error> {
+    /// handles outages). Timers promoted more than `misfire_after` late are
+    /// counted in [`Metrics::misfired`].
+    pub(crate) fn promote(&self, misfire_after: Duration) -> Result<Promotion, Error> {
         let (keys, scripts) = (&self.link.keys, &self.link.scripts);
         let (moved, next, now): (u64, String, String) = self.link.call(Tries::Once, |c| {
             scripts
                 .promote
                 .key(&keys.buckets)
-                .key(&keys.payload)
-                .key(&keys.place)
-                .key(&keys.attempt)
+                .key(&keys.timer)
                 .key(&keys.stream)
                 .key(&keys.stats)
                 .arg(&keys.prefix)
                 .arg(self.link.config.promote_batch)
+                .arg(misfire_after.as_millis() as u64)
                 .invoke(c)
         })?;
         let next = reply::millis(&next)?;
@@ -266,31 +292,37 @@ impl Timers {
         })
     }
 
-    /// Applies the misfire policy to timers more than `late` overdue; one
-    /// try.
-    pub(crate) fn handle_misfires(&self, late: Duration) -> Result<u64, Error> {
+    /// Applies the misfire policy to up to one page of timers more than
+    /// `late` overdue; one try. Returns how many: a full page
+    /// ([`MISFIRE_PAGE`](crate::scripts)) means there may be more.
+    /// [`Misfire::FireNow`] sends nothing: promotion delivers and counts
+    /// them.
+    pub(crate) fn handle_misfires(&self, late: Duration) -> Result<MisfirePage, Error> {
         let (keys, scripts) = (&self.link.keys, &self.link.scripts);
         let config = &self.link.config;
         let (policy, delay) = match config.misfire {
-            Misfire::FireNow => ("fire", 0),
+            Misfire::FireNow => return Ok(MisfirePage::Done),
             Misfire::Skip => ("skip", 0),
             Misfire::Reschedule(d) => ("reschedule", d.as_millis() as u64),
         };
-        self.link.call(Tries::Once, |c| {
+        let found: usize = self.link.call(Tries::Once, |c| {
             scripts
                 .misfire
                 .key(&keys.buckets)
-                .key(&keys.payload)
-                .key(&keys.place)
-                .key(&keys.attempt)
+                .key(&keys.timer)
                 .key(&keys.stats)
                 .arg(&keys.prefix)
                 .arg(policy)
                 .arg(late.as_millis() as u64)
                 .arg(delay)
                 .arg(config.bucket_ms)
-                .arg(1_000_000)
+                .arg(MISFIRE_PAGE)
                 .invoke(c)
+        })?;
+        Ok(if found >= MISFIRE_PAGE {
+            MisfirePage::More
+        } else {
+            MisfirePage::Done
         })
     }
 
@@ -305,7 +337,7 @@ impl Timers {
             self.link.with_connection(|c| {
                 redis::pipe()
                     .cmd("HLEN")
-                    .arg(&keys.payload)
+                    .arg(&keys.timer)
                     .cmd("HGETALL")
                     .arg(&keys.stats)
                     .cmd("XLEN")
@@ -319,7 +351,7 @@ impl Timers {
                         if e.code() == Some("NOGROUP") {
                             let (p, s, d): (u64, Vec<(String, u64)>, u64) = redis::pipe()
                                 .cmd("HLEN")
-                                .arg(&keys.payload)
+                                .arg(&keys.timer)
                                 .cmd("HGETALL")
                                 .arg(&keys.stats)
                                 .cmd("XLEN")
@@ -341,5 +373,23 @@ impl Timers {
             misfired: stat("misfired"),
             unacknowledged: reply::pending_count(&unacked),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_are_bounded_by_count_and_bytes() {
+        let small = [0u8; 10];
+        let timers: Vec<(&str, u64, &[u8])> = (0..1_201).map(|_| ("a", 1, &small[..])).collect();
+        let sizes: Vec<usize> = chunks(&timers).map(<[_]>::len).collect();
+        assert_eq!(sizes, [500, 500, 201]);
+        let big = vec![0u8; SCHEDULE_BATCH_BYTES / 2 + 1];
+        let timers: Vec<(&str, u64, &[u8])> = (0..3).map(|_| ("a", 1, &big[..])).collect();
+        let sizes: Vec<usize> = chunks(&timers).map(<[_]>::len).collect();
+        assert_eq!(sizes, [1, 1, 1]);
+        assert_eq!(chunks(&[]).count(), 0);
     }
 }

@@ -129,6 +129,8 @@ fn schedulers_and_consumers_ride_out_a_restart_and_a_stall() {
     // Outage 1: SIGKILL, 3 s down, restart from the append-only file. The
     // timers come due while Redis is down.
     schedule(&timers, "b", 100, 500);
+    // The scheduler hears of them (Pub/Sub) and waits for the first.
+    thread::sleep(Duration::from_millis(200));
     server.kill();
     thread::sleep(Duration::from_secs(3));
     server.restart();
@@ -138,6 +140,7 @@ fn schedulers_and_consumers_ride_out_a_restart_and_a_stall() {
     // Outage 2: Redis stopped for 10 s (a network stall: connections stay
     // open, nothing answers).
     schedule(&timers, "c", 100, 500);
+    thread::sleep(Duration::from_millis(200));
     server.signal("STOP");
     thread::sleep(Duration::from_secs(10));
     server.signal("CONT");
@@ -152,14 +155,18 @@ fn schedulers_and_consumers_ride_out_a_restart_and_a_stall() {
     );
 
     let out = std::fs::read_to_string(dir.path().join("consumer")).unwrap();
+    if std::env::var_os("OUTAGE_DEBUG").is_some() {
+        eprintln!("{out}");
+    }
     let early: Vec<_> = parse_deliveries(&out)
         .into_iter()
         .filter(|(_, deadline, promoted)| promoted < deadline)
         .collect();
     assert!(early.is_empty(), "early: {early:?}");
-    // Each outage is logged once by each process that saw it: the
-    // scheduler sees both; the consumer, blocked in a read that outlasts
-    // the stall, may see only the restart.
+    // Each outage is logged once by each process that saw it, with its
+    // end: the scheduler, waiting for timers due in each outage, sees both;
+    // the consumer, blocked in a read that outlasts the stall, may see only
+    // the restart.
     for (log, least) in [("scheduler.err", 2), ("consumer.err", 1)] {
         let text = std::fs::read_to_string(dir.path().join(log)).unwrap();
         let down = text.matches("retrying with backoff").count();
