@@ -60,7 +60,7 @@ pub struct Config {
 
 impl Config {
     /// The defaults for `namespace`: 1 s buckets, 64 KiB payloads, 256-byte
-    /// ids, a 30 s visibility timeout, 5 attempts, 1,000 timers per step,
+    /// ids, a 30 s visibility timeout, 5 attempts, 500 timers per step,
     /// 5 tries per call, a 2 s response timeout, misfires fired at once.
     ///
     /// # Examples
@@ -77,7 +77,7 @@ impl Config {
             max_id: 256,
             visibility_timeout: Duration::from_secs(30),
             max_attempts: 5,
-            promote_batch: 1_000,
+            promote_batch: 500,
             retries: 5,
             response_timeout: Duration::from_secs(2),
             misfire: Misfire::FireNow,
