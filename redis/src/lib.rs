@@ -6,7 +6,7 @@
 //! deadline by Redis's own clock.
 //!
 //! * [`Timers`]: schedule (idempotent by id: scheduling an id again moves
-//!   it), cancel, metrics.
+//!   it; [`Timers::schedule_many`] batches), cancel, metrics.
 //! * [`Scheduler`]: a node that moves due timers to the stream. Any number
 //!   may run; each due timer is moved once, by one atomic server-side step
 //!   that reads Redis `TIME` itself. A node sleeps until the earliest
@@ -16,9 +16,18 @@
 //!   group, acknowledges them, or asks for a retry later; takes over the
 //!   entries of a consumer that died after a visibility timeout, and moves a
 //!   timer that failed every attempt to a dead-letter stream.
+//! * [`StopHandle`]: stops a running scheduler or consumer from another
+//!   thread, even while it waits.
+//!
+//! Every server-side step is bounded (at most
+//! [`MAX_PROMOTE_BATCH`] timers per call), every Redis call has a response
+//! timeout ([`Config::response_timeout`]), and the scheduler's and the
+//! consumer's `run` ride out Redis outages with backoff of at most
+//! [`MAX_BACKOFF`], logging (through the `log` crate) each outage and its
+//! end once. Bad input is a typed [`Error`] before Redis is asked; the
+//! ranges are in [`Config`] and the `MAX_` constants.
 //!
 //! ```no_run
-//! use std::time::Duration;
 //! use purgatorio_redis::{Config, Consumer, Scheduler, Timers, Verdict};
 //!
 //! let timers = Timers::connect("redis://127.0.0.1:6379", Config::new("payments"))?;
@@ -27,10 +36,12 @@
 //! let scheduler = Scheduler::new(timers.clone());
 //! std::thread::spawn(move || scheduler.run());
 //! let consumer = Consumer::new(timers, "worker-1")?;
-//! for delivery in consumer.poll(Duration::from_secs(1), 100)? {
+//! let stop = consumer.stop_handle(); // for another thread
+//! consumer.run(|delivery| {
 //!     println!("{} is due", delivery.id);
-//!     consumer.finish(&delivery, Verdict::Ack)?;
-//! }
+//!     Verdict::Ack
+//! })?;
+//! # drop(stop);
 //! # Ok::<(), purgatorio_redis::Error>(())
 //! ```
 

@@ -195,7 +195,7 @@ impl Timers {
     }
 
     /// Schedules many timers in one round trip: one atomic step per
-    /// [`SCHEDULE_BATCH`](crate::scripts) timers (or 1 MiB of payloads),
+    /// 500 timers (or 1 MiB of payloads),
     /// pipelined. Every item is checked before anything is sent; an id
     /// listed twice ends at its last entry.
     ///
