@@ -134,6 +134,23 @@ impl Consumer {
     /// [`Error::InvalidArgument`] for a name that is empty, over
     /// [`MAX_CONSUMER_NAME`] bytes or holds a control character;
     /// [`Error::Unavailable`] after the retries.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use purgatorio_redis::*;
+    /// # let timers = Timers::connect("redis://127.0.0.1:6379", Config::new("payments"))?;
+    /// let consumer = Consumer::new(timers, "worker-1")?;
+    /// let stop = consumer.stop_handle();
+    /// let worker = std::thread::spawn(move || consumer.run(|delivery| {
+    ///     println!("{} is due", delivery.id);
+    ///     Verdict::Ack
+    /// }));
+    /// // … later, from any thread:
+    /// stop.stop();
+    /// worker.join().expect("worker")?;
+    /// # Ok::<(), purgatorio_redis::Error>(())
+    /// ```
     pub fn new(timers: Timers, name: &str) -> Result<Consumer, Error> {
         let why = if name.is_empty() {
             Some("empty")
@@ -199,6 +216,20 @@ impl Consumer {
     ///
     /// [`Error::InvalidArgument`] for `max` of 0; [`Error::Unavailable`]
     /// after the retries.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use purgatorio_redis::*;
+    /// # let timers = Timers::connect("redis://127.0.0.1:6379", Config::new("payments"))?;
+    /// use std::time::Duration;
+    ///
+    /// let consumer = Consumer::new(timers, "worker-1")?;
+    /// for delivery in consumer.poll(Duration::from_secs(1), 100)? {
+    ///     consumer.finish(&delivery, Verdict::RetryLater(Duration::from_secs(10)))?;
+    /// }
+    /// # Ok::<(), purgatorio_redis::Error>(())
+    /// ```
     pub fn poll(&self, block: Duration, max: usize) -> Result<Vec<Delivery>, Error> {
         check_count(max)?;
         let mut out = self.take_over_with(max, Tries::Config)?;

@@ -77,6 +77,20 @@ impl Scheduler {
     ///
     /// [`Error::Protocol`] if the in-memory timer cannot start; otherwise
     /// none: it returns `Ok` once stopped.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use purgatorio_redis::*;
+    /// # let timers = Timers::connect("redis://127.0.0.1:6379", Config::new("payments"))?;
+    /// let node = Scheduler::new(timers);
+    /// let stop = node.stop_handle();
+    /// let running = std::thread::spawn(move || node.run());
+    /// // … later:
+    /// stop.stop();
+    /// running.join().expect("scheduler")?;
+    /// # Ok::<(), purgatorio_redis::Error>(())
+    /// ```
     pub fn run(&self) -> Result<(), Error> {
         let timer = purgatorio::Timer::builder()
             .thread_name("redis-scheduler")

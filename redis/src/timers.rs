@@ -100,6 +100,17 @@ impl Timers {
     /// out of range ([`Config::validate`]); [`Error::InvalidUrl`] for a
     /// malformed url, [`Error::TlsUnsupported`] for `rediss://`;
     /// [`Error::Unavailable`] if Redis cannot be reached.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use purgatorio_redis::{Config, Timers};
+    ///
+    /// let mut config = Config::new("payments");
+    /// config.visibility_timeout = std::time::Duration::from_secs(60);
+    /// let timers = Timers::connect("redis://127.0.0.1:6379", config)?;
+    /// # Ok::<(), purgatorio_redis::Error>(())
+    /// ```
     pub fn connect(url: &str, config: Config) -> Result<Timers, Error> {
         config.validate()?;
         let timers = Timers {
@@ -178,6 +189,17 @@ impl Timers {
     /// [`Error::InvalidId`], [`Error::DeadlineOutOfRange`] (past
     /// [`MAX_DEADLINE_MS`]), [`Error::PayloadTooLarge`] before Redis is
     /// asked; [`Error::Unavailable`] after the retries.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use purgatorio_redis::*;
+    /// # let timers = Timers::connect("redis://127.0.0.1:6379", Config::new("payments"))?;
+    /// let at = timers.server_time_ms()? + 30_000; // Redis's clock
+    /// timers.schedule("retry-order-17", at, b"charge card")?;
+    /// timers.schedule("retry-order-17", at + 5_000, b"charge card")?; // moved
+    /// # Ok::<(), purgatorio_redis::Error>(())
+    /// ```
     pub fn schedule(&self, id: &str, at_ms: u64, payload: &[u8]) -> Result<(), Error> {
         self.schedule_attempt(id, at_ms, payload, 1)
     }
@@ -202,6 +224,18 @@ impl Timers {
     /// # Errors
     ///
     /// As [`schedule`](Self::schedule).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use purgatorio_redis::*;
+    /// # let timers = Timers::connect("redis://127.0.0.1:6379", Config::new("payments"))?;
+    /// let at = timers.server_time_ms()? + 60_000;
+    /// let ids: Vec<String> = (0..10_000).map(|i| format!("order-{i}")).collect();
+    /// let batch: Vec<(&str, u64, &[u8])> = ids.iter().map(|id| (id.as_str(), at, &b""[..])).collect();
+    /// timers.schedule_many(&batch)?; // one round trip
+    /// # Ok::<(), purgatorio_redis::Error>(())
+    /// ```
     pub fn schedule_many(&self, timers: &[(&str, u64, &[u8])]) -> Result<(), Error> {
         for (id, at_ms, payload) in timers {
             self.check(id, *at_ms, payload)?;
@@ -251,6 +285,17 @@ impl Timers {
     /// # Errors
     ///
     /// [`Error::InvalidId`]; [`Error::Unavailable`] after the retries.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use purgatorio_redis::*;
+    /// # let timers = Timers::connect("redis://127.0.0.1:6379", Config::new("payments"))?;
+    /// if timers.cancel("retry-order-17")? {
+    ///     println!("cancelled before it was due");
+    /// }
+    /// # Ok::<(), purgatorio_redis::Error>(())
+    /// ```
     pub fn cancel(&self, id: &str) -> Result<bool, Error> {
         self.check_id(id)?;
         let (keys, scripts) = (&self.link.keys, &self.link.scripts);
@@ -331,6 +376,16 @@ impl Timers {
     /// # Errors
     ///
     /// [`Error::Unavailable`] after the retries.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use purgatorio_redis::*;
+    /// # let timers = Timers::connect("redis://127.0.0.1:6379", Config::new("payments"))?;
+    /// let m = timers.metrics()?;
+    /// println!("{} pending, {} delivered and not acknowledged", m.pending, m.unacknowledged);
+    /// # Ok::<(), purgatorio_redis::Error>(())
+    /// ```
     pub fn metrics(&self) -> Result<Metrics, Error> {
         let keys = &self.link.keys;
         let (pending, stats, dead, unacked): (u64, Vec<(String, u64)>, u64, Value) =
