@@ -147,14 +147,18 @@ impl Scheduler {
             }
         }
         self.stopped.store(true, Ordering::SeqCst);
-        // Wake the listener so that it notices.
-        let _ = self.timers.link.call(Tries::Once, |c| {
+        // Wake the listener so that it notices. If Redis does not take the
+        // message, the listener is left to notice on its own (it holds
+        // only its connection and a clone of the link).
+        let published = self.timers.link.call(Tries::Once, |c| {
             redis::cmd("PUBLISH")
                 .arg(&self.timers.link.keys.wake)
                 .arg("stop")
                 .query::<i64>(c)
         });
-        drop(listener.join());
+        if published.is_ok() {
+            drop(listener.join());
+        }
         Ok(())
     }
 
@@ -190,6 +194,11 @@ impl Scheduler {
                     // Subscribed: whatever was scheduled before is seen by
                     // the next promotion step.
                     let _ = wake.send(Wake::Check);
+                    // A stop published before the subscription took is seen
+                    // here; one published after it arrives as a message.
+                    if stopped.load(Ordering::SeqCst) {
+                        return;
+                    }
                     while let Ok(_message) = pubsub.get_message() {
                         if stopped.load(Ordering::SeqCst) {
                             return;

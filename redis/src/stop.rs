@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
 
-use crate::link::Link;
+use crate::link::{Link, Tries};
 
 /// What wakes a scheduler node.
 pub(crate) enum Wake {
@@ -55,6 +55,19 @@ pub struct StopHandle {
     target: Target,
 }
 
+impl std::fmt::Debug for StopHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let of = match self.target {
+            Target::Scheduler(_) => "scheduler",
+            Target::Consumer { .. } => "consumer",
+        };
+        f.debug_struct("StopHandle")
+            .field("of", &of)
+            .field("stopped", &self.is_stopped())
+            .finish()
+    }
+}
+
 impl StopHandle {
     /// A handle for a scheduler node's loop.
     pub(crate) fn scheduler(stopped: Arc<AtomicBool>, wake: Sender<Wake>) -> StopHandle {
@@ -95,7 +108,7 @@ impl StopHandle {
                     if id == NOT_BLOCKED || since.elapsed() > UNBLOCK_PATIENCE {
                         return;
                     }
-                    let unblocked = link.with_connection(|c| {
+                    let unblocked = link.call(Tries::Once, |c| {
                         redis::cmd("CLIENT").arg("UNBLOCK").arg(id).query::<i64>(c)
                     });
                     match unblocked {
