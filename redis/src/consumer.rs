@@ -421,6 +421,43 @@ impl Consumer {
         })
     }
 
+    /// Restarts `delivery`'s visibility timeout: a handler that needs
+    /// longer than [`Config::visibility_timeout`](crate::Config::visibility_timeout)
+    /// calls this before it runs out, so that no other consumer takes the
+    /// delivery over. Does not count as an attempt. `false` if this consumer
+    /// no longer holds it (another took it over, or it was acknowledged).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Unavailable`] after the retries.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use purgatorio_redis::*;
+    /// # let timers = Timers::connect("redis://127.0.0.1:6379", Config::new("payments"))?;
+    /// # let consumer = Consumer::new(timers, "worker-1")?;
+    /// # let delivery = consumer.poll(std::time::Duration::from_secs(1), 1)?.pop().unwrap();
+    /// // … half of the slow work …
+    /// consumer.extend_visibility(&delivery)?;
+    /// // … the other half …
+    /// consumer.finish(&delivery, Verdict::Ack)?;
+    /// # Ok::<(), purgatorio_redis::Error>(())
+    /// ```
+    pub fn extend_visibility(&self, delivery: &Delivery) -> Result<bool, Error> {
+        let (keys, scripts) = (&self.timers.link.keys, &self.timers.link.scripts);
+        let extended: i64 = self.timers.link.with_connection(|c| {
+            scripts
+                .extend
+                .key(&keys.stream)
+                .arg(&keys.group)
+                .arg(&self.name)
+                .arg(&delivery.entry)
+                .invoke(c)
+        })?;
+        Ok(extended == 1)
+    }
+
     /// Acknowledges `delivery`, or schedules its next attempt.
     ///
     /// # Errors

@@ -6,7 +6,8 @@
 //! deadline by Redis's own clock.
 //!
 //! * [`Timers`]: schedule (idempotent by id: scheduling an id again moves
-//!   it; [`Timers::schedule_many`] batches), cancel, metrics.
+//!   it; [`Timers::schedule_many`] batches), cancel, read, move or fire now
+//!   by id, metrics.
 //! * [`Scheduler`]: a node that moves due timers to the stream. Any number
 //!   may run; each due timer is moved once, by one atomic server-side step
 //!   that reads Redis `TIME` itself. A node sleeps until the earliest
@@ -15,7 +16,8 @@
 //! * [`Consumer`]: reads due timers as a member of the stream's consumer
 //!   group, acknowledges them, or asks for a retry later; takes over the
 //!   entries of a consumer that died after a visibility timeout, and moves a
-//!   timer that failed every attempt to a dead-letter stream.
+//!   timer that failed every attempt to a dead-letter stream; a slow
+//!   handler extends its delivery's visibility.
 //! * [`StopHandle`]: stops a running scheduler or consumer from another
 //!   thread, even while it waits.
 //!
@@ -64,4 +66,4 @@ pub use error::Error;
 pub use link::MAX_BACKOFF;
 pub use scheduler::{Scheduler, MAX_SLEEP};
 pub use stop::StopHandle;
-pub use timers::{Metrics, Timers};
+pub use timers::{Metrics, Pending, Timers};

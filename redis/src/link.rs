@@ -54,6 +54,12 @@ pub(crate) struct Scripts {
     pub(crate) schedule: redis::Script,
     /// [`scripts::cancel`].
     pub(crate) cancel: redis::Script,
+    /// [`scripts::get`].
+    pub(crate) get: redis::Script,
+    /// [`scripts::reschedule`].
+    pub(crate) reschedule: redis::Script,
+    /// [`scripts::extend`].
+    pub(crate) extend: redis::Script,
     /// [`scripts::promote`].
     pub(crate) promote: redis::Script,
     /// [`scripts::misfire`].
@@ -191,6 +197,9 @@ impl Link {
             scripts: Scripts {
                 schedule: redis::Script::new(&scripts::schedule()),
                 cancel: redis::Script::new(&scripts::cancel()),
+                get: redis::Script::new(&scripts::get()),
+                reschedule: redis::Script::new(&scripts::reschedule()),
+                extend: redis::Script::new(&scripts::extend()),
                 promote: redis::Script::new(&scripts::promote()),
                 misfire: redis::Script::new(&scripts::misfire()),
             },

@@ -24,7 +24,7 @@
 //! | script | work per call |
 //! |---|---|
 //! | schedule | `n` timers ≤ [`SCHEDULE_BATCH`]: `O(n log N)`, one `ZADD` and one `ZADD LT` per bucket touched |
-//! | cancel | one timer: `O(log N)` |
+//! | cancel, get, reschedule | one timer: `O(log N)` |
 //! | promote | ≤ `promote_batch` ≤ [`MAX_PROMOTE_BATCH`](crate::MAX_PROMOTE_BATCH) timers: one `XADD` each, `O(log N)` per bucket |
 //! | misfire | ≤ [`MISFIRE_PAGE`] timers; called again while a page comes back full |
 
@@ -140,6 +140,65 @@ redis.call('HDEL', KEYS[2], id)
 return 1
 "
     )
+}
+
+/// KEYS: buckets, timer. ARGV: prefix, id. `{deadline, attempt, payload}`
+/// of pending timer `id`, or nil.
+pub(crate) fn get() -> String {
+    format!(
+        "{HELPERS}{}",
+        r"
+local id = ARGV[2]
+local record = redis.call('HGET', KEYS[2], id)
+if not record then return nil end
+local b, attempt, payload = parse(record)
+local deadline = redis.call('ZSCORE', bucket_key(b), id)
+return {deadline, attempt, payload}
+"
+    )
+}
+
+/// KEYS: buckets, timer. ARGV: prefix, id, new deadline ms (or `now`: the
+/// server's `TIME`), bucket width ms, wake channel. Moves pending timer `id` to the new deadline, keeping
+/// its payload and attempt; publishes on the wake channel when it is now the
+/// earliest of all. 1 if it was pending, else 0.
+pub(crate) fn reschedule() -> String {
+    format!(
+        "{HELPERS}{}",
+        r"
+local id, at = ARGV[2], ARGV[3]
+local record = redis.call('HGET', KEYS[2], id)
+if not record then return 0 end
+if at == 'now' then at = string.format('%d', server_ms()) end
+local deadline = tonumber(at)
+local old, attempt, payload = parse(record)
+redis.call('ZREM', bucket_key(old), id)
+refresh(old)
+local earliest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+local b = string.format('%d', math.floor(deadline / tonumber(ARGV[4])))
+redis.call('ZADD', bucket_key(b), at, id)
+redis.call('ZADD', KEYS[1], 'LT', at, b)
+redis.call('HSET', KEYS[2], id, b .. ' ' .. attempt .. ' ' .. payload)
+if #earliest == 0 or deadline < tonumber(earliest[2]) then
+  redis.call('PUBLISH', ARGV[5], at)
+end
+return 1
+"
+    )
+}
+
+/// KEYS: stream. ARGV: group, consumer, entry. Restarts the entry's idle
+/// time if `consumer` still holds it (`XCLAIM … 0 … JUSTID`: the delivery
+/// count stays); 1 if so, else 0. One script, so that no other consumer can
+/// take the entry over between the look and the claim.
+pub(crate) fn extend() -> String {
+    r"
+local held = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[3], ARGV[3], 1, ARGV[2])
+if #held == 0 then return 0 end
+redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, ARGV[3], 'JUSTID')
+return 1
+"
+    .to_string()
 }
 
 /// KEYS: buckets, timer, stream, stats. ARGV: prefix, limit, how late a

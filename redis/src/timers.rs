@@ -31,6 +31,17 @@ pub struct Metrics {
     pub unacknowledged: u64,
 }
 
+/// A pending timer, as [`Timers::get`] reads it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pending {
+    /// Its deadline, ms since the Unix epoch by Redis's clock.
+    pub deadline_ms: u64,
+    /// The attempt it will be delivered as (1 unless it was retried).
+    pub attempt: u32,
+    /// Its payload.
+    pub payload: Vec<u8>,
+}
+
 /// What one promotion step did.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Promotion {
@@ -309,6 +320,101 @@ impl Timers {
                 .invoke(c)
         })?;
         Ok(removed == 1)
+    }
+
+    /// Pending timer `id`: its deadline, attempt and payload; `None` once
+    /// it was delivered or cancelled, or if it never was.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidId`]; [`Error::Unavailable`] after the retries.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use purgatorio_redis::*;
+    /// # let timers = Timers::connect("redis://127.0.0.1:6379", Config::new("payments"))?;
+    /// if let Some(pending) = timers.get("retry-order-17")? {
+    ///     println!("due at {} ms", pending.deadline_ms);
+    /// }
+    /// # Ok::<(), purgatorio_redis::Error>(())
+    /// ```
+    pub fn get(&self, id: &str) -> Result<Option<Pending>, Error> {
+        self.check_id(id)?;
+        let (keys, scripts) = (&self.link.keys, &self.link.scripts);
+        let found: Option<(String, u32, Vec<u8>)> = self.link.with_connection(|c| {
+            scripts
+                .get
+                .key(&keys.buckets)
+                .key(&keys.timer)
+                .arg(&keys.prefix)
+                .arg(id)
+                .invoke(c)
+        })?;
+        found
+            .map(|(deadline, attempt, payload)| {
+                Ok(Pending {
+                    deadline_ms: reply::millis(&deadline)? as u64,
+                    attempt,
+                    payload,
+                })
+            })
+            .transpose()
+    }
+
+    /// Moves pending timer `id` to `at_ms`, keeping its payload and
+    /// attempt; `false` if it is not pending (delivered, cancelled, never
+    /// scheduled), and then nothing is written. [`fire_now`](Self::fire_now)
+    /// moves it to now.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidId`], [`Error::DeadlineOutOfRange`];
+    /// [`Error::Unavailable`] after the retries.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use purgatorio_redis::*;
+    /// # let timers = Timers::connect("redis://127.0.0.1:6379", Config::new("payments"))?;
+    /// let later = timers.server_time_ms()? + 60_000;
+    /// assert!(timers.reschedule("retry-order-17", later)?);
+    /// # Ok::<(), purgatorio_redis::Error>(())
+    /// ```
+    pub fn reschedule(&self, id: &str, at_ms: u64) -> Result<bool, Error> {
+        self.check(id, at_ms, b"")?;
+        self.move_to(id, &at_ms.to_string())
+    }
+
+    /// Moves pending timer `id` to `at` (ms, or `now`: Redis's `TIME`).
+    fn move_to(&self, id: &str, at: &str) -> Result<bool, Error> {
+        let (keys, scripts) = (&self.link.keys, &self.link.scripts);
+        let moved: i64 = self.link.with_connection(|c| {
+            scripts
+                .reschedule
+                .key(&keys.buckets)
+                .key(&keys.timer)
+                .arg(&keys.prefix)
+                .arg(id)
+                .arg(at)
+                .arg(self.link.config.bucket_ms)
+                .arg(&keys.wake)
+                .invoke(c)
+        })?;
+        Ok(moved == 1)
+    }
+
+    /// Makes pending timer `id` due now: a scheduler node delivers it at
+    /// once (it is woken through Pub/Sub). `false` if it is not pending.
+    ///
+    /// # Errors
+    ///
+    /// As [`reschedule`](Self::reschedule).
+    pub fn fire_now(&self, id: &str) -> Result<bool, Error> {
+        self.check_id(id)?;
+        // Its deadline becomes Redis's now, read in the script: due at once,
+        // and not counted late.
+        self.move_to(id, "now")
     }
 
     /// Moves the due timers to the stream, one atomic step of at most
