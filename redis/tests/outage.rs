@@ -177,3 +177,37 @@ fn schedulers_and_consumers_ride_out_a_restart_and_a_stall() {
         );
     }
 }
+
+#[test]
+fn a_consumer_creates_its_group_again_when_redis_comes_back_empty() {
+    let mut server = Server::start_volatile();
+    let timers = server.timers("empty");
+    let node = purgatorio_redis::Scheduler::new(timers.clone());
+    let stop_node = node.stop_handle();
+    let scheduler = thread::spawn(move || node.run().unwrap());
+    let consumer = purgatorio_redis::Consumer::new(timers.clone(), "c").unwrap();
+    let stop_consumer = consumer.stop_handle();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let record = std::sync::Arc::clone(&seen);
+    let consuming = thread::spawn(move || {
+        consumer.run(|d| {
+            record.lock().unwrap().push(d.id.clone());
+            purgatorio_redis::Verdict::Ack
+        })
+    });
+    schedule(&timers, "before", 10, 100);
+    wait_for("the first deliveries", PATIENCE, || {
+        (seen.lock().unwrap().len() >= 10).then_some(())
+    });
+    // Redis restarts with nothing: no stream, no consumer group.
+    server.kill();
+    server.restart();
+    schedule(&timers, "after", 10, 100);
+    wait_for("deliveries after the restart", PATIENCE, || {
+        (seen.lock().unwrap().len() >= 20).then_some(())
+    });
+    stop_consumer.stop();
+    stop_node.stop();
+    consuming.join().unwrap().expect("the consumer kept going");
+    scheduler.join().unwrap();
+}

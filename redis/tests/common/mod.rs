@@ -23,7 +23,13 @@ pub struct Server {
 }
 
 impl Server {
-    /// Starts one; `fsync` is its `appendfsync` policy.
+    /// Starts one that keeps nothing on disk: a restart empties it.
+    pub fn start_volatile() -> Server {
+        Server::start("volatile")
+    }
+
+    /// Starts one; `fsync` is its `appendfsync` policy (`volatile`: no
+    /// append-only file at all).
     pub fn start(fsync: &'static str) -> Server {
         let dir = TempDir::new("purgatorio-redis");
         let mut server = Server {
@@ -42,14 +48,18 @@ impl Server {
         let child = Command::new(binary)
             .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
             .args(["--dir", &self.dir.path().display().to_string()])
-            .args([
-                "--appendonly",
-                "yes",
-                "--appendfsync",
-                self.fsync,
-                "--save",
-                "",
-            ])
+            .args(if self.fsync == "volatile" {
+                ["--appendonly", "no", "--appendfsync", "no", "--save", ""]
+            } else {
+                [
+                    "--appendonly",
+                    "yes",
+                    "--appendfsync",
+                    self.fsync,
+                    "--save",
+                    "",
+                ]
+            })
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
