@@ -12,6 +12,7 @@ use redis::Value;
 
 use crate::link::{backoff, transient, Health, Tries};
 use crate::reply::{self, Fields};
+use crate::scripts::REMOVE_BATCH;
 use crate::stop::{Blocked, NOT_BLOCKED};
 use crate::{Error, StopHandle, Timers};
 
@@ -94,6 +95,18 @@ impl fmt::Debug for Consumer {
     }
 }
 
+/// A timer on its way to the dead-letter stream.
+struct DeadLetter<'a> {
+    /// Its id.
+    id: &'a str,
+    /// Its payload.
+    payload: &'a [u8],
+    /// Its deadline, ms.
+    deadline_ms: u64,
+    /// The attempt that failed last.
+    attempt: u32,
+}
+
 /// The longest consumer name accepted, bytes.
 pub const MAX_CONSUMER_NAME: usize = 256;
 
@@ -106,24 +119,6 @@ fn check_count(max: usize) -> Result<(), Error> {
         });
     }
     Ok(())
-}
-
-/// Adds to `pipe` the removal of `entries` from the stream: acknowledged
-/// (`XACK`) and deleted (`XDEL`), so the stream holds only what is pending.
-fn remove_entries<'a>(
-    pipe: &mut redis::Pipeline,
-    keys: &crate::link::Keys,
-    entries: impl Iterator<Item = &'a str> + Clone,
-) {
-    let mut ack = redis::cmd("XACK");
-    ack.arg(&keys.stream).arg(&keys.group);
-    let mut del = redis::cmd("XDEL");
-    del.arg(&keys.stream);
-    for entry in entries {
-        ack.arg(entry);
-        del.arg(entry);
-    }
-    pipe.add_command(ack).ignore().add_command(del).ignore();
 }
 
 impl Consumer {
@@ -400,25 +395,52 @@ impl Consumer {
 
     /// Moves `delivery` to the dead-letter stream.
     fn dead_letter(&self, delivery: &Delivery, tries: Tries) -> Result<(), Error> {
-        let keys = &self.timers.link.keys;
-        self.timers.link.call(tries, |c| {
-            let mut pipe = redis::pipe();
-            pipe.atomic()
-                .cmd("XADD")
-                .arg(&keys.dead)
-                .arg("*")
-                .arg("id")
-                .arg(&delivery.id)
-                .arg("payload")
-                .arg(&delivery.payload)
-                .arg("deadline")
-                .arg(delivery.deadline_ms)
-                .arg("attempt")
-                .arg(delivery.attempt)
-                .ignore();
-            remove_entries(&mut pipe, keys, std::iter::once(delivery.entry.as_str()));
-            pipe.query::<()>(c)
-        })
+        let letter = DeadLetter {
+            id: &delivery.id,
+            payload: &delivery.payload,
+            deadline_ms: delivery.deadline_ms,
+            attempt: delivery.attempt,
+        };
+        self.remove(std::slice::from_ref(delivery), Some(letter), tries)
+    }
+
+    /// Removes `deliveries` from the stream (acknowledged, and trimmed once
+    /// nothing older is pending), adding `letter` to the dead-letter stream
+    /// in the same atomic step: the one way entries leave the stream.
+    fn remove(
+        &self,
+        deliveries: &[Delivery],
+        letter: Option<DeadLetter<'_>>,
+        tries: Tries,
+    ) -> Result<(), Error> {
+        let (keys, scripts) = (&self.timers.link.keys, &self.timers.link.scripts);
+        for chunk in deliveries.chunks(REMOVE_BATCH) {
+            self.timers.link.call(tries, |c| {
+                let mut call = scripts.remove.key(&keys.stream);
+                call.key(&keys.dead).arg(&keys.group);
+                match &letter {
+                    Some(letter) => {
+                        call.arg(8)
+                            .arg("id")
+                            .arg(letter.id)
+                            .arg("payload")
+                            .arg(letter.payload)
+                            .arg("deadline")
+                            .arg(letter.deadline_ms)
+                            .arg("attempt")
+                            .arg(letter.attempt);
+                    }
+                    None => {
+                        call.arg(0);
+                    }
+                }
+                for delivery in chunk {
+                    call.arg(&delivery.entry);
+                }
+                call.invoke::<i64>(c)
+            })?;
+        }
+        Ok(())
     }
 
     /// Restarts `delivery`'s visibility timeout: a handler that needs
@@ -512,13 +534,7 @@ impl Consumer {
         if deliveries.is_empty() {
             return Ok(());
         }
-        let keys = &self.timers.link.keys;
-        self.timers.link.call(tries, |c| {
-            let mut pipe = redis::pipe();
-            pipe.atomic();
-            remove_entries(&mut pipe, keys, deliveries.iter().map(|d| d.entry.as_str()));
-            pipe.query::<()>(c)
-        })
+        self.remove(deliveries, None, tries)
     }
 
     /// Delivers due timers to `handle` until stopped by a

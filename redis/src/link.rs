@@ -60,6 +60,8 @@ pub(crate) struct Scripts {
     pub(crate) reschedule: redis::Script,
     /// [`scripts::extend`].
     pub(crate) extend: redis::Script,
+    /// [`scripts::remove`].
+    pub(crate) remove: redis::Script,
     /// [`scripts::promote`].
     pub(crate) promote: redis::Script,
     /// [`scripts::misfire`].
@@ -200,6 +202,7 @@ impl Link {
                 get: redis::Script::new(&scripts::get()),
                 reschedule: redis::Script::new(&scripts::reschedule()),
                 extend: redis::Script::new(&scripts::extend()),
+                remove: redis::Script::new(&scripts::remove()),
                 promote: redis::Script::new(&scripts::promote()),
                 misfire: redis::Script::new(&scripts::misfire()),
             },

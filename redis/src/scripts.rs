@@ -27,6 +27,7 @@
 //! | cancel, get, reschedule | one timer: `O(log N)` |
 //! | promote | ≤ `promote_batch` ≤ [`MAX_PROMOTE_BATCH`](crate::MAX_PROMOTE_BATCH) timers: one `XADD` each, `O(log N)` per bucket |
 //! | misfire | ≤ [`MISFIRE_PAGE`] timers; called again while a page comes back full |
+//! | remove (acknowledge, dead-letter) | ≤ [`REMOVE_BATCH`] entries, then one `XTRIM MINID ~` |
 
 /// The most timers one schedule script takes ([`Timers::schedule_many`](crate::Timers::schedule_many)
 /// splits a longer list).
@@ -186,6 +187,42 @@ return 1
 "
     )
 }
+
+/// KEYS: stream, dead. ARGV: group, `k` (0, or 8 for a dead letter), then
+/// `k` field-value arguments of the dead letter's `XADD`, then the entries
+/// (at most [`REMOVE_BATCH`]). Adds the dead letter if any, acknowledges the
+/// entries, and trims the stream below the oldest entry still pending (with
+/// none pending, below the group's last delivered entry): everything below
+/// it was delivered and acknowledged, since a group delivers in id order.
+/// `XTRIM MINID ~` frees whole stream nodes, far cheaper than `XDEL` of
+/// each entry. Returns how many were acknowledged.
+pub(crate) fn remove() -> String {
+    r"
+local k = tonumber(ARGV[2])
+if k > 0 then redis.call('XADD', KEYS[2], '*', unpack(ARGV, 3, 2 + k)) end
+local entries = {unpack(ARGV, 3 + k)}
+local acked = redis.call('XACK', KEYS[1], ARGV[1], unpack(entries))
+local pending = redis.call('XPENDING', KEYS[1], ARGV[1])
+local minid = pending[2]
+if pending[1] == 0 then
+  -- Nothing pending: everything the group delivered is acknowledged.
+  for _, group in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
+    local name, last
+    for i = 1, #group, 2 do
+      if group[i] == 'name' then name = group[i + 1] end
+      if group[i] == 'last-delivered-id' then last = group[i + 1] end
+    end
+    if name == ARGV[1] then minid = last end
+  end
+end
+if minid then redis.call('XTRIM', KEYS[1], 'MINID', '~', minid) end
+return acked
+"
+    .to_string()
+}
+
+/// The most entries one [`remove`] call takes.
+pub(crate) const REMOVE_BATCH: usize = 1_000;
 
 /// KEYS: stream. ARGV: group, consumer, entry. Restarts the entry's idle
 /// time if `consumer` still holds it (`XCLAIM … 0 … JUSTID`: the delivery

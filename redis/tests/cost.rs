@@ -59,6 +59,13 @@ fn a_timer_costs_at_most_five_redis_commands_end_to_end() {
         (timers.metrics().ok()?.unacknowledged == 0).then_some(())
     });
     let (commands, us) = calls(&server);
+    // Acknowledged entries leave the stream (trimmed in whole nodes of at
+    // most 100 entries), whatever the number delivered.
+    let left: u64 = redis::cmd("XLEN")
+        .arg("{cost}:stream")
+        .query(&mut server.raw().unwrap())
+        .unwrap();
+    assert!(left <= 200, "{left} entries left in the stream");
     stop_scheduler.stop();
     stop_consumer.stop();
     scheduler.join().unwrap();
@@ -94,4 +101,54 @@ fn an_idle_consumer_waits_in_one_blocking_read() {
         reads + claims == 0,
         "an idle consumer called Redis in 3 s: {stats:?}"
     );
+}
+
+#[test]
+fn trimming_never_removes_an_entry_still_pending() {
+    let server = Server::start("no");
+    let timers = server.timers("trim");
+    let node = Scheduler::new(timers.clone());
+    let stop = node.stop_handle();
+    let running = thread::spawn(move || node.run().unwrap());
+    let holder = Consumer::new(timers.clone(), "holder").unwrap();
+    let other = Consumer::new(timers.clone(), "other").unwrap();
+    timers
+        .schedule("held", timers.server_time_ms().unwrap(), b"keep me")
+        .unwrap();
+    let held = wait_for("the held delivery", PATIENCE, || {
+        holder
+            .read_new(Duration::from_millis(100), 1)
+            .unwrap()
+            .pop()
+    });
+    // Many later entries, all acknowledged by another consumer: each ack
+    // trims the stream, never below the held entry.
+    let now = timers.server_time_ms().unwrap();
+    let ids: Vec<String> = (0..1_000).map(|i| format!("later{i}")).collect();
+    let batch: Vec<(&str, u64, &[u8])> =
+        ids.iter().map(|id| (id.as_str(), now, &b""[..])).collect();
+    timers.schedule_many(&batch).unwrap();
+    let mut acked = 0;
+    wait_for("the later deliveries", PATIENCE, || {
+        let got = other.read_new(Duration::from_millis(100), 100).unwrap();
+        acked += got.len();
+        other.ack_all(&got).unwrap();
+        (acked >= 1_000).then_some(())
+    });
+    let taken = wait_for("the take-over", PATIENCE, || {
+        other.take_over(10).unwrap().pop()
+    });
+    assert_eq!(
+        (taken.id.as_str(), &taken.payload[..]),
+        ("held", &b"keep me"[..])
+    );
+    assert_eq!(taken.deadline_ms, held.deadline_ms);
+    other.ack_all(&[taken]).unwrap();
+    let left: u64 = redis::cmd("XLEN")
+        .arg("{trim}:stream")
+        .query(&mut server.raw().unwrap())
+        .unwrap();
+    assert!(left <= 200, "{left} entries left once nothing is pending");
+    stop.stop();
+    running.join().unwrap();
 }
