@@ -60,6 +60,58 @@ pub enum Verdict {
     RetryLater(Duration),
 }
 
+/// A retry policy: how long a failed delivery waits before its next
+/// attempt. Choose one per timer (by its id or payload) in the handler.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use purgatorio_redis::Backoff;
+///
+/// let policy = Backoff::Exponential {
+///     initial: Duration::from_secs(1),
+///     max: Duration::from_secs(60),
+/// };
+/// assert_eq!(policy.delay(1), Duration::from_secs(1));
+/// assert_eq!(policy.delay(3), Duration::from_secs(4));
+/// assert_eq!(policy.delay(30), Duration::from_secs(60));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backoff {
+    /// The same delay after every attempt.
+    Fixed(Duration),
+    /// `initial` after the first attempt, doubled after each next one, at
+    /// most `max`.
+    Exponential {
+        /// The delay after the first attempt.
+        initial: Duration,
+        /// The longest delay.
+        max: Duration,
+    },
+}
+
+impl Backoff {
+    /// The delay after attempt number `attempt` (1 for the first) failed.
+    pub fn delay(&self, attempt: u32) -> Duration {
+        match *self {
+            Backoff::Fixed(delay) => delay,
+            Backoff::Exponential { initial, max } => {
+                let doublings = attempt.saturating_sub(1).min(63);
+                initial
+                    .checked_mul(1u32 << doublings.min(31))
+                    .map_or(max, |d| d.min(max))
+            }
+        }
+    }
+
+    /// The verdict that retries `delivery` by this policy (or dead-letters
+    /// it after [`Config::max_attempts`](crate::Config::max_attempts)).
+    pub fn retry(&self, delivery: &Delivery) -> Verdict {
+        Verdict::RetryLater(self.delay(delivery.attempt))
+    }
+}
+
 /// A member of the stream's consumer group.
 pub struct Consumer {
     /// The namespace.
@@ -629,4 +681,30 @@ struct Round {
     unacknowledged: Vec<Delivery>,
     /// How often to look for abandoned entries.
     look_every: Duration,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_and_saturates() {
+        let exponential = Backoff::Exponential {
+            initial: Duration::from_millis(10),
+            max: Duration::from_millis(70),
+        };
+        let delays: Vec<u128> = (1..=6).map(|a| exponential.delay(a).as_millis()).collect();
+        assert_eq!(delays, [10, 20, 40, 70, 70, 70]);
+        assert_eq!(exponential.delay(0), Duration::from_millis(10));
+        assert_eq!(exponential.delay(u32::MAX), Duration::from_millis(70));
+        let huge = Backoff::Exponential {
+            initial: Duration::MAX,
+            max: Duration::from_secs(1),
+        };
+        assert_eq!(huge.delay(40), Duration::from_secs(1));
+        assert_eq!(
+            Backoff::Fixed(Duration::from_secs(2)).delay(9),
+            Duration::from_secs(2)
+        );
+    }
 }

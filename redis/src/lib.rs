@@ -61,7 +61,7 @@ pub use config::{
     Config, Misfire, MAX_DEADLINE_MS, MAX_DELAY_MS, MAX_NAMESPACE, MAX_PAYLOAD_LIMIT,
     MAX_PROMOTE_BATCH,
 };
-pub use consumer::{Consumer, Delivery, Verdict, MAX_BLOCK, MAX_CONSUMER_NAME};
+pub use consumer::{Backoff, Consumer, Delivery, Verdict, MAX_BLOCK, MAX_CONSUMER_NAME};
 pub use error::Error;
 pub use link::MAX_BACKOFF;
 pub use scheduler::{Scheduler, MAX_SLEEP};

@@ -109,3 +109,47 @@ fn a_slow_handler_keeps_its_delivery_by_extending_visibility() {
     stop.stop();
     running.join().unwrap();
 }
+
+#[test]
+fn a_failing_timer_is_retried_by_its_backoff_then_dead_lettered() {
+    let server = Server::start("no");
+    let mut config = Config::new("backoff");
+    config.max_attempts = 4;
+    let timers = Timers::connect(&server.url(), config).unwrap();
+    timers
+        .schedule("flaky", timers.server_time_ms().unwrap(), b"p")
+        .unwrap();
+    let node = Scheduler::new(timers.clone());
+    let stop = node.stop_handle();
+    let running = thread::spawn(move || node.run().unwrap());
+    let consumer = Consumer::new(timers.clone(), "c").unwrap();
+    let policy = purgatorio_redis::Backoff::Exponential {
+        initial: Duration::from_millis(50),
+        max: Duration::from_millis(120),
+    };
+    let mut seen = Vec::new();
+    while seen.len() < 4 {
+        let delivery = wait_for("the next attempt", PATIENCE, || {
+            consumer
+                .read_new(Duration::from_millis(100), 1)
+                .unwrap()
+                .pop()
+        });
+        let handled = timers.server_time_ms().unwrap();
+        seen.push((delivery.attempt, delivery.deadline_ms, handled));
+        consumer.finish(&delivery, policy.retry(&delivery)).unwrap();
+    }
+    // Attempt n + 1 is due at least the policy's delay after attempt n was
+    // handled, and never delivered before it is due.
+    for pair in seen.windows(2) {
+        let ((attempt, _, handled), (next, deadline, at)) = (pair[0], pair[1]);
+        assert_eq!(next, attempt + 1);
+        let delay = policy.delay(attempt).as_millis() as u64;
+        assert!(deadline >= handled + delay, "{seen:?}");
+        assert!(at >= deadline, "{seen:?}");
+    }
+    let metrics = timers.metrics().unwrap();
+    assert_eq!((metrics.dead_letters, metrics.pending), (1, 0), "{seen:?}");
+    stop.stop();
+    running.join().unwrap();
+}
