@@ -7,7 +7,7 @@
 //!
 //! * [`Timers`]: schedule (idempotent by id: scheduling an id again moves
 //!   it; [`Timers::schedule_many`] batches), cancel, read, move or fire now
-//!   by id, metrics.
+//!   by id, list pending and dead timers, metrics.
 //! * [`Scheduler`]: a node that moves due timers to the stream. Any number
 //!   may run; each due timer is moved once, by one atomic server-side step
 //!   that reads Redis `TIME` itself. A node sleeps until the earliest
@@ -66,4 +66,4 @@ pub use error::Error;
 pub use link::MAX_BACKOFF;
 pub use scheduler::{Scheduler, MAX_SLEEP};
 pub use stop::StopHandle;
-pub use timers::{Metrics, Pending, Timers};
+pub use timers::{DeadLetter, Metrics, Pending, Timers, MAX_LIST};

@@ -62,6 +62,8 @@ pub(crate) struct Scripts {
     pub(crate) extend: redis::Script,
     /// [`scripts::remove`].
     pub(crate) remove: redis::Script,
+    /// [`scripts::earliest`].
+    pub(crate) earliest: redis::Script,
     /// [`scripts::promote`].
     pub(crate) promote: redis::Script,
     /// [`scripts::misfire`].
@@ -203,6 +205,7 @@ impl Link {
                 reschedule: redis::Script::new(&scripts::reschedule()),
                 extend: redis::Script::new(&scripts::extend()),
                 remove: redis::Script::new(&scripts::remove()),
+                earliest: redis::Script::new(&scripts::earliest()),
                 promote: redis::Script::new(&scripts::promote()),
                 misfire: redis::Script::new(&scripts::misfire()),
             },

@@ -25,6 +25,7 @@
 //! |---|---|
 //! | schedule | `n` timers ≤ [`SCHEDULE_BATCH`]: `O(n log N)`, one `ZADD` and one `ZADD LT` per bucket touched |
 //! | cancel, get, reschedule | one timer: `O(log N)` |
+//! | earliest (listing) | ≤ 1,000 timers from ≤ 1,000 buckets |
 //! | promote | ≤ `promote_batch` ≤ [`MAX_PROMOTE_BATCH`](crate::MAX_PROMOTE_BATCH) timers: one `XADD` each, `O(log N)` per bucket |
 //! | misfire | ≤ [`MISFIRE_PAGE`] timers; called again while a page comes back full |
 //! | remove (acknowledge, dead-letter) | ≤ [`REMOVE_BATCH`] entries, then one `XTRIM MINID ~` |
@@ -155,6 +156,27 @@ if not record then return nil end
 local b, attempt, payload = parse(record)
 local deadline = redis.call('ZSCORE', bucket_key(b), id)
 return {deadline, attempt, payload}
+"
+    )
+}
+
+/// KEYS: buckets. ARGV: prefix, limit. Up to `limit` pending timers,
+/// earliest deadline first: `{id, deadline, id, deadline, …}`. Reads at most
+/// `limit` buckets.
+pub(crate) fn earliest() -> String {
+    format!(
+        "{HELPERS}{}",
+        r"
+local limit = tonumber(ARGV[2])
+local out = {}
+local buckets = redis.call('ZRANGE', KEYS[1], 0, limit - 1)
+for _, b in ipairs(buckets) do
+  local need = limit - #out / 2
+  if need <= 0 then break end
+  local timers = redis.call('ZRANGE', bucket_key(b), 0, need - 1, 'WITHSCORES')
+  for _, v in ipairs(timers) do out[#out + 1] = v end
+end
+return out
 "
     )
 }

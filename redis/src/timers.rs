@@ -42,6 +42,23 @@ pub struct Pending {
     pub payload: Vec<u8>,
 }
 
+/// A timer in the dead-letter stream: it failed every attempt.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeadLetter {
+    /// The timer's id.
+    pub id: String,
+    /// Its payload.
+    pub payload: Vec<u8>,
+    /// Its deadline, ms since the Unix epoch by Redis's clock.
+    pub deadline_ms: u64,
+    /// The last attempt, the one that failed.
+    pub attempt: u32,
+}
+
+/// The most timers [`Timers::earliest`] and [`Timers::dead_letters`] list
+/// per call.
+pub const MAX_LIST: usize = 1_000;
+
 /// What one promotion step did.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Promotion {
@@ -60,6 +77,17 @@ pub(crate) enum MisfirePage {
     More,
     /// Nothing more is overdue.
     Done,
+}
+
+/// Refuses a listing of 0 or more than [`MAX_LIST`].
+fn check_list(max: usize) -> Result<(), Error> {
+    if max == 0 || max > MAX_LIST {
+        return Err(Error::InvalidArgument {
+            name: "count",
+            why: "must be from 1 to 1,000",
+        });
+    }
+    Ok(())
 }
 
 /// Splits `timers` into chunks of at most [`SCHEDULE_BATCH`] timers and
@@ -415,6 +443,77 @@ impl Timers {
         // Its deadline becomes Redis's now, read in the script: due at once,
         // and not counted late.
         self.move_to(id, "now")
+    }
+
+    /// Up to `max` (at most [`MAX_LIST`]) pending timers, earliest deadline
+    /// first, as `(id, deadline_ms)`; those due by Redis's clock are
+    /// waiting for a scheduler node.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for `max` of 0 or over [`MAX_LIST`];
+    /// [`Error::Unavailable`] after the retries.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use purgatorio_redis::*;
+    /// # let timers = Timers::connect("redis://127.0.0.1:6379", Config::new("payments"))?;
+    /// let now = timers.server_time_ms()?;
+    /// let due = timers.earliest(100)?.into_iter().filter(|(_, at)| *at <= now).count();
+    /// println!("{due} due and not yet moved to the stream");
+    /// # Ok::<(), purgatorio_redis::Error>(())
+    /// ```
+    pub fn earliest(&self, max: usize) -> Result<Vec<(String, u64)>, Error> {
+        check_list(max)?;
+        let (keys, scripts) = (&self.link.keys, &self.link.scripts);
+        let flat: Vec<String> = self.link.with_connection(|c| {
+            scripts
+                .earliest
+                .key(&keys.buckets)
+                .arg(&keys.prefix)
+                .arg(max)
+                .invoke(c)
+        })?;
+        flat.chunks(2)
+            .map(|pair| match pair {
+                [id, at] => Ok((id.clone(), reply::millis(at)? as u64)),
+                _ => Err(Error::Protocol("an odd listing".into())),
+            })
+            .collect()
+    }
+
+    /// Up to `max` (at most [`MAX_LIST`]) timers of the dead-letter stream,
+    /// oldest first.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for `max` of 0 or over [`MAX_LIST`];
+    /// [`Error::Unavailable`] after the retries.
+    pub fn dead_letters(&self, max: usize) -> Result<Vec<DeadLetter>, Error> {
+        check_list(max)?;
+        let keys = &self.link.keys;
+        let read: Value = self.link.with_connection(|c| {
+            redis::cmd("XRANGE")
+                .arg(&keys.dead)
+                .arg("-")
+                .arg("+")
+                .arg("COUNT")
+                .arg(max)
+                .query(c)
+        })?;
+        Ok(reply::entries(&read)
+            .into_iter()
+            .map(|(_, fields)| DeadLetter {
+                id: String::from_utf8_lossy(reply::field(&fields, "id").unwrap_or_default())
+                    .into_owned(),
+                payload: reply::field(&fields, "payload")
+                    .unwrap_or_default()
+                    .to_vec(),
+                deadline_ms: reply::number_field(&fields, "deadline"),
+                attempt: u32::try_from(reply::number_field(&fields, "attempt")).unwrap_or(u32::MAX),
+            })
+            .collect())
     }
 
     /// Moves the due timers to the stream, one atomic step of at most

@@ -150,6 +150,38 @@ fn a_failing_timer_is_retried_by_its_backoff_then_dead_lettered() {
     }
     let metrics = timers.metrics().unwrap();
     assert_eq!((metrics.dead_letters, metrics.pending), (1, 0), "{seen:?}");
+    let dead = timers.dead_letters(10).unwrap();
+    assert_eq!(dead.len(), 1);
+    assert_eq!(
+        (dead[0].id.as_str(), &dead[0].payload[..], dead[0].attempt),
+        ("flaky", &b"p"[..], 4)
+    );
     stop.stop();
     running.join().unwrap();
+}
+
+#[test]
+fn pending_timers_are_listed_earliest_first() {
+    let server = Server::start("no");
+    let timers = server.timers("list");
+    let now = timers.server_time_ms().unwrap();
+    // Across buckets (1 s wide) and within one, scheduled out of order.
+    let offsets = [50_000u64, 2_100, 2_050, 900_000, 10, 2_000];
+    for (i, offset) in offsets.iter().enumerate() {
+        timers
+            .schedule(&format!("t{i}"), now + offset, b"")
+            .unwrap();
+    }
+    let listed = timers.earliest(4).unwrap();
+    let expected: Vec<(String, u64)> = [(4, 10), (5, 2_000), (2, 2_050), (1, 2_100)]
+        .iter()
+        .map(|(i, offset)| (format!("t{i}"), now + offset))
+        .collect();
+    assert_eq!(listed, expected);
+    assert_eq!(timers.earliest(1_000).unwrap().len(), 6);
+    for bad in [0, purgatorio_redis::MAX_LIST + 1] {
+        assert!(timers.earliest(bad).is_err());
+        assert!(timers.dead_letters(bad).is_err());
+    }
+    assert!(timers.dead_letters(10).unwrap().is_empty());
 }
