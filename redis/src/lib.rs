@@ -49,8 +49,10 @@
 
 mod config;
 mod consumer;
+mod delivery;
 mod error;
 mod link;
+mod manage;
 mod reply;
 mod scheduler;
 mod scripts;
@@ -61,9 +63,11 @@ pub use config::{
     Config, Misfire, MAX_DEADLINE_MS, MAX_DELAY_MS, MAX_NAMESPACE, MAX_PAYLOAD_LIMIT,
     MAX_PROMOTE_BATCH,
 };
-pub use consumer::{Backoff, Consumer, Delivery, Verdict, MAX_BLOCK, MAX_CONSUMER_NAME};
+pub use consumer::{Consumer, MAX_BLOCK, MAX_CONSUMER_NAME};
+pub use delivery::{Backoff, Delivery, Verdict};
 pub use error::Error;
 pub use link::MAX_BACKOFF;
+pub use manage::{DeadLetter, Pending, MAX_LIST};
 pub use scheduler::{Scheduler, MAX_SLEEP};
 pub use stop::StopHandle;
-pub use timers::{DeadLetter, Metrics, Pending, Timers, MAX_LIST};
+pub use timers::{Metrics, Timers};
