@@ -23,13 +23,15 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::process::Command;
+use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
+use clap::{Parser, Subcommand, ValueEnum};
 use purgatorio::Timer;
+use purgatorio_workloads::cli::{exit_code, figures_from_child, ChildError};
 use purgatorio_workloads::proc::{cpu_seconds, rss_bytes, thread_cpu_seconds};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -49,10 +51,47 @@ impl Future for Gate {
     }
 }
 
+/// purgatorio's async timers beside tokio's own: timeouts that finish
+/// first, and sleeps that fire.
+#[derive(Debug, Parser)]
+#[command(version)]
+struct Args {
+    /// 100,000 timers and one round, instead of 1,000,000 and three.
+    #[arg(long)]
+    quick: bool,
+    #[command(subcommand)]
+    internal: Option<Internal>,
+}
+
+/// How the comparison runs each case in a fresh copy of itself.
+#[derive(Debug, Subcommand)]
+enum Internal {
+    /// Internal: runs one case and prints its figures.
+    #[command(hide = true)]
+    Child {
+        case: Case,
+        /// Timers in the case.
+        n: usize,
+        /// The timer; none measures the futures alone (timeouts only).
+        subject: Option<Subject>,
+    },
+}
+
+/// The two cases.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Case {
+    /// Timeouts around futures that finish first.
+    Timeouts,
+    /// Sleeps that fire.
+    Sleeps,
+}
+
 /// The two timers under test.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum Subject {
+    /// purgatorio's `Timer::timeout` and `Timer::sleep_until`.
     Purgatorio,
+    /// `tokio::time`.
     Tokio,
 }
 
@@ -200,33 +239,51 @@ fn sleeps(subject: Subject, n: usize) -> Figures {
 }
 
 /// Runs one case in a child process and reads its figures.
-fn child(case: &str, subject: &str, n: usize) -> Figures {
-    let exe = std::env::current_exe().expect("own path");
-    let out = Command::new(exe)
-        .args(["--child", case, subject, &n.to_string()])
-        .output()
-        .expect("run child");
-    assert!(
-        out.status.success(),
-        "child {case} {subject} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
+fn child(case: Case, subject: Option<Subject>, n: usize) -> Result<Figures, ChildError> {
+    let mut args = vec!["child".to_string(), value_name(case), n.to_string()];
+    args.extend(subject.map(value_name));
+    let [cpu_ns, bytes, left_pending, rss_before_mib, rss_after_mib, p50_ms, p99_ms, max_ms, early] =
+        figures_from_child(&args)?;
+    Ok(Figures {
+        cpu_ns,
+        bytes,
+        left_pending: left_pending as u64,
+        rss_before_mib,
+        rss_after_mib,
+        p50_ms,
+        p99_ms,
+        max_ms,
+        early: early as u64,
+    })
+}
+
+/// How `value` is spelled on the command line.
+fn value_name(value: impl ValueEnum) -> String {
+    value
+        .to_possible_value()
+        .map_or_else(String::new, |v| v.get_name().to_string())
+}
+
+/// The hidden `child` mode: runs one case here and prints its figures.
+fn run_child(case: Case, subject: Option<Subject>, n: usize) -> Result<(), String> {
+    let f = match (case, subject) {
+        (Case::Timeouts, subject) => timeouts(subject, n),
+        (Case::Sleeps, Some(subject)) => sleeps(subject, n),
+        (Case::Sleeps, None) => return Err("the sleeps case needs a subject".into()),
+    };
+    println!(
+        "{} {} {} {} {} {} {} {} {}",
+        f.cpu_ns,
+        f.bytes,
+        f.left_pending,
+        f.rss_before_mib,
+        f.rss_after_mib,
+        f.p50_ms,
+        f.p99_ms,
+        f.max_ms,
+        f.early
     );
-    let text = String::from_utf8_lossy(&out.stdout);
-    let v: Vec<f64> = text
-        .split_whitespace()
-        .map(|x| x.parse().expect("number"))
-        .collect();
-    Figures {
-        cpu_ns: v[0],
-        bytes: v[1],
-        left_pending: v[2] as u64,
-        rss_before_mib: v[3],
-        rss_after_mib: v[4],
-        p50_ms: v[5],
-        p99_ms: v[6],
-        max_ms: v[7],
-        early: v[8] as u64,
-    }
+    Ok(())
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -240,38 +297,16 @@ fn spread(v: &[f64]) -> String {
     format!("{lo:.1}–{hi:.1}")
 }
 
-fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.first().map(String::as_str) == Some("--child") {
-        let n: usize = args[3].parse().expect("count");
-        let subject = match args[2].as_str() {
-            "purgatorio" => Some(Subject::Purgatorio),
-            "tokio" => Some(Subject::Tokio),
-            _ => None,
-        };
-        let f = match args[1].as_str() {
-            "timeouts" => timeouts(subject, n),
-            _ => sleeps(subject.expect("a subject"), n),
-        };
-        println!(
-            "{} {} {} {} {} {} {} {} {}",
-            f.cpu_ns,
-            f.bytes,
-            f.left_pending,
-            f.rss_before_mib,
-            f.rss_after_mib,
-            f.p50_ms,
-            f.p99_ms,
-            f.max_ms,
-            f.early
-        );
-        return;
+fn main() -> ExitCode {
+    let args = Args::parse();
+    match args.internal {
+        Some(Internal::Child { case, n, subject }) => exit_code(run_child(case, subject, n)),
+        None => exit_code(compare(args.quick)),
     }
-    if args.iter().any(|a| a == "--help" || a == "-h") {
-        println!("usage: async_timers [--quick]  (1,000,000 timers, 3 rounds; --quick: 100,000, 1 round)");
-        return;
-    }
-    let quick = args.iter().any(|a| a == "--quick");
+}
+
+/// Runs every case for both subjects and prints the tables.
+fn compare(quick: bool) -> Result<(), Box<dyn std::error::Error>> {
     let (n, rounds) = if quick { (100_000, 1) } else { (1_000_000, 3) };
     let subjects = [Subject::Purgatorio, Subject::Tokio];
     let mut timeout_runs: Vec<Vec<Figures>> = vec![Vec::new(); 2];
@@ -279,15 +314,10 @@ fn main() {
     let mut baseline = Vec::new();
     for round in 0..rounds {
         eprintln!("round {}/{rounds}", round + 1);
-        baseline.push(child("timeouts", "none", n));
-        for (i, s) in subjects.iter().enumerate() {
-            let key = if *s == Subject::Purgatorio {
-                "purgatorio"
-            } else {
-                "tokio"
-            };
-            timeout_runs[i].push(child("timeouts", key, n));
-            sleep_runs[i].push(child("sleeps", key, n));
+        baseline.push(child(Case::Timeouts, None, n)?);
+        for (i, &s) in subjects.iter().enumerate() {
+            timeout_runs[i].push(child(Case::Timeouts, Some(s), n)?);
+            sleep_runs[i].push(child(Case::Sleeps, Some(s), n)?);
         }
     }
     let base_bytes = median(baseline.iter().map(|f| f.bytes).collect());
@@ -340,5 +370,8 @@ fn main() {
         );
     }
     let early: u64 = sleep_runs[0].iter().map(|f| f.early).sum();
-    assert_eq!(early, 0, "a purgatorio sleep woke early");
+    if early > 0 {
+        return Err(format!("{early} purgatorio sleeps woke early").into());
+    }
+    Ok(())
 }

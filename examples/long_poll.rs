@@ -22,11 +22,13 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+use clap::Parser;
 use parking_lot::Mutex;
-use purgatorio::{Completion, DelayedOperation, Purgatory};
+use purgatorio::{Completion, DelayedRequest, Purgatory};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::{TcpListener, TcpStream};
@@ -59,7 +61,8 @@ impl Topics {
     }
 }
 
-/// A read waiting for a record: done once the record exists.
+/// A read waiting for a record: done once the record exists. Its answer is
+/// the record, or `None` at `max_wait`.
 struct Read {
     topics: Arc<Topics>,
     topic: String,
@@ -67,16 +70,17 @@ struct Read {
     max_wait: Duration,
 }
 
-impl DelayedOperation for Read {
+impl DelayedRequest for Read {
+    type Output = Option<String>;
     fn delay(&self) -> Duration {
         self.max_wait
     }
     fn try_complete(&mut self) -> bool {
         self.topics.get(&self.topic, self.offset).is_some()
     }
-    // The answer is written by the task awaiting the read, which learns how
-    // it ended from the `Parked` future.
-    fn on_complete(&mut self, _: Completion) {}
+    fn answer(&mut self, _: Completion) -> Option<String> {
+        self.topics.get(&self.topic, self.offset)
+    }
 }
 
 /// The service: the topics and the purgatory where reads wait.
@@ -138,12 +142,10 @@ impl Service {
             Err(_) => return "ERR shutting down\n".into(),
         };
         match parked.await {
-            Some(Completion::Satisfied) => match self.topics.get(topic, offset) {
-                Some(text) => format!("DATA {offset} {text}\n"),
-                None => "ERR record vanished\n".into(),
-            },
-            Some(Completion::Expired) => "TIMEOUT\n".into(),
-            _ => "ERR shutting down\n".into(),
+            Some(Some(text)) => format!("DATA {offset} {text}\n"),
+            Some(None) if self.reads.is_shut_down() => "ERR shutting down\n".into(),
+            Some(None) => "TIMEOUT\n".into(),
+            None => "ERR shutting down\n".into(),
         }
     }
 
@@ -253,17 +255,50 @@ async fn start(addr: &str) -> std::io::Result<(SocketAddr, Service)> {
     Ok((local, service))
 }
 
+/// An async long-poll service on tokio: reads wait in a purgatory until a
+/// record arrives or their `max_wait_ms` passes.
+#[derive(Debug, Parser)]
+#[command(version)]
+struct Args {
+    /// The address to listen on.
+    #[arg(default_value = "127.0.0.1:7070")]
+    listen: String,
+}
+
 #[tokio::main]
-async fn main() -> std::io::Result<()> {
-    let addr = std::env::args()
-        .nth(1)
-        .unwrap_or_else(|| "127.0.0.1:7070".into());
-    let (local, _service) = start(&addr).await?;
+async fn main() -> ExitCode {
+    let args = Args::parse();
+    let (local, _service) = match start(&args.listen).await {
+        Ok(started) => started,
+        Err(e) => {
+            eprintln!("error: cannot listen on {}: {e}", args.listen);
+            return ExitCode::FAILURE;
+        }
+    };
     println!(
         "long-poll service on {local}; APPEND <topic> <text> | READ <topic> <offset> <max_wait_ms>"
     );
     std::future::pending::<()>().await;
-    Ok(())
+    ExitCode::SUCCESS
+}
+
+/// The command line. `cargo test` builds this example as a test only, so
+/// `tests/cli.rs` cannot run it as a program: its parser is tested here.
+#[cfg(test)]
+mod command_line {
+    use super::*;
+
+    #[test]
+    fn help_exits_0_and_unknown_arguments_exit_2_with_usage() {
+        let help = Args::try_parse_from(["long_poll", "--help"]).unwrap_err();
+        assert_eq!(help.exit_code(), 0);
+        assert!(help.to_string().contains("Usage: long_poll"), "{help}");
+        let bogus = Args::try_parse_from(["long_poll", "--bogus"]).unwrap_err();
+        assert_eq!(bogus.exit_code(), 2);
+        assert!(bogus.to_string().contains("Usage: long_poll"), "{bogus}");
+        let args = Args::try_parse_from(["long_poll"]).unwrap();
+        assert_eq!(args.listen, "127.0.0.1:7070");
+    }
 }
 
 #[cfg(test)]

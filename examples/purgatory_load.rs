@@ -23,25 +23,30 @@
 //! per request, peak RSS and RSS while enqueuing, completed versus expired,
 //! expiry lateness percentiles (recorded per thread in an HDR histogram, no
 //! shared lock), the number of early expiries (which must be 0), and a
-//! verdict line: kept up, or fell behind and by how much. `--sweep` raises
-//! the rate until a run falls behind and reports the highest rate kept up.
+//! verdict line: kept up, or fell behind and by how much. Beside the verdict,
+//! the machine's load: the load average, and how much CPU other processes
+//! took during the run; a run on a busy machine says so, since falling
+//! behind there says little about the purgatory. `--sweep` raises the rate
+//! until a run falls behind and reports the highest rate kept up.
 
 use std::cell::RefCell;
+use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use clap::{Parser, ValueEnum};
+use clap::{CommandFactory, Parser, ValueEnum};
 use hdrhistogram::Histogram;
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::{HumanCount, ProgressBar, ProgressState, ProgressStyle};
 use parking_lot::Mutex;
 use purgatorio::{Completion, DelayedOperation, Executor, LocalTimer, Parked, Purgatory, Timer};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Exp, LogNormal};
 
-use purgatorio_workloads::proc::{cpu_seconds, status_mib};
+use purgatorio_workloads::cli::exit_code;
+use purgatorio_workloads::proc::{cpu_seconds, load_average, machine_busy_seconds, status_mib};
 
 /// How requests pick their keys.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -294,6 +299,59 @@ fn sample_rss(stop: Arc<AtomicBool>) -> thread::JoinHandle<Vec<f64>> {
     })
 }
 
+/// A run on a machine where other processes took at least this share of the
+/// CPUs counts as a run on a busy machine. The load itself keeps two to three
+/// threads busy (the generator, the completion thread, the timer's driver and
+/// workers), so on a small machine even a quarter taken by others is felt.
+const BUSY_SHARE: f64 = 0.25;
+
+/// How busy the machine was during a run, beside the load's own work.
+struct Machine {
+    /// The load averages over 1, 5 and 15 minutes at the end of the run (the
+    /// load's own threads included).
+    load_average: [f64; 3],
+    /// The machine's CPUs.
+    cores: usize,
+    /// How many CPUs' worth of time other processes took during the run.
+    others_cores: f64,
+}
+
+impl Machine {
+    /// The machine over the span in which it was busy for `busy_s` CPU
+    /// seconds in all, `own_s` of them this process's, in `elapsed`. Both
+    /// counts advance in 10 ms clock ticks per CPU, so a run shorter than a
+    /// second measures the others coarsely.
+    fn measure(busy_s: f64, own_s: f64, elapsed: Duration) -> Machine {
+        let cores = thread::available_parallelism().map_or(1, |n| n.get());
+        let others_s = (busy_s - own_s).max(0.0);
+        Machine {
+            load_average: load_average(),
+            cores,
+            others_cores: (others_s / elapsed.as_secs_f64()).min(cores as f64),
+        }
+    }
+
+    /// Whether other processes took at least [`BUSY_SHARE`] of the CPUs.
+    fn busy(&self) -> bool {
+        self.others_cores >= BUSY_SHARE * self.cores as f64
+    }
+
+    /// One line for the report, ending with whether the machine was busy.
+    fn describe(&self) -> String {
+        let [one, five, fifteen] = self.load_average;
+        let state = if self.busy() {
+            "busy, so falling behind says little about the purgatory"
+        } else {
+            "quiet"
+        };
+        format!(
+            "load average {one:.2} {five:.2} {fifteen:.2} on {} cores; \
+             other processes took {:.1} cores during the run: {state}",
+            self.cores, self.others_cores
+        )
+    }
+}
+
 /// The figures of one run.
 struct Report {
     rate: f64,
@@ -311,6 +369,7 @@ struct Report {
     ended: u64,
     purged: u64,
     lateness_ms: [f64; 4],
+    machine: Machine,
 }
 
 impl Report {
@@ -349,12 +408,13 @@ impl Report {
         if args.json {
             let samples: Vec<String> = self.rss_samples.iter().map(|v| format!("{v:.1}")).collect();
             let [p50, p99, p999, max] = self.lateness_ms;
+            let [one, five, fifteen] = self.machine.load_average;
             println!(
-                "{{\"num\":{},\"target_rate\":{},\"actual_rate\":{:.0},\"elapsed_s\":{:.3},\"cpu_s\":{:.3},\"cpu_per_request_us\":{:.3},\"peak_rss_mib\":{:.1},\"rss_settled_mib\":[{:.1},{:.1}],\"rss_samples_mib\":[{}],\"completed\":{},\"expired\":{},\"lateness_ms\":{{\"p50\":{p50:.3},\"p99\":{p99:.3},\"p999\":{p999:.3},\"max\":{max:.3}}},\"early\":{},\"purged\":{},\"kept_up\":{}}}",
+                "{{\"num\":{},\"target_rate\":{},\"actual_rate\":{:.0},\"elapsed_s\":{:.3},\"cpu_s\":{:.3},\"cpu_per_request_us\":{:.3},\"peak_rss_mib\":{:.1},\"rss_settled_mib\":[{:.1},{:.1}],\"rss_samples_mib\":[{}],\"completed\":{},\"expired\":{},\"lateness_ms\":{{\"p50\":{p50:.3},\"p99\":{p99:.3},\"p999\":{p999:.3},\"max\":{max:.3}}},\"early\":{},\"purged\":{},\"kept_up\":{},\"load_average\":[{one:.2},{five:.2},{fifteen:.2}],\"other_processes_cores\":{:.2},\"busy\":{}}}",
                 args.num, self.rate, self.actual_rate, self.elapsed.as_secs_f64(), self.cpu_s,
                 self.cpu_per_request_us, self.peak_mib, self.rss_lo, self.rss_hi,
                 samples.join(","), self.completed, self.expired, self.early, self.purged,
-                verdict.is_ok()
+                verdict.is_ok(), self.machine.others_cores, self.machine.busy()
             );
             return;
         }
@@ -399,6 +459,7 @@ impl Report {
         match verdict {
             Ok(line) | Err(line) => println!("verdict: {line}"),
         }
+        println!("machine: {}", self.machine.describe());
     }
 }
 
@@ -477,15 +538,25 @@ fn run(args: &Args, rate: f64) -> Report {
         ProgressBar::new(args.num)
     };
     progress.set_style(
-        ProgressStyle::with_template("{bar:40} {pos}/{len} requests  {per_sec}  eta {eta}")
-            .expect("template"),
+        ProgressStyle::with_template(
+            "{bar:40} {human_pos}/{human_len} requests  {rate}  eta {eta}",
+        )
+        .expect("template")
+        // Whole requests per second: indicatif's own `per_sec` shows four
+        // decimals.
+        .with_key(
+            "rate",
+            |state: &ProgressState, out: &mut dyn std::fmt::Write| {
+                let _ = write!(out, "{}/s", HumanCount(state.per_sec() as u64));
+            },
+        ),
     );
     let origin = Instant::now();
     let (to_complete, completions) = crossbeam_channel::unbounded();
     let completing = completer(origin, args.complete_by, purgatory.clone(), completions);
 
     let mut rng = SmallRng::seed_from_u64(42);
-    let cpu_start = cpu_seconds();
+    let (cpu_start, busy_start) = (cpu_seconds(), machine_busy_seconds());
     let start = Instant::now();
     let mut next_arrival = start;
     let mut keys = Vec::with_capacity(args.keys);
@@ -586,41 +657,54 @@ fn run(args: &Args, rate: f64) -> Report {
         ended,
         purged: purgatory.metrics().purged,
         lateness_ms: [ms(0.5), ms(0.99), ms(0.999), lateness.max() as f64 / 1000.0],
+        machine: Machine::measure(machine_busy_seconds() - busy_start, cpu_s, elapsed),
     };
     purgatory.shutdown();
     report
 }
 
-fn main() {
-    let args = Args::parse();
-    if let Err(message) = args.validate() {
-        eprintln!("error: {message}");
-        std::process::exit(2);
-    }
+/// Runs the load once, or a sweep; an error if a run breaks a guarantee.
+fn load(args: &Args) -> Result<(), String> {
     let mut rate = args.rate;
     let mut best: Option<f64> = None;
-    loop {
+    let busy = loop {
         if args.sweep && !args.json {
             println!("--- {rate:.0} requests/s");
         }
-        let report = run(&args, rate);
-        report.print(&args);
-        assert_eq!(report.early, 0, "an expiry fired early");
-        assert_eq!(report.ended, args.num, "every request ends exactly once");
-        if !args.sweep {
-            return;
+        let report = run(args, rate);
+        report.print(args);
+        if report.early > 0 {
+            return Err(format!("{} expiries fired early", report.early));
         }
-        if report.verdict(&args).is_err() {
-            break;
+        if report.ended != args.num {
+            return Err(format!("{} of {} requests ended", report.ended, args.num));
+        }
+        if !args.sweep {
+            return Ok(());
+        }
+        if report.verdict(args).is_err() {
+            break report.machine.busy();
         }
         best = Some(rate);
         rate *= args.sweep_step;
-    }
+    };
+    let busy = if busy { ", on a busy machine" } else { "" };
     match best {
         Some(best) => println!(
-            "saturation: kept up at {best:.0}/s, fell behind at {rate:.0}/s (step ×{})",
+            "saturation: kept up at {best:.0}/s, fell behind at {rate:.0}/s{busy} (step ×{})",
             args.sweep_step
         ),
-        None => println!("saturation: fell behind already at {:.0}/s", args.rate),
+        None => println!("saturation: fell behind already at {rate:.0}/s{busy}"),
     }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    if let Err(message) = args.validate() {
+        Args::command()
+            .error(clap::error::ErrorKind::ValueValidation, message)
+            .exit();
+    }
+    exit_code(load(&args))
 }

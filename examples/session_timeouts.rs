@@ -15,6 +15,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use clap::Parser;
 use purgatorio::KeyedTimer;
 
 /// How long a session may stay silent.
@@ -31,7 +32,14 @@ struct Session {
     last_heartbeat: Instant,
 }
 
+/// Idle sessions expiring unless a heartbeat resets them, on keyed timers:
+/// six clients, a 300 ms idle timeout, 1.5 s of real time. Takes no options.
+#[derive(Debug, Parser)]
+#[command(version)]
+struct Args {}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    Args::parse();
     let start = Instant::now();
     let (tx, rx) = mpsc::channel();
     let sessions = KeyedTimer::new(move |id: u32, session: Session| {

@@ -6,6 +6,7 @@
 //! ```text
 //! cargo run --release --example workloads            # all
 //! cargo run --release --example workloads -- w1 w3   # some (w1 w1-timer w2 w3 w4 w4-timer)
+//! cargo run --release --example workloads -- --help  # what each one is
 //! ```
 //!
 //! Time is in milliseconds on a caller-driven clock starting at 0, with a
@@ -15,6 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use clap::{Parser, ValueEnum};
 use purgatorio::{ManualClock, Timer, TimerBuilder};
 use purgatorio_workloads::{ms, w3, w4, Churn, Expire, Purgatorio, SEED};
 use rand::rngs::SmallRng;
@@ -145,25 +147,45 @@ fn w4_timer() {
     );
 }
 
+/// One workload of this example.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Workload {
+    /// W1 churn on the core: 1,000,000 pending, 2,000,000 schedule+cancel pairs.
+    W1,
+    /// W1 on the thread-safe timer, from one thread.
+    W1Timer,
+    /// W2 expire: 1,000,000 timers, the clock advanced 1 ms at a time.
+    W2,
+    /// W3 memory: 10,000,000 pending timers, RSS per timer.
+    W3,
+    /// W4 sparse: 1,000 timers over an hour, wake-ups counted.
+    W4,
+    /// W4 on the thread-safe timer, then 10 s idle on the system clock.
+    W4Timer,
+}
+
+/// The standard workloads W1–W4 on purgatorio alone.
+#[derive(Debug, Parser)]
+#[command(version)]
+struct Args {
+    /// The workloads to run, in this order [default: all].
+    #[arg(value_enum)]
+    workloads: Vec<Workload>,
+}
+
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let want = |w: &str| args.is_empty() || args.iter().any(|a| a == w);
-    if want("w1") {
-        w1();
+    let mut args = Args::parse();
+    if args.workloads.is_empty() {
+        args.workloads = Workload::value_variants().to_vec();
     }
-    if want("w1-timer") {
-        w1_timer();
-    }
-    if want("w2") {
-        w2();
-    }
-    if want("w3") {
-        w3_memory();
-    }
-    if want("w4") {
-        w4_sparse();
-    }
-    if want("w4-timer") {
-        w4_timer();
+    for workload in args.workloads {
+        match workload {
+            Workload::W1 => w1(),
+            Workload::W1Timer => w1_timer(),
+            Workload::W2 => w2(),
+            Workload::W3 => w3_memory(),
+            Workload::W4 => w4_sparse(),
+            Workload::W4Timer => w4_timer(),
+        }
     }
 }

@@ -1,9 +1,15 @@
 //! Keyed timers: timers addressed by a user key (session timeouts).
 //!
 //! go-zero's `SetTimer / MoveTimer / RemoveTimer / Drain`, on the thread-safe
-//! [`Timer`]. Each key maps to one entry `(value, id, timer handle)` in a
-//! sharded map. Resetting a key's deadline (a heartbeat) is a map lookup and a
+//! [`Timer`]. Each key maps to one entry `(key, value, id, timer handle)` in
+//! a sharded hash table; a call hashes its key once, for the shard and the
+//! table both, and looks it up by any borrowed form (`&str` for a `String`
+//! key). Resetting a key's deadline (a heartbeat) is a lookup and a
 //! reschedule of its existing timer: O(1), no allocation.
+//!
+//! An entry's timer task is a crate job ([`Expiry`]): when the timer shuts
+//! down with it pending, the key is removed quietly (no callback, the value
+//! dropped) instead of being handed back to the user as a task of theirs.
 //!
 //! Lock order: map shard → timer shard. An expiring entry's task runs on a
 //! timer worker, takes the map shard's lock, removes the entry if its `id`
@@ -13,9 +19,9 @@
 //! after the lock is released, since its `Drop` is user code. (`Hash` and
 //! `Eq` of the key run under it, as in any map.)
 
-use std::collections::HashMap;
+use std::borrow::Borrow;
 use std::fmt;
-use std::hash::Hash;
+use std::hash::{BuildHasher, Hash};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -25,13 +31,16 @@ use crate::publish::{KeyEvent, KeyedFigures};
 use crate::sharded::Sharded;
 use crate::sync::AtomicBool;
 use crate::sync::{AtomicU64, HashState};
-use crate::timer::{Task, Timer, TimerBuilder, TimerHandle};
+use crate::timer::{BoxTask, Job, Timer, TimerBuilder, TimerHandle};
+use hashbrown::HashTable;
 
 /// The callback a [`KeyedTimer`] calls with each expired key and value.
 type OnExpire<K, V> = dyn Fn(K, V) + Send + Sync;
 
 /// One key's timer.
-struct Entry<V> {
+struct Entry<K, V> {
+    /// The key.
+    key: K,
     /// The value handed to the callback on expiry.
     value: V,
     /// Distinguishes this entry from a later one under the same key.
@@ -43,8 +52,8 @@ struct Entry<V> {
 /// The keyed timer's map, its id source and its callback: what its handles
 /// and its timer tasks share.
 struct KeyMap<K, V> {
-    /// key → entry, sharded by the key's hash.
-    shards: Sharded<HashMap<K, Entry<V>, HashState>>,
+    /// The entries, sharded by the key's hash and found by it.
+    shards: Sharded<HashTable<Entry<K, V>>, HashState>,
     /// Source of entry ids.
     next_id: AtomicU64,
     /// Called with each expired key and value, outside every lock.
@@ -75,6 +84,18 @@ struct Stats {
 }
 
 impl<K, V> KeyMap<K, V> {
+    /// Removes the entry of `key` (whose hash is `hash`) if its id is `id`:
+    /// the entry a timer job was made for, not a later one under the same
+    /// key. The entry is dropped (or used) by the caller, after the lock.
+    fn take_if_current(&self, key: &K, hash: u64, id: u64) -> Option<Entry<K, V>>
+    where
+        K: Eq,
+    {
+        let mut shard = self.shards.shard_of(hash).lock();
+        let found = shard.find_entry(hash, |entry| entry.key == *key && entry.id == id);
+        found.ok().map(|slot| slot.remove().0)
+    }
+
     /// Counts `n` keys that had `event`, here and in the published figures.
     fn record(&self, event: KeyEvent, n: u64) {
         let counter = match event {
@@ -127,45 +148,63 @@ impl<K, V> Drop for KeyMap<K, V> {
     fn drop(&mut self) {
         for shard in self.shards.iter() {
             let entries = std::mem::take(&mut *shard.lock());
-            for (_, entry) in entries {
-                drop(entry.handle.cancel());
+            for entry in entries {
+                entry.cancel_timer();
             }
         }
     }
 }
 
-/// The timer task of one entry.
+impl<K, V> Entry<K, V> {
+    /// Cancels the entry's timer; its job is dropped without running.
+    fn cancel_timer(&self) {
+        if let Some(task) = self.handle.cancel() {
+            task.disarm();
+        }
+    }
+}
+
+/// The timer job of one entry.
 struct Expiry<K, V> {
-    /// The keyed timer; weak, so pending tasks do not keep it alive.
+    /// The keyed timer; weak, so pending jobs do not keep it alive.
     shared: Weak<KeyMap<K, V>>,
     /// The entry's key.
     key: K,
+    /// The key's hash.
+    hash: u64,
     /// The entry's id.
     id: u64,
 }
 
-impl<K, V> Task for Expiry<K, V>
+impl<K, V> Job for Expiry<K, V>
 where
     K: Hash + Eq + Send + Sync + 'static,
     V: Send + 'static,
 {
-    fn run(self) {
+    fn fire(self: Arc<Self>) {
         let Some(shared) = self.shared.upgrade() else {
             return;
         };
-        let expired = {
-            let mut shard = shared.shards.shard(&self.key).lock();
-            match shard.get(&self.key) {
-                Some(entry) if entry.id == self.id => shard.remove_entry(&self.key),
-                _ => None,
-            }
-        };
-        if let Some((key, entry)) = expired {
+        if let Some(entry) = shared.take_if_current(&self.key, self.hash, self.id) {
             shared.record(KeyEvent::Expired, 1);
-            let callback = std::panic::AssertUnwindSafe(|| (shared.on_expire)(key, entry.value));
+            let Entry { key, value, .. } = entry;
+            let callback = std::panic::AssertUnwindSafe(|| (shared.on_expire)(key, value));
             if std::panic::catch_unwind(callback).is_err() {
                 shared.record(KeyEvent::Panicked, 1);
             }
+        }
+    }
+
+    /// The timer shut down (or was dropped) with the entry pending: the key
+    /// leaves the map without a callback, and its value is dropped here,
+    /// after the lock.
+    fn abandon(self: Arc<Self>) {
+        let Some(shared) = self.shared.upgrade() else {
+            return;
+        };
+        if let Some(entry) = shared.take_if_current(&self.key, self.hash, self.id) {
+            shared.record(KeyEvent::Removed, 1);
+            drop(entry);
         }
     }
 }
@@ -175,9 +214,22 @@ where
 /// Expired entries are removed and handed to the callback, on the timer's
 /// worker threads. The callback may call back into the keyed timer (for
 /// example to set the key again). A panicking callback is caught and counted
-/// in [`KeyedMetrics::panics`] and breaks
-/// nothing. Dropping the last clone stops the timer; pending entries are
-/// dropped without a callback.
+/// in [`KeyedMetrics::panics`] and breaks nothing.
+///
+/// Look-ups take any borrowed form of the key (`&str` for `String` keys),
+/// and hash it once per call.
+///
+/// # Shutting down
+///
+/// * [`shutdown`](Self::shutdown) removes every key and returns them; on a
+///   timer of its own ([`new`](Self::new), [`with_timer`](Self::with_timer))
+///   it also stops that timer, on a shared one ([`on_timer`](Self::on_timer),
+///   [`with_expirations`](Self::with_expirations)) it leaves the timer
+///   running for its other users.
+/// * Shutting the *timer* down ends the keyed timer's waits too: pending keys
+///   are removed without a callback (never handed back as tasks of yours,
+///   never fired early), and [`Expirations`](crate::Expirations) ends.
+/// * Dropping the last clone does what `shutdown` does, and drops the keys.
 ///
 /// # Examples
 ///
@@ -306,7 +358,7 @@ where
     fn start(timer: Timer, owns_timer: bool, on_expire: Box<OnExpire<K, V>>) -> Self {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let shared = Arc::new(KeyMap {
-            shards: Sharded::new(16 * cores, HashMap::default),
+            shards: Sharded::new(16 * cores, HashTable::new),
             next_id: AtomicU64::new(0),
             on_expire,
             closed: AtomicBool::new(false),
@@ -341,47 +393,53 @@ where
         value: V,
         delay: Duration,
     ) -> Result<Option<V>, ScheduleError<(K, V)>> {
-        let mut shard = self.shared.shards.shard(&key).lock();
-        if let Some(entry) = shard.get_mut(&key) {
+        let shared = &self.shared;
+        let hash = shared.shards.hash(&key);
+        let mut shard = shared.shards.shard_of(hash).lock();
+        if let Some(entry) = shard.find_mut(hash, |entry| entry.key == key) {
             if entry.handle.reschedule(delay) {
                 let old = std::mem::replace(&mut entry.value, value);
                 drop(shard);
-                self.shared.record(KeyEvent::Moved, 1);
+                shared.record(KeyEvent::Moved, 1);
                 // `key` (the map keeps its own copy) drops here, unlocked.
                 return Ok(Some(old));
             }
-            // Its timer already fired; the in-flight task will find a new id.
+            // Its timer already fired; the job in flight will find a new id.
         }
-        let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
-        let task = Expiry {
-            shared: Arc::downgrade(&self.shared),
-            key: key.clone(),
-            id,
-        };
-        if self.shared.closed.load(Ordering::SeqCst) {
+        if shared.closed.load(Ordering::SeqCst) {
             drop(shard);
-            drop(task);
             return Err(ScheduleError::new((key, value)));
         }
-        match self.timer.schedule(delay, move || task.run()) {
+        let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
+        let job: Arc<dyn Job> = Arc::new(Expiry {
+            shared: Arc::downgrade(shared),
+            key: key.clone(),
+            hash,
+            id,
+        });
+        match self.timer.schedule(delay, BoxTask::job(job)) {
             Ok(handle) => {
-                let entry = Entry { value, id, handle };
-                let replaced = match shard.get_mut(&key) {
+                let entry = Entry {
+                    key,
+                    value,
+                    id,
+                    handle,
+                };
+                let replaced = match shard.find_mut(hash, |e| e.key == entry.key) {
                     Some(slot) => Some(std::mem::replace(slot, entry)),
                     None => {
-                        shard.insert(key, entry);
-                        drop(shard);
-                        self.shared.record(KeyEvent::Inserted, 1);
-                        return Ok(None);
+                        let hasher = shared.shards.hasher();
+                        shard.insert_unique(hash, entry, |e| hasher.hash_one(&e.key));
+                        None
                     }
                 };
                 drop(shard);
-                self.shared.record(KeyEvent::Inserted, 1);
+                shared.record(KeyEvent::Inserted, 1);
                 Ok(replaced.map(|old| old.value))
             }
             Err(refused) => {
                 drop(shard);
-                drop(refused.into_inner());
+                refused.into_inner().disarm();
                 Err(ScheduleError::new((key, value)))
             }
         }
@@ -399,12 +457,22 @@ where
     /// t.set(1, (), Duration::from_secs(30)).unwrap();
     /// assert!(t.reset(&1, Duration::from_secs(30)));
     /// assert!(!t.reset(&2, Duration::from_secs(30)));
+    ///
+    /// // String keys are looked up by `&str`: a heartbeat allocates nothing.
+    /// let sessions = purgatorio::KeyedTimer::new(|_: String, _: ()| ()).unwrap();
+    /// sessions.set("consumer-1".to_string(), (), Duration::from_secs(10)).unwrap();
+    /// assert!(sessions.reset("consumer-1", Duration::from_secs(10)));
     /// ```
-    pub fn reset(&self, key: &K, delay: Duration) -> bool {
+    pub fn reset<Q>(&self, key: &Q, delay: Duration) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
         let moved = {
-            let shard = self.shared.shards.shard(key).lock();
+            let hash = self.shared.shards.hash(key);
+            let shard = self.shared.shards.shard_of(hash).lock();
             shard
-                .get(key)
+                .find(hash, |entry| entry.key.borrow() == key)
                 .is_some_and(|entry| entry.handle.reschedule(delay))
         };
         if moved {
@@ -424,9 +492,18 @@ where
     /// assert_eq!(t.remove(&1), Some(10));
     /// assert_eq!(t.remove(&1), None);
     /// ```
-    pub fn remove(&self, key: &K) -> Option<V> {
-        let (_key, entry) = self.shared.shards.shard(key).lock().remove_entry(key)?;
-        drop(entry.handle.cancel());
+    pub fn remove<Q>(&self, key: &Q) -> Option<V>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let hash = self.shared.shards.hash(key);
+        let entry = {
+            let mut shard = self.shared.shards.shard_of(hash).lock();
+            let found = shard.find_entry(hash, |entry| entry.key.borrow() == key);
+            found.ok()?.remove().0
+        };
+        entry.cancel_timer();
         self.shared.record(KeyEvent::Removed, 1);
         Some(entry.value)
     }
@@ -439,8 +516,16 @@ where
     /// let t = purgatorio::KeyedTimer::new(|_: u8, _: ()| ()).unwrap();
     /// assert!(!t.contains(&1));
     /// ```
-    pub fn contains(&self, key: &K) -> bool {
-        self.shared.shards.shard(key).lock().contains_key(key)
+    pub fn contains<Q>(&self, key: &Q) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let hash = self.shared.shards.hash(key);
+        let shard = self.shared.shards.shard_of(hash).lock();
+        shard
+            .find(hash, |entry| entry.key.borrow() == key)
+            .is_some()
     }
 
     /// Removes every key and returns the keys and values (no callback runs).
@@ -459,9 +544,9 @@ where
         let mut out = Vec::new();
         for shard in self.shared.shards.iter() {
             let entries = std::mem::take(&mut *shard.lock());
-            for (key, entry) in entries {
-                drop(entry.handle.cancel());
-                out.push((key, entry.value));
+            for entry in entries {
+                entry.cancel_timer();
+                out.push((entry.key, entry.value));
             }
         }
         self.shared.record(KeyEvent::Removed, out.len() as u64);
@@ -510,6 +595,11 @@ where
         self.len() == 0
     }
 
+    /// The timer the keyed timer runs on.
+    pub(crate) fn timer(&self) -> &Timer {
+        &self.timer
+    }
+
     /// The loom model's expiry path: the driver's pass and the worker's run,
     /// on the calling thread. Returns how many entries' tasks ran.
     #[cfg(all(test, purgatorio_loom))]
@@ -517,8 +607,14 @@ where
         self.timer.run_due_here()
     }
 
-    /// Stops the timer (joining its threads) and returns every key still set,
-    /// with its value; no callback runs. Afterwards [`set`](Self::set) fails.
+    /// Shuts the keyed timer down: removes every key still set and returns
+    /// them with their values (no callback runs); afterwards
+    /// [`set`](Self::set) fails. On a timer of its own it also stops that
+    /// timer, joining its threads (so it blocks while a callback runs: in
+    /// async code use [`shutdown_async`](Self::shutdown_async)); on a shared
+    /// timer ([`on_timer`](Self::on_timer),
+    /// [`with_expirations`](Self::with_expirations)) the timer keeps running
+    /// for its other users. Calling it again returns nothing.
     ///
     /// # Examples
     ///
@@ -528,12 +624,21 @@ where
     /// t.set(1, (), Duration::from_secs(1)).unwrap();
     /// assert_eq!(t.shutdown(), vec![(1, ())]);
     /// assert!(t.set(2, (), Duration::from_secs(1)).is_err());
+    ///
+    /// // On a shared timer, the timer runs on.
+    /// let timer = purgatorio::Timer::builder().build().unwrap();
+    /// let sessions = purgatorio::KeyedTimer::on_timer(&timer, |_: u8, _: ()| ());
+    /// sessions.set(1, (), Duration::from_secs(1)).unwrap();
+    /// assert_eq!(sessions.shutdown().len(), 1);
+    /// assert!(!timer.is_shut_down());
     /// ```
     pub fn shutdown(&self) -> Vec<(K, V)> {
         self.shared.closed.store(true, Ordering::SeqCst);
+        // Keys first: the timer's shutdown would remove them quietly.
+        let keys = self.drain();
         if self.shared.owns_timer {
             drop(self.timer.shutdown());
         }
-        self.drain()
+        keys
     }
 }

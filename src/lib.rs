@@ -13,8 +13,8 @@
 //!   until the earliest due bucket, and a worker pool that runs the tasks.
 //!
 //! Its waits are also futures for any executor: [`Timer::sleep`],
-//! [`Timer::timeout`], a [`Parked`] operation, a keyed timer's
-//! [`Expirations`].
+//! [`Timer::timeout`], a [`Parked`] request (whose await gives the
+//! [`DelayedRequest`]'s answer), a keyed timer's [`Expirations`].
 //!
 //! ## The single-threaded timer
 //!
@@ -65,6 +65,73 @@
 //! [`Purgatory`] for a fetch that waits for data, and [`KeyedTimer`] for
 //! session timeouts reset by heartbeats.
 //!
+//! ## On tokio
+//!
+//! Every wait is a future that any executor polls, woken by the timer's own
+//! driver thread; nothing ties it to a runtime. This compiles as written in a
+//! tokio application (`tokio = { version = "1", features = ["full"] }`): one
+//! [`Timer`] for the whole server, a long-poll parked in a [`Purgatory`]
+//! whose await gives its answer, sessions in a [`KeyedTimer`] whose
+//! expirations are a stream, and a plain timeout.
+//!
+//! ```
+//! use std::sync::{Arc, Mutex};
+//! use std::time::Duration;
+//! use purgatorio::{Completion, DelayedRequest, KeyedTimer, Purgatory, Timer};
+//!
+//! /// A fetch that answers with the records past `offset`: at once if there
+//! /// are some, when a produce brings some, or empty at `max_wait`.
+//! struct Fetch { log: Arc<Mutex<Vec<String>>>, offset: usize, max_wait: Duration }
+//!
+//! impl DelayedRequest for Fetch {
+//!     type Output = Vec<String>;
+//!     fn delay(&self) -> Duration { self.max_wait }
+//!     fn try_complete(&mut self) -> bool { self.log.lock().unwrap().len() > self.offset }
+//!     fn answer(&mut self, _: Completion) -> Vec<String> {
+//!         self.log.lock().unwrap()[self.offset..].to_vec()
+//!     }
+//! }
+//!
+//! #[tokio::main]
+//! async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+//!     let timer = Timer::builder().thread_name("server-timer").build()?;
+//!     let fetches: Purgatory<String, Fetch> =
+//!         Purgatory::builder().shared_timer(&timer).build()?;
+//!     let log = Arc::new(Mutex::new(Vec::new()));
+//!
+//!     // A consumer's long-poll, and a producer that appends 10 ms later.
+//!     let fetch = Fetch { log: log.clone(), offset: 0, max_wait: Duration::from_secs(5) };
+//!     let waiting = fetches.park(fetch, ["orders".to_string()])?;
+//!     let (producer, appended) = (fetches.clone(), log.clone());
+//!     tokio::spawn(async move {
+//!         tokio::time::sleep(Duration::from_millis(10)).await;
+//!         appended.lock().unwrap().push("order 1".to_string());
+//!         producer.check_and_complete("orders").unwrap(); // wakes the fetch
+//!     });
+//!     assert_eq!(waiting.await, Some(vec!["order 1".to_string()])); // one await
+//!
+//!     // Sessions that expire unless a heartbeat resets them.
+//!     let (sessions, mut expired) = KeyedTimer::with_expirations(&timer);
+//!     sessions.set("consumer-1".to_string(), (), Duration::from_millis(20))?;
+//!     assert!(sessions.reset("consumer-1", Duration::from_millis(20))); // a heartbeat, by &str
+//!     assert_eq!(expired.next_expired().await, Some(("consumer-1".to_string(), ())));
+//!
+//!     // A timeout around any future.
+//!     let slow = timer.timeout(Duration::from_millis(5), std::future::pending::<()>());
+//!     assert!(slow.await.is_err());
+//!
+//!     // Shut down without blocking a runtime thread: the fetches still
+//!     // parked complete as shut down, the stream ends.
+//!     timer.shutdown_async().await;
+//!     assert_eq!(expired.next_expired().await, None);
+//!     Ok(())
+//! }
+//! ```
+//!
+//! `docs/tokio.md` in the repository is the guide for tokio users: coming
+//! from `tokio::time` and `DelayQueue`, getting answers out of parked
+//! requests, sessions, timeouts, and choosing the executor, tick and threads.
+//!
 //! ## Features
 //!
 //! * `rayon`: run expired tasks on an application's rayon pool
@@ -82,7 +149,9 @@
 //! * **Tickless.** Buckets, not ticks, are queued by due time; the driver sleeps
 //!   until the earliest one and, with nothing pending, without a timeout.
 //! * **Cheap.** Schedule, cancel and reschedule are O(1) and allocate nothing in
-//!   steady state; a pending timer with a `u64` payload costs 32 bytes.
+//!   steady state (a deadline due at once, or 2^31 ticks or more away, waits
+//!   in a side heap: O(log n) to schedule); a pending timer with a `u64`
+//!   payload costs 24 bytes.
 //! * **Unbounded range.** Any deadline up to [`Duration::MAX`](std::time::Duration::MAX) is accepted;
 //!   coarser levels appear only when a deadline needs them.
 //! * **Robust.** Bad configuration is a [`BuildError`]; a stale handle is
@@ -111,14 +180,16 @@
 //! ```
 //!
 //! Each level is a ring of
-//! `wheel_size` buckets; a bucket is a vector of 16-byte references to arena
-//! slots and is registered once in a deadline-ordered queue, keyed by the
-//! earliest deadline it holds, so a lone far-away timer fires on the driver's
-//! first wake-up instead of cascading through every level. Cancel bumps the
-//! slot's stamp, turning its reference into garbage that is skipped when met
-//! and compacted away when it outnumbers live timers.
+//! `wheel_size` buckets; a bucket is a vector of 8-byte references to arena
+//! slots (the slot, and the deadline's low 31 bits as a check: the wheel's
+//! time recovers the rest) and is registered once in a deadline-ordered
+//! queue, keyed by the earliest deadline it holds, so a lone far-away timer
+//! fires on the driver's first wake-up instead of cascading through every
+//! level. Cancel frees the slot, turning its reference into garbage that is
+//! skipped when met and compacted away when it outnumbers live timers.
 
 #![forbid(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs, missing_debug_implementations)]
 
 mod clock;
@@ -143,8 +214,8 @@ pub use future::{Elapsed, Expirations, NextExpired, ShutDown, Sleep, Timeout};
 pub use keyed::{KeyedMetrics, KeyedTimer};
 pub use local::{Advance, Expired, LocalTimer, LocalTimerBuilder};
 pub use purgatory::{
-    CancelOnDrop, Completion, DefaultKeyHasher, DelayedOperation, Parked, Purgatory,
-    PurgatoryBuilder, PurgatoryMetrics, DEFAULT_PURGE_INTERVAL,
+    CancelOnDrop, Completion, DefaultKeyHasher, DelayedOperation, DelayedRequest, Parked,
+    Purgatory, PurgatoryBuilder, PurgatoryMetrics, DEFAULT_PURGE_INTERVAL,
 };
 pub use tick::{
     DEFAULT_TICK, DEFAULT_WHEEL_SIZE, MAX_SHARDS, MAX_TICK, MAX_WATCH_SHARDS, MAX_WHEEL_SIZE,

@@ -3,9 +3,10 @@
 //! [`LocalTimer`] is the timing wheel with a [`Duration`] face. It reads no
 //! clock, spawns no thread and takes no lock: time is whatever the caller
 //! passes to [`poll`](LocalTimer::poll) / [`advance`](LocalTimer::advance),
-//! measured from an origin of the caller's choosing (time zero). That makes it
-//! the core of the threaded [`Timer`](crate::Timer) and, on its own, a
-//! deterministic timer for simulations and tests.
+//! measured from an origin of the caller's choosing (time zero): a
+//! deterministic timer for event loops, simulations and tests. It shares the
+//! wheel (`wheel/`) with the threaded [`Timer`](crate::Timer), whose shards
+//! each hold a wheel of their own; `Timer` does not use `LocalTimer`.
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -22,7 +23,9 @@ use crate::wheel::{Fired, TimerKey, Wheel};
 ///   up to the tick, so at most one tick late relative to the polls made.
 /// * **Cheap**: schedule, cancel and reschedule are O(1) and allocate nothing
 ///   once the timer has grown to its working set; a poll visits only buckets
-///   that are due, however much time passed.
+///   that are due, however much time passed. A deadline due at once, or 2^31
+///   ticks or more away (24.8 days at the default 1 ms tick), waits in a side
+///   heap instead: O(log n) to schedule, cancel still O(1).
 /// * **Unbounded range**: any deadline up to [`Duration::MAX`] is accepted;
 ///   coarser levels are created the first time a deadline needs them.
 ///   Deadlines more than about 584 years after time zero are beyond the
@@ -83,34 +86,7 @@ pub struct LocalTimerBuilder<T> {
 }
 
 impl<T> LocalTimerBuilder<T> {
-    /// Sets the tick: the resolution of deadlines and the width of the finest
-    /// buckets. Defaults to [`DEFAULT_TICK`](crate::DEFAULT_TICK).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// let t = purgatorio::LocalTimer::<()>::builder()
-    ///     .tick(std::time::Duration::from_micros(1)).build().unwrap();
-    /// assert_eq!(t.tick().as_nanos(), 1_000);
-    /// ```
-    pub fn tick(mut self, tick: Duration) -> Self {
-        self.config.tick = tick;
-        self
-    }
-
-    /// Sets the number of slots per level. Defaults to [`DEFAULT_WHEEL_SIZE`](crate::DEFAULT_WHEEL_SIZE).
-    /// Powers of two are a little faster; any size from 2 works.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// let t = purgatorio::LocalTimer::<()>::builder().wheel_size(20).build().unwrap();
-    /// assert_eq!(t.wheel_size(), 20);
-    /// ```
-    pub fn wheel_size(mut self, wheel_size: usize) -> Self {
-        self.config.wheel_size = wheel_size;
-        self
-    }
+    crate::tick::wheel_setters!("purgatorio::LocalTimer::<()>::builder()");
 
     /// Builds the timer, with its time at zero.
     ///
@@ -342,7 +318,9 @@ impl<T> LocalTimer<T> {
     ///
     /// # Panics
     ///
-    /// If more than 4,294,967,294 timers would be pending at once.
+    /// If more than 4,294,967,294 timers would be pending at once, or more
+    /// than 2^31 of them in the side heap (due at once, or 2^31 ticks or more
+    /// away).
     ///
     /// # Examples
     ///
@@ -364,7 +342,9 @@ impl<T> LocalTimer<T> {
     ///
     /// # Panics
     ///
-    /// If more than 4,294,967,294 timers would be pending at once.
+    /// If more than 4,294,967,294 timers would be pending at once, or more
+    /// than 2^31 of them in the side heap (due at once, or 2^31 ticks or more
+    /// away).
     ///
     /// # Examples
     ///

@@ -60,12 +60,6 @@ impl<T, S: BuildHasher> Sharded<T, S> {
     pub(crate) fn hash<Q: Hash + ?Sized>(&self, key: &Q) -> u64 {
         self.hasher.hash_one(key)
     }
-
-    /// The shard that `key` belongs to.
-    #[inline]
-    pub(crate) fn shard<Q: Hash + ?Sized>(&self, key: &Q) -> &Mutex<T> {
-        self.shard_of(self.hash(key))
-    }
 }
 
 #[cfg(all(test, not(purgatorio_loom)))]
@@ -76,10 +70,10 @@ mod tests {
     fn a_key_always_lands_in_the_same_shard() {
         let sharded = Sharded::new(8, Vec::<u32>::new);
         for key in 0..1000u32 {
-            sharded.shard(&key).lock().push(key);
+            sharded.shard_of(sharded.hash(&key)).lock().push(key);
         }
         for key in 0..1000u32 {
-            assert!(sharded.shard(&key).lock().contains(&key));
+            assert!(sharded.shard_of(sharded.hash(&key)).lock().contains(&key));
         }
         let total: usize = sharded.iter().map(|s| s.lock().len()).sum();
         assert_eq!(total, 1000);

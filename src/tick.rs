@@ -31,6 +31,48 @@ pub const DEFAULT_TICK: Duration = Duration::from_millis(1);
 /// The default wheel size: 64 slots per level.
 pub const DEFAULT_WHEEL_SIZE: usize = 64;
 
+/// The wheel's two settings, as builder methods: one definition for
+/// [`LocalTimerBuilder`](crate::LocalTimerBuilder) and
+/// [`TimerBuilder`](crate::TimerBuilder), both holding a `config:
+/// WheelConfig`. `$new` is the expression that makes the builder, for the
+/// examples.
+macro_rules! wheel_setters {
+    ($new:literal) => {
+        /// Sets the tick: the resolution of deadlines and the width of the
+        /// finest buckets. Defaults to [`DEFAULT_TICK`](crate::DEFAULT_TICK)
+        /// (1 ms), at most [`MAX_TICK`](crate::MAX_TICK); a zero tick is a
+        /// [`BuildError`](crate::BuildError) at `build`.
+        ///
+        /// # Examples
+        ///
+        /// ```
+        #[doc = concat!("let t = ", $new, ".tick(std::time::Duration::from_micros(100)).build().unwrap();")]
+        /// assert_eq!(t.tick().as_micros(), 100);
+        /// ```
+        pub fn tick(mut self, tick: std::time::Duration) -> Self {
+            self.config.tick = tick;
+            self
+        }
+
+        /// Sets the number of slots per level. Defaults to
+        /// [`DEFAULT_WHEEL_SIZE`](crate::DEFAULT_WHEEL_SIZE); any size from 2
+        /// to [`MAX_WHEEL_SIZE`](crate::MAX_WHEEL_SIZE) works, and powers of
+        /// two are a little faster.
+        ///
+        /// # Examples
+        ///
+        /// ```
+        #[doc = concat!("let t = ", $new, ".wheel_size(20).build().unwrap();")]
+        /// # drop(t);
+        /// ```
+        pub fn wheel_size(mut self, wheel_size: usize) -> Self {
+            self.config.wheel_size = wheel_size;
+            self
+        }
+    };
+}
+pub(crate) use wheel_setters;
+
 /// The wheel settings both builders share, validated in one place.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct WheelConfig {

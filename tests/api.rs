@@ -165,6 +165,8 @@ impl DelayedOperation for Produce {
     fn on_complete(&mut self, completion: Completion) {
         let _ = self.reply.send(if completion.is_timeout() {
             "REQUEST_TIMED_OUT"
+        } else if completion.is_shut_down() {
+            "shut down"
         } else {
             "acked"
         });
@@ -242,7 +244,7 @@ fn a_dozen_purgatories_and_keyed_timers_share_one_driver_and_one_pool() -> Resul
     }
     // One purgatory shuts down: its operation completes, the rest wait on.
     assert_eq!(purgatories[0].shutdown(), 1);
-    assert_eq!(rx.recv_timeout(PATIENCE)?, "REQUEST_TIMED_OUT");
+    assert_eq!(rx.recv_timeout(PATIENCE)?, "shut down");
     assert_eq!(timer.len(), 11);
     assert!(!timer.is_shut_down());
     clock.advance(ms(30_000));
@@ -266,20 +268,23 @@ fn shutting_a_shared_timer_down_completes_the_operations_it_held() -> Result {
         },
         [1],
     )?;
-    // The caller gets the pending tasks back; dropping one that carries an
-    // operation's expiry completes the operation as shut down.
-    drop(timer.shutdown());
-    assert_eq!(rx.recv_timeout(PATIENCE)?, "REQUEST_TIMED_OUT");
+    // The operation's expiry is the crate's own entry: not handed back as a
+    // task of the caller's, but completed as shut down.
+    assert!(timer.shutdown().is_empty());
+    assert_eq!(rx.recv_timeout(PATIENCE)?, "shut down");
     assert_eq!(p.metrics().shut_down, 1);
     assert_eq!(p.delayed(), 0);
-    // Parking on a stopped timer completes at once, as shut down.
+    // Parking on a stopped timer is refused, and the operation handed back
+    // uncompleted: it could never expire.
     let (tx, rx) = mpsc::channel();
     let op = Produce {
         acks: Arc::default(),
         reply: tx,
     };
-    assert!(!p.try_complete_else_watch(op, [2])?);
-    assert_eq!(rx.recv_timeout(PATIENCE)?, "REQUEST_TIMED_OUT");
+    let refused = p.try_complete_else_watch(op, [2]).unwrap_err();
+    assert_eq!(refused.kind(), WatchErrorKind::ShutDown);
+    drop(refused.into_inner());
+    assert!(rx.recv().is_err(), "dropped without ever completing");
     Ok(())
 }
 

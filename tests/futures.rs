@@ -595,3 +595,221 @@ fn a_dropped_expirations_stream_keeps_nothing() {
         std::thread::sleep(ms(1));
     }
 }
+
+/// A long-poll that answers with the records past its offset: at once if
+/// there are some, when a produce brings some, or empty at `max_wait`.
+struct LongPoll {
+    log: Arc<std::sync::Mutex<Vec<u32>>>,
+    offset: usize,
+    max_wait: Duration,
+}
+
+impl purgatorio::DelayedRequest for LongPoll {
+    type Output = (Completion, Vec<u32>);
+    fn delay(&self) -> Duration {
+        self.max_wait
+    }
+    fn try_complete(&mut self) -> bool {
+        self.log.lock().unwrap().len() > self.offset
+    }
+    fn answer(&mut self, completion: Completion) -> (Completion, Vec<u32>) {
+        (completion, self.log.lock().unwrap()[self.offset..].to_vec())
+    }
+}
+
+#[test]
+fn one_await_gives_a_parked_requests_answer_on_every_executor() {
+    let clock = ManualClock::new();
+    let purgatory: Purgatory<&'static str, LongPoll> = Purgatory::builder()
+        .timer(Timer::builder().clock(clock.clone()))
+        .build()
+        .unwrap();
+    let (purgatory, clock) = (Arc::new(purgatory), Arc::new(clock));
+    on_every_executor(|| {
+        let (purgatory, clock) = (Arc::clone(&purgatory), Arc::clone(&clock));
+        async move {
+            let log = Arc::new(std::sync::Mutex::new(vec![1]));
+            let poll = |offset| LongPoll {
+                log: Arc::clone(&log),
+                offset,
+                max_wait: ms(500),
+            };
+            // Data there already: answered by park itself.
+            let at_once = purgatory.park(poll(0), ["t"]).unwrap();
+            assert!(at_once.completed_now());
+            assert_eq!(at_once.await, Some((Completion::Satisfied, vec![1])));
+            // Data from a produce on another thread.
+            let waiting = purgatory.park(poll(1), ["t"]).unwrap();
+            let (producer, log2) = (Arc::clone(&purgatory), Arc::clone(&log));
+            let produce = std::thread::spawn(move || {
+                log2.lock().unwrap().push(2);
+                producer.check_and_complete("t").unwrap()
+            });
+            assert_eq!(waiting.await, Some((Completion::Satisfied, vec![2])));
+            assert_eq!(produce.join().unwrap(), 1);
+            // No data before max_wait: an empty answer, never early.
+            let empty = purgatory.park(poll(2), ["t"]).unwrap();
+            clock.advance(ms(499));
+            assert!(empty.outcome().is_none(), "answered before max_wait");
+            clock.advance(ms(1));
+            assert_eq!(empty.await, Some((Completion::Expired, vec![])));
+            // Taken back: no answer.
+            let cancelled = purgatory.park(poll(2), ["t"]).unwrap();
+            assert!(cancelled.cancel().is_some());
+            assert_eq!(cancelled.await, None);
+        }
+    });
+}
+
+/// An answer that counts its drops and checks where it is dropped.
+struct Counted(Arc<AtomicUsize>);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+struct Answers {
+    drops: Arc<AtomicUsize>,
+    open: Arc<AtomicBool>,
+}
+
+impl purgatorio::DelayedRequest for Answers {
+    type Output = Counted;
+    fn delay(&self) -> Duration {
+        ms(60_000)
+    }
+    fn try_complete(&mut self) -> bool {
+        self.open.load(Ordering::SeqCst)
+    }
+    fn answer(&mut self, _: Completion) -> Counted {
+        Counted(Arc::clone(&self.drops))
+    }
+}
+
+#[test]
+fn an_answer_nobody_awaits_is_dropped_once_whoever_goes_first() {
+    let purgatory: Purgatory<u32, Answers> = Purgatory::builder().build().unwrap();
+    let drops = Arc::new(AtomicUsize::new(0));
+    let open = Arc::new(AtomicBool::new(false));
+    let op = || Answers {
+        drops: Arc::clone(&drops),
+        open: Arc::clone(&open),
+    };
+    // The handle goes before the completion: the completer drops the answer.
+    drop(purgatory.park(op(), [1]).unwrap());
+    open.store(true, Ordering::SeqCst);
+    assert_eq!(purgatory.check_and_complete(&1), Ok(1));
+    assert_eq!(drops.load(Ordering::SeqCst), 1);
+    // The completion comes first: the handle's drop drops the answer.
+    open.store(false, Ordering::SeqCst);
+    let parked = purgatory.park(op(), [2]).unwrap();
+    assert!(parked.force_complete());
+    assert_eq!(drops.load(Ordering::SeqCst), 1, "kept for the handle");
+    drop(parked);
+    assert_eq!(drops.load(Ordering::SeqCst), 2);
+    // try_complete_else_watch keeps no handle: completed at once, dropped.
+    open.store(true, Ordering::SeqCst);
+    assert!(purgatory.try_complete_else_watch(op(), [3]).unwrap());
+    assert_eq!(drops.load(Ordering::SeqCst), 3);
+    // Awaited: handed over once; polled again, nothing more.
+    let mut parked = purgatory.park(op(), [4]).unwrap();
+    let (_, waker, _) = counter();
+    match poll(&mut parked, &waker) {
+        Poll::Ready(Some(answer)) => drop(answer),
+        other => panic!("not answered: {:?}", other.map(|a| a.is_some())),
+    }
+    assert_eq!(drops.load(Ordering::SeqCst), 4);
+    assert!(matches!(poll(&mut parked, &waker), Poll::Ready(None)));
+    drop(parked);
+    assert_eq!(drops.load(Ordering::SeqCst), 4, "dropped exactly once");
+}
+
+#[test]
+fn a_sleep_first_polled_after_its_deadline_is_ready_at_once() {
+    let (clock, timer) = manual();
+    let (_, waker, _) = counter();
+    let mut sleep = timer.sleep(ms(100));
+    let mut until = timer.sleep_until(timer.now() + ms(100));
+    clock.advance(ms(100));
+    assert!(sleep.is_elapsed());
+    assert!(poll(&mut sleep, &waker).is_ready(), "elapsed, yet pending");
+    assert!(poll(&mut until, &waker).is_ready(), "elapsed, yet pending");
+    assert_eq!(timer.metrics().scheduled, 0, "nothing scheduled for them");
+}
+
+#[test]
+fn a_sleep_of_duration_max_never_elapses_as_a_task_of_duration_max_never_runs() {
+    let (clock, timer) = manual();
+    let (_, waker, _) = counter();
+    let mut endless = timer.sleep(Duration::MAX);
+    assert!(poll(&mut endless, &waker).is_pending());
+    let ran = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&ran);
+    timer
+        .schedule(Duration::MAX, move || flag.store(true, Ordering::SeqCst))
+        .unwrap();
+    // Far past the 30 years the deadline reads as.
+    clock.advance(Duration::from_secs(86_400 * 365 * 100));
+    assert!(!endless.is_elapsed());
+    assert!(poll(&mut endless, &waker).is_pending());
+    let mut timeout = timer.timeout(Duration::MAX, std::future::pending::<()>());
+    assert!(poll(&mut timeout, &waker).is_pending());
+    // Shutdown still ends it.
+    drop(timer.shutdown());
+    assert!(poll(&mut endless, &waker).is_ready());
+    assert!(!ran.load(Ordering::SeqCst));
+}
+
+#[test]
+fn the_timers_shutdown_ends_a_keyed_stream_whose_keyed_timer_is_alive_on_every_executor() {
+    on_every_executor(|| async {
+        let (clock, timer) = manual();
+        let (sessions, mut expired) = KeyedTimer::<String, u32>::with_expirations(&timer);
+        sessions.set("ada".to_string(), 1, ms(10)).unwrap();
+        sessions.set("bob".to_string(), 2, ms(60_000)).unwrap();
+        clock.advance(ms(10));
+        assert_eq!(expired.next_expired().await, Some(("ada".to_string(), 1)));
+        let shut = std::thread::spawn(move || {
+            let never_ran = timer.shutdown();
+            (never_ran.len(), timer)
+        });
+        // Ends, although `sessions` is still held.
+        assert_eq!(expired.next_expired().await, None);
+        let (returned, _timer) = shut.join().unwrap();
+        assert_eq!(returned, 0, "no keyed entry handed back as a user task");
+        assert!(!sessions.contains("bob"));
+        assert!(sessions.is_empty());
+    });
+}
+
+#[test]
+fn purgatory_and_keyed_shutdown_async_do_not_block_the_runtime_thread() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        struct Wait;
+        impl DelayedOperation for Wait {
+            fn delay(&self) -> Duration {
+                ms(60_000)
+            }
+            fn try_complete(&mut self) -> bool {
+                false
+            }
+            fn on_complete(&mut self, _: Completion) {}
+        }
+        let purgatory: Purgatory<u8, Wait> = Purgatory::builder().build().unwrap();
+        let parked = purgatory.park(Wait, [1]).unwrap();
+        let other = tokio::spawn(async { 5 });
+        assert_eq!(purgatory.shutdown_async().await, 1);
+        assert_eq!(parked.await, Some(Completion::ShutDown));
+        assert_eq!(other.await.unwrap(), 5);
+        let sessions = KeyedTimer::new(|_: u8, _: ()| ()).unwrap();
+        sessions.set(3, (), ms(60_000)).unwrap();
+        assert_eq!(sessions.shutdown_async().await, vec![(3, ())]);
+        assert!(sessions.set(4, (), ms(1)).is_err());
+    });
+}

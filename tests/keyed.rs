@@ -157,3 +157,66 @@ fn metrics_count_what_happened_to_the_keys_and_panics() {
         (0, 3, 2, 1, 2, 1)
     );
 }
+
+#[test]
+fn string_keys_are_looked_up_by_str() {
+    let clock = ManualClock::new();
+    let (tx, rx) = mpsc::channel();
+    let sessions = KeyedTimer::with_timer(
+        Timer::builder().clock(clock.clone()),
+        move |k: String, v: u8| {
+            tx.send((k, v)).unwrap();
+        },
+    )
+    .unwrap();
+    sessions.set("consumer-1".to_string(), 1, secs(10)).unwrap();
+    sessions.set("consumer-2".to_string(), 2, secs(10)).unwrap();
+    assert!(sessions.contains("consumer-1"));
+    clock.advance(secs(5));
+    assert!(sessions.reset("consumer-1", secs(10)));
+    assert!(!sessions.reset("nobody", secs(10)));
+    clock.advance(secs(5));
+    assert_eq!(
+        rx.recv_timeout(PATIENCE).unwrap(),
+        ("consumer-2".to_string(), 2)
+    );
+    assert_eq!(sessions.remove("consumer-1"), Some(1));
+    assert!(sessions.is_empty());
+}
+
+#[test]
+fn a_shared_timers_shutdown_removes_keyed_entries_quietly_and_returns_only_user_tasks() {
+    let clock = ManualClock::new();
+    let timer = Timer::builder().clock(clock.clone()).build().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let sessions = KeyedTimer::on_timer(&timer, move |k: u32, _: ()| tx.send(k).unwrap());
+    sessions.set(1, (), secs(10)).unwrap();
+    timer.schedule(secs(10), || ()).unwrap();
+    let never_ran = timer.shutdown();
+    assert_eq!(never_ran.len(), 1, "only the user's own task comes back");
+    for task in never_ran {
+        purgatorio::Task::run(task);
+    }
+    assert!(!sessions.contains(&1), "the key is not left behind");
+    assert_eq!(sessions.len(), 0);
+    assert_eq!(sessions.metrics().removed, 1);
+    assert!(rx.try_recv().is_err(), "no callback, early or late");
+    assert!(sessions.set(2, (), secs(1)).is_err());
+}
+
+#[test]
+fn a_keyed_timers_shutdown_on_a_shared_timer_leaves_the_timer_running() {
+    let clock = ManualClock::new();
+    let timer = Timer::builder().clock(clock.clone()).build().unwrap();
+    let sessions = KeyedTimer::on_timer(&timer, |_: u32, _: ()| ());
+    sessions.set(1, (), secs(10)).unwrap();
+    let (tx, rx) = mpsc::channel();
+    timer
+        .schedule(secs(10), move || tx.send(()).unwrap())
+        .unwrap();
+    assert_eq!(sessions.shutdown(), vec![(1, ())]);
+    assert!(!timer.is_shut_down());
+    assert_eq!(timer.len(), 1);
+    clock.advance(secs(10));
+    rx.recv_timeout(PATIENCE).unwrap();
+}

@@ -7,6 +7,12 @@
 //! relative to the advances made, in deadline order; a deadline at or before
 //! the timer's time is due at once; cancel returns the payload exactly when
 //! the model says it is pending; stale keys are harmless.
+//!
+//! Some delays fall within a few ticks of 2^31 ticks, the edge of the wheel's
+//! near window (an 8-byte reference holds a deadline less than 2^31 ticks
+//! ahead of the wheel's time; the rest wait in a side heap), and some steps
+//! are that long, so timers cross from one side of the edge to the other
+//! and references are read back across the wrap of their 31-bit check.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -30,17 +36,28 @@ enum Op {
     AdvancePartial(u64, usize),
 }
 
+/// Ticks from the wheel's time to the edge of its near window.
+const NEAR_TICKS: u64 = 1 << 31;
+
+/// Nanoseconds within a few ticks of the near window's edge.
+fn near_edge(tick_ns: u64) -> std::ops::Range<u64> {
+    tick_ns * (NEAR_TICKS - 4)..tick_ns * (NEAR_TICKS + 4)
+}
+
 fn op(tick_ns: u64) -> impl Strategy<Value = Op> {
-    // Delays span many tick widths and, now and then, far beyond the wheel.
+    // Delays span many tick widths and, now and then, far beyond the wheel
+    // or across the edge of its near window.
     let delay = prop_oneof![
-        4 => 0..tick_ns * 300,
-        2 => 0..tick_ns * 100_000,
-        1 => 0..u64::MAX / 4,
+        8 => 0..tick_ns * 300,
+        4 => 0..tick_ns * 100_000,
+        1 => near_edge(tick_ns),
+        2 => 0..u64::MAX / 4,
     ];
     let step = prop_oneof![
-        3 => 0..tick_ns * 3,
-        2 => 0..tick_ns * 500,
-        1 => 0..tick_ns * 200_000,
+        6 => 0..tick_ns * 3,
+        4 => 0..tick_ns * 500,
+        2 => 0..tick_ns * 200_000,
+        1 => near_edge(tick_ns),
     ];
     prop_oneof![
         6 => delay.clone().prop_map(Op::Schedule),
@@ -278,18 +295,22 @@ use rand::{RngCore, SeedableRng};
 
 /// A delay spanning many tick widths and, now and then, far beyond the wheel.
 fn fuzz_delay(u: &mut Unstructured, tick_ns: u64) -> arbitrary::Result<u64> {
-    Ok(match u.int_in_range(0..=6u8)? {
-        0..=3 => u.int_in_range(0..=tick_ns * 300)?,
-        4 | 5 => u.int_in_range(0..=tick_ns * 100_000)?,
+    let edge = near_edge(tick_ns);
+    Ok(match u.int_in_range(0..=14u8)? {
+        0..=7 => u.int_in_range(0..=tick_ns * 300)?,
+        8..=11 => u.int_in_range(0..=tick_ns * 100_000)?,
+        12 => u.int_in_range(edge.start..=edge.end)?,
         _ => u.int_in_range(0..=u64::MAX / 4)?,
     })
 }
 
 fn fuzz_step(u: &mut Unstructured, tick_ns: u64) -> arbitrary::Result<u64> {
-    Ok(match u.int_in_range(0..=5u8)? {
-        0..=2 => u.int_in_range(0..=tick_ns * 3)?,
-        3 | 4 => u.int_in_range(0..=tick_ns * 500)?,
-        _ => u.int_in_range(0..=tick_ns * 200_000)?,
+    let edge = near_edge(tick_ns);
+    Ok(match u.int_in_range(0..=12u8)? {
+        0..=5 => u.int_in_range(0..=tick_ns * 3)?,
+        6..=9 => u.int_in_range(0..=tick_ns * 500)?,
+        10 | 11 => u.int_in_range(0..=tick_ns * 200_000)?,
+        _ => u.int_in_range(edge.start..=edge.end)?,
     })
 }
 

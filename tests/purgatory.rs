@@ -43,7 +43,7 @@ impl DelayedOperation for Gate {
     }
     fn on_complete(&mut self, completion: Completion) {
         self.record.completed.fetch_add(1, Ordering::SeqCst);
-        if completion.is_timeout() {
+        if matches!(completion, Completion::Expired | Completion::ShutDown) {
             assert_eq!(
                 self.record.completed.load(Ordering::SeqCst),
                 1,
@@ -955,7 +955,7 @@ impl DelayedOperation for ShutsDown {
         if let Some(p) = p {
             p.shutdown();
         }
-        if completion.is_timeout() {
+        if matches!(completion, Completion::Expired | Completion::ShutDown) {
             self.record.expired.fetch_add(1, Ordering::SeqCst);
         }
     }

@@ -1,21 +1,50 @@
 //! The comparison report: W1–W4 for purgatorio and every peer in one run,
-//! printed as a Markdown table, saved as JSON and drawn as the README's chart.
+//! printed as a Markdown table, saved as JSON and drawn as a chart.
 //!
 //! ```text
-//! cargo run --release -p purgatorio-peers                 # everything (~3 minutes)
+//! cargo run --release -p purgatorio-peers                 # everything (~4 minutes)
 //! cargo run --release -p purgatorio-peers -- --quick      # 10k and 100k only, W3 at 1M
+//! cargo run --release -p purgatorio-peers -- --svg docs/peers.svg   # redraw the README's chart
 //! ```
 //!
-//! Writes `target/peers.json` and `docs/peers.svg` (paths with `--json` and
-//! `--svg`). W1 and W2 are the median of three runs; W3 runs each structure
-//! in a fresh child process so earlier runs' memory does not count.
+//! Writes `peers.json` and `peers.svg` in the workspace's `target/`, wherever
+//! it is run from (other paths with `--json` and `--svg`; the README's chart,
+//! `docs/peers.svg`, is redrawn only when asked for by name). W1 and W2 are
+//! the median of three runs; W3 runs each structure in a fresh child process
+//! so earlier runs' memory does not count.
 
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 use std::time::Instant;
 
+use clap::Parser;
 use plotters::prelude::*;
 use purgatorio_peers::{
     w3, w4, BTree, Churn, Expire, Heap, Kompact, Nexus, Purgatorio, Subject, Tokio,
 };
+use purgatorio_workloads::cli::{exit_code, figures_from_child, target_dir, ChildError};
+
+/// W1–W4 for purgatorio and every peer: a Markdown table on standard
+/// output, the figures as JSON and a chart as SVG.
+#[derive(Debug, Parser)]
+#[command(version)]
+struct Args {
+    /// 10k and 100k pending only, one run each, W3 at 1M (instead of 10k,
+    /// 100k and 1M, the median of three runs, W3 at 10M).
+    #[arg(long)]
+    quick: bool,
+    /// Where to write the figures as JSON.
+    #[arg(long, value_name = "PATH", default_value_os_t = target_dir().join("peers.json"))]
+    json: PathBuf,
+    /// Where to draw the chart as SVG; `--svg docs/peers.svg` redraws the
+    /// README's chart.
+    #[arg(long, value_name = "PATH", default_value_os_t = target_dir().join("peers.svg"))]
+    svg: PathBuf,
+    /// Internal: measure W3 for the structure at INDEX with N timers and
+    /// print bytes per timer (how the report runs W3 in a fresh process).
+    #[arg(long, hide = true, num_args = 2, value_names = ["INDEX", "N"])]
+    w3_child: Option<Vec<usize>>,
+}
 
 /// One structure's figures.
 struct Row {
@@ -46,7 +75,7 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-fn measure<S: Subject>(index: usize, cfg: &Config) -> Row {
+fn measure<S: Subject>(index: usize, cfg: &Config) -> Result<Row, ChildError> {
     eprintln!("{} ...", S::NAME);
     let mut row = Row {
         name: S::NAME,
@@ -84,25 +113,17 @@ fn measure<S: Subject>(index: usize, cfg: &Config) -> Row {
             .collect();
         row.w2.push(median(w2_runs));
     }
-    row.w3 = w3_in_child(index, cfg.w3_size);
+    row.w3 = w3_in_child(index, cfg.w3_size)?;
     let sparse = w4::<S>();
     row.w4 = sparse.wakeups;
     row.early += sparse.fired.early;
-    row
+    Ok(row)
 }
 
 /// Runs W3 for structure `index` in a fresh copy of this program.
-fn w3_in_child(index: usize, n: usize) -> f64 {
-    let exe = std::env::current_exe().expect("own path");
-    let out = std::process::Command::new(exe)
-        .args(["--w3-child", &index.to_string(), &n.to_string()])
-        .output()
-        .expect("W3 child");
-    assert!(out.status.success(), "W3 child failed: {out:?}");
-    String::from_utf8_lossy(&out.stdout)
-        .trim()
-        .parse()
-        .expect("W3 child prints a number")
+fn w3_in_child(index: usize, n: usize) -> Result<f64, ChildError> {
+    let [per] = figures_from_child(&["--w3-child".to_string(), index.to_string(), n.to_string()])?;
+    Ok(per)
 }
 
 /// The structures in report order; `f` is called with each one's type.
@@ -201,7 +222,7 @@ fn chart(
     rows: &[Row],
     cfg: &Config,
     machine: &str,
-    path: &str,
+    path: &Path,
 ) -> Result<(), Box<dyn std::error::Error>> {
     let root = SVGBackend::new(path, (1000, 420)).into_drawing_area();
     root.fill(&WHITE)?;
@@ -275,29 +296,17 @@ fn chart(
     Ok(())
 }
 
-fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    if let [flag, index, n] = args.as_slice() {
-        if flag == "--w3-child" {
-            let (index, n): (usize, usize) = (index.parse().expect("index"), n.parse().expect("n"));
-            let per = for_each_subject!(w3_only, index, n)
-                .into_iter()
-                .flatten()
-                .next()
-                .expect("known structure");
-            println!("{per}");
-            return;
-        }
+/// Creates the directory `path` goes in, if it names one.
+fn create_parent(path: &Path) -> std::io::Result<()> {
+    match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => std::fs::create_dir_all(dir),
+        _ => Ok(()),
     }
-    let value_of = |flag: &str, default: &str| -> String {
-        args.iter()
-            .position(|a| a == flag)
-            .and_then(|i| args.get(i + 1))
-            .cloned()
-            .unwrap_or_else(|| default.to_string())
-    };
-    let quick = args.iter().any(|a| a == "--quick");
-    let cfg = if quick {
+}
+
+/// The report: measures, prints, writes the JSON and draws the chart.
+fn report(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
+    let cfg = if args.quick {
         Config {
             sizes: vec![10_000, 100_000],
             w3_size: 1_000_000,
@@ -310,21 +319,47 @@ fn main() {
             runs: 3,
         }
     };
-    let json_path = value_of("--json", "target/peers.json");
-    let svg_path = value_of("--svg", "docs/peers.svg");
+    let (json_path, svg_path) = (&args.json, &args.svg);
+
+    // Before the minutes of measuring, not after.
+    let cannot =
+        |path: &Path, e: &dyn std::fmt::Display| format!("cannot write {}: {e}", path.display());
+    for path in [json_path, svg_path] {
+        create_parent(path).map_err(|e| cannot(path, &e))?;
+    }
 
     let machine = machine();
-    let rows = for_each_subject!(measure, &cfg);
-    println!("Machine: {machine}. Command: cargo run --release -p purgatorio-peers");
+    let rows = for_each_subject!(measure, &cfg)
+        .into_iter()
+        .collect::<Result<Vec<Row>, ChildError>>()?;
+    let quick = if args.quick { " -- --quick" } else { "" };
+    println!("Machine: {machine}. Command: cargo run --release -p purgatorio-peers{quick}");
     println!();
     print_table(&rows, &cfg);
     for r in rows.iter().filter(|r| r.early > 0) {
         println!("\nWARNING: {} fired {} timers early", r.name, r.early);
     }
-    std::fs::write(&json_path, json(&rows, &cfg, &machine)).expect("write JSON");
-    if let Some(dir) = std::path::Path::new(&svg_path).parent() {
-        std::fs::create_dir_all(dir).expect("chart directory");
+    std::fs::write(json_path, json(&rows, &cfg, &machine)).map_err(|e| cannot(json_path, &e))?;
+    chart(&rows, &cfg, &machine, svg_path).map_err(|e| cannot(svg_path, &e))?;
+    eprintln!("wrote {} and {}", json_path.display(), svg_path.display());
+    Ok(())
+}
+
+/// The hidden `--w3-child INDEX N` mode: prints W3's bytes per timer.
+fn w3_child(index: usize, n: usize) -> Result<(), String> {
+    let per = for_each_subject!(w3_only, index, n)
+        .into_iter()
+        .flatten()
+        .next()
+        .ok_or_else(|| format!("no structure number {index}"))?;
+    println!("{per}");
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    match args.w3_child.as_deref() {
+        Some(&[index, n]) => exit_code(w3_child(index, n)),
+        _ => exit_code(report(&args)),
     }
-    chart(&rows, &cfg, &machine, &svg_path).expect("draw chart");
-    eprintln!("wrote {json_path} and {svg_path}");
 }

@@ -5,12 +5,12 @@ use std::fmt;
 use std::future::Future;
 use std::hash::Hash;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::task::{Context, Poll, Waker};
 
 use crate::keyed::KeyedTimer;
 use crate::sync::Mutex;
-use crate::timer::Timer;
+use crate::timer::{OnShutdown, Timer};
 
 /// What the queue's lock protects.
 struct Queue<T> {
@@ -45,6 +45,14 @@ impl<T> Shared<T> {
     }
 }
 
+/// The timer shut down: no more will come, whether or not the keyed timer
+/// is still held.
+impl<T: Send> OnShutdown for Shared<T> {
+    fn timer_shut_down(&self) {
+        self.push_with(|queue| queue.closed = true);
+    }
+}
+
 /// The keyed timer's callback side: closes the stream when the keyed timer
 /// drops it.
 struct Sender<T>(Arc<Shared<T>>);
@@ -61,11 +69,16 @@ impl<T> Drop for Sender<T> {
 /// Each expired `(key, value)` is yielded once, soon after it expires, in the
 /// order the timer's workers handed them over: deadline order within one
 /// batch of the driver's, but entries that two workers expire at the same
-/// time may interleave. The stream
-/// ends (yields `None`) once every handle of its keyed timer is dropped and
-/// the entries expired before that were taken. With the `stream` feature it
-/// implements `futures_core::Stream`; without it,
-/// [`next_expired`](Self::next_expired) and [`poll_expired`](Self::poll_expired) do the same.
+/// time may interleave. The stream ends (yields `None`) once every handle
+/// of its keyed timer is dropped, or its timer is shut down, and the entries
+/// expired before that were taken.
+///
+/// With the **`stream` feature** (`features = ["stream"]` on this crate) it
+/// implements `futures_core::Stream`, so `futures::StreamExt::next` and the
+/// other stream combinators work on it; without the feature, `.next()`
+/// fails to compile with "the trait `Stream` is not implemented". Either
+/// way, [`next_expired`](Self::next_expired) and
+/// [`poll_expired`](Self::poll_expired) do the same.
 ///
 /// # Examples
 ///
@@ -200,7 +213,10 @@ impl<K, V> Future for NextExpired<'_, K, V> {
     }
 }
 
+/// With the `stream` feature: `StreamExt::next` and every other stream
+/// combinator work on the expirations.
 #[cfg(feature = "stream")]
+#[cfg_attr(docsrs, doc(cfg(feature = "stream")))]
 impl<K, V> futures_core::Stream for Expirations<K, V> {
     type Item = (K, V);
 
@@ -229,6 +245,8 @@ where
                 unread: false,
             }),
         });
+        let hook: Weak<dyn OnShutdown> = Arc::downgrade(&shared) as Weak<dyn OnShutdown>;
+        timer.on_shutdown(hook);
         let sender = Sender(Arc::clone(&shared));
         let keyed = KeyedTimer::on_timer(timer, move |key, value| {
             let mut unread = None;

@@ -10,15 +10,18 @@ use std::sync::Arc;
 
 use crate::timer::{BoxTask, Driver, Timer, TimerHandle};
 
-/// How far away "never" is: a sleep of [`Duration::MAX`] ends this far from
-/// now (about 30 years), where an [`Instant`] can still be represented.
+use crate::tick::NEVER;
+
+/// What [`Sleep::deadline`] says of a sleep that never ends: this far from
+/// when it was made (about 30 years), where an [`Instant`] can still be
+/// represented.
 const FAR: Duration = Duration::from_secs(86_400 * 365 * 30);
 
-/// The deadline `delay` after `now`, or [`FAR`] away if that overflows.
-fn deadline_after(now: Instant, delay: Duration) -> Instant {
+/// The deadline `delay` after `now`; `None` (never) if an [`Instant`] cannot
+/// hold it, as for [`Duration::MAX`]: the convention of
+/// [`Timer::schedule`], whose timer then never fires.
+fn deadline_after(now: Instant, delay: Duration) -> Option<Instant> {
     now.checked_add(delay)
-        .or_else(|| now.checked_add(FAR))
-        .unwrap_or(now)
 }
 
 /// A future that completes once the timer's clock passes a deadline; from
@@ -39,6 +42,10 @@ fn deadline_after(now: Instant, delay: Duration) -> Instant {
 ///   operations do, and so does every sleep made or polled afterwards: then
 ///   [`is_elapsed`](Self::is_elapsed) tells whether the deadline had passed.
 ///   A loop that sleeps should stop when [`Timer::is_shut_down`] says so.
+/// * **Never means never.** A delay too long for an [`Instant`] to hold
+///   ([`Duration::MAX`] for one) never elapses, as a task scheduled that far
+///   never runs: such a sleep ends only at shutdown, and a
+///   [`Timeout`] of it never times out.
 /// * **Who wakes it.** The timer's driver thread. On a timer built with
 ///   [`driver_thread(false)`](crate::TimerBuilder::driver_thread), whoever
 ///   calls [`Timer::run_due`] or [`Timer::advance_clock`] does: with nobody
@@ -65,13 +72,11 @@ pub struct Sleep {
     /// not keep the timer running (the last `Timer` handle shuts it down,
     /// which drains the wheel and so ends every sleep).
     driver: Arc<Driver<BoxTask>>,
-    /// When it completes.
+    /// When it completes: [`FAR`] away if it never does (see `never`).
     deadline: Instant,
-    /// A reading of the timer's clock no later than now: taken when the
-    /// sleep was made, then at each later poll. The first poll schedules
-    /// from it instead of reading the clock again; an early reading can only
-    /// make the wheel treat the deadline as further away, never as passed.
-    seen: Instant,
+    /// Whether the deadline is past what an `Instant` holds: the sleep then
+    /// never elapses, and its entry waits at the tick that never comes.
+    never: bool,
     /// Its entry in the wheel and the waker stored there, once polled.
     entry: Option<(TimerHandle, Waker)>,
     /// Whether it completed.
@@ -89,18 +94,21 @@ impl fmt::Debug for Sleep {
 }
 
 impl Sleep {
-    /// A sleep on `timer` until `deadline`.
-    fn new(timer: &Timer, deadline: Instant, seen: Instant) -> Self {
+    /// A sleep on `timer` until `deadline`; `None`: never, and then
+    /// [`deadline`](Self::deadline) says [`FAR`] from `now`.
+    fn new(timer: &Timer, deadline: Option<Instant>, now: Instant) -> Self {
         Sleep {
             driver: Arc::clone(timer.driver()),
-            deadline,
-            seen,
+            deadline: deadline.unwrap_or_else(|| now.checked_add(FAR).unwrap_or(now)),
+            never: deadline.is_none(),
             entry: None,
             done: false,
         }
     }
 
-    /// When the sleep completes.
+    /// When the sleep completes. A sleep that never does (its delay was too
+    /// long for an [`Instant`], such as [`Duration::MAX`]) says about 30
+    /// years from when it was made.
     ///
     /// # Examples
     ///
@@ -127,7 +135,7 @@ impl Sleep {
     /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
     /// ```
     pub fn is_elapsed(&self) -> bool {
-        self.driver.timing.clock.now() >= self.deadline
+        !self.never && self.driver.time().instant() >= self.deadline
     }
 
     /// Moves the deadline to `deadline`, keeping the sleep's entry (and its
@@ -146,6 +154,7 @@ impl Sleep {
     /// ```
     pub fn reset(&mut self, deadline: Instant) {
         self.deadline = deadline;
+        self.never = false;
         self.done = false;
         let moved = match &self.entry {
             Some((handle, _)) => handle.reschedule_at(deadline),
@@ -180,15 +189,13 @@ impl Future for Sleep {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.get_mut();
-        if this.done || this.driver.timing.is_closed() {
+        if this.done || this.driver.is_closed() {
             return this.complete();
         }
-        // The first poll trusts the reading taken when the sleep was made;
-        // a later one (woken, or from another task) reads the clock.
-        if this.entry.is_some() {
-            this.seen = this.driver.timing.clock.now();
-        }
-        if this.seen >= this.deadline {
+        // Every poll reads the clock, the first one too: a sleep first
+        // polled after its deadline is ready at once, as `is_elapsed` says.
+        let instant = this.driver.time().instant();
+        if !this.never && instant >= this.deadline {
             return this.complete();
         }
         if let Some((handle, waker)) = this.entry.take() {
@@ -209,18 +216,21 @@ impl Future for Sleep {
             // The entry left the wheel: it fired (so the deadline passed) or
             // the timer shut down; both end the sleep. Anything else would be
             // a lost entry, so schedule a new one rather than wait for ever.
-            if this.is_elapsed() || this.driver.timing.is_closed() {
+            if this.is_elapsed() || this.driver.is_closed() {
                 return this.complete();
             }
         }
-        let timing = &this.driver.timing;
-        let elapsed = this.seen.saturating_duration_since(timing.origin);
-        let tick = timing.deadline_tick(this.deadline, elapsed);
-        let now_tick = timing.resolution.now_tick(elapsed);
+        let time = this.driver.time();
+        let now = time.ticks(instant);
+        let tick = if this.never {
+            NEVER
+        } else {
+            time.due_at(now, this.deadline)
+        };
         let waker = cx.waker().clone();
         match this
             .driver
-            .schedule_tick(tick, now_tick, BoxTask::waker(waker.clone()))
+            .schedule_tick(tick, now.tick, BoxTask::waker(waker.clone()))
         {
             Ok(handle) => {
                 this.entry = Some((handle, waker));
@@ -435,7 +445,7 @@ impl Timer {
     /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
     /// ```
     pub fn sleep_until(&self, deadline: Instant) -> Sleep {
-        Sleep::new(self, deadline, self.now())
+        Sleep::new(self, Some(deadline), deadline)
     }
 
     /// `future`, unless `delay` passes first: then [`Elapsed`]. See

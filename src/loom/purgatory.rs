@@ -43,7 +43,7 @@ impl DelayedOperation for Wait {
     }
     fn on_complete(&mut self, completion: Completion) {
         self.log.completed.fetch_add(1, SeqCst);
-        if completion.is_timeout() {
+        if matches!(completion, Completion::Expired | Completion::ShutDown) {
             self.log.expired.fetch_add(1, SeqCst);
         }
     }

@@ -128,13 +128,13 @@ fn schedule_never_loses_a_wakeup() {
             thread::spawn(move || scheduler.schedule(Duration::from_millis(3), task).is_ok());
 
         let driver = timer.driver();
-        let seen = driver.timing.signal.epoch();
+        let (seen, _) = driver.wake_state();
         let (moved, _) = driver.pass();
-        let planned = driver.timing.next_wake.load(SeqCst);
+        let (_, planned) = driver.wake_state();
         assert!(scheduling.join().unwrap());
 
         assert_eq!(moved, 0);
-        let signalled = driver.timing.signal.epoch() != seen;
+        let signalled = driver.wake_state().0 != seen;
         assert!(
             planned <= 3 || signalled,
             "driver plans tick {planned}, deadline 3, no signal"

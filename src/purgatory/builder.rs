@@ -5,8 +5,9 @@ use std::hash::{BuildHasher, Hash};
 use std::sync::Arc;
 
 use super::core::Core;
-use super::operation::DelayedOperation;
+use super::operation::DelayedRequest;
 use super::service::Purgatory;
+use super::watchers::DefaultKeyHasher;
 use crate::error::BuildError;
 use crate::tick::MAX_WATCH_SHARDS;
 use crate::timer::{Timer, TimerBuilder};
@@ -36,7 +37,7 @@ pub const DEFAULT_PURGE_INTERVAL: usize = 1000;
 ///     .unwrap();
 /// # drop(purgatory);
 /// ```
-pub struct PurgatoryBuilder<K, O: DelayedOperation, S = DefaultKeyHasher> {
+pub struct PurgatoryBuilder<K, O: DelayedRequest, S = DefaultKeyHasher> {
     /// Number of watch-list shards.
     watch_shards: usize,
     /// Lingering entries tolerated before a purge.
@@ -51,10 +52,6 @@ pub struct PurgatoryBuilder<K, O: DelayedOperation, S = DefaultKeyHasher> {
     types: std::marker::PhantomData<fn() -> (K, O)>,
 }
 
-/// The default hasher of watch keys: fast (foldhash) and seeded at random
-/// per process, so keys an attacker picks cannot be aimed at one shard.
-pub type DefaultKeyHasher = hashbrown::DefaultHashBuilder;
-
 /// Where a purgatory's timer comes from.
 #[derive(Debug)]
 enum TimerSource {
@@ -64,7 +61,7 @@ enum TimerSource {
     Shared(Timer),
 }
 
-impl<K, O: DelayedOperation, S> fmt::Debug for PurgatoryBuilder<K, O, S> {
+impl<K, O: DelayedRequest, S> fmt::Debug for PurgatoryBuilder<K, O, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PurgatoryBuilder")
             .field("watch_shards", &self.watch_shards)
@@ -77,7 +74,7 @@ impl<K, O: DelayedOperation, S> fmt::Debug for PurgatoryBuilder<K, O, S> {
 impl<K, O, S> PurgatoryBuilder<K, O, S>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
-    O: DelayedOperation,
+    O: DelayedRequest,
     S: BuildHasher + Send + Sync + 'static,
 {
     /// Sets the number of watch-list shards (default: 16 per core, at least 16).
@@ -296,7 +293,7 @@ where
 impl<K, O> Purgatory<K, O>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
-    O: DelayedOperation,
+    O: DelayedRequest,
 {
     /// A builder with the defaults.
     ///

@@ -5,15 +5,15 @@ use std::hash::{BuildHasher, Hash};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::op::OpCounters;
-use super::operation::DelayedOperation;
+use super::counters::OpCounters;
+use super::operation::DelayedRequest;
 use super::watchers::Watchers;
 use crate::publish::PurgatoryFigures;
 use crate::sync::AtomicBool;
 use crate::timer::Timer;
 
 /// What the purgatory's handles and its workers share.
-pub(super) struct Core<K, O, S> {
+pub(super) struct Core<K, O: DelayedRequest, S> {
     /// The watch lists.
     pub(super) watchers: Watchers<K, O, S>,
     /// Completion counters and the lingering estimate.
@@ -29,7 +29,7 @@ pub(super) struct Core<K, O, S> {
 impl<K, O, S> Core<K, O, S>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
-    O: DelayedOperation,
+    O: DelayedRequest,
     S: BuildHasher + Send + Sync + 'static,
 {
     /// Empty watch lists in `watch_shards` shards; a purge once more than
@@ -72,7 +72,7 @@ where
     }
 }
 
-impl<K, O: DelayedOperation, S> Core<K, O, S> {
+impl<K, O: DelayedRequest, S> Core<K, O, S> {
     /// Shuts a purgatory down once: completes every pending operation as
     /// shut down, on the calling thread, and stops the timer if the
     /// purgatory owns it. Returns how many operations it completed.
@@ -95,7 +95,7 @@ impl<K, O: DelayedOperation, S> Core<K, O, S> {
         // from inside it, or another's while this one is inside a callback)
         // is completed when its holder releases it; it is not counted here.
         for op in watched {
-            op.shut_down_detached(&self.counters);
+            op.shut_down_detached();
         }
         self.counters.lingering.store(0, Ordering::Relaxed);
         self.counters.entries.store(0, Ordering::Relaxed);

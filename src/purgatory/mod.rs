@@ -29,15 +29,19 @@
 
 mod builder;
 mod core;
+mod counters;
 mod metrics;
 mod op;
 mod operation;
+mod outcome;
 mod parked;
+mod request;
 mod service;
 mod watchers;
 
-pub use builder::{DefaultKeyHasher, PurgatoryBuilder, DEFAULT_PURGE_INTERVAL};
+pub use builder::{PurgatoryBuilder, DEFAULT_PURGE_INTERVAL};
 pub use metrics::PurgatoryMetrics;
-pub use operation::{Completion, DelayedOperation};
+pub use operation::{Completion, DelayedOperation, DelayedRequest};
 pub use parked::{CancelOnDrop, Parked};
 pub use service::Purgatory;
+pub use watchers::DefaultKeyHasher;

@@ -33,238 +33,32 @@
 //! operation's lock (`force_complete`, `cancel_for_key`, shutdown): they hold
 //! none, so they close no cycle.
 
-use std::cell::Cell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::operation::{Completion, DelayedOperation};
-use crate::publish::PurgatoryFigures;
+use super::counters::OpCounters;
+use super::operation::{Completion, DelayedRequest};
+use super::outcome::{decode, encode, Ended, AWAITED, GONE};
+use super::request::{in_callback, Depth, Request, RETRY_NESTED};
 use crate::rendezvous::WakerSlot;
-use crate::sync::{thread_local, AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Mutex, MutexGuard};
+use crate::sync::{AtomicBool, AtomicU8, AtomicUsize, Mutex, MutexGuard};
 use crate::timer::{Job, TimerHandle};
 
-/// A value alone on its cache lines (two, for the adjacent-line
-/// prefetcher): counters that different threads write do not slow each other
-/// down by sharing a line.
-#[derive(Debug, Default)]
-#[repr(align(128))]
-pub(crate) struct Padded<T>(T);
-
-impl<T> std::ops::Deref for Padded<T> {
-    type Target = T;
-
-    #[inline]
-    fn deref(&self) -> &T {
-        &self.0
-    }
-}
-
-/// Counters shared by the purgatory and its timer tasks.
-///
-/// Each counter that moves with every operation sits on lines of its own:
-/// the threads that park, complete, expire and purge each write some of
-/// them, and on shared lines every write waited for the line to come over
-/// from another core. The `Arc` around them shares its line with the
-/// read-only fields only.
-#[derive(Debug, Default)]
-pub(crate) struct OpCounters {
-    /// Whether to count `delayed`.
-    pub(crate) count_delayed: bool,
-    /// The same figures, published to `metrics` (with that feature).
-    pub(crate) figures: PurgatoryFigures,
-    /// Operations completed by a successful `try_complete`.
-    pub(crate) satisfied: Padded<AtomicU64>,
-    /// Operations completed by `Parked::force_complete`.
-    pub(crate) forced: Padded<AtomicU64>,
-    /// Operations completed by expiry.
-    pub(crate) expired: Padded<AtomicU64>,
-    /// Done entries swept from watch lists (by a purge or a `park`);
-    /// counted under the shard lock that removed them, so it never lags
-    /// `watched`.
-    pub(crate) purged: Padded<AtomicU64>,
-    /// Watch-list entries of done operations not yet removed.
-    pub(crate) lingering: Padded<AtomicUsize>,
-    /// Watch-list entries, done or not.
-    pub(crate) entries: Padded<AtomicUsize>,
-    /// Operations whose timer is armed, counted only on a shared timer
-    /// (which holds other timers too); an own timer's length is the count.
-    pub(crate) delayed: Padded<AtomicUsize>,
-    /// Operations completed by shutdown.
-    pub(crate) shut_down: AtomicU64,
-    /// Operations handed back by `cancel_for_key`.
-    pub(crate) cancelled: AtomicU64,
-    /// Panics caught in callbacks.
-    pub(crate) panics: AtomicU64,
-}
-
-impl OpCounters {
-    /// Counts one completion.
-    fn count(&self, completion: Completion) {
-        let counter = match completion {
-            Completion::Satisfied => &self.satisfied,
-            Completion::Forced => &self.forced,
-            Completion::Expired => &self.expired,
-            Completion::ShutDown => &self.shut_down,
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
-        self.figures.completed(completion as usize);
-    }
-
-    /// Counts a callback that panicked.
-    fn panicked(&self) {
-        self.panics.fetch_add(1, Ordering::Relaxed);
-        self.figures.panicked();
-    }
-
-    /// Whether a purge is due: more than `interval` done entries linger,
-    /// and they are at least half of all entries. A sweep reads every
-    /// entry, so it then removes at least as many as it keeps: amortised
-    /// O(1) per completion, however many operations are pending (the
-    /// wheel compacts its garbage by the same rule).
-    pub(crate) fn purge_due(&self, interval: usize) -> bool {
-        let lingering = self.lingering.load(Ordering::Relaxed);
-        lingering > interval && 2 * lingering >= self.entries.load(Ordering::Relaxed)
-    }
-
-    /// Counts `n` done entries swept from watch lists by a purge or a
-    /// `park`; under the shard lock that removed them, so `purged` never
-    /// lags `watched`.
-    pub(crate) fn swept(&self, n: usize) {
-        self.purged.fetch_add(n as u64, Ordering::Relaxed);
-        self.figures.purged(n as u64);
-    }
-
-    /// Counts `n` done watch-list entries removed (after the lock).
-    pub(crate) fn removed(&self, n: usize) {
-        if n > 0 {
-            sub_saturating(&self.lingering, n);
-            sub_saturating(&self.entries, n);
-        }
-    }
-}
-
-/// Request bit: an event arrived while another thread held the lock.
-const RETRY: usize = 1;
-/// Request bit: an event was reported from inside a `try_complete` (this
-/// operation's own, or another's) while the lock was held.
-const RETRY_NESTED: usize = 1 << 1;
-/// Request bit: complete the operation (`force_complete`).
-const FORCE: usize = 1 << 2;
-/// Request bit: expire the operation.
-const EXPIRE: usize = 1 << 3;
-/// Request bit: complete the operation as shut down.
-const SHUT_DOWN: usize = 1 << 4;
-
-/// What a caller asks of an operation; a later variant overrides an earlier
-/// one when several are pending.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) enum Request {
-    /// Run `try_complete`; complete the operation if it returns `true`.
-    Try,
-    /// Complete it as expired.
-    Expire,
-    /// Complete it as shut down.
-    ShutDown,
-    /// Complete it, whatever its condition.
-    Force,
-}
-
-impl Request {
-    /// The strongest request among raised `bits`.
-    fn from_bits(bits: usize) -> Request {
-        if bits & FORCE != 0 {
-            Request::Force
-        } else if bits & SHUT_DOWN != 0 {
-            Request::ShutDown
-        } else if bits & EXPIRE != 0 {
-            Request::Expire
-        } else {
-            Request::Try
-        }
-    }
-
-    /// The bit this request leaves for the lock's holder.
-    fn bit(self) -> usize {
-        match self {
-            Request::Try if Depth::get().trying > 0 => RETRY_NESTED,
-            Request::Try => RETRY,
-            Request::Expire => EXPIRE,
-            Request::ShutDown => SHUT_DOWN,
-            Request::Force => FORCE,
-        }
-    }
-
-    /// How carrying this request out completes the operation; `None` for a
-    /// try, which completes it only if `try_complete` says so.
-    fn completion(self) -> Option<Completion> {
-        match self {
-            Request::Try => None,
-            Request::Expire => Some(Completion::Expired),
-            Request::ShutDown => Some(Completion::ShutDown),
-            Request::Force => Some(Completion::Forced),
-        }
-    }
-}
-
-/// What this thread is doing inside operations' callbacks.
-#[derive(Clone, Copy, Default)]
-struct Depth {
-    /// Operation locks this thread holds.
-    held: u32,
-    /// `try_complete` calls running on this thread.
-    trying: u32,
-}
-
-/// No thread is inside a callback.
-const OUTSIDE: Depth = Depth { held: 0, trying: 0 };
-
-#[cfg(not(purgatorio_loom))]
-thread_local! {
-    /// This thread's [`Depth`].
-    static DEPTH: Cell<Depth> = const { Cell::new(OUTSIDE) };
-}
-
-// loom's `thread_local!` takes only a plain initialiser.
-#[cfg(purgatorio_loom)]
-thread_local! {
-    /// This thread's [`Depth`].
-    static DEPTH: Cell<Depth> = Cell::new(OUTSIDE);
-}
-
-impl Depth {
-    /// This thread's depth.
-    fn get() -> Depth {
-        DEPTH.with(Cell::get)
-    }
-
-    /// Changes this thread's depth.
-    fn update(f: impl FnOnce(&mut Depth)) {
-        DEPTH.with(|cell| {
-            let mut depth = cell.get();
-            f(&mut depth);
-            cell.set(depth);
-        });
-    }
-}
-
-/// Whether the calling thread holds an operation's lock, that is, runs one
-/// of its callbacks (or is about to): it must then not wait for another.
-pub(crate) fn in_callback() -> bool {
-    Depth::get().held > 0
-}
-
 /// What an operation's lock protects.
-struct OpState<O> {
+struct OpState<O: DelayedRequest> {
     /// The user's operation: `None` once it finished (and was dropped) or
     /// was handed back by `cancel_for_key`.
     op: Option<O>,
     /// The operation's timer, added while registration held the lock.
     timer: Option<TimerHandle>,
+    /// What `answer` returned, until the handle's task takes it (or, with
+    /// no handle left, until it is dropped after the lock).
+    answer: Option<O::Output>,
 }
 
 /// An operation shared by the watch lists and the timer.
-pub(crate) struct Op<O> {
+pub(crate) struct Op<O: DelayedRequest> {
     /// The operation and its timer handle: the operation's lock.
     state: Mutex<OpState<O>>,
     /// Set, under the operation's lock, when it completed or was cancelled;
@@ -278,44 +72,21 @@ pub(crate) struct Op<O> {
     counters: Arc<OpCounters>,
     /// How the operation ended, encoded (see [`encode`]), for the task
     /// awaiting its [`Parked`](super::Parked) handle; 0 while it is pending;
-    /// plus [`AWAITED`] once a task stored its waker. Both sides change it
-    /// with a read-modify-write, so they are totally ordered: a task that
-    /// marks it after the outcome was published sees the outcome, and a
-    /// publisher that comes after the mark wakes the stored waker.
+    /// plus [`AWAITED`] once a task stored its waker, and [`GONE`] once the
+    /// handle was dropped. Every side changes it with a read-modify-write,
+    /// so they are totally ordered: a task that marks it after the outcome
+    /// was published sees the outcome, and a publisher that comes after the
+    /// mark wakes the stored waker; of the publisher and the dropped
+    /// handle, exactly one sees the other and drops a stored answer nobody
+    /// will take.
     outcome: AtomicU8,
     /// That task's waker.
     waiter: WakerSlot,
 }
 
-/// The bit of `outcome` that says a task stored its waker.
-const AWAITED: u8 = 0x80;
-
-/// `outcome` of an operation that ended: 1 without completing, else 2 plus
-/// the completion's index.
-fn encode(outcome: Option<Completion>) -> u8 {
-    outcome.map_or(1, |completion| 2 + completion as u8)
-}
-
-/// The outcome `encode` gave `code`; `None` while pending.
-fn decode(code: u8) -> Option<Option<Completion>> {
-    const SATISFIED: u8 = 2 + Completion::Satisfied as u8;
-    const FORCED: u8 = 2 + Completion::Forced as u8;
-    const EXPIRED: u8 = 2 + Completion::Expired as u8;
-    const SHUT_DOWN: u8 = 2 + Completion::ShutDown as u8;
-    Some(match code & !AWAITED {
-        0 => return None,
-        1 => None,
-        SATISFIED => Some(Completion::Satisfied),
-        FORCED => Some(Completion::Forced),
-        EXPIRED => Some(Completion::Expired),
-        SHUT_DOWN => Some(Completion::ShutDown),
-        other => unreachable!("no outcome is encoded as {other}"),
-    })
-}
-
 /// An operation locked by this thread. Dropping it releases the lock, then
 /// drops the user's value if the operation finished while locked.
-struct Locked<'a, O> {
+struct Locked<'a, O: DelayedRequest> {
     /// The lock's guard; declared first, so released first.
     state: MutexGuard<'a, OpState<O>>,
     /// The cell.
@@ -324,32 +95,35 @@ struct Locked<'a, O> {
     finished: Option<O>,
     /// How it ended, if it did while locked: announced to an awaiting task
     /// after the lock is released and the value dropped.
-    ended: Announce<'a>,
+    ended: Announce<'a, O>,
 }
 
 /// Announces how an operation ended, on drop: declared last in [`Locked`],
 /// so it runs after the lock is released and the finished value dropped.
-struct Announce<'a> {
-    /// The operation's outcome.
-    to: &'a AtomicU8,
-    /// The awaiting task's waker.
-    waiter: &'a WakerSlot,
-    /// What: `Some(None)` for an operation that ended without completing.
-    outcome: Option<Option<Completion>>,
+struct Announce<'a, O: DelayedRequest> {
+    /// The operation.
+    op: &'a Op<O>,
+    /// How it ended, once it did.
+    outcome: Option<Ended>,
 }
 
-impl Drop for Announce<'_> {
+impl<O: DelayedRequest> Drop for Announce<'_, O> {
     fn drop(&mut self) {
         if let Some(outcome) = self.outcome.take() {
-            let before = self.to.fetch_or(encode(outcome), Ordering::AcqRel);
+            let before = self.op.outcome.fetch_or(encode(outcome), Ordering::AcqRel);
             if before & AWAITED != 0 {
-                self.waiter.wake();
+                self.op.waiter.wake();
+            }
+            if before & GONE != 0 {
+                // The handle went before the answer was published: nobody
+                // will take it.
+                self.op.drop_answer();
             }
         }
     }
 }
 
-impl<O> Drop for Locked<'_, O> {
+impl<O: DelayedRequest> Drop for Locked<'_, O> {
     fn drop(&mut self) {
         // The fields drop after this: the guard, then the finished value,
         // whose `Drop` may call anything since no lock is held by then.
@@ -357,19 +131,26 @@ impl<O> Drop for Locked<'_, O> {
     }
 }
 
-impl<O: DelayedOperation> Locked<'_, O> {
+impl<'a, O: DelayedRequest> Locked<'a, O> {
+    /// The operation's counters, for as long as the operation is borrowed.
+    fn counters(&self) -> &'a OpCounters {
+        let op: &'a Op<O> = self.op;
+        &op.counters
+    }
+
     /// Carries out `request` on the pending operation; returns how it
     /// completed here, if it did.
-    fn carry_out(&mut self, request: Request, counters: &OpCounters) -> Option<Completion> {
+    fn carry_out(&mut self, request: Request) -> Option<Completion> {
         match request.completion() {
-            None => self.try_complete(counters).then_some(Completion::Satisfied),
-            Some(completion) => self.finish(completion, counters).then_some(completion),
+            None => self.try_complete().then_some(Completion::Satisfied),
+            Some(completion) => self.finish(completion).then_some(completion),
         }
     }
 
     /// Runs `try_complete`; completes the operation if it returns `true`.
     /// Returns whether it did.
-    fn try_complete(&mut self, counters: &OpCounters) -> bool {
+    fn try_complete(&mut self) -> bool {
+        let counters = self.counters();
         if self.op.is_done() {
             return false;
         }
@@ -380,13 +161,13 @@ impl<O: DelayedOperation> Locked<'_, O> {
         let result = catch_unwind(AssertUnwindSafe(|| op.try_complete()));
         Depth::update(|d| d.trying -= 1);
         match result {
-            Ok(true) => self.finish(Completion::Satisfied, counters),
+            Ok(true) => self.finish(Completion::Satisfied),
             Ok(false) => false,
             Err(_) => {
                 counters.panicked();
-                self.mark_done(counters, true);
+                self.mark_done(true);
                 self.finished = self.state.op.take();
-                self.ended.outcome = Some(None);
+                self.ended.outcome = Some(Ended::Withdrawn);
                 false
             }
         }
@@ -395,29 +176,31 @@ impl<O: DelayedOperation> Locked<'_, O> {
     /// Completes the operation unless it is done: marks it done, runs
     /// `on_complete` with `completion`, and takes the value out to drop
     /// after the lock. Returns whether this call completed it.
-    fn finish(&mut self, completion: Completion, counters: &OpCounters) -> bool {
+    fn finish(&mut self, completion: Completion) -> bool {
+        let counters = self.counters();
         if self.op.is_done() || self.state.op.is_none() {
             return false;
         }
         // An expired operation's timer has fired; any other may still be
         // pending (on a shared timer, even at shutdown).
         let cancel_timer = completion != Completion::Expired;
-        self.mark_done(counters, cancel_timer);
+        self.mark_done(cancel_timer);
         counters.count(completion);
         if let Some(op) = self.state.op.as_mut() {
-            let ran = catch_unwind(AssertUnwindSafe(|| op.on_complete(completion)));
-            if ran.is_err() {
-                counters.panicked();
+            match catch_unwind(AssertUnwindSafe(|| op.answer(completion))) {
+                Ok(answer) => self.state.answer = Some(answer),
+                Err(_) => counters.panicked(),
             }
         }
         self.finished = self.state.op.take();
-        self.ended.outcome = Some(Some(completion));
+        self.ended.outcome = Some(Ended::Completed(completion));
         true
     }
 
     /// Counts the operation's watch-list entries as lingering, sets `done`,
     /// and takes the timer handle, cancelling the timer if `cancel_timer`.
-    fn mark_done(&mut self, counters: &OpCounters, cancel_timer: bool) {
+    fn mark_done(&mut self, cancel_timer: bool) {
+        let counters = self.counters();
         // Count first: whoever removes an entry does so because it saw
         // `done`, so its subtraction comes after this addition.
         counters
@@ -438,24 +221,46 @@ impl<O: DelayedOperation> Locked<'_, O> {
     }
 }
 
-impl<O> Op<O> {
-    /// The awaiting task gave up (its `Parked` was dropped): drops its waker,
-    /// so that task is neither kept alive nor woken for nothing. Costs a
-    /// load when no task ever awaited.
-    pub(crate) fn forget_waiter(&self) {
-        if self.outcome.load(Ordering::Acquire) & AWAITED != 0 {
+impl<O: DelayedRequest> Op<O> {
+    /// The [`Parked`](super::Parked) handle was dropped: drops the awaiting
+    /// task's waker, so that task is neither kept alive nor woken for
+    /// nothing, and an answer nobody will take now (if the operation already
+    /// ended; otherwise its publisher drops it). One read-modify-write when
+    /// the answer needs no drop and no task awaited.
+    pub(crate) fn release_handle(&self) {
+        let before = self.outcome.fetch_or(GONE, Ordering::AcqRel);
+        if before & AWAITED != 0 {
             self.waiter.clear();
         }
+        if decode(before).is_some() {
+            self.drop_answer();
+        }
     }
-}
 
-impl<O: DelayedOperation> Op<O> {
+    /// Drops a stored answer nobody will take, after the lock. The operation
+    /// ended, so whoever holds its lock runs no callback: the wait is short.
+    fn drop_answer(&self) {
+        if std::mem::needs_drop::<O::Output>() {
+            let answer = self.state.lock().answer.take();
+            drop(answer);
+        }
+    }
+
+    /// The answer of an operation that ended as `ended`, for the awaiting
+    /// task: taken once; a [`DelayedOperation`](super::DelayedOperation)'s
+    /// completion can be given again.
+    fn take_answer(&self, ended: Ended) -> Option<O::Output> {
+        let completion = ended.completion()?;
+        let answer = self.state.lock().answer.take();
+        answer.or_else(|| O::answer_again(completion))
+    }
     /// A fresh, pending operation, counted in `counters`.
     pub(crate) fn new(op: O, counters: Arc<OpCounters>) -> Self {
         Op {
             state: Mutex::new(OpState {
                 op: Some(op),
                 timer: None,
+                answer: None,
             }),
             done: AtomicBool::new(false),
             watches: AtomicUsize::new(0),
@@ -464,12 +269,6 @@ impl<O: DelayedOperation> Op<O> {
             outcome: AtomicU8::new(0),
             waiter: WakerSlot::default(),
         }
-    }
-
-    /// The counters of the purgatory it was parked in.
-    #[inline]
-    pub(crate) fn counters(&self) -> &OpCounters {
-        &self.counters
     }
 
     /// Whether the operation is done (completed, expired or cancelled).
@@ -491,8 +290,7 @@ impl<O: DelayedOperation> Op<O> {
             op: self,
             finished: None,
             ended: Announce {
-                to: &self.outcome,
-                waiter: &self.waiter,
+                op: self,
                 outcome: None,
             },
         }
@@ -515,35 +313,35 @@ impl<O: DelayedOperation> Op<O> {
     /// second try, or left as a request that [`settle`](Self::settle) then
     /// honours); if it is still pending, `arm` adds it to the timer and the
     /// handle is kept. An expiry that fires before the lock is released
-    /// leaves its request too. `arm` giving no handle (the timer is shut
-    /// down) expires the operation. Returns whether it completed.
+    /// leaves its request too. `arm` giving no handle (the timer shut down
+    /// while this ran) completes the operation as shut down. Returns whether
+    /// it completed.
     pub(crate) fn register(
         &self,
-        counters: &OpCounters,
         watch: impl FnOnce(),
         arm: impl FnOnce() -> Option<TimerHandle>,
     ) -> bool {
         let completed = {
             let mut locked = self.lock();
-            if locked.try_complete(counters) {
+            if locked.try_complete() {
                 true
             } else if self.is_done() {
                 false
             } else {
                 watch();
-                if locked.try_complete(counters) {
+                if locked.try_complete() {
                     true
                 } else {
                     if !self.is_done() {
                         match arm() {
                             Some(handle) => {
-                                if counters.count_delayed {
-                                    counters.delayed.fetch_add(1, Ordering::Relaxed);
+                                if self.counters.count_delayed {
+                                    self.counters.delayed.fetch_add(1, Ordering::Relaxed);
                                 }
                                 locked.state.timer = Some(handle);
                             }
                             None => {
-                                locked.finish(Completion::ShutDown, counters);
+                                locked.finish(Completion::ShutDown);
                             }
                         }
                     }
@@ -551,20 +349,16 @@ impl<O: DelayedOperation> Op<O> {
                 }
             }
         };
-        completed || self.settle(counters) == Some(Completion::Satisfied)
+        completed || self.settle() == Some(Completion::Satisfied)
     }
 
     /// After a lock hold that left the operation pending: carries out the
     /// requests left meanwhile. Returns how this call completed it, if it
     /// did.
-    fn settle(&self, counters: &OpCounters) -> Option<Completion> {
+    fn settle(&self) -> Option<Completion> {
         match self.requests.swap(0, Ordering::AcqRel) {
             0 => None,
-            raised => self.drive(
-                Request::from_bits(raised),
-                raised & !RETRY_NESTED != 0,
-                counters,
-            ),
+            raised => self.drive(Request::from_bits(raised), raised & !RETRY_NESTED != 0),
         }
     }
 
@@ -587,28 +381,23 @@ impl<O: DelayedOperation> Op<O> {
     /// as in Kafka's `tryCompletePending`, is a store-buffering pattern: the
     /// holder could clear the flag and still read the condition stale. The
     /// loom model `retry_flag_never_loses_a_completion` found that.)
-    pub(crate) fn request(&self, request: Request, counters: &OpCounters) -> Option<Completion> {
-        self.drive(request, true, counters)
+    pub(crate) fn request(&self, request: Request) -> Option<Completion> {
+        self.drive(request, true)
     }
 
     /// Runs `try_complete` without waiting for the lock; returns whether
     /// this call completed the operation (a forced completion left by
     /// another caller counts, an expiry does not).
-    pub(crate) fn try_complete(&self, counters: &OpCounters) -> bool {
+    pub(crate) fn try_complete(&self) -> bool {
         matches!(
-            self.request(Request::Try, counters),
+            self.request(Request::Try),
             Some(Completion::Satisfied | Completion::Forced)
         )
     }
 
     /// [`request`](Self::request), with `nested_retry` telling whether a
     /// retry raised from inside a `try_complete` may still be honoured.
-    fn drive(
-        &self,
-        mut request: Request,
-        mut nested_retry: bool,
-        counters: &OpCounters,
-    ) -> Option<Completion> {
+    fn drive(&self, mut request: Request, mut nested_retry: bool) -> Option<Completion> {
         loop {
             if self.is_done() {
                 return None;
@@ -623,7 +412,7 @@ impl<O: DelayedOperation> Op<O> {
             // forced completion or an expiry by carrying it out here.
             let raised = self.requests.swap(0, Ordering::AcqRel);
             request = request.max(Request::from_bits(raised));
-            if let Some(outcome) = locked.carry_out(request, counters) {
+            if let Some(outcome) = locked.carry_out(request) {
                 return Some(outcome);
             }
             drop(locked);
@@ -646,16 +435,16 @@ impl<O: DelayedOperation> Op<O> {
     /// is done; returns whether this call did. Waits for the lock, unless
     /// the calling thread is inside a callback: then a held lock gets the
     /// request left for its holder, and this returns `false`.
-    pub(crate) fn complete(&self, request: Request, counters: &OpCounters) -> bool {
+    pub(crate) fn complete(&self, request: Request) -> bool {
         let wanted = request.completion();
         debug_assert!(wanted.is_some(), "complete forces, expires or shuts down");
         if self.is_done() {
             return false;
         }
         let outcome = if in_callback() {
-            self.request(request, counters)
+            self.request(request)
         } else {
-            self.lock().carry_out(request, counters)
+            self.lock().carry_out(request)
         };
         outcome.is_some() && outcome == wanted
     }
@@ -663,7 +452,7 @@ impl<O: DelayedOperation> Op<O> {
     /// Takes the operation back without completing it (`cancel_for_key`).
     /// Waits for the lock unless the calling thread is inside a callback.
     /// `None` if it is done, or locked while called from a callback.
-    pub(crate) fn cancel(&self, counters: &OpCounters) -> Option<O> {
+    pub(crate) fn cancel(&self) -> Option<O> {
         if self.is_done() {
             return None;
         }
@@ -675,10 +464,10 @@ impl<O: DelayedOperation> Op<O> {
         if self.is_done() {
             return None;
         }
-        locked.mark_done(counters, true);
-        counters.cancelled.fetch_add(1, Ordering::Relaxed);
-        counters.figures.cancelled();
-        locked.ended.outcome = Some(None);
+        locked.mark_done(true);
+        self.counters.cancelled.fetch_add(1, Ordering::Relaxed);
+        self.counters.figures.cancelled();
+        locked.ended.outcome = Some(Ended::Withdrawn);
         locked.state.op.take()
     }
 
@@ -687,57 +476,50 @@ impl<O: DelayedOperation> Op<O> {
     pub(crate) fn poll_outcome(
         &self,
         cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Completion>> {
-        if let Some(outcome) = self.outcome() {
-            return std::task::Poll::Ready(outcome);
+    ) -> std::task::Poll<Option<O::Output>> {
+        if let Some(ended) = self.ended() {
+            return std::task::Poll::Ready(self.take_answer(ended));
         }
         self.waiter.register(cx);
         match decode(self.outcome.fetch_or(AWAITED, Ordering::AcqRel)) {
-            Some(outcome) => {
+            Some(ended) => {
                 // Published meanwhile: the publisher may have found the
                 // waker or not; either way nobody waits on it any more.
                 self.waiter.clear();
-                std::task::Poll::Ready(outcome)
+                std::task::Poll::Ready(self.take_answer(ended))
             }
             None => std::task::Poll::Pending,
         }
     }
 
-    /// How the operation ended, if it has (`Some(None)`: without completing).
-    pub(crate) fn outcome(&self) -> Option<Option<Completion>> {
+    /// How the operation ended, if it has.
+    pub(crate) fn ended(&self) -> Option<Ended> {
         decode(self.outcome.load(Ordering::Acquire))
     }
 
     /// Completes the operation as shut down if it is not done, after its
     /// watch-list entries were dropped. Returns whether this call did.
-    pub(crate) fn shut_down_detached(&self, counters: &OpCounters) -> bool {
+    pub(crate) fn shut_down_detached(&self) -> bool {
         self.watches.store(0, Ordering::Relaxed);
-        self.complete(Request::ShutDown, counters)
+        self.complete(Request::ShutDown)
     }
-}
-
-/// Subtracts `n` from `counter`, stopping at zero.
-fn sub_saturating(counter: &AtomicUsize, n: usize) {
-    let _ = counter.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
-        Some(v.saturating_sub(n))
-    });
 }
 
 /// The operation is its own timer job: the timer carries it in its `Arc`,
 /// so parking allocates nothing for the timer.
-impl<O: DelayedOperation> Job for Op<O> {
+impl<O: DelayedRequest> Job for Op<O> {
     fn fire(self: Arc<Self>) {
         // Never waits: a callback holding the operation expires it on
         // release, so a worker cannot be stuck behind a callback that is
         // shutting the purgatory down.
-        self.request(Request::Expire, &self.counters);
+        self.request(Request::Expire);
     }
 
     fn abandon(self: Arc<Self>) {
         // The timer went away with the expiry pending (or the operation
         // finished and cancelled it: then it is done and this does nothing).
         if !self.is_done() {
-            self.request(Request::ShutDown, &self.counters);
+            self.request(Request::ShutDown);
         }
     }
 }

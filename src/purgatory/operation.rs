@@ -1,5 +1,8 @@
-//! [`DelayedOperation`]: what a user parks, the contract its callbacks live
-//! by, and [`Completion`]: why an operation completed.
+//! What a user parks: [`DelayedRequest`] (an operation whose completion
+//! gives an answer, what awaiting its [`Parked`](crate::Parked) handle
+//! resolves to) and [`DelayedOperation`] (Kafka's callback style, a
+//! `DelayedRequest` whose answer is its [`Completion`]); the contract their
+//! callbacks live by; and [`Completion`]: why an operation completed.
 
 use std::time::Duration;
 
@@ -45,19 +48,161 @@ pub enum Completion {
 }
 
 impl Completion {
-    /// Whether the operation ended without its condition or a caller
-    /// completing it: it [expired](Self::Expired) or was
-    /// [shut down](Self::ShutDown).
+    /// Whether the operation's delay passed first: [`Expired`](Self::Expired)
+    /// only. A shutdown is not a timeout: a server answers its requests
+    /// differently then (or not at all), so
+    /// [`is_shut_down`](Self::is_shut_down) tells it apart.
     ///
     /// # Examples
     ///
     /// ```
     /// use purgatorio::Completion;
-    /// assert!(Completion::ShutDown.is_timeout());
+    /// assert!(Completion::Expired.is_timeout());
+    /// assert!(!Completion::ShutDown.is_timeout());
     /// assert!(!Completion::Forced.is_timeout());
     /// ```
     pub fn is_timeout(self) -> bool {
-        matches!(self, Completion::Expired | Completion::ShutDown)
+        self == Completion::Expired
+    }
+
+    /// Whether the purgatory (or its timer) shut down while the operation
+    /// was pending: [`ShutDown`](Self::ShutDown) only.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use purgatorio::Completion;
+    /// assert!(Completion::ShutDown.is_shut_down());
+    /// assert!(!Completion::Expired.is_shut_down());
+    /// ```
+    pub fn is_shut_down(self) -> bool {
+        self == Completion::ShutDown
+    }
+
+    /// Whether the operation's condition or a caller completed it:
+    /// [`Satisfied`](Self::Satisfied) or [`Forced`](Self::Forced).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use purgatorio::Completion;
+    /// assert!(Completion::Satisfied.is_satisfied());
+    /// assert!(Completion::Forced.is_satisfied());
+    /// assert!(!Completion::Expired.is_satisfied());
+    /// ```
+    pub fn is_satisfied(self) -> bool {
+        matches!(self, Completion::Satisfied | Completion::Forced)
+    }
+}
+
+/// A request parked in a [`Purgatory`](crate::Purgatory) until it can be
+/// answered or its delay passes; completing it gives its answer, which
+/// awaiting its [`Parked`](crate::Parked) handle resolves to.
+///
+/// This is [`DelayedOperation`] with a return value: implement this trait when
+/// the code that parks a request awaits its answer (an async server's fetch
+/// returns its records, a produce its error code), and `DelayedOperation`
+/// when the operation answers through callbacks of its own. Every
+/// `DelayedOperation` is a `DelayedRequest` whose [`Output`](Self::Output)
+/// is its [`Completion`], so one purgatory API serves both. A type
+/// implements one of the two, not both.
+///
+/// The callback contract is [`DelayedOperation`]'s:
+/// [`answer`](Self::answer) is its `on_complete`, runs exactly once on
+/// whichever path wins, under the operation's lock, and may call anything
+/// on the purgatory and its timer. The answer is handed to the task awaiting
+/// the [`Parked`](crate::Parked) handle; if no handle is left (it was
+/// dropped, or the operation was parked with
+/// [`try_complete_else_watch`](crate::Purgatory::try_complete_else_watch)),
+/// it is dropped right away, after the lock, on the completing thread.
+///
+/// # Examples
+///
+/// A long-poll: the fetch returns whatever the log holds from its offset,
+/// at once if there is data, else when data arrives or `max_wait` passes.
+///
+/// ```
+/// use std::sync::{Arc, Mutex};
+/// use std::time::Duration;
+/// use purgatorio::{Completion, DelayedRequest, ManualClock, Purgatory, Timer};
+///
+/// struct Fetch { log: Arc<Mutex<Vec<String>>>, offset: usize, max_wait: Duration }
+///
+/// impl DelayedRequest for Fetch {
+///     type Output = Vec<String>;
+///     fn delay(&self) -> Duration { self.max_wait }
+///     fn try_complete(&mut self) -> bool { self.log.lock().unwrap().len() > self.offset }
+///     fn answer(&mut self, _: Completion) -> Vec<String> {
+///         self.log.lock().unwrap()[self.offset..].to_vec() // empty at max_wait
+///     }
+/// }
+///
+/// let clock = ManualClock::new();
+/// let fetches: Purgatory<&str, Fetch> =
+///     Purgatory::builder().timer(Timer::builder().clock(clock.clone())).build()?;
+/// let log = Arc::new(Mutex::new(Vec::new()));
+/// let fetch = |offset| Fetch { log: log.clone(), offset, max_wait: Duration::from_millis(500) };
+///
+/// let waiting = fetches.park(fetch(0), ["orders"])?;
+/// log.lock().unwrap().push("order 1".to_string());   // a produce...
+/// fetches.check_and_complete("orders")?;             // ...completes the fetch
+/// # use futures_executor::block_on;
+/// assert_eq!(block_on(waiting), Some(vec!["order 1".to_string()]));
+///
+/// let empty = fetches.park(fetch(1), ["orders"])?;     // nothing past offset 1
+/// clock.advance(Duration::from_millis(500));         // max_wait passes
+/// assert_eq!(block_on(empty), Some(vec![]));
+/// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+/// ```
+pub trait DelayedRequest: Send + 'static {
+    /// What completing the request gives: the answer an awaiting task gets.
+    type Output: Send + 'static;
+
+    /// How long the request may wait before it expires.
+    fn delay(&self) -> Duration;
+
+    /// Checks whether the request can be answered now; `true` completes it.
+    fn try_complete(&mut self) -> bool;
+
+    /// Runs exactly once, when the request completes, with the reason;
+    /// returns the answer.
+    fn answer(&mut self, completion: Completion) -> Self::Output;
+
+    /// The answer again, for a [`Parked`](crate::Parked) handle polled after
+    /// it resolved: a [`DelayedOperation`]'s answer is its completion, which
+    /// can be given again; a request's own answer was handed out once.
+    /// Not for users to call or override.
+    #[doc(hidden)]
+    fn answer_again(completion: Completion) -> Option<Self::Output>
+    where
+        Self: Sized,
+    {
+        let _ = completion;
+        None
+    }
+}
+
+/// Every [`DelayedOperation`] is a [`DelayedRequest`] whose answer is how it
+/// completed: awaiting its [`Parked`](crate::Parked) handle gives
+/// `Some(completion)`.
+impl<T: DelayedOperation> DelayedRequest for T {
+    type Output = Completion;
+
+    fn delay(&self) -> Duration {
+        DelayedOperation::delay(self)
+    }
+
+    fn try_complete(&mut self) -> bool {
+        DelayedOperation::try_complete(self)
+    }
+
+    fn answer(&mut self, completion: Completion) -> Completion {
+        self.on_complete(completion);
+        completion
+    }
+
+    fn answer_again(completion: Completion) -> Option<Completion> {
+        Some(completion)
     }
 }
 

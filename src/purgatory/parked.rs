@@ -6,8 +6,10 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use super::op::{Op, Request};
-use super::operation::{Completion, DelayedOperation};
+use super::op::Op;
+use super::operation::{Completion, DelayedRequest};
+use super::outcome::Ended;
+use super::request::Request;
 
 /// A handle to one operation in a [`Purgatory`](crate::Purgatory), from [`Purgatory::park`](crate::Purgatory::park).
 ///
@@ -18,13 +20,19 @@ use super::operation::{Completion, DelayedOperation};
 /// # Awaiting it
 ///
 /// `Parked` is a future (Kafka's `DelayedFuture`, in Rust form): it resolves
-/// once the operation ends, after its `on_complete` returned, with how it
-/// completed (`Some(`[`Completion`]`)`), or `None` if it ended without
-/// completing (taken back by [`cancel`](Self::cancel) or
-/// [`Purgatory::cancel_for_key`](crate::Purgatory::cancel_for_key), or its
-/// `try_complete` panicked). Polled again, it gives the same answer.
-/// Dropping it leaves the operation parked; [`cancel_on_drop`](Self::cancel_on_drop)
-/// makes a future that cancels it instead.
+/// once the operation ends, with its answer: `Some` of what
+/// [`DelayedRequest::answer`] returned (for a
+/// [`DelayedOperation`](crate::DelayedOperation), how it completed: a
+/// [`Completion`], after its `on_complete` returned), or `None` if it ended
+/// without an answer (taken back by [`cancel`](Self::cancel) or
+/// [`Purgatory::cancel_for_key`](crate::Purgatory::cancel_for_key), or a
+/// callback of it panicked). Polled again after it resolved, a
+/// `DelayedOperation`'s handle gives the same completion, a
+/// `DelayedRequest`'s `None` (its answer was handed out once).
+/// [`outcome`](Self::outcome) tells how it ended without taking the answer.
+/// Dropping it leaves the operation parked (its answer is then dropped when
+/// it completes); [`cancel_on_drop`](Self::cancel_on_drop) makes a future
+/// that cancels it instead.
 ///
 /// ```
 /// use std::time::Duration;
@@ -46,14 +54,14 @@ use super::operation::{Completion, DelayedOperation};
 /// assert_eq!(block_on(fetch), Some(Completion::Expired));
 /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
 /// ```
-pub struct Parked<O> {
+pub struct Parked<O: DelayedRequest> {
     /// The operation.
     op: Arc<Op<O>>,
     /// Whether `park` completed it at once.
     completed_now: bool,
 }
 
-impl<O> fmt::Debug for Parked<O> {
+impl<O: DelayedRequest> fmt::Debug for Parked<O> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Parked")
             .field("completed_now", &self.completed_now)
@@ -61,7 +69,7 @@ impl<O> fmt::Debug for Parked<O> {
     }
 }
 
-impl<O: DelayedOperation> Parked<O> {
+impl<O: DelayedRequest> Parked<O> {
     /// The handle of `op`; `completed_now` if `park` completed it at once.
     /// Completions through it are counted in the operation's own counters
     /// (one reference to them fewer per operation: the count is shared by
@@ -86,7 +94,7 @@ impl<O: DelayedOperation> Parked<O> {
     ///
     /// See [`Purgatory::park`](crate::Purgatory::park).
     pub fn try_complete(&self) -> bool {
-        self.op.try_complete(self.op.counters())
+        self.op.try_complete()
     }
 
     /// Completes the operation now, whatever its condition (`on_complete`
@@ -103,7 +111,7 @@ impl<O: DelayedOperation> Parked<O> {
     ///
     /// See [`Purgatory::park`](crate::Purgatory::park).
     pub fn force_complete(&self) -> bool {
-        self.op.complete(Request::Force, self.op.counters())
+        self.op.complete(Request::Force)
     }
 
     /// Whether the operation is done: completed, expired or cancelled.
@@ -146,7 +154,7 @@ impl<O: DelayedOperation> Parked<O> {
     /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
     /// ```
     pub fn cancel(&self) -> Option<O> {
-        self.op.cancel(self.op.counters())
+        self.op.cancel()
     }
 
     /// How the operation ended, if it has: `Some(None)` if it ended without
@@ -156,7 +164,7 @@ impl<O: DelayedOperation> Parked<O> {
     ///
     /// See [`Purgatory::park`](crate::Purgatory::park).
     pub fn outcome(&self) -> Option<Option<Completion>> {
-        self.op.outcome()
+        self.op.ended().map(Ended::completion)
     }
 
     /// A future that resolves as this handle does, but cancels the operation
@@ -187,16 +195,16 @@ impl<O: DelayedOperation> Parked<O> {
     }
 }
 
-impl<O> Drop for Parked<O> {
+impl<O: DelayedRequest> Drop for Parked<O> {
     fn drop(&mut self) {
-        self.op.forget_waiter();
+        self.op.release_handle();
     }
 }
 
-impl<O: DelayedOperation> Future for Parked<O> {
-    type Output = Option<Completion>;
+impl<O: DelayedRequest> Future for Parked<O> {
+    type Output = Option<O::Output>;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Completion>> {
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<O::Output>> {
         self.op.poll_outcome(cx)
     }
 }
@@ -205,12 +213,12 @@ impl<O: DelayedOperation> Future for Parked<O> {
 /// ended; from [`Parked::cancel_on_drop`]. Resolves as the handle does.
 #[derive(Debug)]
 #[must_use = "dropping it at once cancels the operation"]
-pub struct CancelOnDrop<O: DelayedOperation> {
+pub struct CancelOnDrop<O: DelayedRequest> {
     /// The handle; `None` once given back by `into_inner`.
     parked: Option<Parked<O>>,
 }
 
-impl<O: DelayedOperation> CancelOnDrop<O> {
+impl<O: DelayedRequest> CancelOnDrop<O> {
     /// The handle, which no longer cancels on drop.
     ///
     /// # Examples
@@ -223,10 +231,10 @@ impl<O: DelayedOperation> CancelOnDrop<O> {
     }
 }
 
-impl<O: DelayedOperation> Future for CancelOnDrop<O> {
-    type Output = Option<Completion>;
+impl<O: DelayedRequest> Future for CancelOnDrop<O> {
+    type Output = Option<O::Output>;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Completion>> {
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<O::Output>> {
         match &mut self.get_mut().parked {
             Some(parked) => Pin::new(parked).poll(cx),
             None => Poll::Ready(None),
@@ -234,7 +242,7 @@ impl<O: DelayedOperation> Future for CancelOnDrop<O> {
     }
 }
 
-impl<O: DelayedOperation> Drop for CancelOnDrop<O> {
+impl<O: DelayedRequest> Drop for CancelOnDrop<O> {
     fn drop(&mut self) {
         // The operation is handed back here and dropped after every lock.
         if let Some(parked) = self.parked.take() {

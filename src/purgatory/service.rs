@@ -8,17 +8,17 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::builder::DefaultKeyHasher;
 use super::core::Core;
 use super::metrics::PurgatoryMetrics;
 use super::op::Op;
-use super::operation::DelayedOperation;
+use super::operation::DelayedRequest;
 use super::parked::Parked;
+use super::watchers::DefaultKeyHasher;
 use crate::error::{ShutDownError, WatchError, WatchErrorKind};
 use crate::timer::{BoxTask, Job, Timer};
 
 /// Owns the timer; the last [`Purgatory`] handle drops it, which shuts down.
-struct Shared<K, O: DelayedOperation, S> {
+struct Shared<K, O: DelayedRequest, S> {
     /// Watch lists and counters.
     core: Arc<Core<K, O, S>>,
     /// Expires operations and runs purges.
@@ -27,7 +27,7 @@ struct Shared<K, O: DelayedOperation, S> {
     owns_timer: bool,
 }
 
-impl<K, O: DelayedOperation, S> Drop for Shared<K, O, S> {
+impl<K, O: DelayedRequest, S> Drop for Shared<K, O, S> {
     fn drop(&mut self) {
         self.core.shut_down(&self.timer, self.owns_timer);
     }
@@ -87,12 +87,12 @@ impl<K, O: DelayedOperation, S> Drop for Shared<K, O, S> {
 /// assert!(rx.recv_timeout(Duration::from_millis(50)).is_err());
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub struct Purgatory<K, O: DelayedOperation, S = DefaultKeyHasher> {
+pub struct Purgatory<K, O: DelayedRequest, S = DefaultKeyHasher> {
     /// Shared ownership.
     owner: Arc<Shared<K, O, S>>,
 }
 
-impl<K, O: DelayedOperation, S> Clone for Purgatory<K, O, S> {
+impl<K, O: DelayedRequest, S> Clone for Purgatory<K, O, S> {
     fn clone(&self) -> Self {
         Purgatory {
             owner: Arc::clone(&self.owner),
@@ -100,7 +100,7 @@ impl<K, O: DelayedOperation, S> Clone for Purgatory<K, O, S> {
     }
 }
 
-impl<K, O: DelayedOperation, S> fmt::Debug for Purgatory<K, O, S> {
+impl<K, O: DelayedRequest, S> fmt::Debug for Purgatory<K, O, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Purgatory")
             .field("purge_interval", &self.owner.core.purge_interval)
@@ -112,7 +112,7 @@ impl<K, O: DelayedOperation, S> fmt::Debug for Purgatory<K, O, S> {
 impl<K, O, S> Purgatory<K, O, S>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
-    O: DelayedOperation,
+    O: DelayedRequest,
     S: BuildHasher + Send + Sync + 'static,
 {
     /// A purgatory on `core`, whose operations expire on `timer`.
@@ -133,7 +133,7 @@ where
 
     /// Tries to complete `op` now; if it cannot, watches it on every distinct
     /// key in `keys` and adds it to the timer with its
-    /// [`delay`](DelayedOperation::delay). Returns whether it completed now.
+    /// [`delay`](DelayedRequest::delay). Returns whether it completed now.
     ///
     /// The whole registration runs under the operation's lock: try, watch,
     /// try again. An event that arrives during registration is therefore
@@ -147,7 +147,11 @@ where
     ///
     /// A [`WatchError`] of kind [`NoKeys`](crate::WatchErrorKind::NoKeys) if
     /// `keys` is empty, [`ShutDown`](crate::WatchErrorKind::ShutDown) if the
-    /// purgatory is shut down. Both hand the operation back.
+    /// purgatory, or the timer it shares, is shut down. Both hand the
+    /// operation back, untried. (A shutdown that comes while this call runs,
+    /// from another thread or from the operation's own `try_complete`,
+    /// completes the operation as shut down instead: `Ok(false)`, with
+    /// `on_complete` told [`Completion::ShutDown`](crate::Completion::ShutDown).)
     ///
     /// # Examples
     ///
@@ -196,7 +200,10 @@ where
         keys: impl IntoIterator<Item = impl Borrow<K>>,
     ) -> Result<Parked<O>, WatchError<O>> {
         let core = self.core();
-        if core.closed.load(Ordering::SeqCst) {
+        let timer = &self.owner.timer;
+        // A shared timer may be shut down while the purgatory is not: the
+        // operation could never expire, so it is refused the same way.
+        if self.is_shut_down() {
             return Err(WatchError::new(WatchErrorKind::ShutDown, op));
         }
         let keys = KeyList::collect(keys);
@@ -206,7 +213,6 @@ where
         let delay = op.delay();
         let cell = Arc::new(Op::new(op, Arc::clone(&core.counters)));
         let counters = &core.counters;
-        let timer = &self.owner.timer;
         let watch = || {
             let mut watched = 0;
             for (i, key) in keys.iter().enumerate() {
@@ -219,18 +225,18 @@ where
             }
             counters.entries.fetch_add(watched, Ordering::Relaxed);
         };
-        // The timer shut down meanwhile: no handle, and `register`
-        // completes the operation as shut down.
+        // The timer shut down while this ran (the check above came first):
+        // no handle, and `register` completes the operation as shut down.
         let arm = || {
             let job: Arc<dyn Job> = Arc::clone(&cell) as Arc<dyn Job>;
             timer.schedule(delay, BoxTask::job(job)).ok()
         };
-        let completed = cell.register(counters, watch, arm);
+        let completed = cell.register(watch, arm);
         // Shut down while this registered: the shutdown's drain may have
         // missed the new entries, and a shared timer keeps running, so
         // complete the operation here (exactly once: whoever comes first).
         if core.closed.load(Ordering::SeqCst) {
-            cell.shut_down_detached(counters);
+            cell.shut_down_detached();
         }
         self.maybe_purge();
         Ok(Parked::new(cell, completed))
@@ -252,9 +258,8 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let counters = &self.core().counters;
         self.on_key(key, |ops| {
-            let completed = ops.iter().filter(|op| op.try_complete(counters)).count();
+            let completed = ops.iter().filter(|op| op.try_complete()).count();
             (completed, completed > 0)
         })
     }
@@ -295,11 +300,10 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let counters = &self.core().counters;
         // The cancelled operations are done now: they leave `key`'s list
         // here and their other lists at the next check or purge.
         self.on_key(key, |ops| {
-            let back = ops.iter().filter_map(|op| op.cancel(counters)).collect();
+            let back = ops.iter().filter_map(|op| op.cancel()).collect();
             (back, true)
         })
     }
@@ -423,10 +427,19 @@ where
         self.owner.timer.advance_clock(timeout)
     }
 
-    /// Shuts down: stops the timer (joining its threads) and completes every
-    /// pending operation with [`Completion::ShutDown`](crate::Completion::ShutDown),
-    /// on the calling thread. Returns how many it completed. Afterwards every
-    /// call returns an error; calling it again returns 0.
+    /// Shuts down: completes every pending operation with
+    /// [`Completion::ShutDown`](crate::Completion::ShutDown), on the calling
+    /// thread, and returns how many it completed. Afterwards every call
+    /// returns an error; calling it again returns 0.
+    ///
+    /// On a timer of its own it also stops that timer, joining its threads
+    /// (so it blocks while a callback runs elsewhere: in async code use
+    /// [`shutdown_async`](Self::shutdown_async)). On a shared timer
+    /// ([`PurgatoryBuilder::shared_timer`](crate::PurgatoryBuilder::shared_timer))
+    /// the timer keeps running for its other users; shutting *that timer*
+    /// down instead completes this purgatory's pending operations as shut
+    /// down, and from then on `park` and `try_complete_else_watch` refuse
+    /// with [`WatchErrorKind::ShutDown`](crate::WatchErrorKind::ShutDown).
     ///
     /// It may be called from a callback (so may the drop of the last
     /// handle): the worker thread it runs on, if any, is not joined (it
@@ -456,6 +469,37 @@ where
         self.owner
             .core
             .shut_down(&self.owner.timer, self.owner.owns_timer)
+    }
+
+    /// The timer the purgatory's operations expire on.
+    pub(crate) fn timer(&self) -> &Timer {
+        &self.owner.timer
+    }
+
+    /// Whether the purgatory is shut down, or the timer it shares is: then
+    /// [`park`](Self::park) refuses and pending operations have completed
+    /// as shut down.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use purgatorio::{Completion, DelayedOperation, Purgatory, Timer};
+    /// # struct Op;
+    /// # impl DelayedOperation for Op {
+    /// #     fn delay(&self) -> Duration { Duration::from_secs(60) }
+    /// #     fn try_complete(&mut self) -> bool { false }
+    /// #     fn on_complete(&mut self, _: Completion) {}
+    /// # }
+    /// let timer = Timer::builder().build()?;
+    /// let p: Purgatory<u8, Op> = Purgatory::builder().shared_timer(&timer).build()?;
+    /// assert!(!p.is_shut_down());
+    /// timer.shutdown();
+    /// assert!(p.is_shut_down());
+    /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+    /// ```
+    pub fn is_shut_down(&self) -> bool {
+        self.core().closed.load(Ordering::SeqCst) || self.owner.timer.is_shut_down()
     }
 
     /// The loom models' expiry path: the driver's pass and the worker's run,

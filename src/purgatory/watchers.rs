@@ -16,15 +16,20 @@ use std::sync::Arc;
 
 use hashbrown::HashTable;
 
-use super::op::{Op, OpCounters};
-use super::operation::DelayedOperation;
+use super::counters::OpCounters;
+use super::op::Op;
+use super::operation::DelayedRequest;
 use crate::sharded::Sharded;
+
+/// The default hasher of watch keys: fast (foldhash) and seeded at random
+/// per process, so keys an attacker picks cannot be aimed at one shard.
+pub type DefaultKeyHasher = hashbrown::DefaultHashBuilder;
 
 /// A list shorter than this is not swept when it grows (see [`List::swept`]).
 const SWEEP_FROM: usize = 32;
 
 /// One key's list.
-struct List<K, O> {
+struct List<K, O: DelayedRequest> {
     /// The key.
     key: K,
     /// The operations watching it, done or not.
@@ -34,12 +39,12 @@ struct List<K, O> {
     /// parking thread, while the list is at hand. Each sweep reads at most
     /// twice the entries pushed since the last, so this costs O(1) per
     /// watch, and done entries of busy keys go a few at a time rather than
-    /// in a purge of every list at once (whose bursts, at 1M requests/s on
-    /// 2 cores, delayed expirations by milliseconds).
+    /// in a purge of every list at once, whose bursts delayed expirations
+    /// (`docs/design.md` has the figures).
     swept: usize,
 }
 
-impl<K, O: DelayedOperation> List<K, O> {
+impl<K, O: DelayedRequest> List<K, O> {
     /// Moves the done operations into `done`, keeping the order of the rest.
     fn sweep(&mut self, done: &mut Vec<Arc<Op<O>>>) {
         done.extend(self.ops.extract_if(.., |op| op.is_done()));
@@ -48,7 +53,7 @@ impl<K, O: DelayedOperation> List<K, O> {
 }
 
 /// One shard of the watch lists.
-struct Lists<K, O> {
+struct Lists<K, O: DelayedRequest> {
     /// Operations watched per key, found by the key's hash; a key whose list
     /// empties is removed.
     lists: HashTable<List<K, O>>,
@@ -57,12 +62,12 @@ struct Lists<K, O> {
 }
 
 /// All watch lists of a purgatory, keys hashed by `S`.
-pub(crate) struct Watchers<K, O, S> {
+pub(crate) struct Watchers<K, O: DelayedRequest, S> {
     /// The lists, sharded by key.
     shards: Sharded<Lists<K, O>, S>,
 }
 
-impl<K: Hash + Eq + Clone, O: DelayedOperation, S: BuildHasher> Watchers<K, O, S> {
+impl<K: Hash + Eq + Clone, O: DelayedRequest, S: BuildHasher> Watchers<K, O, S> {
     /// Empty lists in `shards` shards (≥ 1), keys hashed by `hasher`.
     pub(crate) fn new(shards: usize, hasher: S) -> Self {
         Watchers {
@@ -220,7 +225,7 @@ impl<K: Hash + Eq + Clone, O: DelayedOperation, S: BuildHasher> Watchers<K, O, S
     }
 }
 
-impl<K, O, S> Watchers<K, O, S> {
+impl<K, O: DelayedRequest, S> Watchers<K, O, S> {
     /// Removes every list; returns every operation once (an operation watched
     /// on several keys appears once). The keys are dropped after the locks.
     pub(crate) fn drain(&self) -> Vec<Arc<Op<O>>> {

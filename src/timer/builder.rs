@@ -4,15 +4,16 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::sync::{Arc, Weak};
 use std::thread;
-use std::time::Duration;
 
 use super::driver::Driver;
 use super::executor::{Executor, Runner};
+use super::hooks::ShutdownHooks;
 use super::metrics::Counters;
 use super::service::{Owner, Timer};
 use super::shard::{Shard, ShardState};
 use super::signal::Signal;
 use super::task::{BoxTask, Task};
+use super::time::TimeSource;
 use super::timing::Timing;
 use crate::clock::{Clock, ClockWaker, SystemClock, Wake};
 use crate::error::BuildError;
@@ -110,32 +111,7 @@ impl<T: Task> TimerBuilder<T> {
         Self::default()
     }
 
-    /// Sets the tick (default 1 ms): the resolution of deadlines.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// let t = purgatorio::Timer::builder()
-    ///     .tick(std::time::Duration::from_micros(100)).build().unwrap();
-    /// assert_eq!(t.tick().as_micros(), 100);
-    /// ```
-    pub fn tick(mut self, tick: Duration) -> Self {
-        self.config.tick = tick;
-        self
-    }
-
-    /// Sets the slots per level of each shard's wheel (default 64).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// let t = purgatorio::Timer::builder().wheel_size(20).build().unwrap();
-    /// # drop(t);
-    /// ```
-    pub fn wheel_size(mut self, wheel_size: usize) -> Self {
-        self.config.wheel_size = wheel_size;
-        self
-    }
+    crate::tick::wheel_setters!("purgatorio::Timer::builder()");
 
     /// Sets the number of shards (default: twice the available cores).
     ///
@@ -253,9 +229,7 @@ impl<T: Task> TimerBuilder<T> {
         }
         let signal = Arc::new(Signal::default());
         let timing = Arc::new(Timing {
-            origin: self.clock.now(),
-            clock: Arc::clone(&self.clock),
-            resolution,
+            time: TimeSource::new(Arc::clone(&self.clock), resolution),
             signal: Arc::clone(&signal),
             next_wake: AtomicU64::new(u64::MAX),
             closed: AtomicBool::new(false),
@@ -281,6 +255,7 @@ impl<T: Task> TimerBuilder<T> {
             shards,
             timing: Arc::clone(&timing),
             pool,
+            hooks: ShutdownHooks::default(),
         });
         let thread = if self.driver_thread {
             let for_driver = Arc::clone(&driver);

@@ -28,9 +28,11 @@ use std::time::{Duration, Instant};
 
 use super::executor::Runner;
 use super::handle::TimerHandle;
+use super::hooks::ShutdownHooks;
 use super::pool::{self, Due};
 use super::shard::{shard_index, Shard};
 use super::task::Task;
+use super::time::TimeSource;
 use super::timing::Timing;
 use crate::error::ScheduleError;
 use crate::sync::Mutex;
@@ -53,11 +55,38 @@ fn earlier<T: Ord>(a: Option<T>, b: Option<T>) -> Option<T> {
 /// [`Timer::advance_clock`](crate::Timer::advance_clock).
 pub(crate) struct Driver<T> {
     /// The shards, each behind its own lock.
-    pub(crate) shards: Box<[Arc<Shard<T>>]>,
+    pub(super) shards: Box<[Arc<Shard<T>>]>,
     /// Clock, signal, counters.
-    pub(crate) timing: Arc<Timing>,
+    pub(super) timing: Arc<Timing>,
     /// Where due tasks run.
-    pub(crate) pool: Runner<T>,
+    pub(super) pool: Runner<T>,
+    /// What else ends at shutdown.
+    pub(super) hooks: ShutdownHooks,
+}
+
+impl<T> Driver<T> {
+    /// The timer's time source.
+    #[inline]
+    pub(crate) fn time(&self) -> &TimeSource {
+        self.timing.time()
+    }
+
+    /// Whether the timer is shut down.
+    #[inline]
+    pub(crate) fn is_closed(&self) -> bool {
+        self.timing.is_closed()
+    }
+
+    /// The loom models' view of the wake-up protocol: the signal's epoch
+    /// and the tick the driver plans to wake at.
+    #[cfg(all(test, purgatorio_loom))]
+    pub(crate) fn wake_state(&self) -> (u64, u64) {
+        use std::sync::atomic::Ordering::SeqCst;
+        (
+            self.timing.signal.epoch(),
+            self.timing.next_wake.load(SeqCst),
+        )
+    }
 }
 
 impl<T: Task> Driver<T> {
@@ -134,7 +163,7 @@ impl<T: Task> Driver<T> {
     /// (`None`: until signalled).
     pub(crate) fn pass(&self) -> (usize, Option<Instant>) {
         self.timing.next_wake.store(u64::MAX, SeqCst);
-        let (moved, earliest) = self.run_due_at(self.timing.now_tick());
+        let (moved, earliest) = self.run_due_at(self.timing.time().now().tick);
         if let Some(earliest) = earliest {
             self.timing.next_wake.fetch_min(earliest, SeqCst);
         }
@@ -144,10 +173,10 @@ impl<T: Task> Driver<T> {
     /// The real instant at which tick `wake` begins, if the clock is real
     /// time and the instant is representable.
     fn sleep_until(&self, wake: u64) -> Option<Instant> {
-        if wake == u64::MAX || !self.timing.clock.is_real_time() {
+        if wake == u64::MAX || !self.timing.time().clock().is_real_time() {
             return None;
         }
-        self.timing.instant_of(wake)
+        self.timing.time().instant_of(wake)
     }
 
     /// Moves every timer due at tick `now` to the workers, shard by shard.
@@ -242,7 +271,10 @@ impl<T: Task> Driver<T> {
         }
         self.pool.close();
         // The crate's own entries end here, outside every lock (sleeps woken,
-        // operations completed as shut down); the user's tasks go back.
-        pending.into_iter().filter_map(T::into_user_task).collect()
+        // operations completed as shut down, keyed entries removed); the
+        // user's tasks go back. Then the waits with no entry end too.
+        let tasks = pending.into_iter().filter_map(T::into_user_task).collect();
+        self.hooks.run();
+        tasks
     }
 }

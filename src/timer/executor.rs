@@ -45,7 +45,9 @@ pub enum Executor {
     /// A rayon thread pool the application already runs: each batch of due
     /// tasks is one rayon job. Panics are caught and counted as with the
     /// built-in pool; shutdown waits for the batches already handed over.
+    /// Needs the `rayon` feature.
     #[cfg(feature = "rayon")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "rayon")))]
     Rayon(Arc<rayon::ThreadPool>),
 }
 

@@ -107,7 +107,8 @@ impl<T: Task> TimerHandle<T> {
     /// ```
     pub fn reschedule(&self, delay: Duration) -> bool {
         let timing = &self.shard.timing;
-        let tick = timing.delay_tick(timing.elapsed(), delay);
+        let time = timing.time();
+        let tick = time.due_after(time.now(), delay);
         self.reschedule_tick(tick)
     }
 
@@ -123,7 +124,8 @@ impl<T: Task> TimerHandle<T> {
     /// ```
     pub fn reschedule_at(&self, deadline: Instant) -> bool {
         let timing = &self.shard.timing;
-        let tick = timing.deadline_tick(deadline, timing.elapsed());
+        let time = timing.time();
+        let tick = time.due_at(time.now(), deadline);
         self.reschedule_tick(tick)
     }
 

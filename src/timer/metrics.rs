@@ -58,7 +58,7 @@ pub(crate) struct Counters {
     /// The lateness histogram.
     lateness: Box<[AtomicU64]>,
     /// The same figures, published to `metrics` (with that feature).
-    pub(crate) figures: TimerFigures,
+    pub(super) figures: TimerFigures,
 }
 
 impl Counters {

@@ -23,9 +23,9 @@ pub(crate) const UNTIMED: u64 = u64::MAX;
 /// A due task on its way to a worker.
 pub(crate) struct Due<T> {
     /// The task.
-    pub(crate) task: T,
+    pub(super) task: T,
     /// Its deadline in ticks, for the lag metric, or [`UNTIMED`].
-    pub(crate) deadline: u64,
+    pub(super) deadline: u64,
 }
 
 /// A batch of expired tasks.

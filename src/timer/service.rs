@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use super::driver::Driver;
 use super::handle::TimerHandle;
+use super::hooks::OnShutdown;
 use super::metrics::Metrics;
 use super::pool::Due;
 use super::task::{BoxTask, Task};
@@ -52,6 +53,11 @@ impl<T: Task> Drop for Owner<T> {
 /// [`Sleep`](crate::Sleep)s and timeouts do not keep the timer running:
 /// they end at once when it shuts down.
 ///
+/// `T` is the task type: by default [`BoxTask`], any closure, built with
+/// [`Timer::builder`]. A timer of your own task type (no box per task) is
+/// built with [`TimerBuilder::new`](crate::TimerBuilder::new):
+/// `let timer: Timer<MyTask> = TimerBuilder::new().build()?`.
+///
 /// # Examples
 ///
 /// ```
@@ -82,9 +88,9 @@ impl<T: Task> fmt::Debug for Timer<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let timing = &self.driver().timing;
         f.debug_struct("Timer")
-            .field("tick", &timing.resolution.tick())
+            .field("tick", &timing.time().tick())
             .field("shards", &self.driver().shards.len())
-            .field("clock", &timing.clock)
+            .field("clock", timing.time().clock())
             .field("shut_down", &timing.is_closed())
             .finish()
     }
@@ -112,7 +118,7 @@ impl<T: Task> Timer<T> {
     /// assert_eq!(timer.tick(), purgatorio::DEFAULT_TICK);
     /// ```
     pub fn tick(&self) -> Duration {
-        self.driver().timing.resolution.tick()
+        self.driver().timing.time().tick()
     }
 
     /// The timer's name: its threads' name prefix.
@@ -133,7 +139,7 @@ impl<T: Task> Timer<T> {
     /// assert_eq!(timer.now() - t0, Duration::from_secs(1));
     /// ```
     pub fn now(&self) -> Instant {
-        self.driver().timing.clock.now()
+        self.driver().timing.time().instant()
     }
 
     /// Runs `task` on a worker once `delay` has passed on the timer's clock.
@@ -164,10 +170,9 @@ impl<T: Task> Timer<T> {
         task: impl Into<T>,
     ) -> Result<TimerHandle<T>, ScheduleError<T>> {
         let timing = &self.driver().timing;
-        let elapsed = timing.elapsed();
-        let tick = timing.delay_tick(elapsed, delay);
-        self.driver()
-            .schedule_tick(tick, timing.resolution.now_tick(elapsed), task.into())
+        let now = timing.time().now();
+        let tick = timing.time().due_after(now, delay);
+        self.driver().schedule_tick(tick, now.tick, task.into())
     }
 
     /// Runs `task` on a worker once the timer's clock reaches `deadline`.
@@ -193,10 +198,9 @@ impl<T: Task> Timer<T> {
         task: impl Into<T>,
     ) -> Result<TimerHandle<T>, ScheduleError<T>> {
         let timing = &self.driver().timing;
-        let elapsed = timing.elapsed();
-        let tick = timing.deadline_tick(deadline, elapsed);
-        self.driver()
-            .schedule_tick(tick, timing.resolution.now_tick(elapsed), task.into())
+        let now = timing.time().now();
+        let tick = timing.time().due_at(now, deadline);
+        self.driver().schedule_tick(tick, now.tick, task.into())
     }
 
     /// Hands an internal task (a purge) straight to the workers: it never
@@ -286,7 +290,7 @@ impl<T: Task> Timer<T> {
             .iter()
             .filter_map(|s| s.state.lock().wheel.next_expiration())
             .min()
-            .and_then(|tick| timing.instant_of(tick))
+            .and_then(|tick| timing.time().instant_of(tick))
     }
 
     /// Kafka's `advanceClock(timeout)`: waits up to `timeout` (real time) for
@@ -370,6 +374,13 @@ impl<T: Task> Timer<T> {
     /// ```
     pub fn shutdown(&self) -> Vec<T> {
         self.driver().shutdown(&self.owner.thread)
+    }
+
+    /// Calls `hook` once when the timer shuts down (at once if it has),
+    /// with no lock of the timer's held; a hook whose owner is gone by then
+    /// is skipped.
+    pub(crate) fn on_shutdown(&self, hook: std::sync::Weak<dyn OnShutdown>) {
+        self.driver().hooks.register(hook);
     }
 
     /// Whether [`shutdown`](Self::shutdown) has been called.

@@ -12,23 +12,23 @@ use crate::wheel::Wheel;
 /// One shard: a wheel and its counters behind a lock.
 pub(crate) struct Shard<T> {
     /// The wheel and the counters updated with it.
-    pub(crate) state: Mutex<ShardState<T>>,
+    pub(super) state: Mutex<ShardState<T>>,
     /// Shared with the timer.
-    pub(crate) timing: Arc<Timing>,
+    pub(super) timing: Arc<Timing>,
 }
 
 /// What a shard's lock protects.
 pub(crate) struct ShardState<T> {
     /// Pending timers of this shard.
-    pub(crate) wheel: Wheel<T>,
+    pub(super) wheel: Wheel<T>,
     /// Tasks accepted here.
-    pub(crate) scheduled: u64,
+    pub(super) scheduled: u64,
     /// Successful cancels here.
-    pub(crate) cancelled: u64,
+    pub(super) cancelled: u64,
     /// Tasks moved from here to the workers.
-    pub(crate) expired: u64,
+    pub(super) expired: u64,
     /// Set by shutdown; the wheel is drained and accepts nothing more.
-    pub(crate) closed: bool,
+    pub(super) closed: bool,
 }
 
 thread_local! {

@@ -32,19 +32,16 @@ pub trait Task: Send + 'static {
     /// Whether running the task only wakes an async task (a sleep's entry):
     /// the driver then wakes it itself, rather than hand it to a worker.
     /// Not for users to call or override.
-    ///
-    /// What a shutdown hands back of a task that never ran: the task itself,
-    /// unless it is one of the crate's own entries (a sleep's wake-up, a
-    /// parked operation's expiry), which is ended here instead (the sleep
-    /// woken, the operation completed as shut down). Not for users to call
-    /// or override.
     #[doc(hidden)]
     fn wakes_only(&self) -> bool {
         false
     }
 
-    /// What a shutdown hands back (see above). Not for users to call or
-    /// override.
+    /// What a shutdown hands back of a task that never ran: the task itself,
+    /// unless it is one of the crate's own entries (a sleep's wake-up, a
+    /// parked operation's expiry, a keyed timer's key), which is ended here
+    /// instead (the sleep woken, the operation completed as shut down, the
+    /// key removed). Not for users to call or override.
     #[doc(hidden)]
     fn into_user_task(self) -> Option<Self>
     where
@@ -93,9 +90,10 @@ enum Work {
 }
 
 /// A job of the crate's that a [`BoxTask`] can carry without boxing it: the
-/// purgatory's expiry of an operation, which already lives in an `Arc`. So
-/// any number of purgatories share one default [`Timer`](crate::Timer) at no
-/// allocation per operation.
+/// purgatory's expiry of an operation, which already lives in an `Arc`, and
+/// a keyed timer's expiry of a key. So any number of purgatories share one
+/// default [`Timer`](crate::Timer) at no allocation per operation, and a
+/// shutdown ends the crate's entries instead of handing them to the user.
 pub(crate) trait Job: Send + Sync + 'static {
     /// Runs the job: its deadline passed.
     fn fire(self: Arc<Self>);
@@ -153,11 +151,15 @@ impl BoxTask {
         BoxTask(Work::Wake(WakeRef(Some(waker))))
     }
 
-    /// Drops the task without running it and without the wake-up a dropped
-    /// waker task gives: for a sleep that cancels or replaces its own.
+    /// Drops the task without running it, without the wake-up a dropped
+    /// waker task gives or the abandonment a dropped job gets: for an owner
+    /// that cancelled its own entry and is done with it (a sleep, a keyed
+    /// timer's key).
     pub(crate) fn disarm(self) {
-        if let Work::Wake(mut wake) = self.0 {
-            drop(wake.0.take());
+        match self.0 {
+            Work::Wake(mut wake) => drop(wake.0.take()),
+            Work::Job(mut job) => drop(job.0.take()),
+            Work::Closure(task) => drop(task),
         }
     }
 }

@@ -4,15 +4,15 @@
 //! nothing once the arena has grown to the working set, and a cancelled slot is
 //! reusable at once.
 //!
-//! Each slot carries a **stamp**, a per-slot counter that moves on every free
-//! and every reschedule and never takes the value 0. The wheel's buckets refer
-//! to slots by `(index, stamp)`; a reference whose stamp no longer matches is
+//! An occupied slot carries the **check** of the one live reference to it (see
+//! [`reference`](super::reference): the deadline's low 31 bits, or a side
+//! heap check). A bucket's reference whose check no longer matches is
 //! *garbage*, skipped when met. That is what makes cancel O(1) and touch only
 //! the cancelled slot: the bucket is never searched.
 //!
-//! A slot's **generation** is the stamp it had when it was occupied; handles
-//! carry it, so a handle outlives its timer harmlessly: the next occupant of
-//! the slot has a different generation.
+//! A slot's **generation** moves on every time the slot is freed and never
+//! takes the value 0; handles carry it, so a handle outlives its timer
+//! harmlessly: the next occupant of the slot has a different generation.
 //!
 //! With a `u64` payload a slot is 16 bytes: the generation is a `NonZeroU32`
 //! whose niche holds the vacant/occupied tag.
@@ -37,31 +37,31 @@ enum Slot<T> {
     Occupied {
         /// The payload, handed back on cancel or expiry.
         value: T,
-        /// The stamp at the time the slot was occupied; identifies this occupant.
+        /// Identifies this occupant.
         gen: NonZeroU32,
-        /// The stamp of the one live reference to this slot.
-        stamp: u32,
+        /// The check of the one live reference to this slot.
+        check: u32,
     },
     /// Free; part of the free list.
     Vacant {
         /// The next free slot, or [`NIL`].
         next_free: u32,
-        /// The stamp the next occupant starts with.
-        stamp: u32,
+        /// The generation the next occupant gets (never 0).
+        gen: u32,
     },
 }
 
-/// The stamp after `stamp`; skips 0 so a stamp is always a valid generation.
+/// The generation after `gen`; skips 0, which no generation takes.
 #[inline]
-fn next_stamp(stamp: u32) -> u32 {
-    if stamp == u32::MAX {
+fn next_gen(gen: u32) -> u32 {
+    if gen == u32::MAX {
         1
     } else {
-        stamp + 1
+        gen + 1
     }
 }
 
-/// A slab of payloads addressed by `(index, generation)` and `(index, stamp)`.
+/// A slab of payloads addressed by `(index, generation)` and `(index, check)`.
 #[derive(Debug)]
 pub(crate) struct Arena<T> {
     /// All slots, occupied or vacant.
@@ -72,7 +72,7 @@ pub(crate) struct Arena<T> {
     len: usize,
     /// How many times the arena gave its slots back ([`release`](Self::release)):
     /// keys carry it, so a key from before a release never matches a slot
-    /// created after it, whatever their stamps.
+    /// created after it, whatever their generations.
     epoch: u32,
 }
 
@@ -93,13 +93,14 @@ impl<T> Arena<T> {
         self.len
     }
 
-    /// Stores `value`; returns its index, generation and stamp.
+    /// Stores `value`, whose live reference will carry `check`; returns its
+    /// index and generation.
     ///
     /// # Panics
     ///
     /// If [`MAX_SLOTS`] slots are occupied.
-    #[inline]
-    pub(crate) fn insert(&mut self, value: T) -> (u32, NonZeroU32, u32) {
+    #[inline(always)]
+    pub(crate) fn insert(&mut self, value: T, check: u32) -> (u32, NonZeroU32) {
         if self.free == NIL {
             assert!(
                 self.slots.len() < MAX_SLOTS,
@@ -107,20 +108,20 @@ impl<T> Arena<T> {
             );
             self.slots.push(Slot::Vacant {
                 next_free: NIL,
-                stamp: 1,
+                gen: 1,
             });
             self.free = (self.slots.len() - 1) as u32;
         }
         let idx = self.free;
         let slot = &mut self.slots[idx as usize];
-        let Slot::Vacant { next_free, stamp } = *slot else {
+        let Slot::Vacant { next_free, gen } = *slot else {
             unreachable!("free list points at occupied slot {idx}")
         };
-        let gen = NonZeroU32::new(stamp).expect("stamps are never zero");
-        *slot = Slot::Occupied { value, gen, stamp };
+        let gen = NonZeroU32::new(gen).expect("generations are never zero");
+        *slot = Slot::Occupied { value, gen, check };
         self.free = next_free;
         self.len += 1;
-        (idx, gen, stamp)
+        (idx, gen)
     }
 
     /// Whether `(idx, gen)` names an occupied slot.
@@ -138,63 +139,66 @@ impl<T> Arena<T> {
         }
     }
 
-    /// Whether `(idx, stamp)` is the live reference to an occupied slot.
+    /// Whether slot `idx` is occupied and carries `check`: whether a
+    /// reference `(idx, check)` is live.
     #[inline]
-    pub(crate) fn is_live(&self, idx: u32, stamp: u32) -> bool {
-        matches!(self.slots.get(idx as usize), Some(Slot::Occupied { stamp: s, .. }) if *s == stamp)
+    pub(crate) fn is_live(&self, idx: u32, check: u32) -> bool {
+        matches!(self.slots.get(idx as usize), Some(Slot::Occupied { check: c, .. }) if *c == check)
     }
 
-    /// Moves the live reference of `(idx, gen)` on: the old reference becomes
-    /// garbage. Returns the new stamp, or `None` if `(idx, gen)` is not occupied.
+    /// Gives `(idx, gen)` a new live reference with `check`; the old one
+    /// becomes garbage unless its check is the same. Returns the old check,
+    /// or `None` if `(idx, gen)` is not occupied.
     #[inline]
-    pub(crate) fn restamp(&mut self, idx: u32, gen: NonZeroU32) -> Option<u32> {
+    pub(crate) fn recheck(&mut self, idx: u32, gen: NonZeroU32, check: u32) -> Option<u32> {
         match self.slots.get_mut(idx as usize) {
-            Some(Slot::Occupied { gen: g, stamp, .. }) if *g == gen => {
-                *stamp = next_stamp(*stamp);
-                Some(*stamp)
-            }
+            Some(Slot::Occupied {
+                gen: g, check: c, ..
+            }) if *g == gen => Some(std::mem::replace(c, check)),
             _ => None,
         }
     }
 
-    /// Frees `(idx, gen)` and returns its payload, if occupied.
+    /// Frees `(idx, gen)` and returns its payload and its live reference's
+    /// check, if occupied.
     #[inline]
-    pub(crate) fn remove(&mut self, idx: u32, gen: NonZeroU32) -> Option<T> {
+    pub(crate) fn remove(&mut self, idx: u32, gen: NonZeroU32) -> Option<(T, u32)> {
         if !self.contains(idx, gen) {
             return None;
         }
-        Some(self.vacate(idx))
+        let (value, _, check) = self.vacate(idx);
+        Some((value, check))
     }
 
-    /// Frees the slot that `(idx, stamp)` references and returns its payload
+    /// Frees the slot that `(idx, check)` references and returns its payload
     /// and generation, if that reference is live.
     #[inline]
-    pub(crate) fn remove_live(&mut self, idx: u32, stamp: u32) -> Option<(T, NonZeroU32)> {
-        let gen = match self.slots.get(idx as usize) {
-            Some(Slot::Occupied { gen, stamp: s, .. }) if *s == stamp => *gen,
-            _ => return None,
-        };
-        Some((self.vacate(idx), gen))
+    pub(crate) fn remove_live(&mut self, idx: u32, check: u32) -> Option<(T, NonZeroU32)> {
+        if !self.is_live(idx, check) {
+            return None;
+        }
+        let (value, gen, _) = self.vacate(idx);
+        Some((value, gen))
     }
 
-    /// Frees an occupied slot and returns its payload.
-    fn vacate(&mut self, idx: u32) -> T {
+    /// Frees an occupied slot; returns its payload, generation and check.
+    fn vacate(&mut self, idx: u32) -> (T, NonZeroU32, u32) {
         let slot = &mut self.slots[idx as usize];
-        let stamp = match slot {
-            Slot::Occupied { stamp, .. } => next_stamp(*stamp),
+        let next = match slot {
+            Slot::Occupied { gen, .. } => next_gen(gen.get()),
             Slot::Vacant { .. } => unreachable!("vacating a vacant slot"),
         };
         let old = std::mem::replace(
             slot,
             Slot::Vacant {
                 next_free: self.free,
-                stamp,
+                gen: next,
             },
         );
         self.free = idx;
         self.len -= 1;
         match old {
-            Slot::Occupied { value, .. } => value,
+            Slot::Occupied { value, gen, check } => (value, gen, check),
             Slot::Vacant { .. } => unreachable!("vacating a vacant slot"),
         }
     }
@@ -232,7 +236,7 @@ impl<T> Arena<T> {
         let mut out = Vec::with_capacity(self.len);
         for idx in 0..self.slots.len() {
             if matches!(self.slots[idx], Slot::Occupied { .. }) {
-                out.push(self.vacate(idx as u32));
+                out.push(self.vacate(idx as u32).0);
             }
         }
         out
@@ -249,42 +253,45 @@ mod tests {
     }
 
     #[test]
-    fn reuse_changes_generation_and_stamp() {
+    fn reuse_changes_generation_and_kills_the_old_reference() {
         let mut a = Arena::new();
-        let (i, g, s) = a.insert("a");
-        assert!(a.contains(i, g) && a.is_live(i, s));
-        assert_eq!(a.remove(i, g), Some("a"));
+        let (i, g) = a.insert("a", 40);
+        assert!(a.contains(i, g) && a.is_live(i, 40) && !a.is_live(i, 41));
+        assert_eq!(a.remove(i, g), Some(("a", 40)));
         assert_eq!(a.remove(i, g), None, "double remove");
-        let (j, g2, s2) = a.insert("b");
+        assert!(!a.is_live(i, 40), "a vacant slot has no live reference");
+        let (j, g2) = a.insert("b", 41);
         assert_eq!(i, j, "slot reused at once");
         assert_ne!(g, g2);
-        assert_ne!(s, s2);
-        assert!(!a.contains(i, g) && !a.is_live(i, s), "stale handle misses");
+        assert!(
+            !a.contains(i, g) && !a.is_live(i, 40),
+            "stale handle misses"
+        );
         assert_eq!(a.len(), 1);
     }
 
     #[test]
-    fn restamp_keeps_generation_but_kills_old_reference() {
+    fn recheck_keeps_generation_but_kills_old_reference() {
         let mut a = Arena::new();
-        let (i, g, s) = a.insert(7u64);
-        let s2 = a.restamp(i, g).unwrap();
-        assert!(!a.is_live(i, s) && a.is_live(i, s2) && a.contains(i, g));
-        assert_eq!(a.remove_live(i, s), None);
-        assert_eq!(a.remove_live(i, s2), Some((7, g)));
-        assert_eq!(a.restamp(i, g), None);
+        let (i, g) = a.insert(7u64, 10);
+        assert_eq!(a.recheck(i, g, 20), Some(10));
+        assert!(!a.is_live(i, 10) && a.is_live(i, 20) && a.contains(i, g));
+        assert_eq!(a.remove_live(i, 10), None);
+        assert_eq!(a.remove_live(i, 20), Some((7, g)));
+        assert_eq!(a.recheck(i, g, 30), None);
     }
 
     #[test]
-    fn stamps_wrap_without_zero() {
-        assert_eq!(next_stamp(u32::MAX), 1);
-        assert_eq!(next_stamp(1), 2);
+    fn generations_wrap_without_zero() {
+        assert_eq!(next_gen(u32::MAX), 1);
+        assert_eq!(next_gen(1), 2);
     }
 
     #[test]
     fn an_empty_large_arena_gives_its_memory_back_and_moves_its_epoch() {
         let mut a = Arena::new();
-        let keys: Vec<_> = (0..2 * KEEP_SLOTS as u64).map(|v| a.insert(v)).collect();
-        for &(i, g, _) in &keys[1..] {
+        let keys: Vec<_> = (0..2 * KEEP_SLOTS as u64).map(|v| a.insert(v, 0)).collect();
+        for &(i, g) in &keys[1..] {
             a.remove(i, g);
         }
         a.release();
@@ -293,18 +300,18 @@ mod tests {
         a.release();
         assert_eq!(a.slots(), 0, "empty and large: released");
         assert_eq!(a.epoch(), 1, "keys from before carry epoch 0");
-        let (i, g, s) = a.insert(99);
-        assert_eq!((i, g.get(), s), (0, 1, 1), "the first slot starts afresh");
-        assert_eq!(a.remove(i, g), Some(99));
+        let (i, g) = a.insert(99, 0);
+        assert_eq!((i, g.get()), (0, 1), "the first slot starts afresh");
+        assert_eq!(a.remove(i, g), Some((99, 0)));
     }
 
     #[test]
     fn drain_returns_everything_and_empties() {
         let mut a = Arena::new();
-        let keys: Vec<_> = (0..10).map(|v| a.insert(v)).collect();
+        let keys: Vec<_> = (0..10).map(|v| a.insert(v, 0)).collect();
         a.remove(keys[3].0, keys[3].1);
         assert_eq!(a.drain(), vec![0, 1, 2, 4, 5, 6, 7, 8, 9]);
         assert_eq!(a.len(), 0);
-        assert!(keys.iter().all(|&(i, g, _)| !a.contains(i, g)));
+        assert!(keys.iter().all(|&(i, g)| !a.contains(i, g)));
     }
 }

@@ -16,9 +16,11 @@
 //! | …     | ×64                      | ×64             |
 //!
 //! Spans saturate: the first level whose span would pass `u64::MAX` ticks
-//! accepts every deadline, which is what makes the range unbounded with at
-//! most 64 levels (W = 2). Powers of two use shifts and masks; other sizes
-//! divide.
+//! accepts every deadline. The wheel files only deadlines less than 2^31
+//! ticks ahead (its [near window](super::reference)), so it creates at most
+//! 32 levels (W = 2), and 6 with the default W = 64; later deadlines wait in
+//! the [side heap](super::side). Powers of two use shifts and masks; other
+//! sizes divide.
 
 /// The shape shared by all levels of one wheel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -6,13 +6,16 @@
 //!   `(index, generation)`.
 //! * **Levels** ([`level`]): level `L` is a ring of `W` buckets of `W^L` ticks.
 //!   Levels are created lazily, the first time a deadline needs one.
-//! * **Buckets**: a bucket is a `Vec` of 16-byte references
-//!   `(deadline, index, stamp)`. Scheduling appends one; cancelling frees the
-//!   arena slot and bumps its stamp, which turns the reference into *garbage*
-//!   without touching the bucket. Garbage is dropped when met, and a
-//!   compaction runs when it outnumbers the live timers (amortised O(1)).
-//!   When the last live timer goes, all references are dropped at once, so an
-//!   empty wheel has no armed bucket and asks for no wake-up.
+//! * **Buckets**: a bucket is a `Vec` of 8-byte references
+//!   `(slot, check)` ([`reference`](mod@reference)): the check is the deadline's low 31
+//!   bits, and the rest of the deadline follows from the wheel's time, since
+//!   every reference's deadline is less than 2^31 ticks ahead of it.
+//!   Scheduling appends one; cancelling frees the arena slot, which turns
+//!   the reference into *garbage* without touching the bucket. Garbage is
+//!   dropped when met, and a compaction runs when it outnumbers the live
+//!   timers (amortised O(1)). When the last live timer goes, all references
+//!   are dropped at once, so an empty wheel has no armed bucket and asks for
+//!   no wake-up.
 //! * **Bucket queue** (`bucket_queue`): every non-empty bucket is armed
 //!   once, keyed by the earliest deadline pushed into it since it was last
 //!   flushed. Advancing pops only due buckets, so its cost does not depend on
@@ -28,14 +31,18 @@
 //! * **Run**: a flushed second-level bucket with few references per tick is
 //!   not filed into the finest level but counting-sorted by tick and handed
 //!   out from there, merged with the bucket queue by deadline.
-//! * **Overdue**: a deadline at or before the wheel's time is due at once; it
-//!   waits in a small list that the next poll serves first, sorted by deadline.
+//! * **Side heap** ([`side`]): a timer due at once when scheduled
+//!   (*overdue*), or 2^31 ticks or more ahead (*far*), has no reference; it
+//!   waits in a min-heap with its full deadline and is served in deadline
+//!   order with the rest, overdue ones first.
 //!
 //! Within one tick, the order of expirations is unspecified.
 
 mod arena;
 mod bucket_queue;
 mod level;
+mod reference;
+mod side;
 
 use std::num::NonZeroU32;
 
@@ -43,6 +50,8 @@ use crate::tick::NEVER;
 use arena::Arena;
 use bucket_queue::BucketQueue;
 use level::Geometry;
+use reference::{is_near, near_check, Ref, NO_REF, SIDE};
+use side::Side;
 
 /// Identifies one scheduled timer of a [`LocalTimer`](crate::LocalTimer).
 ///
@@ -95,7 +104,7 @@ const RUN_MAX_WHEEL: usize = 256;
 /// and arming and popping one per reference costs more than counting them.
 /// Denser, a finest-level bucket's flush reads its references' slots in one
 /// tight loop, whose cache misses overlap; handed out one by one from a run
-/// they do not (W2 at 1M pending: 33 → 50 ns per timer).
+/// they do not (`docs/design.md`, W2).
 const RUN_PER_TICK: usize = 16;
 
 /// A flushed bucket keeps its allocation for reuse up to this many references.
@@ -106,45 +115,30 @@ const KEEP_CAPACITY: usize = 4096;
 /// is flushed (cascaded) then, which is work it needs anyway.
 const RESCAN_LIMIT: usize = 64;
 
-/// A reference that is never live, for buckets that hold nothing.
-const NO_REF: Ref = Ref {
-    deadline: 0,
-    idx: u32::MAX,
-    stamp: 0,
-};
-
-/// A bucket's reference to a scheduled timer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Ref {
-    /// Deadline in ticks.
-    deadline: u64,
-    /// Slot in the arena.
-    idx: u32,
-    /// Stamp the slot must still carry for this reference to be live.
-    stamp: u32,
-}
-
-/// Keeps the live references of `refs`, in order, and returns the earliest.
+/// Keeps the live references of `refs`, in order, and returns the earliest
+/// with its deadline at wheel time `now`.
 ///
 /// Branch-free on liveness: every reference is written and the write index
 /// moves only past live ones, so the arena lookups of successive references
 /// overlap instead of waiting on a mispredicted branch each.
-fn retain_live<T>(arena: &Arena<T>, refs: &mut Vec<Ref>) -> Option<Ref> {
+fn retain_live<T>(arena: &Arena<T>, refs: &mut Vec<Ref>, now: u64) -> Option<(u64, Ref)> {
     let mut kept = 0;
     for at in 0..refs.len() {
         let r = refs[at];
         refs[kept] = r;
-        kept += usize::from(arena.is_live(r.idx, r.stamp));
+        kept += usize::from(arena.is_live(r.idx, r.check));
     }
     refs.truncate(kept);
-    refs.iter().copied().min_by_key(|r| r.deadline)
+    refs.iter()
+        .map(|&r| (r.deadline(now), r))
+        .min_by_key(|e| e.0)
 }
 
 /// Pops dead references off the end of `refs` until a live one is last;
 /// returns how many it popped.
 fn pop_dead<T>(arena: &Arena<T>, refs: &mut Vec<Ref>) -> usize {
     let before = refs.len();
-    while refs.last().is_some_and(|r| !arena.is_live(r.idx, r.stamp)) {
+    while refs.last().is_some_and(|r| !arena.is_live(r.idx, r.check)) {
         refs.pop();
     }
     before - refs.len()
@@ -187,10 +181,8 @@ pub(crate) struct Wheel<T> {
     holders: Vec<Ref>,
     /// Non-empty buckets by earliest deadline.
     queue: BucketQueue,
-    /// Timers that were already due when scheduled.
-    overdue: Vec<Ref>,
-    /// Whether `overdue` is sorted latest first (served from the back).
-    overdue_sorted: bool,
+    /// Timers outside the near window: overdue or far.
+    side: Side,
     /// Expired references of the bucket being handed out.
     ready: Vec<Ref>,
     /// A sparse bucket of the second level, flushed: its references that
@@ -218,8 +210,7 @@ impl<T> Wheel<T> {
             buckets: Vec::new(),
             holders: Vec::new(),
             queue: BucketQueue::new(geometry, now),
-            overdue: Vec::new(),
-            overdue_sorted: true,
+            side: Side::default(),
             ready: Vec::new(),
             run: Vec::new(),
             scratch: Vec::new(),
@@ -254,15 +245,32 @@ impl<T> Wheel<T> {
         self.levels.len()
     }
 
+    /// The check a timer due at `deadline` gets now: its reference's, or a
+    /// side heap entry's (reserved here, filed by [`place`](Self::place)).
+    #[inline]
+    fn check_for(&mut self, deadline: u64) -> u32 {
+        if is_near(deadline, self.now) {
+            near_check(deadline)
+        } else {
+            self.side.reserve(deadline)
+        }
+    }
+
     /// Schedules `value` at tick `deadline`.
     #[inline]
     pub(crate) fn insert(&mut self, deadline: u64, value: T) -> TimerKey {
-        let (idx, gen, stamp) = self.arena.insert(value);
-        self.place(Ref {
-            deadline,
-            idx,
-            stamp,
-        });
+        // One test of the window, the common case first.
+        let (idx, gen) = if is_near(deadline, self.now) {
+            let check = near_check(deadline);
+            let (idx, gen) = self.arena.insert(value, check);
+            self.place_near(Ref { idx, check }, deadline);
+            (idx, gen)
+        } else {
+            let check = self.side.reserve(deadline);
+            let (idx, gen) = self.arena.insert(value, check);
+            self.side.push(idx, check, deadline);
+            (idx, gen)
+        };
         TimerKey {
             idx,
             gen,
@@ -297,8 +305,8 @@ impl<T> Wheel<T> {
         if !self.current(key) {
             return None;
         }
-        let value = self.arena.remove(key.idx, key.gen)?;
-        self.garbage += 1;
+        let (value, check) = self.arena.remove(key.idx, key.gen)?;
+        self.forget(check);
         self.collect_garbage();
         self.settle_head();
         Some(value)
@@ -307,49 +315,58 @@ impl<T> Wheel<T> {
     /// Moves pending `key` to tick `deadline`; `false` if it is not pending.
     #[inline]
     pub(crate) fn reschedule(&mut self, key: TimerKey, deadline: u64) -> bool {
-        if !self.current(key) {
+        if !self.current(key) || !self.arena.contains(key.idx, key.gen) {
             return false;
         }
-        let Some(stamp) = self.arena.restamp(key.idx, key.gen) else {
-            return false;
-        };
-        self.garbage += 1;
-        self.place(Ref {
-            deadline,
-            idx: key.idx,
-            stamp,
-        });
+        let check = self.check_for(deadline);
+        let old = self.arena.recheck(key.idx, key.gen, check);
+        debug_assert!(old.is_some(), "recheck of a pending timer");
+        match old {
+            // The same near deadline: the old reference is still the live one.
+            Some(old) if old == check && old & SIDE == 0 => return true,
+            Some(old) => self.forget(old),
+            None => return false,
+        }
+        self.place(key.idx, check, deadline);
         self.collect_garbage();
         self.settle_head();
         true
     }
 
+    /// Counts the reference or side entry that carried `check` as garbage:
+    /// its timer was cancelled or moved.
+    #[inline]
+    fn forget(&mut self, check: u32) {
+        if check & SIDE == 0 {
+            self.garbage += 1;
+        } else {
+            self.side.release(check);
+            let arena = &self.arena;
+            self.side
+                .collect_garbage(|idx, check| arena.is_live(idx, check));
+        }
+    }
+
     /// The tick at which the next timer may be due, if any can ever be.
     ///
     /// Never later than the earliest pending deadline, and exact unless the
-    /// earliest timer of a large coarse bucket was cancelled (then a poll at
-    /// the reported tick cascades that bucket and hands out nothing).
+    /// earliest timer of a large coarse bucket or of the side heap was
+    /// cancelled (then a poll at the reported tick hands out nothing).
     pub(crate) fn next_expiration(&self) -> Option<u64> {
         if !self.ready.is_empty() {
             return Some(self.now);
         }
-        // Overdue timers were due by the wheel's time when filed; after a
-        // clock that went backwards they are due by their own deadline.
-        let earliest = if self.overdue_sorted {
-            self.overdue.last().map(|r| r.deadline)
-        } else {
-            self.overdue.iter().map(|r| r.deadline).min()
-        };
-        if earliest.is_some() {
-            return earliest;
-        }
+        // An overdue timer's deadline is at or before the wheel's time
+        // (after a clock that went backwards, it is due by its own deadline);
+        // a far one's is after every reference's.
+        let side = self.side.earliest();
         let bucket = self.queue.peek().map(|(key, _)| key);
-        let run = self.run.last().map(|r| r.deadline);
-        match (bucket, run) {
-            (Some(b), Some(r)) => Some(b.min(r)),
-            (b, r) => b.or(r),
-        }
-        .filter(|&k| k != NEVER)
+        let run = self.run.last().map(|r| r.deadline(self.now));
+        [side, bucket, run]
+            .into_iter()
+            .flatten()
+            .min()
+            .filter(|&k| k != NEVER)
     }
 
     /// Hands out the next timer due at or before tick `now`, in deadline
@@ -357,28 +374,40 @@ impl<T> Wheel<T> {
     /// `now` (or stays where it was if `now` is earlier: time never runs back).
     pub(crate) fn poll(&mut self, now: u64) -> Option<Fired<T>> {
         loop {
-            if let Some(r) = self.next_overdue(now) {
-                if let Some(fired) = self.take(r) {
-                    return Some(fired);
-                }
-                continue;
+            let arena = &self.arena;
+            let side = self
+                .side
+                .first(|idx, check| arena.is_live(idx, check))
+                .filter(|e| e.deadline <= now);
+            // Overdue timers first: due at or before the wheel's time.
+            if let Some(e) = side.filter(|e| e.deadline <= self.now) {
+                return Some(self.take_side(e.idx, e.check, e.deadline));
             }
             if let Some(r) = self.ready.pop() {
-                if let Some(fired) = self.take(r) {
+                if let Some(fired) = self.take(r, self.now) {
                     return Some(fired);
                 }
                 continue;
             }
             let head = self.queue.peek();
             if let Some(&r) = self.run.last() {
-                if r.deadline <= now && head.is_none_or(|(key, _)| r.deadline <= key) {
+                let d = r.deadline(self.now);
+                if d <= now
+                    && head.is_none_or(|(key, _)| d <= key)
+                    && side.is_none_or(|e| d <= e.deadline)
+                {
                     self.run.pop();
-                    self.set_now(r.deadline);
-                    if let Some(fired) = self.take(r) {
+                    self.set_now(d);
+                    if let Some(fired) = self.take(r, d) {
                         return Some(fired);
                     }
                     continue;
                 }
+            }
+            // A far timer whose time has come, if no bucket is due before it.
+            if let Some(e) = side.filter(|e| head.is_none_or(|(key, _)| e.deadline <= key)) {
+                self.set_now(e.deadline);
+                return Some(self.take_side(e.idx, e.check, e.deadline));
             }
             match head {
                 Some((key, bucket)) if key <= now => {
@@ -391,9 +420,8 @@ impl<T> Wheel<T> {
                     // to settle (the common case when timers expire rather
                     // than get cancelled). The test is here, not in
                     // `settle_head`: there it lengthened the cancel path,
-                    // and W1 at 1M pending went from 190-240 to 320 ns per
-                    // pair (two dependent cache misses per pair, which a
-                    // longer path stops from overlapping the next pair's).
+                    // whose two dependent cache misses per W1 pair then no
+                    // longer overlap the next pair's (`docs/design.md`, W1).
                     if self.garbage > 0 {
                         self.settle_head();
                     }
@@ -415,17 +443,24 @@ impl<T> Wheel<T> {
         self.arena.drain()
     }
 
-    /// Files a reference into the overdue list or its bucket.
+    /// Files the timer of slot `idx`, whose slot carries `check`, due at
+    /// `deadline`: into its bucket, or the side heap.
     #[inline]
-    fn place(&mut self, r: Ref) {
-        if r.deadline <= self.now {
-            self.overdue.push(r);
-            self.overdue_sorted = self.overdue.len() == 1;
-            return;
+    fn place(&mut self, idx: u32, check: u32, deadline: u64) {
+        if check & SIDE == 0 {
+            self.place_near(Ref { idx, check }, deadline);
+        } else {
+            self.side.push(idx, check, deadline);
         }
-        let bucket = self.bucket_for(r.deadline);
+    }
+
+    /// Files reference `r`, due at `deadline` in the near window, into its
+    /// bucket.
+    #[inline]
+    fn place_near(&mut self, r: Ref, deadline: u64) {
+        let bucket = self.bucket_for(deadline);
         self.buckets[bucket as usize].push(r);
-        if self.queue.arm(bucket, r.deadline) {
+        if self.queue.arm(bucket, deadline) {
             self.holders[bucket as usize] = r;
         }
     }
@@ -469,7 +504,8 @@ impl<T> Wheel<T> {
         self.queue.add_level(tick);
     }
 
-    /// Moves the wheel's time forward to `now`.
+    /// Moves the wheel's time forward to `now`. Every reference's deadline
+    /// must be at or after it (the near window moves with it).
     #[inline]
     fn set_now(&mut self, now: u64) {
         if now > self.now {
@@ -490,6 +526,8 @@ impl<T> Wheel<T> {
     /// Flushes `bucket`, popped from the queue at `key`: expires what is due
     /// at `key` and re-inserts the rest into finer levels.
     fn flush(&mut self, bucket: u32, key: u64) {
+        // Every reference of the bucket is due at or after its key, so its
+        // deadline is still recovered at the new time.
         self.set_now(key);
         let mut refs = std::mem::take(&mut self.buckets[bucket as usize]);
         let w = self.geometry.wheel_size() as usize;
@@ -500,12 +538,15 @@ impl<T> Wheel<T> {
             && w <= RUN_MAX_WHEEL
             && (w..2 * w).contains(&(bucket as usize))
             && refs.len() <= RUN_PER_TICK * w;
+        // Every reference here is due at or after the new time, so it is
+        // due now iff its check is the time's.
+        let due = near_check(self.now);
         for &r in &refs {
-            if r.deadline <= self.now {
+            if r.check == due {
                 // Checking liveness here, in a tight loop of independent
                 // loads, pulls the due timers' slots into cache together
                 // rather than one miss per `take`; dead ones are dropped now.
-                if self.arena.is_live(r.idx, r.stamp) {
+                if self.arena.is_live(r.idx, r.check) {
                     self.ready.push(r);
                 } else {
                     self.garbage -= 1;
@@ -514,7 +555,7 @@ impl<T> Wheel<T> {
                 self.run.push(r);
             } else {
                 // Cascade: lands in a finer level, never back in `bucket`.
-                self.place(r);
+                self.place_near(r, r.deadline(self.now));
             }
         }
         if to_run {
@@ -534,17 +575,22 @@ impl<T> Wheel<T> {
     /// mispredicts about one branch per reference).
     fn sort_run(&mut self) {
         let w = self.geometry.wheel_size() as usize;
+        let now = self.now;
         if self.run.len() < 8 {
             self.run
-                .sort_unstable_by_key(|r| std::cmp::Reverse(r.deadline));
+                .sort_unstable_by_key(|r| std::cmp::Reverse(r.deadline(now)));
             return;
         }
         let last = self.levels[0].last;
+        // A reference's place counted from the level's last tick, latest
+        // first: `last − deadline`, from the checks alone (both are in the
+        // near window, and the run spans at most `w` ticks).
+        let from_last = |r: &Ref| ((last as u32).wrapping_sub(r.check) & reference::LOW) as usize;
         let mut counts = [0u32; RUN_MAX_WHEEL + 1];
         for r in &self.run {
-            debug_assert!(r.deadline <= last && last - r.deadline < w as u64);
-            // Latest first: offset 0 is the level's last tick.
-            counts[(last - r.deadline) as usize + 1] += 1;
+            debug_assert_eq!(from_last(r) as u64, last - r.deadline(now));
+            debug_assert!(from_last(r) < w);
+            counts[from_last(r) + 1] += 1;
         }
         for at in 1..=w {
             counts[at] += counts[at - 1];
@@ -553,35 +599,19 @@ impl<T> Wheel<T> {
         sorted.clear();
         sorted.resize(self.run.len(), NO_REF);
         for &r in &self.run {
-            let at = &mut counts[(last - r.deadline) as usize];
+            let at = &mut counts[from_last(&r)];
             sorted[*at as usize] = r;
             *at += 1;
         }
         self.scratch = std::mem::replace(&mut self.run, sorted);
     }
 
-    /// The next overdue reference due by `now`, earliest deadline first.
-    /// With a monotonic clock every overdue reference is due; one filed
-    /// after the clock went backwards waits until `now` reaches it.
+    /// Frees the timer behind `r`, due at `deadline`, if `r` is live.
     #[inline]
-    fn next_overdue(&mut self, now: u64) -> Option<Ref> {
-        if !self.overdue_sorted {
-            self.overdue
-                .sort_unstable_by_key(|r| std::cmp::Reverse(r.deadline));
-            self.overdue_sorted = true;
-        }
-        match self.overdue.last() {
-            Some(r) if r.deadline <= now => self.overdue.pop(),
-            _ => None,
-        }
-    }
-
-    /// Frees the timer behind `r`, if `r` is live.
-    #[inline]
-    fn take(&mut self, r: Ref) -> Option<Fired<T>> {
-        match self.arena.remove_live(r.idx, r.stamp) {
+    fn take(&mut self, r: Ref, deadline: u64) -> Option<Fired<T>> {
+        match self.arena.remove_live(r.idx, r.check) {
             Some((value, gen)) => {
-                if self.arena.len() == 0 && self.garbage > 0 {
+                if self.arena.len() == 0 && (self.garbage > 0 || !self.side.is_clear()) {
                     self.drop_refs();
                 }
                 Some(Fired {
@@ -590,7 +620,7 @@ impl<T> Wheel<T> {
                         gen,
                         epoch: self.arena.epoch(),
                     },
-                    deadline: r.deadline,
+                    deadline,
                     value,
                 })
             }
@@ -602,18 +632,39 @@ impl<T> Wheel<T> {
         }
     }
 
+    /// Frees the side timer on top of the side heap, found live by
+    /// [`Side::first`].
+    fn take_side(&mut self, idx: u32, check: u32, deadline: u64) -> Fired<T> {
+        self.side.pop_first();
+        let (value, gen) = self
+            .arena
+            .remove_live(idx, check)
+            .expect("the side heap's first entry is live");
+        if self.arena.len() == 0 && (self.garbage > 0 || !self.side.is_clear()) {
+            self.drop_refs();
+        }
+        Fired {
+            key: TimerKey {
+                idx,
+                gen,
+                epoch: self.arena.epoch(),
+            },
+            deadline,
+            value,
+        }
+    }
+
     /// Makes the head of the bucket queue exact again after its key-setting
     /// timer died, so that [`next_expiration`](Self::next_expiration) does not
     /// ask for a wake-up with nothing due. Amortised O(1): dead references met
     /// here are dropped for good, and a rescan is bounded by [`RESCAN_LIMIT`].
     fn settle_head(&mut self) {
-        self.garbage -= pop_dead(&self.arena, &mut self.overdue);
         self.garbage -= pop_dead(&self.arena, &mut self.ready);
         self.garbage -= pop_dead(&self.arena, &mut self.run);
         while let Some((_, bucket)) = self.queue.peek() {
             let b = bucket as usize;
             let holder = self.holders[b];
-            if self.arena.is_live(holder.idx, holder.stamp) {
+            if self.arena.is_live(holder.idx, holder.check) {
                 return;
             }
             let refs = &mut self.buckets[b];
@@ -632,11 +683,11 @@ impl<T> Wheel<T> {
                 }
             } else if refs.len() <= RESCAN_LIMIT {
                 let before = refs.len();
-                let earliest = retain_live(&self.arena, refs);
+                let earliest = retain_live(&self.arena, refs, self.now);
                 self.garbage -= before - refs.len();
                 match earliest {
-                    Some(r) => {
-                        self.queue.rekey(bucket, r.deadline);
+                    Some((deadline, r)) => {
+                        self.queue.rekey(bucket, deadline);
                         self.holders[b] = r;
                     }
                     None => {
@@ -661,8 +712,8 @@ impl<T> Wheel<T> {
         }
     }
 
-    /// Drops every reference and disarms every bucket. Only correct when no
-    /// reference is live (or the arena is drained right after).
+    /// Drops every reference and side entry and disarms every bucket. Only
+    /// correct when no timer is pending (or the arena is drained right after).
     fn drop_refs(&mut self) {
         for bucket in self.queue.buckets() {
             let refs = &mut self.buckets[bucket as usize];
@@ -672,9 +723,9 @@ impl<T> Wheel<T> {
             }
         }
         self.queue.clear();
-        self.overdue.clear();
         self.ready.clear();
         self.run.clear();
+        self.side.clear();
         self.garbage = 0;
     }
 
@@ -682,37 +733,77 @@ impl<T> Wheel<T> {
     /// live deadline. O(references).
     fn compact(&mut self) {
         let armed: Vec<u32> = self.queue.buckets().collect();
+        let mut dropped = 0;
         for bucket in armed {
             let refs = &mut self.buckets[bucket as usize];
-            match retain_live(&self.arena, refs) {
-                Some(earliest) => {
-                    self.queue.rekey(bucket, earliest.deadline);
-                    self.holders[bucket as usize] = earliest;
+            let before = refs.len();
+            let earliest = retain_live(&self.arena, refs, self.now);
+            dropped += before - refs.len();
+            match earliest {
+                Some((deadline, r)) => {
+                    self.queue.rekey(bucket, deadline);
+                    self.holders[bucket as usize] = r;
                 }
                 None => {
                     self.queue.disarm(bucket);
                 }
             }
         }
-        retain_live(&self.arena, &mut self.overdue);
-        retain_live(&self.arena, &mut self.ready);
-        retain_live(&self.arena, &mut self.run);
-        self.garbage = 0;
+        for refs in [&mut self.ready, &mut self.run] {
+            let before = refs.len();
+            retain_live(&self.arena, refs, self.now);
+            dropped += before - refs.len();
+        }
+        // A stale reference that reads as live has its timer's deadline
+        // (see `reference`); it stays, and stays counted, until met.
+        self.garbage -= dropped;
     }
 
-    /// Checks the structure's invariants (tests only).
+    /// Checks the structure's invariants (tests only), among them the two
+    /// windows the layout rests on:
+    ///
+    /// * **level window**: every reference of an armed bucket of level `L`
+    ///   has its deadline in `[now, last_L]`, in that bucket's slot, so ring
+    ///   order from the current slot is time order (the bucket queue);
+    /// * **near window**: every reference's deadline is in
+    ///   `[now, now + NEAR)`, so its check gives it back; references that
+    ///   read as live for one slot agree on one deadline, and every pending
+    ///   timer has a live reference or a side entry.
     #[cfg(test)]
     pub(crate) fn check_invariants(&self) {
-        let mut refs = self.overdue.len() + self.ready.len() + self.run.len();
+        use std::collections::HashMap;
+        let now = self.now;
+        let w = self.geometry.wheel_size() as usize;
+        // slot → the deadline of the references that read as live for it.
+        let mut live: HashMap<u32, u64> = HashMap::new();
+        let mut note = |r: &Ref, deadline: u64| {
+            assert!(
+                deadline >= now && deadline - now < reference::NEAR,
+                "reference {r:?} deadline {deadline} outside the near window of {now}"
+            );
+            if self.arena.is_live(r.idx, r.check) {
+                let seen = *live.entry(r.idx).or_insert(deadline);
+                assert_eq!(seen, deadline, "live references to slot {} disagree", r.idx);
+            }
+        };
+        let mut refs = self.ready.len() + self.run.len();
+        for r in &self.ready {
+            note(r, now);
+            assert_eq!(r.deadline(now), now, "ready reference {r:?} not due now");
+        }
+        let run: Vec<u64> = self.run.iter().map(|r| r.deadline(now)).collect();
         assert!(
-            self.run.windows(2).all(|p| p[0].deadline >= p[1].deadline),
+            run.windows(2).all(|p| p[0] >= p[1]),
             "run sorted latest first"
         );
-        assert!(
-            self.run.iter().all(|r| r.deadline >= self.now),
-            "run before now {}",
-            self.now
-        );
+        for (r, &d) in self.run.iter().zip(&run) {
+            note(r, d);
+            assert!(
+                d >= now && d <= self.levels[0].last,
+                "run {d} past level 0 (now {now}, last {})",
+                self.levels[0].last
+            );
+        }
         for (bucket, list) in self.buckets.iter().enumerate() {
             let key = self.queue.key(bucket as u32);
             assert_eq!(
@@ -720,33 +811,61 @@ impl<T> Wheel<T> {
                 !list.is_empty(),
                 "bucket {bucket} armed iff non-empty"
             );
+            let (level, slot) = (bucket / w, (bucket % w) as u64);
+            let l = self.levels[level];
+            for r in list {
+                let d = r.deadline(now);
+                note(r, d);
+                assert!(
+                    d <= l.last,
+                    "deadline {d} past level {level}'s window (last {})",
+                    l.last
+                );
+                assert_eq!(
+                    self.geometry.slot(level as u32, l.tick, d),
+                    slot,
+                    "deadline {d} in bucket {bucket}, not its slot"
+                );
+            }
             if let Some(key) = key {
-                let min = list.iter().map(|r| r.deadline).min().unwrap();
+                let min = list.iter().map(|r| r.deadline(now)).min().unwrap();
                 assert!(key <= min, "bucket {bucket} key {key} > earliest {min}");
                 assert!(
-                    key >= self.now,
-                    "armed bucket {bucket} key {key} before now {}",
-                    self.now
+                    key >= now,
+                    "armed bucket {bucket} key {key} before now {now}"
                 );
+                let holder = self.holders[bucket];
+                if self.arena.is_live(holder.idx, holder.check) {
+                    assert_eq!(holder.deadline(now), key, "a live holder sets the key");
+                }
             }
             refs += list.len();
         }
         self.queue.check();
-        for (level, l) in self.levels.iter().enumerate() {
-            let w = self.geometry.wheel_size() as usize;
-            for list in &self.buckets[level * w..][..w] {
-                for r in list {
-                    assert!(
-                        r.deadline <= l.last,
-                        "deadline {} past level {level}'s window (last {})",
-                        r.deadline,
-                        l.last
-                    );
-                }
-            }
+        let carries = |idx: u32, check: u32| self.arena.is_live(idx, check);
+        self.side.check(carries);
+        let side = self.side.live(carries);
+        for e in &side {
+            assert!(
+                !live.contains_key(&e.idx),
+                "slot {} both in a bucket and the side heap",
+                e.idx
+            );
         }
-        let live = self.arena.len();
-        assert_eq!(refs, live + self.garbage, "references = live + garbage");
+        let mut side_slots: Vec<u32> = side.iter().map(|e| e.idx).collect();
+        side_slots.sort_unstable();
+        side_slots.dedup();
+        assert_eq!(
+            live.len() + side_slots.len(),
+            self.arena.len(),
+            "every pending timer has a live reference or a side entry"
+        );
+        assert_eq!(self.side.len(), side_slots.len(), "side timers");
+        assert_eq!(
+            refs,
+            self.arena.len() - self.side.len() + self.garbage,
+            "references = near timers + garbage"
+        );
     }
 }
 
@@ -924,51 +1043,110 @@ mod tests {
         assert!(refs <= 1 + GARBAGE_SLACK + 1, "{refs} references kept");
     }
 
-    #[test]
-    fn random_operations_keep_the_invariants() {
-        let mut seed = 0x2545_f491_4f6c_dd1du64;
+    /// Random schedules, cancels, reschedules and polls, checked against a
+    /// map of pending deadlines: each timer fires once, at its deadline,
+    /// never before; the invariants hold after every step. Start times and
+    /// jumps cross the near window's wrap (multiples of 2^31) and the end of
+    /// time; some deadlines are far (side heap) or overdue.
+    fn random_operations(wheel_size: u64, start: u64, steps: u64, seed: u64) {
+        use std::collections::HashMap;
+        let near = reference::NEAR;
+        let mut seed = seed;
         let mut rand = move || {
             seed ^= seed << 13;
             seed ^= seed >> 7;
             seed ^= seed << 17;
             seed
         };
-        for wheel_size in [2u64, 3, 8, 64, 100, 4096] {
-            let mut w = Wheel::new(wheel_size, 0);
-            let mut keys = Vec::new();
-            let mut now = 0u64;
-            for step in 0..20_000u64 {
-                match rand() % 8 {
-                    0..=2 => keys.push(w.insert(now + rand() % 5000, step)),
-                    3 | 4 if !keys.is_empty() => {
-                        let k = keys.swap_remove((rand() % keys.len() as u64) as usize);
-                        w.remove(k);
-                    }
-                    5 if !keys.is_empty() => {
-                        let k = keys[(rand() % keys.len() as u64) as usize];
-                        w.reschedule(k, now + rand() % 5000);
-                    }
-                    6 => {
-                        now += rand() % 40;
-                        let take = rand() % 4;
-                        for _ in 0..take {
-                            if w.poll(now).is_none() {
-                                break;
-                            }
-                        }
-                    }
-                    _ => {
-                        now += rand() % 40;
-                        while let Some(f) = w.poll(now) {
-                            assert!(f.deadline <= now);
-                        }
-                        if let Some(next) = w.next_expiration() {
-                            let pending = keys.iter().filter(|k| w.contains(**k)).count();
-                            assert!(pending > 0, "next expiration {next} with nothing pending");
-                        }
+        let mut w = Wheel::new(wheel_size, start);
+        let mut pending: HashMap<u64, (TimerKey, u64)> = HashMap::new();
+        let mut keys: Vec<(u64, TimerKey)> = Vec::new();
+        let mut now = start;
+        let deadline = |now: u64, r: u64| -> u64 {
+            let ahead = match r % 16 {
+                0 => near - 3 + r / 16 % 6, // either side of the window's edge
+                1 => near + r / 16 % (4 * near),
+                2 => return (r / 16) % (now.saturating_add(1)), // overdue
+                3 => u64::MAX,
+                _ => r / 16 % 5000,
+            };
+            now.saturating_add(ahead)
+        };
+        for id in 0..steps {
+            match rand() % 8 {
+                0..=2 => {
+                    let d = deadline(now, rand());
+                    let k = w.insert(d, id);
+                    pending.insert(id, (k, d.max(now.min(d))));
+                    keys.push((id, k));
+                }
+                3 | 4 if !keys.is_empty() => {
+                    let (id, k) = keys.swap_remove((rand() % keys.len() as u64) as usize);
+                    let want = pending.remove(&id).map(|_| id);
+                    assert_eq!(w.remove(k), want, "cancel of {id}");
+                }
+                5 if !keys.is_empty() => {
+                    let (id, k) = keys[(rand() % keys.len() as u64) as usize];
+                    let d = deadline(now, rand());
+                    let moved = w.reschedule(k, d);
+                    assert_eq!(moved, pending.contains_key(&id), "reschedule of {id}");
+                    if moved {
+                        pending.insert(id, (k, d));
                     }
                 }
-                w.check_invariants();
+                6 | 7 => {
+                    now = match rand() % 64 {
+                        0 => now.saturating_add(rand() % near),
+                        1 => now.saturating_add(near + rand() % near),
+                        _ => now.saturating_add(rand() % 40),
+                    }
+                    .min(NEVER - 1);
+                    let take = if rand() % 2 == 0 { usize::MAX } else { 3 };
+                    let mut last = 0;
+                    for f in std::iter::from_fn(|| w.poll(now)).take(take) {
+                        let (key, d) = pending.remove(&f.value).expect("fired once");
+                        assert_eq!((f.key, f.deadline), (key, d), "timer {}", f.value);
+                        assert!(f.deadline <= now, "early: {} at {now}", f.deadline);
+                        assert!(f.deadline >= last, "out of deadline order");
+                        last = f.deadline;
+                    }
+                    if take == usize::MAX {
+                        assert!(
+                            pending.values().all(|&(_, d)| d > now),
+                            "a due timer is left at {now}"
+                        );
+                    }
+                    if let Some(next) = w.next_expiration() {
+                        let min = pending.values().map(|p| p.1).min();
+                        assert!(min.is_some_and(|m| next <= m.max(w.now())), "next {next}");
+                    }
+                }
+                _ => {}
+            }
+            assert_eq!(w.len(), pending.len());
+            w.check_invariants();
+        }
+        let mut left = w.drain();
+        left.sort_unstable();
+        let mut want: Vec<u64> = pending.into_keys().collect();
+        want.sort_unstable();
+        assert_eq!(left, want);
+    }
+
+    #[test]
+    fn random_operations_keep_the_invariants() {
+        let starts = [
+            0,
+            reference::NEAR - 3_000,
+            (1 << 32) - 2_000,
+            (7 << 40) + 123,
+            NEVER - 5 * reference::NEAR,
+        ];
+        for (i, wheel_size) in [2u64, 3, 8, 64, 100, 4096].into_iter().enumerate() {
+            let steps = if wheel_size > 256 { 4_000 } else { 12_000 };
+            for (j, &start) in starts.iter().enumerate() {
+                let seed = 0x2545_f491_4f6c_dd1d ^ ((i * 8 + j) as u64) << 32;
+                random_operations(wheel_size, start, steps / 2, seed);
             }
         }
     }
@@ -999,12 +1177,83 @@ mod tests {
         let mut w = Wheel::new(2, 0);
         w.insert(NEVER, 1);
         w.insert(NEVER - 1, 2);
-        assert_eq!(w.levels(), 64);
+        assert_eq!(w.levels(), 1, "far timers wait in the side heap");
+        assert_eq!(w.side.len(), 2);
         assert_eq!(drain_due(&mut w, NEVER - 2), vec![]);
         assert_eq!(drain_due(&mut w, NEVER - 1), vec![(NEVER - 1, 2)]);
         assert_eq!(w.next_expiration(), None);
         assert_eq!(w.len(), 1);
         assert_eq!(w.drain(), vec![1]);
+    }
+
+    #[test]
+    fn references_near_the_end_of_time_recover_their_deadlines() {
+        for wheel_size in [2u64, 64] {
+            let start = NEVER - 3 * (reference::NEAR / 4);
+            let mut w = Wheel::new(wheel_size, start);
+            let deadlines = [NEVER, NEVER - 1, NEVER - 2, start + 1, NEVER - 70_000];
+            for &d in &deadlines {
+                w.insert(d, d);
+            }
+            assert_eq!(w.side.len(), 0, "all within the near window");
+            w.check_invariants();
+            let out: Vec<u64> = drain_due(&mut w, NEVER - 1)
+                .into_iter()
+                .map(|(d, v)| {
+                    assert_eq!(d, v);
+                    d
+                })
+                .collect();
+            assert_eq!(out, [start + 1, NEVER - 70_000, NEVER - 2, NEVER - 1]);
+            assert_eq!(w.next_expiration(), None, "NEVER asks for no wake-up");
+            assert_eq!(w.len(), 1);
+            w.check_invariants();
+        }
+    }
+
+    #[test]
+    fn far_timers_fire_in_deadline_order_with_the_buckets() {
+        let near = reference::NEAR;
+        let mut w = Wheel::new(64, 5);
+        let a = w.insert(5 + near, 1); // just outside the window: side
+        let b = w.insert(4 + near, 2); // just inside: a reference
+        let c = w.insert(3 * near, 3);
+        let d = w.insert(10, 4);
+        let e = w.insert(7 * near, 5);
+        assert_eq!(w.side.len(), 3);
+        w.check_invariants();
+        assert_eq!(w.remove(c), Some(3), "cancel of a far timer");
+        assert!(w.reschedule(d, 2 * near), "near to far");
+        assert!(w.reschedule(e, 100), "far to near");
+        assert!(w.reschedule(a, 5 + near), "far to the same far deadline");
+        w.check_invariants();
+        assert_eq!(w.next_expiration(), Some(100));
+        let out = drain_due(&mut w, 2 * near);
+        assert_eq!(out, [(100, 5), (4 + near, 2), (5 + near, 1), (2 * near, 4)]);
+        assert_eq!(w.remove(b), None);
+        assert_eq!(w.len(), 0);
+        w.check_invariants();
+    }
+
+    #[test]
+    fn a_stale_reference_that_reads_live_fires_its_timer_on_time_once() {
+        let mut w = Wheel::new(8, 0);
+        // Moved away and back: the first reference reads as live again.
+        let k = w.insert(50, 1);
+        assert!(w.reschedule(k, 3_000));
+        assert!(w.reschedule(k, 50));
+        // Cancelled, and the slot reused by a timer due in the same tick.
+        let gone = w.insert(70, 2);
+        assert_eq!(w.remove(gone), Some(2));
+        let reused = w.insert(70, 3);
+        assert_eq!(reused.idx, gone.idx, "the slot was reused");
+        w.check_invariants();
+        assert!(drain_due(&mut w, 49).is_empty());
+        assert_eq!(drain_due(&mut w, 69), vec![(50, 1)]);
+        assert_eq!(drain_due(&mut w, 3_000), vec![(70, 3)]);
+        assert_eq!(w.len(), 0);
+        assert_eq!(w.garbage, 0, "every stale reference was met");
+        w.check_invariants();
     }
 
     #[test]

@@ -9,9 +9,10 @@
 //! ([`ChildGuard`]).
 
 use std::fs;
+use std::io::Read;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -224,6 +225,40 @@ impl Drop for ChildGuard {
     }
 }
 
+/// Runs `command` to its end with its standard output and error captured
+/// (and no standard input), for at most `limit`; kills it by PID and panics
+/// naming it when time runs out, so a program that should stop at once but
+/// starts working instead fails the test quickly.
+pub fn output_within(command: &mut Command, limit: Duration) -> Output {
+    let what = format!("{command:?} to exit");
+    let child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("start {command:?}: {e}"));
+    let mut guard = ChildGuard::new(child);
+    // Read both pipes while waiting, so a chatty child never blocks on a
+    // full pipe.
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    };
+    let stdout = drain(guard.child().stdout.take().map(|p| Box::new(p) as _));
+    let stderr = drain(guard.child().stderr.take().map(|p| Box::new(p) as _));
+    let status = wait_for(&what, limit, || guard.child().try_wait().ok().flatten());
+    Output {
+        status,
+        stdout: stdout.join().unwrap_or_default(),
+        stderr: stderr.join().unwrap_or_default(),
+    }
+}
+
 /// Polls `ready` every 10 ms until it returns `Some`, for at most `limit`;
 /// panics naming `what` when time runs out. Every wait in a test is bounded.
 pub fn wait_for<T>(what: &str, limit: Duration, mut ready: impl FnMut() -> Option<T>) -> T {
@@ -251,6 +286,23 @@ mod tests {
         fs::write(path.join("f"), b"x").unwrap();
         drop(dir);
         assert!(!path.exists());
+    }
+
+    #[test]
+    fn output_within_captures_what_the_child_printed() {
+        let out = output_within(
+            Command::new("sh").args(["-c", "echo out; echo err >&2; exit 3"]),
+            Duration::from_secs(10),
+        );
+        assert_eq!(out.status.code(), Some(3));
+        assert_eq!(out.stdout, b"out\n");
+        assert_eq!(out.stderr, b"err\n");
+    }
+
+    #[test]
+    #[should_panic(expected = "gave up after")]
+    fn output_within_gives_up_on_a_child_that_runs_on() {
+        output_within(Command::new("sleep").arg("600"), Duration::from_millis(200));
     }
 
     #[test]

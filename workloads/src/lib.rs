@@ -26,6 +26,7 @@ use std::time::Duration;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
+pub mod cli;
 pub mod proc;
 use proc::rss_bytes as rss;
 

@@ -60,3 +60,65 @@ fn status_kib(field: &str) -> u64 {
         .and_then(|kb| kb.parse().ok())
         .unwrap_or(0)
 }
+
+/// The system load averages over 1, 5 and 15 minutes (`/proc/loadavg`):
+/// runnable and waiting tasks, this process's own included.
+pub fn load_average() -> [f64; 3] {
+    parse_load_average(&std::fs::read_to_string("/proc/loadavg").unwrap_or_default())
+}
+
+/// The first three fields of `/proc/loadavg`'s text; 0 for each missing one.
+fn parse_load_average(text: &str) -> [f64; 3] {
+    let mut fields = text
+        .split_whitespace()
+        .map(|v| v.parse::<f64>().unwrap_or(0.0));
+    [(); 3].map(|()| fields.next().unwrap_or(0.0))
+}
+
+/// CPU time, in seconds, that the whole machine has spent busy since it
+/// booted, summed over its CPUs (`/proc/stat`): every state but idle and
+/// waiting for I/O. Less this process's [`cpu_seconds`] over the same span,
+/// it is what other processes (and other guests, as steal) took.
+pub fn machine_busy_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let Some(cpu) = stat.lines().find_map(|l| l.strip_prefix("cpu ")) else {
+        return 0.0;
+    };
+    // user nice system idle iowait irq softirq steal (guest time is already
+    // in user and nice).
+    let ticks: Vec<f64> = cpu
+        .split_whitespace()
+        .take(8)
+        .map(|v| v.parse().unwrap_or(0.0))
+        .collect();
+    let idle: f64 = ticks.iter().skip(3).take(2).sum();
+    (ticks.iter().sum::<f64>() - idle) / 100.0
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_machine_was_busy_at_least_as_long_as_this_process() {
+        // Spin long enough to show in 10 ms clock ticks.
+        let start = std::time::Instant::now();
+        while start.elapsed() < std::time::Duration::from_millis(30) {
+            std::hint::black_box(0);
+        }
+        let (ours, machine) = (cpu_seconds(), machine_busy_seconds());
+        assert!(ours > 0.0, "process CPU {ours}");
+        assert!(
+            machine >= ours,
+            "machine {machine} s, this process {ours} s"
+        );
+    }
+
+    #[test]
+    fn load_averages_are_parsed() {
+        let line = "0.54 1.59 12.26 1/88 12749\n";
+        assert_eq!(parse_load_average(line), [0.54, 1.59, 12.26]);
+        assert_eq!(parse_load_average(""), [0.0; 3]);
+        assert!(load_average().iter().all(|v| v.is_finite() && *v >= 0.0));
+    }
+}
