@@ -53,7 +53,7 @@ enum Command {
     /// Measure: schedule `count` timers (pipelined), fire them with
     /// `schedulers` scheduler nodes and deliver them to 2 consumers, all in
     /// this process; print schedules/s, deliveries/s, lateness by Redis's
-    /// clock and round trips per timer.
+    /// clock, and Redis's commands and CPU per timer.
     ///
     /// Also prints what the run cost Redis, from `INFO commandstats`
     /// (commands, those inside scripts included) and `INFO cpu` (Redis's
@@ -77,10 +77,14 @@ enum Command {
     /// Schedule `count` timers `t0`, `t1`… due over the next `spread_ms`
     /// (from `start_ms` after now by Redis's clock), in pipelined batches.
     Schedule {
+        /// How many timers.
         #[arg(long)]
         count: u64,
+        /// The first deadline, ms after now by Redis's clock (refused if it
+        /// passes the latest deadline accepted).
         #[arg(long, default_value_t = 1_000)]
         start_ms: u64,
+        /// The deadlines span this many ms.
         #[arg(long, default_value_t = 10_000)]
         spread_ms: u64,
         /// Prefix of the ids.
