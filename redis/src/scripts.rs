@@ -1,4 +1,5 @@
-//! The server-side steps, each one atomic Lua script.
+//! The server-side steps, each one atomic Lua script whose work is bounded
+//! by construction.
 //!
 //! Keys, all under one hash tag so that a Redis Cluster keeps a namespace
 //! in one slot (see `docs/redis.md`):
@@ -7,16 +8,41 @@
 //! |---|---|---|
 //! | `{ns}:buckets` | sorted set | bucket number → earliest deadline in it (ms) |
 //! | `{ns}:b:<n>` | sorted set | timer id → deadline (ms), for bucket `n` |
-//! | `{ns}:payload` | hash | timer id → payload |
-//! | `{ns}:where` | hash | timer id → its bucket |
-//! | `{ns}:attempt` | hash | timer id → the attempt it will be delivered as |
+//! | `{ns}:timer` | hash | timer id → `"<bucket> <attempt> <payload>"` |
 //! | `{ns}:stream` | stream | due timers, for the consumer group |
 //! | `{ns}:dead` | stream | timers that failed every attempt |
 //! | `{ns}:stats` | hash | `promoted`, `lag_ms`, `redelivered`, `misfired` |
 //! | `{ns}:wake` | channel | a deadline earlier than every other was scheduled |
+//!
+//! One hash field per timer holds everything but its deadline (the score in
+//! its bucket), so a batch of timers is read with one `HMGET` and removed
+//! with one `HDEL`, and a bucket's due timers, always its first by score,
+//! leave with one `ZREMRANGEBYRANK`.
+//!
+//! The bounds (Redis runs a script alone, so its work is everyone's wait):
+//!
+//! | script | work per call |
+//! |---|---|
+//! | schedule | `n` timers ≤ [`SCHEDULE_BATCH`]: `O(n log N)`, one `ZADD` and one `ZADD LT` per bucket touched |
+//! | cancel, get, reschedule | one timer: `O(log N)` |
+//! | earliest (listing) | ≤ 1,000 timers from ≤ 1,000 buckets |
+//! | promote | ≤ `promote_batch` ≤ [`MAX_PROMOTE_BATCH`](crate::MAX_PROMOTE_BATCH) timers: one `XADD` each, `O(log N)` per bucket |
+//! | misfire | ≤ [`MISFIRE_PAGE`] timers; called again while a page comes back full |
+//! | remove (acknowledge, dead-letter) | ≤ [`REMOVE_BATCH`] entries, then one `XTRIM MINID ~` |
 
-/// Shared Lua helpers: bucket keys, and re-keying a bucket to its earliest
-/// deadline (or dropping it once empty).
+/// The most timers one schedule script takes ([`Timers::schedule_many`](crate::Timers::schedule_many)
+/// splits a longer list).
+pub(crate) const SCHEDULE_BATCH: usize = 500;
+
+/// The most payload bytes one schedule script takes (a longer batch is
+/// split), so that no call copies more than this inside Redis.
+pub(crate) const SCHEDULE_BATCH_BYTES: usize = 1 << 20;
+
+/// The most misfired timers one misfire script handles.
+pub(crate) const MISFIRE_PAGE: usize = 1_000;
+
+/// Shared Lua helpers: bucket keys, re-keying a bucket to its earliest
+/// deadline (or dropping it once empty), reading a timer's record.
 const HELPERS: &str = r"
 local prefix = ARGV[1]
 local function bucket_key(b) return prefix .. ':b:' .. b end
@@ -28,12 +54,11 @@ local function refresh(b)
     redis.call('ZADD', KEYS[1], first[2], b)
   end
 end
-local function unlink(id)
-  local old = redis.call('HGET', KEYS[3], id)
-  if not old then return false end
-  redis.call('ZREM', bucket_key(old), id)
-  refresh(old)
-  return true
+-- A record is '<bucket> <attempt> <payload>': returns bucket, attempt,
+-- payload.
+local function parse(record)
+  local b, attempt, at = string.match(record, '^(%d+) (%d+) ()')
+  return b, attempt, string.sub(record, at)
 end
 local function server_ms()
   local t = redis.call('TIME')
@@ -41,122 +66,309 @@ local function server_ms()
 end
 ";
 
-/// KEYS: buckets, payload, where, attempt. ARGV: prefix, id, deadline ms,
-/// payload, attempt, bucket width ms, wake channel. Schedules or moves `id`;
-/// publishes on the wake channel when the deadline is the earliest of all.
+/// KEYS: buckets, timer. ARGV: prefix, bucket width ms, wake channel, then
+/// `id, deadline ms, attempt, payload` for each timer (at most
+/// [`SCHEDULE_BATCH`]). Schedules each, or moves it if pending (a later
+/// entry of the same id wins); publishes on the wake channel when the
+/// earliest deadline of all moved earlier. Returns how many.
 pub(crate) fn schedule() -> String {
     format!(
         "{HELPERS}{}",
         r"
-local id, deadline = ARGV[2], tonumber(ARGV[3])
-unlink(id)
-local earliest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-local b = string.format('%d', math.floor(deadline / tonumber(ARGV[6])))
-redis.call('ZADD', bucket_key(b), deadline, id)
-redis.call('ZADD', KEYS[1], 'LT', deadline, b)
-redis.call('HSET', KEYS[2], id, ARGV[4])
-redis.call('HSET', KEYS[3], id, b)
-redis.call('HSET', KEYS[4], id, ARGV[5])
-if #earliest == 0 or deadline < tonumber(earliest[2]) then
-  redis.call('PUBLISH', ARGV[7], ARGV[3])
+local width, wake = tonumber(ARGV[2]), ARGV[3]
+local n = (#ARGV - 3) / 4
+-- The last entry of each id wins.
+local last, ids = {}, {}
+for i = 0, n - 1 do
+  local id = ARGV[4 + 4 * i]
+  if not last[id] then ids[#ids + 1] = id end
+  last[id] = i
 end
-return 1
+-- Timers that move leave their old bucket.
+local touched = {}
+local olds = redis.call('HMGET', KEYS[2], unpack(ids))
+for k, record in ipairs(olds) do
+  if record then
+    local b = parse(record)
+    redis.call('ZREM', bucket_key(b), ids[k])
+    touched[b] = true
+  end
+end
+local earliest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+local members, lowest, records = {}, {}, {}
+local min_all = nil
+for _, id in ipairs(ids) do
+  local i = last[id]
+  local deadline, attempt, payload = ARGV[5 + 4 * i], ARGV[6 + 4 * i], ARGV[7 + 4 * i]
+  local d = tonumber(deadline)
+  local b = string.format('%d', math.floor(d / width))
+  local list = members[b]
+  if not list then list = {}; members[b] = list end
+  list[#list + 1] = deadline
+  list[#list + 1] = id
+  if not lowest[b] or d < lowest[b] then lowest[b] = d end
+  if not min_all or d < min_all then min_all = d end
+  records[#records + 1] = id
+  records[#records + 1] = b .. ' ' .. attempt .. ' ' .. payload
+end
+for b, list in pairs(members) do
+  redis.call('ZADD', bucket_key(b), unpack(list))
+  redis.call('ZADD', KEYS[1], 'LT', string.format('%d', lowest[b]), b)
+  touched[b] = nil
+end
+redis.call('HSET', KEYS[2], unpack(records))
+for b in pairs(touched) do refresh(b) end
+if #earliest == 0 or min_all < tonumber(earliest[2]) then
+  redis.call('PUBLISH', wake, string.format('%d', min_all))
+end
+return #ids
 "
     )
 }
 
-/// KEYS: buckets, payload, where, attempt. ARGV: prefix, id. 1 if `id` was
-/// pending and is now gone, else 0.
+/// KEYS: buckets, timer. ARGV: prefix, id. 1 if `id` was pending and is
+/// now gone, else 0.
 pub(crate) fn cancel() -> String {
     format!(
         "{HELPERS}{}",
         r"
 local id = ARGV[2]
-if not unlink(id) then return 0 end
+local record = redis.call('HGET', KEYS[2], id)
+if not record then return 0 end
+local b = parse(record)
+redis.call('ZREM', bucket_key(b), id)
+refresh(b)
 redis.call('HDEL', KEYS[2], id)
-redis.call('HDEL', KEYS[3], id)
-redis.call('HDEL', KEYS[4], id)
 return 1
 "
     )
 }
 
-/// KEYS: buckets, payload, where, attempt, stream, stats. ARGV: prefix,
-/// limit. Moves up to `limit` timers whose deadline is at or before the
-/// server's `TIME` to the stream, in one atomic step. Returns `{moved, next
-/// deadline or -1, server time}`.
+/// KEYS: buckets, timer. ARGV: prefix, id. `{deadline, attempt, payload}`
+/// of pending timer `id`, or nil.
+pub(crate) fn get() -> String {
+    format!(
+        "{HELPERS}{}",
+        r"
+local id = ARGV[2]
+local record = redis.call('HGET', KEYS[2], id)
+if not record then return nil end
+local b, attempt, payload = parse(record)
+local deadline = redis.call('ZSCORE', bucket_key(b), id)
+return {deadline, attempt, payload}
+"
+    )
+}
+
+/// KEYS: buckets. ARGV: prefix, limit. Up to `limit` pending timers,
+/// earliest deadline first: `{id, deadline, id, deadline, …}`. Reads at most
+/// `limit` buckets.
+pub(crate) fn earliest() -> String {
+    format!(
+        "{HELPERS}{}",
+        r"
+local limit = tonumber(ARGV[2])
+local out = {}
+local buckets = redis.call('ZRANGE', KEYS[1], 0, limit - 1)
+for _, b in ipairs(buckets) do
+  local need = limit - #out / 2
+  if need <= 0 then break end
+  local timers = redis.call('ZRANGE', bucket_key(b), 0, need - 1, 'WITHSCORES')
+  for _, v in ipairs(timers) do out[#out + 1] = v end
+end
+return out
+"
+    )
+}
+
+/// KEYS: buckets, timer. ARGV: prefix, id, new deadline ms (or `now`: the
+/// server's `TIME`), bucket width ms, wake channel. Moves pending timer `id` to the new deadline, keeping
+/// its payload and attempt; publishes on the wake channel when it is now the
+/// earliest of all. 1 if it was pending, else 0.
+pub(crate) fn reschedule() -> String {
+    format!(
+        "{HELPERS}{}",
+        r"
+local id, at = ARGV[2], ARGV[3]
+local record = redis.call('HGET', KEYS[2], id)
+if not record then return 0 end
+if at == 'now' then at = string.format('%d', server_ms()) end
+local deadline = tonumber(at)
+local old, attempt, payload = parse(record)
+redis.call('ZREM', bucket_key(old), id)
+refresh(old)
+local earliest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+local b = string.format('%d', math.floor(deadline / tonumber(ARGV[4])))
+redis.call('ZADD', bucket_key(b), at, id)
+redis.call('ZADD', KEYS[1], 'LT', at, b)
+redis.call('HSET', KEYS[2], id, b .. ' ' .. attempt .. ' ' .. payload)
+if #earliest == 0 or deadline < tonumber(earliest[2]) then
+  redis.call('PUBLISH', ARGV[5], at)
+end
+return 1
+"
+    )
+}
+
+/// KEYS: stream, dead. ARGV: group, `k` (0, or 8 for a dead letter), then
+/// `k` field-value arguments of the dead letter's `XADD`, then the entries
+/// (at most [`REMOVE_BATCH`]). Adds the dead letter if any, acknowledges the
+/// entries, and trims the stream below the oldest entry still pending (with
+/// none pending, below the group's last delivered entry): everything below
+/// it was delivered and acknowledged, since a group delivers in id order.
+/// `XTRIM MINID ~` frees whole stream nodes, far cheaper than `XDEL` of
+/// each entry. Returns how many were acknowledged.
+pub(crate) fn remove() -> String {
+    r"
+local k = tonumber(ARGV[2])
+if k > 0 then redis.call('XADD', KEYS[2], '*', unpack(ARGV, 3, 2 + k)) end
+local entries = {unpack(ARGV, 3 + k)}
+local acked = redis.call('XACK', KEYS[1], ARGV[1], unpack(entries))
+local pending = redis.call('XPENDING', KEYS[1], ARGV[1])
+local minid = pending[2]
+if pending[1] == 0 then
+  -- Nothing pending: everything the group delivered is acknowledged.
+  for _, group in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
+    local name, last
+    for i = 1, #group, 2 do
+      if group[i] == 'name' then name = group[i + 1] end
+      if group[i] == 'last-delivered-id' then last = group[i + 1] end
+    end
+    if name == ARGV[1] then minid = last end
+  end
+end
+if minid then redis.call('XTRIM', KEYS[1], 'MINID', '~', minid) end
+return acked
+"
+    .to_string()
+}
+
+/// The most entries one [`remove`] call takes.
+pub(crate) const REMOVE_BATCH: usize = 1_000;
+
+/// KEYS: stream. ARGV: group, consumer, entry. Restarts the entry's idle
+/// time if `consumer` still holds it (`XCLAIM … 0 … JUSTID`: the delivery
+/// count stays); 1 if so, else 0. One script, so that no other consumer can
+/// take the entry over between the look and the claim.
+pub(crate) fn extend() -> String {
+    r"
+local held = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[3], ARGV[3], 1, ARGV[2])
+if #held == 0 then return 0 end
+redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, ARGV[3], 'JUSTID')
+return 1
+"
+    .to_string()
+}
+
+/// KEYS: buckets, timer, stream, stats. ARGV: prefix, limit, how late a
+/// timer must be to count as misfired (ms). Moves up to `limit` timers whose
+/// deadline is at or before the server's `TIME` to the stream, in one atomic
+/// step. Returns `{timers taken from the buckets, next deadline or -1,
+/// server time}`.
 pub(crate) fn promote() -> String {
     format!(
         "{HELPERS}{}",
         r"
 local now = server_ms()
-local limit = tonumber(ARGV[2])
-local moved, lag = 0, 0
-while moved < limit do
-  local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-  if #first == 0 or tonumber(first[2]) > now then break end
+local limit, misfire_ms = tonumber(ARGV[2]), tonumber(ARGV[3])
+local moved, promoted, lag, misfired = 0, 0, 0, 0
+local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+while moved < limit and #first > 0 and tonumber(first[2]) <= now do
   local b = first[1]
   local due = redis.call('ZRANGEBYSCORE', bucket_key(b), '-inf', now, 'WITHSCORES', 'LIMIT', 0, limit - moved)
-  for i = 1, #due, 2 do
-    local id, deadline = due[i], due[i + 1]
-    local payload = redis.call('HGET', KEYS[2], id) or ''
-    local attempt = redis.call('HGET', KEYS[4], id) or '1'
-    redis.call('XADD', KEYS[5], '*', 'id', id, 'payload', payload, 'deadline', deadline,
-      'attempt', attempt, 'promoted', string.format('%d', now))
-    redis.call('ZREM', bucket_key(b), id)
-    redis.call('HDEL', KEYS[2], id)
-    redis.call('HDEL', KEYS[3], id)
-    redis.call('HDEL', KEYS[4], id)
-    moved = moved + 1
-    lag = math.max(lag, now - tonumber(deadline))
+  if #due == 0 then
+    refresh(b) -- a stale bucket score: fix it and look again
+  else
+    local ids = {}
+    for i = 1, #due, 2 do ids[#ids + 1] = due[i] end
+    local records = redis.call('HMGET', KEYS[2], unpack(ids))
+    local gone = {}
+    for k, id in ipairs(ids) do
+      local record = records[k]
+      local rb, attempt, payload
+      if record then rb, attempt, payload = parse(record) end
+      -- No record, or one that says another bucket: a stale member.
+      if rb == b then
+        local deadline = due[2 * k]
+        redis.call('XADD', KEYS[3], '*', 'id', id, 'payload', payload, 'deadline', deadline,
+          'attempt', attempt, 'promoted', string.format('%d', now))
+        gone[#gone + 1] = id
+        local late = now - tonumber(deadline)
+        if late > lag then lag = late end
+        if late > misfire_ms then misfired = misfired + 1 end
+      end
+    end
+    -- The due timers are the bucket's first by score.
+    redis.call('ZREMRANGEBYRANK', bucket_key(b), 0, #ids - 1)
+    if #gone > 0 then redis.call('HDEL', KEYS[2], unpack(gone)) end
+    moved = moved + #ids
+    promoted = promoted + #gone
+    refresh(b)
   end
-  refresh(b)
+  first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 end
-if moved > 0 then
-  redis.call('HINCRBY', KEYS[6], 'promoted', moved)
-  redis.call('HSET', KEYS[6], 'lag_ms', string.format('%d', lag))
+if promoted > 0 then
+  redis.call('HINCRBY', KEYS[4], 'promoted', promoted)
+  redis.call('HSET', KEYS[4], 'lag_ms', string.format('%d', lag))
+  if misfired > 0 then redis.call('HINCRBY', KEYS[4], 'misfired', misfired) end
 end
-local nxt = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 local next_deadline = '-1'
-if #nxt > 0 then next_deadline = nxt[2] end
+if #first > 0 then next_deadline = first[2] end
 return {moved, next_deadline, string.format('%d', now)}
 "
     )
 }
 
-/// KEYS: buckets, payload, where, attempt, stats. ARGV: prefix, policy
-/// (`fire`, `skip` or `reschedule`), how late a timer must be to count as
-/// misfired (ms), the delay for `reschedule` (ms), bucket width (ms), limit.
-/// Applies the policy to up to `limit` misfired timers; returns how many.
+/// KEYS: buckets, timer, stats. ARGV: prefix, policy (`skip` or
+/// `reschedule`), how late a timer must be to count as misfired (ms), the
+/// delay for `reschedule` (ms), bucket width (ms), limit. Applies the policy
+/// to up to `limit` misfired timers, earliest first; returns how many (a
+/// full page means: call again). Each handled timer leaves the overdue
+/// range, so a second node never counts it again.
 pub(crate) fn misfire() -> String {
     format!(
         "{HELPERS}{}",
         r"
-local policy, cutoff = ARGV[2], server_ms() - tonumber(ARGV[3])
-local later, width, limit = server_ms() + tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local policy, now = ARGV[2], server_ms()
+local cutoff = now - tonumber(ARGV[3])
+local later, width, limit = now + tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local later_s = string.format('%d', later)
+local nb = string.format('%d', math.floor(later / width))
 local found = 0
-local buckets = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', cutoff)
-for _, b in ipairs(buckets) do
+while found < limit do
+  local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+  if #first == 0 or tonumber(first[2]) > cutoff then break end
+  local b = first[1]
   local late = redis.call('ZRANGEBYSCORE', bucket_key(b), '-inf', cutoff, 'LIMIT', 0, limit - found)
-  for _, id in ipairs(late) do
-    found = found + 1
-    if policy == 'skip' then
-      redis.call('ZREM', bucket_key(b), id)
-      redis.call('HDEL', KEYS[2], id)
-      redis.call('HDEL', KEYS[3], id)
-      redis.call('HDEL', KEYS[4], id)
-    elseif policy == 'reschedule' then
-      redis.call('ZREM', bucket_key(b), id)
-      local nb = string.format('%d', math.floor(later / width))
-      redis.call('ZADD', bucket_key(nb), later, id)
-      redis.call('ZADD', KEYS[1], 'LT', later, nb)
-      redis.call('HSET', KEYS[3], id, nb)
+  if #late == 0 then
+    refresh(b)
+    break
+  end
+  local records = redis.call('HMGET', KEYS[2], unpack(late))
+  redis.call('ZREMRANGEBYRANK', bucket_key(b), 0, #late - 1)
+  if policy == 'skip' then
+    redis.call('HDEL', KEYS[2], unpack(late))
+  else
+    local members, moved = {}, {}
+    for k, id in ipairs(late) do
+      if records[k] then
+        local _, attempt, payload = parse(records[k])
+        members[#members + 1] = later_s
+        members[#members + 1] = id
+        moved[#moved + 1] = id
+        moved[#moved + 1] = nb .. ' ' .. attempt .. ' ' .. payload
+      end
+    end
+    if #members > 0 then
+      redis.call('ZADD', bucket_key(nb), unpack(members))
+      redis.call('ZADD', KEYS[1], 'LT', later_s, nb)
+      redis.call('HSET', KEYS[2], unpack(moved))
     end
   end
+  found = found + #late
   refresh(b)
-  if found >= limit then break end
 end
-redis.call('HINCRBY', KEYS[5], 'misfired', found)
+if found > 0 then redis.call('HINCRBY', KEYS[3], 'misfired', found) end
 return found
 "
     )

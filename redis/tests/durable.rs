@@ -2,84 +2,17 @@
 //! started on a free loopback port in a temporary directory with the
 //! append-only file on, and stopped by PID. Every wait is bounded.
 
+mod common;
+
 use std::collections::HashMap;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use purgatorio_redis::{Config, Consumer, Error, Scheduler, Timers, Verdict};
-use purgatorio_testkit::{free_port, require_program, wait_for, ChildGuard, TempDir};
-
-const PATIENCE: Duration = Duration::from_secs(30);
-
-/// A `redis-server` of the test's own.
-struct Server {
-    guard: Option<ChildGuard>,
-    port: u16,
-    dir: TempDir,
-    fsync: &'static str,
-}
-
-impl Server {
-    /// Starts one; `fsync` is its `appendfsync` policy.
-    fn start(fsync: &'static str) -> Server {
-        let dir = TempDir::new("purgatorio-redis");
-        let mut server = Server {
-            guard: None,
-            port: free_port(),
-            dir,
-            fsync,
-        };
-        server.restart();
-        server
-    }
-
-    /// (Re)starts the server on the same port and directory.
-    fn restart(&mut self) {
-        let binary = require_program("redis-server", "redis-server");
-        let child = Command::new(binary)
-            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--dir", &self.dir.path().display().to_string()])
-            .args([
-                "--appendonly",
-                "yes",
-                "--appendfsync",
-                self.fsync,
-                "--save",
-                "",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start redis-server");
-        self.guard = Some(ChildGuard::new(child));
-        let url = self.url();
-        wait_for("redis-server to answer", PATIENCE, || {
-            let client = redis::Client::open(url.as_str()).ok()?;
-            let mut c = client.get_connection().ok()?;
-            redis::cmd("PING").query::<String>(&mut c).ok()
-        });
-    }
-
-    /// Kills it with SIGKILL.
-    fn kill(&mut self) {
-        if let Some(guard) = self.guard.take() {
-            guard.kill();
-        }
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
-    }
-
-    fn timers(&self, namespace: &str) -> Timers {
-        let mut config = Config::new(namespace);
-        config.visibility_timeout = Duration::from_millis(500);
-        Timers::connect(&self.url(), config).expect("connect")
-    }
-}
+use common::{parse_deliveries as parse, Server, PATIENCE};
+use purgatorio_redis::{Config, Consumer, Scheduler, Timers, Verdict};
+use purgatorio_testkit::{wait_for, ChildGuard, TempDir};
 
 /// What a consumer saw: id → (deadline, Redis time at handling, attempt),
 /// every delivery.
@@ -87,26 +20,26 @@ type Seen = Arc<Mutex<Vec<(String, u64, u64, u32)>>>;
 
 /// A scheduler node and a consumer on threads of the test.
 struct Node {
-    stop: Arc<AtomicBool>,
+    consumer: purgatorio_redis::StopHandle,
     scheduler: purgatorio_redis::StopHandle,
     threads: Vec<thread::JoinHandle<()>>,
     seen: Seen,
 }
 
 impl Node {
-    fn start(timers: &Timers, skew_ms: i64, name: &str) -> Node {
-        let scheduler = Scheduler::new(timers.clone()).with_clock_skew_ms(skew_ms);
+    fn start(timers: &Timers, name: &str) -> Node {
+        let scheduler = Scheduler::new(timers.clone());
         let stop_scheduler = scheduler.stop_handle();
-        let stop = Arc::new(AtomicBool::new(false));
         let seen: Seen = Arc::default();
         let mut threads = vec![thread::spawn(move || {
             scheduler.run().expect("scheduler");
         })];
         let consumer = Consumer::new(timers.clone(), name).expect("consumer");
-        let (timers, stopping, record) = (timers.clone(), Arc::clone(&stop), Arc::clone(&seen));
+        let stop_consumer = consumer.stop_handle();
+        let (timers, record) = (timers.clone(), Arc::clone(&seen));
         threads.push(thread::spawn(move || {
             consumer
-                .run(&stopping, |d| {
+                .run(|d| {
                     let now = timers.server_time_ms().expect("TIME");
                     record
                         .lock()
@@ -117,7 +50,7 @@ impl Node {
                 .expect("consumer");
         }));
         Node {
-            stop,
+            consumer: stop_consumer,
             scheduler: stop_scheduler,
             threads,
             seen,
@@ -131,7 +64,7 @@ impl Node {
     }
 
     fn stop(self) -> Vec<(String, u64, u64, u32)> {
-        self.stop.store(true, Ordering::SeqCst);
+        self.consumer.stop();
         self.scheduler.stop();
         for thread in self.threads {
             thread.join().expect("node thread");
@@ -177,7 +110,7 @@ fn every_timer_is_delivered_once_and_never_early_by_redis_time() {
     let server = Server::start("everysec");
     let timers = server.timers("once");
     let deadlines = schedule(&timers, "t", 500, 200, 1_000);
-    let node = Node::start(&timers, 0, "c");
+    let node = Node::start(&timers, "c");
     node.wait_for_deliveries(500);
     let seen = node.stop();
     assert_eq!(seen.len(), 500, "exactly once without failures");
@@ -201,29 +134,13 @@ fn scheduling_an_id_again_moves_it_and_cancel_removes_it() {
     assert!(timers.cancel("b").unwrap());
     assert!(!timers.cancel("b").unwrap(), "already cancelled");
     assert_eq!(timers.metrics().unwrap().pending, 1);
-    let node = Node::start(&timers, 0, "c");
+    let node = Node::start(&timers, "c");
     node.wait_for_deliveries(1);
     // b's deadline passes too; nothing more comes.
     thread::sleep(Duration::from_millis(300));
     let seen = node.stop();
     assert_eq!(seen.len(), 1);
     assert_eq!((seen[0].0.as_str(), seen[0].1), ("a", now + 300));
-    assert_never_early(&seen);
-}
-
-#[test]
-fn nodes_whose_clocks_are_five_seconds_off_never_fire_early() {
-    let server = Server::start("everysec");
-    let timers = server.timers("skew");
-    schedule(&timers, "s", 300, 100, 1_500);
-    let fast = Node::start(&timers, 5_000, "fast");
-    let slow = Node::start(&timers, -5_000, "slow");
-    wait_for("every delivery", PATIENCE, || {
-        (fast.seen.lock().unwrap().len() + slow.seen.lock().unwrap().len() >= 300).then_some(())
-    });
-    let mut seen = fast.stop();
-    seen.extend(slow.stop());
-    assert_eq!(seen.len(), 300);
     assert_never_early(&seen);
 }
 
@@ -237,56 +154,12 @@ fn timers_survive_a_redis_crash_through_the_append_only_file() {
     let deadlines = schedule(&timers, "k", 300, 1_500, 500);
     server.kill();
     server.restart();
-    let node = Node::start(&timers, 0, "c");
+    let node = Node::start(&timers, "c");
     node.wait_for_deliveries(300);
     let seen = node.stop();
     assert_never_early(&seen);
     let ids: std::collections::HashSet<_> = seen.iter().map(|s| s.0.clone()).collect();
     assert_eq!(ids.len(), deadlines.len(), "every timer survived");
-}
-
-#[test]
-fn bad_input_and_an_unreachable_redis_are_typed_errors() {
-    let mut server = Server::start("everysec");
-    let mut config = Config::new("bad");
-    config.retries = 2;
-    let timers = Timers::connect(&server.url(), config.clone()).unwrap();
-    assert!(matches!(
-        timers.schedule("", 1, b""),
-        Err(Error::InvalidId(_))
-    ));
-    assert!(matches!(
-        timers.schedule("a\nb", 1, b""),
-        Err(Error::InvalidId(_))
-    ));
-    assert!(matches!(
-        timers.schedule(&"x".repeat(300), 1, b""),
-        Err(Error::InvalidId(_))
-    ));
-    let big = vec![0u8; config.max_payload + 1];
-    assert!(matches!(
-        timers.schedule("big", 1, &big),
-        Err(Error::PayloadTooLarge { .. })
-    ));
-    assert_eq!(
-        timers.metrics().unwrap().pending,
-        0,
-        "nothing reached Redis"
-    );
-    server.kill();
-    let failed = timers.schedule("late", 1, b"");
-    assert!(
-        matches!(failed, Err(Error::Unavailable { tries: 2, .. })),
-        "{failed:?}"
-    );
-    let nobody = format!("redis://127.0.0.1:{}", free_port());
-    assert!(matches!(
-        Timers::connect(&nobody, config),
-        Err(Error::Unavailable { .. })
-    ));
-    // Back up: the same handle works again.
-    server.restart();
-    timers.schedule("late", 1, b"").unwrap();
 }
 
 #[test]
@@ -339,24 +212,10 @@ fn an_unacknowledged_delivery_is_taken_over_retried_later_and_dead_lettered() {
     running.join().unwrap();
 }
 
-/// One line of a consumer process: `id deadline redis_now attempt`.
-fn parse(out: &str) -> Vec<(String, u64, u64)> {
-    out.lines()
-        .filter_map(|line| {
-            let mut parts = line.split_whitespace();
-            Some((
-                parts.next()?.to_string(),
-                parts.next()?.parse().ok()?,
-                parts.next()?.parse().ok()?,
-            ))
-        })
-        .collect()
-}
-
 #[test]
 fn processes_killed_mid_run_lose_nothing() {
     let server = Server::start("everysec");
-    let binary = env!("CARGO_BIN_EXE_purgatorio-redis");
+    let binary = common::cli();
     let url = server.url();
     let dir = TempDir::new("purgatorio-redis-procs");
     let spawn = |args: &[&str], out: &str| {

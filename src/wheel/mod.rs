@@ -104,7 +104,7 @@ const RUN_MAX_WHEEL: usize = 256;
 /// and arming and popping one per reference costs more than counting them.
 /// Denser, a finest-level bucket's flush reads its references' slots in one
 /// tight loop, whose cache misses overlap; handed out one by one from a run
-/// they do not (W2 at 1M pending: 33 → 50 ns per timer).
+/// they do not (`docs/design.md`, W2).
 const RUN_PER_TICK: usize = 16;
 
 /// A flushed bucket keeps its allocation for reuse up to this many references.
@@ -420,9 +420,8 @@ impl<T> Wheel<T> {
                     // to settle (the common case when timers expire rather
                     // than get cancelled). The test is here, not in
                     // `settle_head`: there it lengthened the cancel path,
-                    // and W1 at 1M pending went from 190-240 to 320 ns per
-                    // pair (two dependent cache misses per pair, which a
-                    // longer path stops from overlapping the next pair's).
+                    // whose two dependent cache misses per W1 pair then no
+                    // longer overlap the next pair's (`docs/design.md`, W1).
                     if self.garbage > 0 {
                         self.settle_head();
                     }

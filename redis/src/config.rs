@@ -1,0 +1,218 @@
+//! Settings shared by every node of one namespace, and their ranges.
+
+use std::time::Duration;
+
+use crate::error::{preview, Error};
+
+/// The latest deadline accepted, ms since the Unix epoch: 2^53 − 1, the
+/// largest whole number a Redis sorted-set score and a Lua number hold
+/// exactly (about the year 287,396). A later one is refused with
+/// [`Error::DeadlineOutOfRange`], never wrapped or rounded.
+pub const MAX_DEADLINE_MS: u64 = (1 << 53) - 1;
+
+/// The longest delay accepted for a retry or a misfire reschedule: 100
+/// years, ms.
+pub const MAX_DELAY_MS: u64 = 100 * 365 * 24 * 3_600 * 1_000;
+
+/// The most timers one promotion step may move ([`Config::promote_batch`]):
+/// the bound on one script's work (see `docs/redis.md`).
+pub const MAX_PROMOTE_BATCH: usize = 1_000;
+
+/// The longest namespace accepted, bytes.
+pub const MAX_NAMESPACE: usize = 128;
+
+/// The largest [`Config::max_payload`]: Redis's own limit on one string,
+/// 512 MiB.
+pub const MAX_PAYLOAD_LIMIT: usize = 512 * 1024 * 1024;
+
+/// Settings shared by every node of one namespace.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The namespace: every key is `{namespace}:…` (one hash tag). 1 to
+    /// [`MAX_NAMESPACE`] bytes, no brace, no control character.
+    pub namespace: String,
+    /// Width of a time bucket, ms; at least 1.
+    pub bucket_ms: u64,
+    /// The largest payload accepted, bytes; at most [`MAX_PAYLOAD_LIMIT`].
+    pub max_payload: usize,
+    /// The longest id accepted, bytes; at least 1.
+    pub max_id: usize,
+    /// How long a delivered timer may stay unacknowledged before another
+    /// consumer takes it over; at least 1 ms.
+    pub visibility_timeout: Duration,
+    /// Deliveries of one timer before it goes to the dead-letter stream;
+    /// at least 1.
+    pub max_attempts: u32,
+    /// Timers promoted per atomic step: 1 to [`MAX_PROMOTE_BATCH`].
+    pub promote_batch: usize,
+    /// Attempts of one Redis call before
+    /// [`Error::Unavailable`]; at least 1. The scheduler's and consumer's
+    /// loops never give up: they retry with backoff until stopped.
+    pub retries: u32,
+    /// How long Redis may take to accept a connection or answer a call
+    /// (beyond a blocking read's own wait) before the try counts as failed;
+    /// at least 1 ms.
+    pub response_timeout: Duration,
+    /// What a starting scheduler does with timers whose deadline passed
+    /// while no scheduler ran.
+    pub misfire: Misfire,
+}
+
+impl Config {
+    /// The defaults for `namespace`: 1 s buckets, 64 KiB payloads, 256-byte
+    /// ids, a 30 s visibility timeout, 5 attempts, 500 timers per step,
+    /// 5 tries per call, a 2 s response timeout, misfires fired at once.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let config = purgatorio_redis::Config::new("payments");
+    /// assert!(config.validate().is_ok());
+    /// ```
+    pub fn new(namespace: &str) -> Config {
+        Config {
+            namespace: namespace.to_string(),
+            bucket_ms: 1_000,
+            max_payload: 64 * 1024,
+            max_id: 256,
+            visibility_timeout: Duration::from_secs(30),
+            max_attempts: 5,
+            promote_batch: 500,
+            retries: 5,
+            response_timeout: Duration::from_secs(2),
+            misfire: Misfire::FireNow,
+        }
+    }
+
+    /// Checks every setting against its range ([`Timers::connect`](crate::Timers::connect)
+    /// does it before anything reaches Redis).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidNamespace`] or [`Error::InvalidConfig`] naming the
+    /// first setting out of range.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use purgatorio_redis::{Config, Error};
+    ///
+    /// let mut config = Config::new("payments");
+    /// config.promote_batch = 0;
+    /// assert!(matches!(config.validate(), Err(Error::InvalidConfig { field: "promote_batch", .. })));
+    /// ```
+    pub fn validate(&self) -> Result<(), Error> {
+        check_namespace(&self.namespace)?;
+        let invalid = |field, why| Err(Error::InvalidConfig { field, why });
+        if self.bucket_ms == 0 {
+            return invalid("bucket_ms", "must be at least 1");
+        }
+        if self.max_payload > MAX_PAYLOAD_LIMIT {
+            return invalid("max_payload", "must be at most 512 MiB");
+        }
+        if self.max_id == 0 {
+            return invalid("max_id", "must be at least 1");
+        }
+        if self.visibility_timeout < Duration::from_millis(1) {
+            return invalid("visibility_timeout", "must be at least 1 ms");
+        }
+        if self.max_attempts == 0 {
+            return invalid("max_attempts", "must be at least 1");
+        }
+        if self.promote_batch == 0 || self.promote_batch > MAX_PROMOTE_BATCH {
+            return invalid("promote_batch", "must be from 1 to 1,000");
+        }
+        if self.retries == 0 {
+            return invalid("retries", "must be at least 1");
+        }
+        if self.response_timeout < Duration::from_millis(1) {
+            return invalid("response_timeout", "must be at least 1 ms");
+        }
+        if let Misfire::Reschedule(delay) = self.misfire {
+            if delay.as_millis() > u128::from(MAX_DELAY_MS) {
+                return invalid("misfire", "reschedule delay must be at most 100 years");
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Refuses a namespace that cannot be one hash tag.
+fn check_namespace(namespace: &str) -> Result<(), Error> {
+    let why = if namespace.is_empty() {
+        "empty"
+    } else if namespace.len() > MAX_NAMESPACE {
+        "longer than 128 bytes"
+    } else if namespace.contains(['{', '}']) {
+        "holds a brace (it is the keys' hash tag)"
+    } else if namespace.chars().any(char::is_control) {
+        "holds a control character"
+    } else {
+        return Ok(());
+    };
+    Err(Error::InvalidNamespace {
+        preview: preview(namespace),
+        why,
+    })
+}
+
+/// What a starting scheduler does with timers whose deadline passed more
+/// than a second before it started (no scheduler ran to fire them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Misfire {
+    /// Deliver them now, marked late by their deadline (the default).
+    FireNow,
+    /// Drop them, counted in [`Metrics::misfired`](crate::Metrics::misfired).
+    Skip,
+    /// Move them this far into the future (at most [`MAX_DELAY_MS`]).
+    Reschedule(Duration),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_setting_out_of_range_is_named() {
+        /// A setting's name and a way to put it out of range.
+        type Spoil = (&'static str, fn(&mut Config));
+        let cases: [Spoil; 9] = [
+            ("bucket_ms", |c| c.bucket_ms = 0),
+            ("max_payload", |c| c.max_payload = usize::MAX),
+            ("max_id", |c| c.max_id = 0),
+            ("visibility_timeout", |c| {
+                c.visibility_timeout = Duration::ZERO
+            }),
+            ("max_attempts", |c| c.max_attempts = 0),
+            ("promote_batch", |c| c.promote_batch = 0),
+            ("retries", |c| c.retries = 0),
+            ("response_timeout", |c| c.response_timeout = Duration::ZERO),
+            ("misfire", |c| {
+                c.misfire = Misfire::Reschedule(Duration::MAX)
+            }),
+        ];
+        for (name, spoil) in cases {
+            let mut config = Config::new("ns");
+            spoil(&mut config);
+            match config.validate() {
+                Err(Error::InvalidConfig { field, .. }) => assert_eq!(field, name),
+                other => panic!("{name}: {other:?}"),
+            }
+        }
+        let mut big = Config::new("ns");
+        big.promote_batch = MAX_PROMOTE_BATCH + 1;
+        assert!(big.validate().is_err());
+    }
+
+    #[test]
+    fn a_bad_namespace_is_reported_as_a_namespace() {
+        for bad in ["", "a{b", "a}", "a\nb", &"n".repeat(129)] {
+            let error = Config::new(bad).validate().unwrap_err();
+            assert!(
+                error.to_string().starts_with("invalid namespace"),
+                "{error}"
+            );
+        }
+        assert!(MAX_DEADLINE_MS as f64 as u64 == MAX_DEADLINE_MS);
+    }
+}

@@ -1,0 +1,163 @@
+//! The crate's one error type.
+
+use std::fmt;
+
+/// How many characters of a refused id, name or url an error keeps: enough
+/// to recognise it, never a 100 KB echo.
+const PREVIEW_CHARS: usize = 48;
+
+/// The first [`PREVIEW_CHARS`] characters of `text`, with `…` when cut.
+pub(crate) fn preview(text: &str) -> String {
+    match text.char_indices().nth(PREVIEW_CHARS) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_string(),
+    }
+}
+
+/// Errors: bad input is refused before Redis is asked; Redis failures are
+/// retried with backoff before they are reported.
+#[derive(Debug)]
+pub enum Error {
+    /// An empty id, one over [`Config::max_id`](crate::Config::max_id)
+    /// bytes, or one with a control character.
+    InvalidId {
+        /// The id's first characters.
+        preview: String,
+        /// Its length, bytes.
+        len: usize,
+        /// What is wrong with it.
+        why: &'static str,
+    },
+    /// A namespace that is empty, too long, or holds a brace or a control
+    /// character (it becomes the keys' hash tag).
+    InvalidNamespace {
+        /// The namespace's first characters.
+        preview: String,
+        /// What is wrong with it.
+        why: &'static str,
+    },
+    /// A [`Config`](crate::Config) setting out of its range.
+    InvalidConfig {
+        /// The setting.
+        field: &'static str,
+        /// Its range.
+        why: &'static str,
+    },
+    /// An argument out of its range (a count of 0, an empty consumer name).
+    InvalidArgument {
+        /// The argument.
+        name: &'static str,
+        /// Its range.
+        why: &'static str,
+    },
+    /// A deadline past [`MAX_DEADLINE_MS`](crate::MAX_DEADLINE_MS), or a
+    /// delay that would put one there.
+    DeadlineOutOfRange {
+        /// The deadline asked for, ms since the Unix epoch (saturated).
+        at_ms: u64,
+        /// The latest deadline accepted.
+        max_ms: u64,
+    },
+    /// A payload over [`Config::max_payload`](crate::Config::max_payload)
+    /// bytes.
+    PayloadTooLarge {
+        /// Its length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// The url is not a `redis://host:port/db` url.
+    InvalidUrl {
+        /// The url's first characters.
+        preview: String,
+        /// What the parser said.
+        source: redis::RedisError,
+    },
+    /// A `rediss://` url: TLS is not built into this crate.
+    TlsUnsupported,
+    /// Redis refused the call (a script error, a wrong type).
+    Redis(redis::RedisError),
+    /// Redis could not be reached, or did not answer within
+    /// [`Config::response_timeout`](crate::Config::response_timeout),
+    /// after [`Config::retries`](crate::Config::retries) tries.
+    Unavailable {
+        /// How many tries.
+        tries: u32,
+        /// The last failure.
+        last: redis::RedisError,
+    },
+    /// Redis answered something this crate does not understand.
+    Protocol(String),
+}
+
+impl Error {
+    /// Whether this is [`Error::Unavailable`]: Redis down, unreachable or
+    /// not answering, worth trying again later.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, Error::Unavailable { .. })
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::InvalidId { preview, len, why } => {
+                write!(f, "invalid timer id {preview:?} ({len} bytes): {why}")
+            }
+            Error::InvalidNamespace { preview, why } => {
+                write!(f, "invalid namespace {preview:?}: {why}")
+            }
+            Error::InvalidConfig { field, why } => write!(f, "invalid config: {field} {why}"),
+            Error::InvalidArgument { name, why } => write!(f, "invalid {name}: {why}"),
+            Error::DeadlineOutOfRange { at_ms, max_ms } => write!(
+                f,
+                "deadline of {at_ms} ms since the epoch is past the latest accepted, {max_ms}"
+            ),
+            Error::PayloadTooLarge { len, max } => {
+                write!(f, "payload of {len} bytes is over the limit of {max}")
+            }
+            Error::InvalidUrl { preview, source } => {
+                write!(f, "malformed redis url {preview:?}: {source}")
+            }
+            Error::TlsUnsupported => f.write_str(
+                "rediss:// needs TLS, which purgatorio-redis is not built with; \
+                 use redis:// through a TLS tunnel",
+            ),
+            Error::Redis(e) => write!(f, "redis refused the call: {e}"),
+            Error::Unavailable { tries, last } => {
+                write!(f, "redis unavailable after {tries} tries: {last}")
+            }
+            Error::Protocol(what) => write!(f, "unexpected reply from redis: {what}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::InvalidUrl { source, .. } | Error::Redis(source) => Some(source),
+            Error::Unavailable { last, .. } => Some(last),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_id_is_cut_in_messages() {
+        let id = "x".repeat(100_000);
+        let error = Error::InvalidId {
+            preview: preview(&id),
+            len: id.len(),
+            why: "longer than 256 bytes",
+        };
+        let message = error.to_string();
+        assert!(message.len() < 200, "{message}");
+        assert!(message.contains("100000 bytes"), "{message}");
+        assert_eq!(preview("short"), "short");
+        assert_eq!(preview(&"é".repeat(60)).chars().count(), PREVIEW_CHARS + 1);
+    }
+}

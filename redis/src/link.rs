@@ -1,0 +1,315 @@
+//! The link to Redis: the key names of a namespace, the scripts, a pool of
+//! connections, and the one retry loop every call goes through.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::error::preview;
+use crate::{scripts, Config, Error};
+
+/// The key names of one namespace.
+#[derive(Debug)]
+pub(crate) struct Keys {
+    /// `{namespace}`: the hash tag every key starts with.
+    pub(crate) prefix: String,
+    /// The sorted set of non-empty buckets, scored by earliest deadline.
+    pub(crate) buckets: String,
+    /// Timer id → `"<bucket> <attempt> <payload>"`.
+    pub(crate) timer: String,
+    /// The stream of due timers.
+    pub(crate) stream: String,
+    /// The dead-letter stream.
+    pub(crate) dead: String,
+    /// The counters.
+    pub(crate) stats: String,
+    /// The Pub/Sub channel that wakes scheduler nodes.
+    pub(crate) wake: String,
+    /// The stream's consumer group.
+    pub(crate) group: String,
+}
+
+impl Keys {
+    /// The names for `namespace`.
+    pub(crate) fn new(namespace: &str) -> Keys {
+        let prefix = format!("{{{namespace}}}");
+        let key = |name: &str| format!("{prefix}:{name}");
+        Keys {
+            buckets: key("buckets"),
+            timer: key("timer"),
+            stream: key("stream"),
+            dead: key("dead"),
+            stats: key("stats"),
+            wake: key("wake"),
+            group: "purgatorio".to_string(),
+            prefix,
+        }
+    }
+}
+
+/// The scripts, loaded once per process (`EVALSHA`, `EVAL` on a miss).
+pub(crate) struct Scripts {
+    /// [`scripts::schedule`].
+    pub(crate) schedule: redis::Script,
+    /// [`scripts::cancel`].
+    pub(crate) cancel: redis::Script,
+    /// [`scripts::get`].
+    pub(crate) get: redis::Script,
+    /// [`scripts::reschedule`].
+    pub(crate) reschedule: redis::Script,
+    /// [`scripts::extend`].
+    pub(crate) extend: redis::Script,
+    /// [`scripts::remove`].
+    pub(crate) remove: redis::Script,
+    /// [`scripts::earliest`].
+    pub(crate) earliest: redis::Script,
+    /// [`scripts::promote`].
+    pub(crate) promote: redis::Script,
+    /// [`scripts::misfire`].
+    pub(crate) misfire: redis::Script,
+}
+
+/// What every handle of one namespace shares.
+pub(crate) struct Link {
+    /// Opens connections; with no handshake, so that nothing is read from a
+    /// new connection before its timeouts are set.
+    client: redis::Client,
+    /// The handshake of the url (`AUTH`, `SELECT`), sent by
+    /// [`connect`](Self::connect) under the response timeout.
+    handshake: redis::RedisConnectionInfo,
+    /// The settings.
+    pub(crate) config: Config,
+    /// The key names.
+    pub(crate) keys: Keys,
+    /// The scripts.
+    pub(crate) scripts: Scripts,
+    /// Idle connections, reused.
+    idle: Mutex<Vec<redis::Connection>>,
+    /// Calls answered by Redis (a pipeline is one).
+    round_trips: AtomicU64,
+}
+
+/// The first wait after a failed call, ms; it doubles per failure.
+const BACKOFF_FIRST_MS: u64 = 50;
+
+/// The longest wait between two tries: the most a node lags behind Redis
+/// answering again (see `docs/redis.md`, "Outages").
+pub const MAX_BACKOFF: Duration = Duration::from_millis(500);
+
+/// A wait before try number `failures + 1` of a failed call: 50 ms
+/// doubling, at most [`MAX_BACKOFF`].
+pub(crate) fn backoff(failures: u32) -> Duration {
+    Duration::from_millis(BACKOFF_FIRST_MS << failures.saturating_sub(1).min(10)).min(MAX_BACKOFF)
+}
+
+/// A node's view of Redis's health, so that a long-running loop logs each
+/// change once (down, then up again) rather than each failed call.
+#[derive(Debug)]
+pub(crate) struct Health {
+    /// Who is speaking in the log: `scheduler`, `consumer worker-1`.
+    who: String,
+    /// When the current outage began, if Redis is down.
+    down_since: Option<Instant>,
+    /// Failed calls in a row.
+    failures: u32,
+}
+
+impl Health {
+    /// Redis is presumed up.
+    pub(crate) fn new(who: String) -> Health {
+        Health {
+            who,
+            down_since: None,
+            failures: 0,
+        }
+    }
+
+    /// A call failed with `error`: logs the outage if it is new, and
+    /// returns how long to wait before the next try.
+    pub(crate) fn failed(&mut self, error: &Error) -> Duration {
+        if self.down_since.is_none() {
+            self.down_since = Some(Instant::now());
+            let cause: &dyn std::fmt::Display = match error {
+                Error::Unavailable { last, .. } => last,
+                other => other,
+            };
+            log::warn!(
+                "{}: redis unavailable ({cause}); retrying with backoff up to {} ms",
+                self.who,
+                MAX_BACKOFF.as_millis()
+            );
+        }
+        self.failures += 1;
+        backoff(self.failures)
+    }
+
+    /// A call succeeded: logs the end of an outage.
+    pub(crate) fn answered(&mut self) {
+        self.failures = 0;
+        if let Some(since) = self.down_since.take() {
+            log::warn!(
+                "{}: redis answers again after {:.1} s",
+                self.who,
+                since.elapsed().as_secs_f64()
+            );
+        }
+    }
+}
+
+/// How hard a call tries before it reports [`Error::Unavailable`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Tries {
+    /// [`Config::retries`] tries with backoff: the public calls.
+    Config,
+    /// One try: the loops of the scheduler and the consumer, which handle
+    /// outages themselves (back off, log, never give up).
+    Once,
+}
+
+/// Whether `error` is worth another try (the connection, not the call).
+pub(crate) fn transient(error: &redis::RedisError) -> bool {
+    error.is_io_error()
+        || error.is_connection_dropped()
+        || error.is_connection_refusal()
+        || error.is_timeout()
+        || matches!(
+            error.kind(),
+            redis::ErrorKind::BusyLoadingError | redis::ErrorKind::TryAgain
+        )
+}
+
+impl Link {
+    /// A link to the Redis at `url` for `config`'s namespace; connects
+    /// lazily.
+    pub(crate) fn open(url: &str, config: Config) -> Result<Link, Error> {
+        if url.starts_with("rediss://") {
+            return Err(Error::TlsUnsupported);
+        }
+        let invalid = |source| Error::InvalidUrl {
+            preview: preview(url),
+            source,
+        };
+        let mut info = redis::IntoConnectionInfo::into_connection_info(url).map_err(invalid)?;
+        let handshake = std::mem::take(&mut info.redis);
+        let client = redis::Client::open(info).map_err(invalid)?;
+        Ok(Link {
+            client,
+            handshake,
+            keys: Keys::new(&config.namespace),
+            config,
+            scripts: Scripts {
+                schedule: redis::Script::new(&scripts::schedule()),
+                cancel: redis::Script::new(&scripts::cancel()),
+                get: redis::Script::new(&scripts::get()),
+                reschedule: redis::Script::new(&scripts::reschedule()),
+                extend: redis::Script::new(&scripts::extend()),
+                remove: redis::Script::new(&scripts::remove()),
+                earliest: redis::Script::new(&scripts::earliest()),
+                promote: redis::Script::new(&scripts::promote()),
+                misfire: redis::Script::new(&scripts::misfire()),
+            },
+            idle: Mutex::new(Vec::new()),
+            round_trips: AtomicU64::new(0),
+        })
+    }
+
+    /// Round trips answered so far.
+    pub(crate) fn round_trips(&self) -> u64 {
+        self.round_trips.load(Ordering::Relaxed)
+    }
+
+    /// Counts a round trip made outside [`call`](Self::call).
+    pub(crate) fn count_round_trip(&self) {
+        self.round_trips.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Runs `call` on a connection, retrying transient failures with
+    /// backoff, [`Config::retries`] tries in all.
+    pub(crate) fn with_connection<T>(
+        &self,
+        call: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
+    ) -> Result<T, Error> {
+        self.call(Tries::Config, call)
+    }
+
+    /// A fresh connection whose every call is bounded by the response
+    /// timeout.
+    pub(crate) fn connect(&self) -> redis::RedisResult<redis::Connection> {
+        let timeout = self.config.response_timeout;
+        let mut connection = self.client.get_connection_with_timeout(timeout)?;
+        connection.set_read_timeout(Some(timeout))?;
+        connection.set_write_timeout(Some(timeout))?;
+        let handshake = &self.handshake;
+        if let Some(password) = &handshake.password {
+            let mut auth = redis::cmd("AUTH");
+            if let Some(username) = &handshake.username {
+                auth.arg(username);
+            }
+            auth.arg(password).query::<()>(&mut connection)?;
+        }
+        if handshake.db != 0 {
+            redis::cmd("SELECT")
+                .arg(handshake.db)
+                .query::<()>(&mut connection)?;
+        }
+        Ok(connection)
+    }
+
+    /// Runs `call` on a connection, retrying transient failures as `tries`
+    /// says. A connection that failed is dropped, never reused: its answer
+    /// may still come.
+    pub(crate) fn call<T>(
+        &self,
+        tries: Tries,
+        mut call: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
+    ) -> Result<T, Error> {
+        let tries = match tries {
+            Tries::Config => self.config.retries.max(1),
+            Tries::Once => 1,
+        };
+        let mut last = None;
+        let mut failures = 0;
+        while failures < tries {
+            if failures > 0 {
+                thread::sleep(backoff(failures));
+            }
+            let pooled = self.idle.lock().expect("pool").pop();
+            let was_pooled = pooled.is_some();
+            let mut connection = match pooled.map_or_else(|| self.connect(), Ok) {
+                Ok(connection) => connection,
+                Err(e) if transient(&e) => {
+                    failures += 1;
+                    last = Some(e);
+                    continue;
+                }
+                Err(e) => return Err(Error::Redis(e)),
+            };
+            self.round_trips.fetch_add(1, Ordering::Relaxed);
+            match call(&mut connection) {
+                Ok(value) => {
+                    self.idle.lock().expect("pool").push(connection);
+                    return Ok(value);
+                }
+                Err(e) if was_pooled && transient(&e) && !e.is_timeout() => {
+                    // An idle connection that broke (Redis restarted): so
+                    // did its siblings. Try again at once on a fresh one;
+                    // that does not count as a try.
+                    self.idle.lock().expect("pool").clear();
+                }
+                Err(e) if transient(&e) => {
+                    failures += 1;
+                    last = Some(e);
+                }
+                Err(e) => {
+                    self.idle.lock().expect("pool").push(connection);
+                    return Err(Error::Redis(e));
+                }
+            }
+        }
+        Err(Error::Unavailable {
+            tries,
+            last: last.expect("at least one try failed"),
+        })
+    }
+}

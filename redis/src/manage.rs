@@ -1,0 +1,213 @@
+//! Management by id: read, move, fire now, and list pending and dead
+//! timers (what users of job queues expect). Each is one bounded call.
+
+use redis::Value;
+
+use crate::{reply, Error, Timers};
+
+/// A pending timer, as [`Timers::get`] reads it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pending {
+    /// Its deadline, ms since the Unix epoch by Redis's clock.
+    pub deadline_ms: u64,
+    /// The attempt it will be delivered as (1 unless it was retried).
+    pub attempt: u32,
+    /// Its payload.
+    pub payload: Vec<u8>,
+}
+
+/// A timer in the dead-letter stream: it failed every attempt.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeadLetter {
+    /// The timer's id.
+    pub id: String,
+    /// Its payload.
+    pub payload: Vec<u8>,
+    /// Its deadline, ms since the Unix epoch by Redis's clock.
+    pub deadline_ms: u64,
+    /// The last attempt, the one that failed.
+    pub attempt: u32,
+}
+
+/// The most timers [`Timers::earliest`] and [`Timers::dead_letters`] list
+/// per call.
+pub const MAX_LIST: usize = 1_000;
+
+/// Refuses a listing of 0 or more than [`MAX_LIST`].
+fn check_list(max: usize) -> Result<(), Error> {
+    if max == 0 || max > MAX_LIST {
+        return Err(Error::InvalidArgument {
+            name: "count",
+            why: "must be from 1 to 1,000",
+        });
+    }
+    Ok(())
+}
+
+impl Timers {
+    /// Pending timer `id`: its deadline, attempt and payload; `None` once
+    /// it was delivered or cancelled, or if it never was.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidId`]; [`Error::Unavailable`] after the retries.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use purgatorio_redis::*;
+    /// # let timers = Timers::connect("redis://127.0.0.1:6379", Config::new("payments"))?;
+    /// if let Some(pending) = timers.get("retry-order-17")? {
+    ///     println!("due at {} ms", pending.deadline_ms);
+    /// }
+    /// # Ok::<(), purgatorio_redis::Error>(())
+    /// ```
+    pub fn get(&self, id: &str) -> Result<Option<Pending>, Error> {
+        self.check_id(id)?;
+        let (keys, scripts) = (&self.link.keys, &self.link.scripts);
+        let found: Option<(String, u32, Vec<u8>)> = self.link.with_connection(|c| {
+            scripts
+                .get
+                .key(&keys.buckets)
+                .key(&keys.timer)
+                .arg(&keys.prefix)
+                .arg(id)
+                .invoke(c)
+        })?;
+        found
+            .map(|(deadline, attempt, payload)| {
+                Ok(Pending {
+                    deadline_ms: reply::millis(&deadline)? as u64,
+                    attempt,
+                    payload,
+                })
+            })
+            .transpose()
+    }
+
+    /// Moves pending timer `id` to `at_ms`, keeping its payload and
+    /// attempt; `false` if it is not pending (delivered, cancelled, never
+    /// scheduled), and then nothing is written. [`fire_now`](Self::fire_now)
+    /// moves it to now.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidId`], [`Error::DeadlineOutOfRange`];
+    /// [`Error::Unavailable`] after the retries.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use purgatorio_redis::*;
+    /// # let timers = Timers::connect("redis://127.0.0.1:6379", Config::new("payments"))?;
+    /// let later = timers.server_time_ms()? + 60_000;
+    /// assert!(timers.reschedule("retry-order-17", later)?);
+    /// # Ok::<(), purgatorio_redis::Error>(())
+    /// ```
+    pub fn reschedule(&self, id: &str, at_ms: u64) -> Result<bool, Error> {
+        self.check(id, at_ms, b"")?;
+        self.move_to(id, &at_ms.to_string())
+    }
+
+    /// Moves pending timer `id` to `at` (ms, or `now`: Redis's `TIME`).
+    fn move_to(&self, id: &str, at: &str) -> Result<bool, Error> {
+        let (keys, scripts) = (&self.link.keys, &self.link.scripts);
+        let moved: i64 = self.link.with_connection(|c| {
+            scripts
+                .reschedule
+                .key(&keys.buckets)
+                .key(&keys.timer)
+                .arg(&keys.prefix)
+                .arg(id)
+                .arg(at)
+                .arg(self.link.config.bucket_ms)
+                .arg(&keys.wake)
+                .invoke(c)
+        })?;
+        Ok(moved == 1)
+    }
+
+    /// Makes pending timer `id` due now: a scheduler node delivers it at
+    /// once (it is woken through Pub/Sub). `false` if it is not pending.
+    ///
+    /// # Errors
+    ///
+    /// As [`reschedule`](Self::reschedule).
+    pub fn fire_now(&self, id: &str) -> Result<bool, Error> {
+        self.check_id(id)?;
+        // Its deadline becomes Redis's now, read in the script: due at once,
+        // and not counted late.
+        self.move_to(id, "now")
+    }
+
+    /// Up to `max` (at most [`MAX_LIST`]) pending timers, earliest deadline
+    /// first, as `(id, deadline_ms)`; those due by Redis's clock are
+    /// waiting for a scheduler node.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for `max` of 0 or over [`MAX_LIST`];
+    /// [`Error::Unavailable`] after the retries.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use purgatorio_redis::*;
+    /// # let timers = Timers::connect("redis://127.0.0.1:6379", Config::new("payments"))?;
+    /// let now = timers.server_time_ms()?;
+    /// let due = timers.earliest(100)?.into_iter().filter(|(_, at)| *at <= now).count();
+    /// println!("{due} due and not yet moved to the stream");
+    /// # Ok::<(), purgatorio_redis::Error>(())
+    /// ```
+    pub fn earliest(&self, max: usize) -> Result<Vec<(String, u64)>, Error> {
+        check_list(max)?;
+        let (keys, scripts) = (&self.link.keys, &self.link.scripts);
+        let flat: Vec<String> = self.link.with_connection(|c| {
+            scripts
+                .earliest
+                .key(&keys.buckets)
+                .arg(&keys.prefix)
+                .arg(max)
+                .invoke(c)
+        })?;
+        flat.chunks(2)
+            .map(|pair| match pair {
+                [id, at] => Ok((id.clone(), reply::millis(at)? as u64)),
+                _ => Err(Error::Protocol("an odd listing".into())),
+            })
+            .collect()
+    }
+
+    /// Up to `max` (at most [`MAX_LIST`]) timers of the dead-letter stream,
+    /// oldest first.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for `max` of 0 or over [`MAX_LIST`];
+    /// [`Error::Unavailable`] after the retries.
+    pub fn dead_letters(&self, max: usize) -> Result<Vec<DeadLetter>, Error> {
+        check_list(max)?;
+        let keys = &self.link.keys;
+        let read: Value = self.link.with_connection(|c| {
+            redis::cmd("XRANGE")
+                .arg(&keys.dead)
+                .arg("-")
+                .arg("+")
+                .arg("COUNT")
+                .arg(max)
+                .query(c)
+        })?;
+        Ok(reply::entries(&read)
+            .into_iter()
+            .map(|(_, fields)| DeadLetter {
+                id: String::from_utf8_lossy(reply::field(&fields, "id").unwrap_or_default())
+                    .into_owned(),
+                payload: reply::field(&fields, "payload")
+                    .unwrap_or_default()
+                    .to_vec(),
+                deadline_ms: reply::number_field(&fields, "deadline"),
+                attempt: u32::try_from(reply::number_field(&fields, "attempt")).unwrap_or(u32::MAX),
+            })
+            .collect())
+    }
+}

@@ -1,0 +1,225 @@
+//! [`Scheduler`]: a node that moves due timers to the stream.
+//!
+//! A node runs the promotion step, then sleeps on purgatorio's in-memory
+//! [`Timer`](purgatorio::Timer) until the next deadline Redis reported, or
+//! until a message on the wake channel says an earlier deadline arrived.
+//! The listener of that channel runs on a thread of its own and only sends
+//! [`Wake::Check`] to the node's loop.
+
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, Sender};
+
+use crate::link::{backoff, Health, Tries};
+use crate::stop::Wake;
+use crate::timers::MisfirePage;
+use crate::{Error, StopHandle, Timers};
+
+/// How late a timer must be, when a node starts, to count as misfired.
+const MISFIRE_AFTER: Duration = Duration::from_secs(1);
+
+/// A scheduler node: moves due timers to the stream. Run any number.
+pub struct Scheduler {
+    /// The namespace.
+    timers: Timers,
+    /// Wake-ups of the node's loop.
+    wake: (Sender<Wake>, Receiver<Wake>),
+    /// Set once the node is asked to stop.
+    stopped: Arc<AtomicBool>,
+}
+
+/// The longest a node sleeps without asking Redis, however far the next
+/// deadline: a safety net for a wake-up lost with a dropped connection.
+pub const MAX_SLEEP: Duration = Duration::from_secs(60);
+
+/// How long to sleep until `next_ms` when Redis's clock reads `now_ms`:
+/// their difference measured in Redis's clock (this node's clock is never
+/// read), saturating, at most [`MAX_SLEEP`].
+fn sleep_until(next_ms: u64, now_ms: u64) -> Duration {
+    Duration::from_millis(next_ms.saturating_sub(now_ms)).min(MAX_SLEEP)
+}
+
+impl fmt::Debug for Scheduler {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Scheduler")
+            .field("timers", &self.timers)
+            .finish()
+    }
+}
+
+impl Scheduler {
+    /// A node for `timers`' namespace.
+    pub fn new(timers: Timers) -> Scheduler {
+        Scheduler {
+            timers,
+            wake: crossbeam_channel::unbounded(),
+            stopped: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// A handle that stops [`run`](Self::run).
+    pub fn stop_handle(&self) -> StopHandle {
+        StopHandle::scheduler(Arc::clone(&self.stopped), self.wake.0.clone())
+    }
+
+    /// Runs the node until stopped: handles misfires once, then promotes
+    /// due timers and sleeps until the next deadline or a wake-up.
+    ///
+    /// It rides out Redis outages: a failed step is tried again with
+    /// backoff (50 ms doubling, at most [`MAX_BACKOFF`](crate::MAX_BACKOFF)),
+    /// and the outage and its end are logged once each (`log` crate).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Protocol`] if the in-memory timer cannot start; otherwise
+    /// none: it returns `Ok` once stopped.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use purgatorio_redis::*;
+    /// # let timers = Timers::connect("redis://127.0.0.1:6379", Config::new("payments"))?;
+    /// let node = Scheduler::new(timers);
+    /// let stop = node.stop_handle();
+    /// let running = std::thread::spawn(move || node.run());
+    /// // … later:
+    /// stop.stop();
+    /// running.join().expect("scheduler")?;
+    /// # Ok::<(), purgatorio_redis::Error>(())
+    /// ```
+    pub fn run(&self) -> Result<(), Error> {
+        let timer = purgatorio::Timer::builder()
+            .thread_name("redis-scheduler")
+            .build()
+            .map_err(|e| Error::Protocol(e.to_string()))?;
+        let listener = self.listen();
+        let mut health = Health::new(format!("scheduler of {}", self.timers.config().namespace));
+        let mut misfires_done = false;
+        let mut armed: Option<purgatorio::TimerHandle> = None;
+        while !self.stopped.load(Ordering::SeqCst) {
+            if !misfires_done {
+                // One bounded page per step, until a page comes back short.
+                match self.timers.handle_misfires(MISFIRE_AFTER) {
+                    Ok(MisfirePage::More) => {
+                        health.answered();
+                        continue;
+                    }
+                    Ok(MisfirePage::Done) => misfires_done = true,
+                    Err(_) => {} // the promotion below fails the same way
+                }
+            }
+            let step = self.timers.promote(MISFIRE_AFTER);
+            let wait = match step {
+                Ok(step) => {
+                    health.answered();
+                    if step.moved as usize >= self.timers.config().promote_batch {
+                        continue; // more may be due: no sleep
+                    }
+                    // The node's own clock is never read: the wait is
+                    // Redis's distance to the next deadline, on the
+                    // monotonic clock.
+                    step.next_deadline_ms
+                        .map(|next| sleep_until(next, step.now_ms))
+                }
+                Err(e) => Some(health.failed(&e)),
+            };
+            if let Some(old) = armed.take() {
+                drop(old.cancel());
+            }
+            if let Some(wait) = wait {
+                let tx = self.wake.0.clone();
+                armed = timer
+                    .schedule(wait, move || {
+                        let _ = tx.send(Wake::Check);
+                    })
+                    .ok();
+            }
+            match self.wake.1.recv() {
+                Ok(Wake::Check) => {
+                    // Coalesce wake-ups that arrived meanwhile.
+                    while let Ok(Wake::Check) = self.wake.1.try_recv() {}
+                }
+                Ok(Wake::Stop) | Err(_) => break,
+            }
+        }
+        self.stopped.store(true, Ordering::SeqCst);
+        // Wake the listener so that it notices. If Redis does not take the
+        // message, the listener is left to notice on its own (it holds
+        // only its connection and a clone of the link).
+        let published = self.timers.link.call(Tries::Once, |c| {
+            redis::cmd("PUBLISH")
+                .arg(&self.timers.link.keys.wake)
+                .arg("stop")
+                .query::<i64>(c)
+        });
+        if published.is_ok() {
+            drop(listener.join());
+        }
+        Ok(())
+    }
+
+    /// Listens on the wake channel on a thread of its own: each message
+    /// wakes the node. Reconnects with backoff if the connection drops.
+    fn listen(&self) -> thread::JoinHandle<()> {
+        let link = Arc::clone(&self.timers.link);
+        let wake = self.wake.0.clone();
+        let stopped = Arc::clone(&self.stopped);
+        thread::Builder::new()
+            .name("redis-wake".into())
+            .spawn(move || {
+                let mut failures = 0;
+                while !stopped.load(Ordering::SeqCst) {
+                    let connection = link.connect().and_then(|c| {
+                        // Silence longer than this is a dead link: listen
+                        // again on a fresh connection.
+                        c.set_read_timeout(Some(MAX_SLEEP))?;
+                        Ok(c)
+                    });
+                    let Ok(mut connection) = connection else {
+                        failures += 1;
+                        thread::sleep(backoff(failures));
+                        continue;
+                    };
+                    let mut pubsub = connection.as_pubsub();
+                    if pubsub.subscribe(&link.keys.wake).is_err() {
+                        failures += 1;
+                        thread::sleep(backoff(failures));
+                        continue;
+                    }
+                    failures = 0;
+                    // Subscribed: whatever was scheduled before is seen by
+                    // the next promotion step.
+                    let _ = wake.send(Wake::Check);
+                    // A stop published before the subscription took is seen
+                    // here; one published after it arrives as a message.
+                    if stopped.load(Ordering::SeqCst) {
+                        return;
+                    }
+                    while let Ok(_message) = pubsub.get_message() {
+                        if stopped.load(Ordering::SeqCst) {
+                            return;
+                        }
+                        let _ = wake.send(Wake::Check);
+                    }
+                }
+            })
+            .expect("spawn the wake listener")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sleep_saturates_and_is_capped() {
+        assert_eq!(sleep_until(1_500, 1_000), Duration::from_millis(500));
+        assert_eq!(sleep_until(1_000, 1_500), Duration::ZERO);
+        assert_eq!(sleep_until(u64::MAX, 1_000), MAX_SLEEP);
+        assert_eq!(sleep_until(u64::MAX, 0), MAX_SLEEP);
+    }
+}

@@ -1,0 +1,450 @@
+//! [`Timers`]: schedule, cancel and read the figures of one namespace; and
+//! the server-side steps the scheduler nodes call.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::Value;
+
+use crate::error::preview;
+use crate::link::{Link, Tries};
+use crate::scripts::{MISFIRE_PAGE, SCHEDULE_BATCH, SCHEDULE_BATCH_BYTES};
+use crate::{reply, Config, Error, Misfire, MAX_DEADLINE_MS};
+
+/// The figures of a namespace, read from Redis.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Metrics {
+    /// Timers scheduled and not yet due.
+    pub pending: u64,
+    /// Timers moved to the stream so far.
+    pub promoted: u64,
+    /// How late the last promotion step was for its latest timer, ms.
+    pub promotion_lag_ms: u64,
+    /// Deliveries taken over from a consumer that did not acknowledge them.
+    pub redelivered: u64,
+    /// Timers in the dead-letter stream.
+    pub dead_letters: u64,
+    /// Misfired timers found by starting schedulers.
+    pub misfired: u64,
+    /// Delivered timers not yet acknowledged.
+    pub unacknowledged: u64,
+}
+
+/// What one promotion step did.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Promotion {
+    /// Timers moved to the stream.
+    pub(crate) moved: u64,
+    /// The earliest deadline still pending, ms by Redis's clock.
+    pub(crate) next_deadline_ms: Option<u64>,
+    /// Redis's clock during the step, ms.
+    pub(crate) now_ms: u64,
+}
+
+/// Whether a misfire page left more to do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum MisfirePage {
+    /// The page was full: call again.
+    More,
+    /// Nothing more is overdue.
+    Done,
+}
+
+/// Splits `timers` into chunks of at most [`SCHEDULE_BATCH`] timers and
+/// [`SCHEDULE_BATCH_BYTES`] of payload (a single larger payload goes alone).
+fn chunks<'a, 'b>(
+    timers: &'a [(&'b str, u64, &'b [u8])],
+) -> impl Iterator<Item = &'a [(&'b str, u64, &'b [u8])]> {
+    let mut rest = timers;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let mut bytes = 0;
+        let mut len = 0;
+        for (_, _, payload) in rest.iter().take(SCHEDULE_BATCH) {
+            if len > 0 && bytes + payload.len() > SCHEDULE_BATCH_BYTES {
+                break;
+            }
+            bytes += payload.len();
+            len += 1;
+        }
+        let (chunk, tail) = rest.split_at(len);
+        rest = tail;
+        Some(chunk)
+    })
+}
+
+/// A namespace of durable timers on one Redis. Cheap to clone.
+#[derive(Clone)]
+pub struct Timers {
+    /// The connections, keys and scripts, shared by the clones.
+    pub(crate) link: Arc<Link>,
+}
+
+impl fmt::Debug for Timers {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Timers")
+            .field("namespace", &self.link.config.namespace)
+            .finish()
+    }
+}
+
+impl Timers {
+    /// Connects to the Redis at `url` (`redis://host:port/db`).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidNamespace`] or [`Error::InvalidConfig`] for a setting
+    /// out of range ([`Config::validate`]); [`Error::InvalidUrl`] for a
+    /// malformed url, [`Error::TlsUnsupported`] for `rediss://`;
+    /// [`Error::Unavailable`] if Redis cannot be reached.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use purgatorio_redis::{Config, Timers};
+    ///
+    /// let mut config = Config::new("payments");
+    /// config.visibility_timeout = std::time::Duration::from_secs(60);
+    /// let timers = Timers::connect("redis://127.0.0.1:6379", config)?;
+    /// # Ok::<(), purgatorio_redis::Error>(())
+    /// ```
+    pub fn connect(url: &str, config: Config) -> Result<Timers, Error> {
+        config.validate()?;
+        let timers = Timers {
+            link: Arc::new(Link::open(url, config)?),
+        };
+        timers.server_time_ms()?;
+        Ok(timers)
+    }
+
+    /// Round trips to Redis made through this handle and its clones so far
+    /// (a pipeline counts once).
+    pub fn round_trips(&self) -> u64 {
+        self.link.round_trips()
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &Config {
+        &self.link.config
+    }
+
+    /// Redis's clock, ms since the Unix epoch: the one clock every node
+    /// uses, so a node whose own clock is wrong never fires early.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Unavailable`] if Redis cannot be reached.
+    pub fn server_time_ms(&self) -> Result<u64, Error> {
+        let (secs, micros): (u64, u64) =
+            self.link.with_connection(|c| redis::cmd("TIME").query(c))?;
+        Ok(secs * 1000 + micros / 1000)
+    }
+
+    /// Refuses a bad id before Redis is asked.
+    pub(crate) fn check_id(&self, id: &str) -> Result<(), Error> {
+        let why = if id.is_empty() {
+            "empty"
+        } else if id.len() > self.link.config.max_id {
+            "longer than Config::max_id"
+        } else if id.chars().any(char::is_control) {
+            "holds a control character"
+        } else {
+            return Ok(());
+        };
+        Err(Error::InvalidId {
+            preview: preview(id),
+            len: id.len(),
+            why,
+        })
+    }
+
+    /// Refuses a bad id, deadline or payload before Redis is asked.
+    pub(crate) fn check(&self, id: &str, at_ms: u64, payload: &[u8]) -> Result<(), Error> {
+        let config = &self.link.config;
+        self.check_id(id)?;
+        if at_ms > MAX_DEADLINE_MS {
+            return Err(Error::DeadlineOutOfRange {
+                at_ms,
+                max_ms: MAX_DEADLINE_MS,
+            });
+        }
+        if payload.len() > config.max_payload {
+            return Err(Error::PayloadTooLarge {
+                len: payload.len(),
+                max: config.max_payload,
+            });
+        }
+        Ok(())
+    }
+
+    /// Schedules timer `id` to be delivered with `payload` once Redis's
+    /// clock reaches `at_ms` (ms since the Unix epoch). Scheduling an id
+    /// that is pending moves it (new deadline and payload).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidId`], [`Error::DeadlineOutOfRange`] (past
+    /// [`MAX_DEADLINE_MS`]), [`Error::PayloadTooLarge`] before Redis is
+    /// asked; [`Error::Unavailable`] after the retries.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use purgatorio_redis::*;
+    /// # let timers = Timers::connect("redis://127.0.0.1:6379", Config::new("payments"))?;
+    /// let at = timers.server_time_ms()? + 30_000; // Redis's clock
+    /// timers.schedule("retry-order-17", at, b"charge card")?;
+    /// timers.schedule("retry-order-17", at + 5_000, b"charge card")?; // moved
+    /// # Ok::<(), purgatorio_redis::Error>(())
+    /// ```
+    pub fn schedule(&self, id: &str, at_ms: u64, payload: &[u8]) -> Result<(), Error> {
+        self.schedule_attempt(id, at_ms, payload, 1)
+    }
+
+    /// Schedules `id` as delivery number `attempt`.
+    pub(crate) fn schedule_attempt(
+        &self,
+        id: &str,
+        at_ms: u64,
+        payload: &[u8],
+        attempt: u32,
+    ) -> Result<(), Error> {
+        self.check(id, at_ms, payload)?;
+        self.send_schedules(&[(id, at_ms, payload)], attempt)
+    }
+
+    /// Schedules many timers in one round trip: one atomic step per
+    /// 500 timers (or 1 MiB of payloads),
+    /// pipelined. Every item is checked before anything is sent; an id
+    /// listed twice ends at its last entry.
+    ///
+    /// # Errors
+    ///
+    /// As [`schedule`](Self::schedule).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use purgatorio_redis::*;
+    /// # let timers = Timers::connect("redis://127.0.0.1:6379", Config::new("payments"))?;
+    /// let at = timers.server_time_ms()? + 60_000;
+    /// let ids: Vec<String> = (0..10_000).map(|i| format!("order-{i}")).collect();
+    /// let batch: Vec<(&str, u64, &[u8])> = ids.iter().map(|id| (id.as_str(), at, &b""[..])).collect();
+    /// timers.schedule_many(&batch)?; // one round trip
+    /// # Ok::<(), purgatorio_redis::Error>(())
+    /// ```
+    pub fn schedule_many(&self, timers: &[(&str, u64, &[u8])]) -> Result<(), Error> {
+        for (id, at_ms, payload) in timers {
+            self.check(id, *at_ms, payload)?;
+        }
+        self.send_schedules(timers, 1)
+    }
+
+    /// Sends checked schedules: the schedule script once per chunk, all
+    /// chunks in one pipeline (loading the script first if Redis lost it).
+    fn send_schedules(&self, timers: &[(&str, u64, &[u8])], attempt: u32) -> Result<(), Error> {
+        if timers.is_empty() {
+            return Ok(());
+        }
+        let (keys, scripts) = (&self.link.keys, &self.link.scripts);
+        let hash = scripts.schedule.get_hash();
+        let mut pipe = redis::pipe();
+        for chunk in chunks(timers) {
+            let command = pipe
+                .cmd("EVALSHA")
+                .arg(hash)
+                .arg(2)
+                .arg(&keys.buckets)
+                .arg(&keys.timer)
+                .arg(&keys.prefix)
+                .arg(self.link.config.bucket_ms)
+                .arg(&keys.wake);
+            for (id, at_ms, payload) in chunk {
+                command.arg(*id).arg(*at_ms).arg(attempt).arg(*payload);
+            }
+            command.ignore();
+        }
+        self.link.with_connection(|c| match pipe.query::<()>(c) {
+            Err(e) if e.kind() == redis::ErrorKind::NoScriptError => {
+                redis::cmd("SCRIPT")
+                    .arg("LOAD")
+                    .arg(crate::scripts::schedule())
+                    .query::<String>(c)?;
+                pipe.query::<()>(c)
+            }
+            other => other,
+        })
+    }
+
+    /// Cancels timer `id`; `true` if it was pending (not yet moved to the
+    /// stream).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidId`]; [`Error::Unavailable`] after the retries.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use purgatorio_redis::*;
+    /// # let timers = Timers::connect("redis://127.0.0.1:6379", Config::new("payments"))?;
+    /// if timers.cancel("retry-order-17")? {
+    ///     println!("cancelled before it was due");
+    /// }
+    /// # Ok::<(), purgatorio_redis::Error>(())
+    /// ```
+    pub fn cancel(&self, id: &str) -> Result<bool, Error> {
+        self.check_id(id)?;
+        let (keys, scripts) = (&self.link.keys, &self.link.scripts);
+        let removed: i64 = self.link.with_connection(|c| {
+            scripts
+                .cancel
+                .key(&keys.buckets)
+                .key(&keys.timer)
+                .arg(&keys.prefix)
+                .arg(id)
+                .invoke(c)
+        })?;
+        Ok(removed == 1)
+    }
+
+    /// Moves the due timers to the stream, one atomic step of at most
+    /// [`Config::promote_batch`] timers; one try (the scheduler's loop
+    /// handles outages). Timers promoted more than `misfire_after` late are
+    /// counted in [`Metrics::misfired`].
+    pub(crate) fn promote(&self, misfire_after: Duration) -> Result<Promotion, Error> {
+        let (keys, scripts) = (&self.link.keys, &self.link.scripts);
+        let (moved, next, now): (u64, String, String) = self.link.call(Tries::Once, |c| {
+            scripts
+                .promote
+                .key(&keys.buckets)
+                .key(&keys.timer)
+                .key(&keys.stream)
+                .key(&keys.stats)
+                .arg(&keys.prefix)
+                .arg(self.link.config.promote_batch)
+                .arg(misfire_after.as_millis() as u64)
+                .invoke(c)
+        })?;
+        let next = reply::millis(&next)?;
+        Ok(Promotion {
+            moved,
+            next_deadline_ms: (next >= 0.0).then_some(next as u64),
+            now_ms: reply::millis(&now)? as u64,
+        })
+    }
+
+    /// Applies the misfire policy to up to one page of timers more than
+    /// `late` overdue; one try. Returns how many: a full page
+    /// ([`MISFIRE_PAGE`](crate::scripts)) means there may be more.
+    /// [`Misfire::FireNow`] sends nothing: promotion delivers and counts
+    /// them.
+    pub(crate) fn handle_misfires(&self, late: Duration) -> Result<MisfirePage, Error> {
+        let (keys, scripts) = (&self.link.keys, &self.link.scripts);
+        let config = &self.link.config;
+        let (policy, delay) = match config.misfire {
+            Misfire::FireNow => return Ok(MisfirePage::Done),
+            Misfire::Skip => ("skip", 0),
+            Misfire::Reschedule(d) => ("reschedule", d.as_millis() as u64),
+        };
+        let found: usize = self.link.call(Tries::Once, |c| {
+            scripts
+                .misfire
+                .key(&keys.buckets)
+                .key(&keys.timer)
+                .key(&keys.stats)
+                .arg(&keys.prefix)
+                .arg(policy)
+                .arg(late.as_millis() as u64)
+                .arg(delay)
+                .arg(config.bucket_ms)
+                .arg(MISFIRE_PAGE)
+                .invoke(c)
+        })?;
+        Ok(if found >= MISFIRE_PAGE {
+            MisfirePage::More
+        } else {
+            MisfirePage::Done
+        })
+    }
+
+    /// The namespace's figures.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Unavailable`] after the retries.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use purgatorio_redis::*;
+    /// # let timers = Timers::connect("redis://127.0.0.1:6379", Config::new("payments"))?;
+    /// let m = timers.metrics()?;
+    /// println!("{} pending, {} delivered and not acknowledged", m.pending, m.unacknowledged);
+    /// # Ok::<(), purgatorio_redis::Error>(())
+    /// ```
+    pub fn metrics(&self) -> Result<Metrics, Error> {
+        let keys = &self.link.keys;
+        let (pending, stats, dead, unacked): (u64, Vec<(String, u64)>, u64, Value) =
+            self.link.with_connection(|c| {
+                redis::pipe()
+                    .cmd("HLEN")
+                    .arg(&keys.timer)
+                    .cmd("HGETALL")
+                    .arg(&keys.stats)
+                    .cmd("XLEN")
+                    .arg(&keys.dead)
+                    .cmd("XPENDING")
+                    .arg(&keys.stream)
+                    .arg(&keys.group)
+                    .query(c)
+                    .or_else(|e| {
+                        // No group yet: nothing delivered.
+                        if e.code() == Some("NOGROUP") {
+                            let (p, s, d): (u64, Vec<(String, u64)>, u64) = redis::pipe()
+                                .cmd("HLEN")
+                                .arg(&keys.timer)
+                                .cmd("HGETALL")
+                                .arg(&keys.stats)
+                                .cmd("XLEN")
+                                .arg(&keys.dead)
+                                .query(c)?;
+                            Ok((p, s, d, Value::Nil))
+                        } else {
+                            Err(e)
+                        }
+                    })
+            })?;
+        let stat = |name: &str| stats.iter().find(|(k, _)| k == name).map_or(0, |(_, v)| *v);
+        Ok(Metrics {
+            pending,
+            promoted: stat("promoted"),
+            promotion_lag_ms: stat("lag_ms"),
+            redelivered: stat("redelivered"),
+            dead_letters: dead,
+            misfired: stat("misfired"),
+            unacknowledged: reply::pending_count(&unacked),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_are_bounded_by_count_and_bytes() {
+        let small = [0u8; 10];
+        let timers: Vec<(&str, u64, &[u8])> = (0..1_201).map(|_| ("a", 1, &small[..])).collect();
+        let sizes: Vec<usize> = chunks(&timers).map(<[_]>::len).collect();
+        assert_eq!(sizes, [500, 500, 201]);
+        let big = vec![0u8; SCHEDULE_BATCH_BYTES / 2 + 1];
+        let timers: Vec<(&str, u64, &[u8])> = (0..3).map(|_| ("a", 1, &big[..])).collect();
+        let sizes: Vec<usize> = chunks(&timers).map(<[_]>::len).collect();
+        assert_eq!(sizes, [1, 1, 1]);
+        assert_eq!(chunks(&[]).count(), 0);
+    }
+}
