@@ -56,6 +56,23 @@ pub struct Config {
     /// What a starting scheduler does with timers whose deadline passed
     /// while no scheduler ran.
     pub misfire: Misfire,
+    /// The CA certificates, PEM, that a `rediss://` server's certificate
+    /// must chain to, in place of the system's roots: for a private CA.
+    /// At least one certificate; `None` (the default) trusts the system's
+    /// roots.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use purgatorio_redis::{Config, Timers};
+    ///
+    /// let mut config = Config::new("payments");
+    /// config.tls_ca_pem = Some(std::fs::read("/etc/redis/ca.crt").expect("read the CA"));
+    /// let timers = Timers::connect("rediss://redis.internal:6380", config)?;
+    /// # Ok::<(), purgatorio_redis::Error>(())
+    /// ```
+    #[cfg(feature = "tls")]
+    pub tls_ca_pem: Option<Vec<u8>>,
 }
 
 impl Config {
@@ -81,6 +98,8 @@ impl Config {
             retries: 5,
             response_timeout: Duration::from_secs(2),
             misfire: Misfire::FireNow,
+            #[cfg(feature = "tls")]
+            tls_ca_pem: None,
         }
     }
 
@@ -133,8 +152,31 @@ impl Config {
                 return invalid("misfire", "reschedule delay must be at most 100 years");
             }
         }
+        #[cfg(feature = "tls")]
+        if let Some(pem) = &self.tls_ca_pem {
+            if let Err(why) = check_ca_pem(pem) {
+                return invalid("tls_ca_pem", why);
+            }
+        }
         Ok(())
     }
+}
+
+/// Refuses CA certificates that would leave a TLS client trusting nothing:
+/// no PEM certificate at all, or one whose base64 does not decode. (The
+/// `redis` crate skips what is not a certificate, so a wrong file would
+/// otherwise fail every handshake instead of being named here.)
+#[cfg(feature = "tls")]
+fn check_ca_pem(pem: &[u8]) -> Result<(), &'static str> {
+    let mut certificates = 0;
+    for certificate in rustls_pemfile::certs(&mut &pem[..]) {
+        certificate.map_err(|_| "holds a certificate that is not valid PEM")?;
+        certificates += 1;
+    }
+    if certificates == 0 {
+        return Err("holds no PEM certificate (-----BEGIN CERTIFICATE-----)");
+    }
+    Ok(())
 }
 
 /// Refuses a namespace that cannot be one hash tag.

@@ -282,7 +282,7 @@ impl Consumer {
                     }
                     thread::sleep(backoff(failures));
                 }
-                Err(e) => return Err(Error::Redis(e)),
+                Err(e) => return Err(Error::refused(e)),
             }
         }
     }

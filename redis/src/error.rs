@@ -73,8 +73,14 @@ pub enum Error {
         /// What the parser said.
         source: redis::RedisError,
     },
-    /// A `rediss://` url: TLS is not built into this crate.
+    /// A `rediss://` url, but this crate is built without its `tls`
+    /// feature.
     TlsUnsupported,
+    /// The TLS handshake refused the server's certificate: signed by no
+    /// trusted CA (a private CA goes in
+    /// [`Config::tls_ca_pem`](crate::Config)), expired, or for another
+    /// host. Not retried.
+    TlsCertificate(redis::RedisError),
     /// Redis refused the call (a script error, a wrong type).
     Redis(redis::RedisError),
     /// Redis could not be reached, or did not answer within
@@ -95,6 +101,16 @@ impl Error {
     /// not answering, worth trying again later.
     pub fn is_unavailable(&self) -> bool {
         matches!(self, Error::Unavailable { .. })
+    }
+
+    /// `error` as a failure no retry mends: a refused TLS certificate, or
+    /// Redis refusing the call.
+    pub(crate) fn refused(error: redis::RedisError) -> Error {
+        if crate::link::certificate_refused(&error) {
+            Error::TlsCertificate(error)
+        } else {
+            Error::Redis(error)
+        }
     }
 }
 
@@ -120,8 +136,13 @@ impl fmt::Display for Error {
                 write!(f, "malformed redis url {preview:?}: {source}")
             }
             Error::TlsUnsupported => f.write_str(
-                "rediss:// needs TLS, which purgatorio-redis is not built with; \
-                 use redis:// through a TLS tunnel",
+                "rediss:// needs TLS: build purgatorio-redis with its `tls` feature, \
+                 or use redis:// through a TLS tunnel",
+            ),
+            Error::TlsCertificate(e) => write!(
+                f,
+                "redis's TLS certificate was refused ({e}); \
+                 a private CA goes in Config::tls_ca_pem"
             ),
             Error::Redis(e) => write!(f, "redis refused the call: {e}"),
             Error::Unavailable { tries, last } => {
@@ -135,7 +156,9 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Error::InvalidUrl { source, .. } | Error::Redis(source) => Some(source),
+            Error::InvalidUrl { source, .. }
+            | Error::Redis(source)
+            | Error::TlsCertificate(source) => Some(source),
             Error::Unavailable { last, .. } => Some(last),
             _ => None,
         }

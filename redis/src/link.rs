@@ -167,8 +167,43 @@ pub(crate) enum Tries {
     Once,
 }
 
+/// A client for the `rediss://` url `info` that trusts only the CA
+/// certificates `pem` ([`Config::tls_ca_pem`], already checked by
+/// [`Config::validate`]).
+#[cfg(feature = "tls")]
+fn client_trusting(info: redis::ConnectionInfo, pem: &[u8]) -> Result<redis::Client, Error> {
+    let invalid = |why| Error::InvalidConfig {
+        field: "tls_ca_pem",
+        why,
+    };
+    if !matches!(info.addr, redis::ConnectionAddr::TcpTls { .. }) {
+        return Err(invalid("needs a rediss:// url"));
+    }
+    let certificates = redis::TlsCertificates {
+        client_tls: None,
+        root_cert: Some(pem.to_vec()),
+    };
+    // Valid PEM whose DER is no CA certificate is refused here.
+    redis::Client::build_with_tls(info, certificates)
+        .map_err(|_| invalid("holds a certificate that is not a CA certificate"))
+}
+
+/// Whether `error` is the server's TLS certificate refused: signed by no
+/// trusted CA, expired, or for another host. No retry mends that.
+pub(crate) fn certificate_refused(error: &redis::RedisError) -> bool {
+    // `redis` 0.27 keeps the `io::Error` that carries rustls's error to
+    // itself (no `source`), so its text is all there is to go by; rustls
+    // words every certificate error so.
+    error.is_io_error() && error.to_string().contains("invalid peer certificate")
+}
+
 /// Whether `error` is worth another try (the connection, not the call).
 pub(crate) fn transient(error: &redis::RedisError) -> bool {
+    !certificate_refused(error) && transient_kind(error)
+}
+
+/// Whether `error` is of a kind worth another try.
+fn transient_kind(error: &redis::RedisError) -> bool {
     error.is_io_error()
         || error.is_connection_dropped()
         || error.is_connection_refusal()
@@ -183,6 +218,7 @@ impl Link {
     /// A link to the Redis at `url` for `config`'s namespace; connects
     /// lazily.
     pub(crate) fn open(url: &str, config: Config) -> Result<Link, Error> {
+        #[cfg(not(feature = "tls"))]
         if url.starts_with("rediss://") {
             return Err(Error::TlsUnsupported);
         }
@@ -192,6 +228,12 @@ impl Link {
         };
         let mut info = redis::IntoConnectionInfo::into_connection_info(url).map_err(invalid)?;
         let handshake = std::mem::take(&mut info.redis);
+        #[cfg(feature = "tls")]
+        let client = match &config.tls_ca_pem {
+            Some(pem) => client_trusting(info, pem)?,
+            None => redis::Client::open(info).map_err(invalid)?,
+        };
+        #[cfg(not(feature = "tls"))]
         let client = redis::Client::open(info).map_err(invalid)?;
         Ok(Link {
             client,
@@ -283,7 +325,7 @@ impl Link {
                     last = Some(e);
                     continue;
                 }
-                Err(e) => return Err(Error::Redis(e)),
+                Err(e) => return Err(Error::refused(e)),
             };
             self.round_trips.fetch_add(1, Ordering::Relaxed);
             match call(&mut connection) {
@@ -303,7 +345,7 @@ impl Link {
                 }
                 Err(e) => {
                     self.idle.lock().expect("pool").push(connection);
-                    return Err(Error::Redis(e));
+                    return Err(Error::refused(e));
                 }
             }
         }

@@ -92,14 +92,17 @@ impl fmt::Debug for Timers {
 }
 
 impl Timers {
-    /// Connects to the Redis at `url` (`redis://host:port/db`).
+    /// Connects to the Redis at `url` (`redis://host:port/db`, or
+    /// `rediss://` over TLS with the `tls` feature).
     ///
     /// # Errors
     ///
     /// [`Error::InvalidNamespace`] or [`Error::InvalidConfig`] for a setting
     /// out of range ([`Config::validate`]); [`Error::InvalidUrl`] for a
-    /// malformed url, [`Error::TlsUnsupported`] for `rediss://`;
-    /// [`Error::Unavailable`] if Redis cannot be reached.
+    /// malformed url, [`Error::TlsUnsupported`] for `rediss://` without the
+    /// `tls` feature; [`Error::TlsCertificate`] if the server's TLS
+    /// certificate is not trusted; [`Error::Unavailable`] if Redis cannot be
+    /// reached.
     ///
     /// # Examples
     ///
