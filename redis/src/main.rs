@@ -28,6 +28,11 @@ struct Cli {
     /// fails (a stalled or unreachable Redis).
     #[arg(long, default_value_t = 2_000, global = true)]
     response_timeout_ms: u64,
+    /// The CA certificates (a PEM file) that a `rediss://` server's
+    /// certificate must chain to, in place of the system's roots.
+    #[cfg(feature = "tls")]
+    #[arg(long, value_name = "PEM_FILE", global = true)]
+    tls_ca: Option<std::path::PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -129,6 +134,14 @@ fn main() {
 fn run(cli: Cli) -> Result<(), purgatorio_redis::Error> {
     let mut config = Config::new(&cli.namespace);
     config.response_timeout = Duration::from_millis(cli.response_timeout_ms);
+    #[cfg(feature = "tls")]
+    if let Some(path) = &cli.tls_ca {
+        let pem = std::fs::read(path).unwrap_or_else(|e| {
+            eprintln!("error: cannot read --tls-ca {}: {e}", path.display());
+            std::process::exit(1);
+        });
+        config.tls_ca_pem = Some(pem);
+    }
     match cli.command {
         Command::Scheduler { misfire } => {
             config.misfire = match misfire.as_str() {

@@ -14,7 +14,7 @@ use std::process::{Command, Stdio};
 use std::thread;
 use std::time::Duration;
 
-use common::PATIENCE;
+use common::{cli, PATIENCE};
 use purgatorio_redis::{Config, Consumer, Error, Scheduler, Timers};
 use purgatorio_testkit::{
     free_port, output_within, require_program, wait_for, ChildGuard, TempDir,
@@ -201,6 +201,46 @@ fn a_timer_scheduled_over_tls_is_delivered() {
     assert_eq!(timers.metrics().unwrap().pending, 0);
     stop.stop();
     running.join().unwrap().unwrap();
+}
+
+#[test]
+fn the_cli_schedules_over_tls_with_its_ca() {
+    let certificates = Certificates::new();
+    let server = TlsServer::start(&certificates);
+    let ca = certificates.path("ca.crt").display().to_string();
+    let args = [
+        "--url",
+        &server.url(),
+        "--namespace",
+        "cli",
+        "--tls-ca",
+        &ca,
+    ];
+    let output = output_within(
+        Command::new(cli())
+            .args(args)
+            .args(["schedule", "--count", "3"]),
+        PATIENCE,
+    );
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let timers = Timers::connect(&server.url(), trusting(&certificates, "cli")).unwrap();
+    assert_eq!(timers.metrics().unwrap().pending, 3);
+
+    // Without its CA: refused, with the fix in the message, exit code 1.
+    let args = ["--url", &server.url(), "--namespace", "cli"];
+    let output = output_within(
+        Command::new(cli())
+            .args(args)
+            .args(["schedule", "--count", "1"]),
+        PATIENCE,
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("tls_ca_pem"), "{stderr}");
 }
 
 #[test]
