@@ -20,8 +20,12 @@ use purgatorio_testkit::{
     free_port, output_within, require_program, wait_for, ChildGuard, TempDir,
 };
 
+/// The keys' algorithm, as `openssl req -newkey` takes it: P-256, quick to
+/// make.
+const KEY: &str = "ec -pkeyopt ec_paramgen_curve:prime256v1";
+
 /// A CA and a server certificate it signed, for `127.0.0.1`, in a
-/// temporary directory: `<ca>.crt`, `<ca>.key`, `server.crt`, `server.key`.
+/// temporary directory: `ca.crt`, `ca.key`, `server.crt`, `server.key`.
 struct Certificates {
     dir: TempDir,
 }
@@ -33,20 +37,9 @@ impl Certificates {
             dir: TempDir::new("purgatorio-redis-tls"),
         };
         certificates.make_ca("ca");
-        certificates.openssl(&[
-            "req",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-keyout",
-            "server.key",
-            "-out",
-            "server.csr",
-            "-subj",
-            "/CN=127.0.0.1",
-        ]);
+        certificates.openssl(&format!(
+            "req -newkey {KEY} -nodes -keyout server.key -out server.csr -subj /CN=127.0.0.1"
+        ));
         std::fs::write(
             certificates.path("server.ext"),
             "subjectAltName = IP:127.0.0.1\n\
@@ -54,61 +47,34 @@ impl Certificates {
              extendedKeyUsage = serverAuth\n",
         )
         .expect("write server.ext");
-        certificates.openssl(&[
-            "x509",
-            "-req",
-            "-in",
-            "server.csr",
-            "-CA",
-            "ca.crt",
-            "-CAkey",
-            "ca.key",
-            "-set_serial",
-            "2",
-            "-days",
-            "2",
-            "-extfile",
-            "server.ext",
-            "-out",
-            "server.crt",
-        ]);
+        certificates.openssl(
+            "x509 -req -in server.csr -CA ca.crt -CAkey ca.key -set_serial 2 -days 2 \
+             -extfile server.ext -out server.crt",
+        );
         certificates
     }
 
-    /// Makes a self-signed CA named `name`.
+    /// Makes a self-signed CA named `name`: `<name>.crt`, `<name>.key`.
     fn make_ca(&self, name: &str) {
-        self.openssl(&[
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-days",
-            "2",
-            "-subj",
-            &format!("/CN=purgatorio test {name}"),
-            "-keyout",
-            &format!("{name}.key"),
-            "-out",
-            &format!("{name}.crt"),
-        ]);
+        self.openssl(&format!(
+            "req -x509 -newkey {KEY} -nodes -days 2 -subj /CN=purgatorio-test-{name} \
+             -keyout {name}.key -out {name}.crt"
+        ));
     }
 
-    /// Runs `openssl args` in the directory; panics with its stderr if it
-    /// fails.
-    fn openssl(&self, args: &[&str]) {
+    /// Runs `openssl` with the words of `args` in the directory; panics
+    /// with its stderr if it fails.
+    fn openssl(&self, args: &str) {
         let openssl = require_program("openssl", "openssl");
         let output = output_within(
             Command::new(openssl)
-                .args(args)
+                .args(args.split_whitespace())
                 .current_dir(self.dir.path()),
             PATIENCE,
         );
         assert!(
             output.status.success(),
-            "openssl {args:?}: {}",
+            "openssl {args}: {}",
             String::from_utf8_lossy(&output.stderr)
         );
     }
