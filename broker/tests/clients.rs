@@ -328,18 +328,31 @@ fn python_consumer_of(
     name: &str,
     out: &std::path::Path,
 ) -> ChildGuard {
-    ChildGuard::new(
-        Command::new(python)
-            .arg(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/tests/group_client.py"
-            ))
-            .args(["consume", addr, topic, "workers", name])
-            .stdout(std::fs::File::create(out).unwrap())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start a kafka-python consumer"),
-    )
+    consumer_command(python, addr, topic, name, out)
+        .spawn()
+        .map(ChildGuard::new)
+        .expect("start a kafka-python consumer")
+}
+
+/// The command of a consumer in group "workers" on `topic`, its output to
+/// `out`, for a test to add to before starting it.
+fn consumer_command(
+    python: &std::path::Path,
+    addr: &str,
+    topic: &str,
+    name: &str,
+    out: &std::path::Path,
+) -> Command {
+    let mut command = Command::new(python);
+    command
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/group_client.py"
+        ))
+        .args(["consume", addr, topic, "workers", name])
+        .stdout(std::fs::File::create(out).unwrap())
+        .stderr(Stdio::null());
+    command
 }
 
 fn python_produce(python: &std::path::Path, broker: &Broker, first: u32, count: u32) {
@@ -647,17 +660,31 @@ fn with_a_data_dir_a_group_resumes_at_its_commits_after_a_killed_broker() {
 #[test]
 fn consumers_starting_together_join_one_generation_after_the_initial_delay() {
     let python = purgatorio_testkit::python_with(&[KAFKA_PYTHON]);
-    // A 6 s delay (Kafka's default is 3 s): B's interpreter may take
-    // seconds to start on a loaded machine.
+    // A 6 s delay (Kafka's default is 3 s).
     let broker = Broker::start_with(4, None, &["--group-initial-rebalance-delay-ms", "6000"]);
     let dir = purgatorio_testkit::TempDir::new("broker-initial");
     let (a_out, b_out) = (dir.path().join("a.log"), dir.path().join("b.log"));
     python_produce(&python, &broker, 0, 10);
+    // Both members wait, consumer made, until `go` exists: then they join
+    // together, whatever their interpreters took to start on a loaded
+    // machine (starting B "a second later" once let A's join time out the
+    // delay alone when A's interpreter was slow).
+    let go = dir.path().join("go");
+    let _a = consumer_command(&python, &broker.addr, "work", "A", &a_out)
+        .env("GROUP_CLIENT_GO", &go)
+        .spawn()
+        .map(ChildGuard::new)
+        .expect("start a kafka-python consumer");
+    let _b = consumer_command(&python, &broker.addr, "work", "B", &b_out)
+        .env("GROUP_CLIENT_GO", &go)
+        .spawn()
+        .map(ChildGuard::new)
+        .expect("start a kafka-python consumer");
+    wait_for("both members to be ready to join", PATIENCE, || {
+        (!lines(&a_out, "READY").is_empty() && !lines(&b_out, "READY").is_empty()).then_some(())
+    });
     let started = Instant::now();
-    let _a = python_consumer(&python, &broker, "A", &a_out);
-    // B starts a second later, well within the initial delay.
-    std::thread::sleep(Duration::from_secs(1));
-    let _b = python_consumer(&python, &broker, "B", &b_out);
+    std::fs::write(&go, b"go").unwrap();
     wait_for("both members to hold two partitions", PATIENCE, || {
         (assigned(&a_out)?.len() == 2 && assigned(&b_out)?.len() == 2).then_some(())
     });

@@ -11,9 +11,16 @@ producer's default settings (idempotent, acks=all, retrying). `consume` joins GR
 `REC name partition offset value` and after every batch commits and prints
 `COMMIT name partition next_offset` for each partition it consumed; on every
 assignment it prints `ASSIGN name p,p,...`. Every line is flushed at once.
+
+With `GROUP_CLIENT_GO=PATH` in its environment, `consume` makes its consumer,
+prints `READY name`, and joins the group only once PATH exists (waiting at
+most 60 s): a test can then start several members together, however long
+each interpreter took to start.
 """
 
+import os
 import sys
+import time
 
 from kafka.errors import CommitFailedError
 from kafka import ConsumerRebalanceListener, KafkaConsumer, KafkaProducer, TopicPartition
@@ -67,6 +74,12 @@ def consume(bootstrap, topic, group, name):
         max_poll_records=20,
     )
     consumer.subscribe([topic], listener=Announce(name))
+    go = os.environ.get("GROUP_CLIENT_GO")
+    if go:
+        print("READY %s" % name, flush=True)
+        deadline = time.monotonic() + 60
+        while not os.path.exists(go) and time.monotonic() < deadline:
+            time.sleep(0.01)
     while True:
         batch = consumer.poll(timeout_ms=200)
         if not batch:
