@@ -11,7 +11,7 @@
 //! cargo run --release -p purgatorio-broker --example bench -- --only idle --bin OTHER-BUILD
 //! ```
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -19,32 +19,19 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use clap::{Parser, ValueEnum};
 use kafka_protocol::messages::{
-    fetch_request, produce_request, ApiKey, FetchRequest, ProduceRequest, RequestHeader, TopicName,
+    fetch_request, produce_request, ApiKey, FetchRequest, ProduceRequest, TopicName,
 };
 use kafka_protocol::protocol::{Encodable, StrBytes};
+#[path = "../tests/common/wire.rs"]
+mod wire;
+use wire::frame;
+
 use kafka_protocol::records::{
     Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
-
-fn frame(key: ApiKey, version: i16, body: impl FnOnce(&mut BytesMut)) -> Bytes {
-    let mut header = RequestHeader::default();
-    header.request_api_key = key as i16;
-    header.request_api_version = version;
-    header.correlation_id = 1;
-    header.client_id = Some(StrBytes::from_static_str("bench"));
-    let mut buf = BytesMut::new();
-    header
-        .encode(&mut buf, key.request_header_version(version))
-        .unwrap();
-    body(&mut buf);
-    let mut out = BytesMut::new();
-    out.put_i32(buf.len() as i32);
-    out.put_slice(&buf);
-    out.freeze()
-}
 
 fn produce(topic: &str, records: usize) -> Bytes {
     let batch: Vec<Record> = (0..records)
@@ -101,12 +88,9 @@ fn fetch(topic: &str, offset: i64, max_wait_ms: i32) -> Bytes {
     frame(ApiKey::Fetch, 11, |b| request.encode(b, 11).unwrap())
 }
 
+/// An answer's body; the bench stops if the broker closed the connection.
 fn read_frame(s: &mut TcpStream) -> Bytes {
-    let mut len = [0u8; 4];
-    s.read_exact(&mut len).unwrap();
-    let mut body = vec![0u8; i32::from_be_bytes(len) as usize];
-    s.read_exact(&mut body).unwrap();
-    Bytes::from(body)
+    wire::read_frame(s).expect("the broker answered")
 }
 
 /// The broker process's CPU time, seconds.

@@ -3,6 +3,9 @@
 
 #![allow(dead_code)] // each test binary uses its own part
 
+mod wire;
+pub use wire::{frame, read_frame};
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -10,9 +13,8 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bytes::{BufMut, Bytes, BytesMut};
-use kafka_protocol::messages::{ApiKey, RequestHeader};
-use kafka_protocol::protocol::{Encodable, StrBytes};
+use bytes::Bytes;
+use kafka_protocol::messages::ApiKey;
 use purgatorio_testkit::{free_port, wait_for, ChildGuard};
 
 /// How long any wait of a test may last.
@@ -162,37 +164,9 @@ impl Broker {
     }
 }
 
-/// A request frame: length, header (v1 or v2 as the version needs), body.
-pub fn frame(key: ApiKey, version: i16, body: impl FnOnce(&mut BytesMut)) -> Bytes {
-    let mut header = RequestHeader::default();
-    header.request_api_key = key as i16;
-    header.request_api_version = version;
-    header.correlation_id = 7;
-    header.client_id = Some(StrBytes::from_static_str("test"));
-    let mut buf = BytesMut::new();
-    header
-        .encode(&mut buf, key.request_header_version(version))
-        .unwrap();
-    body(&mut buf);
-    let mut out = BytesMut::new();
-    out.put_i32(buf.len() as i32);
-    out.put_slice(&buf);
-    out.freeze()
-}
-
 /// An ApiVersions v0 request.
 pub fn api_versions_frame() -> Bytes {
     frame(ApiKey::ApiVersions, 0, |_| {})
-}
-
-/// Reads one answer frame (without its length); `None` if the connection
-/// closed or nothing came within the read timeout.
-pub fn read_frame(stream: &mut TcpStream) -> Option<Bytes> {
-    let mut length = [0u8; 4];
-    stream.read_exact(&mut length).ok()?;
-    let mut body = vec![0u8; usize::try_from(i32::from_be_bytes(length)).ok()?];
-    stream.read_exact(&mut body).ok()?;
-    Some(Bytes::from(body))
 }
 
 /// Sends `bytes` on a fresh connection, shuts the write half, and asserts

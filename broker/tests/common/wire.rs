@@ -1,0 +1,38 @@
+//! Raw Kafka frames for the broker's tests and its bench (which includes
+//! this file by path): a request with its header and length, and an
+//! answer's body.
+
+use std::io::Read;
+use std::net::TcpStream;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::{ApiKey, RequestHeader};
+use kafka_protocol::protocol::{Encodable, StrBytes};
+
+/// A request frame: length, header (v1 or v2 as the version needs), body.
+pub fn frame(key: ApiKey, version: i16, body: impl FnOnce(&mut BytesMut)) -> Bytes {
+    let mut header = RequestHeader::default();
+    header.request_api_key = key as i16;
+    header.request_api_version = version;
+    header.correlation_id = 7;
+    header.client_id = Some(StrBytes::from_static_str("test"));
+    let mut buf = BytesMut::new();
+    header
+        .encode(&mut buf, key.request_header_version(version))
+        .unwrap();
+    body(&mut buf);
+    let mut out = BytesMut::new();
+    out.put_i32(buf.len() as i32);
+    out.put_slice(&buf);
+    out.freeze()
+}
+
+/// Reads one answer frame (without its length); `None` if the connection
+/// closed or nothing came within the read timeout.
+pub fn read_frame(stream: &mut TcpStream) -> Option<Bytes> {
+    let mut length = [0u8; 4];
+    stream.read_exact(&mut length).ok()?;
+    let mut body = vec![0u8; usize::try_from(i32::from_be_bytes(length)).ok()?];
+    stream.read_exact(&mut body).ok()?;
+    Some(Bytes::from(body))
+}
