@@ -660,8 +660,9 @@ fn with_a_data_dir_a_group_resumes_at_its_commits_after_a_killed_broker() {
 #[test]
 fn consumers_starting_together_join_one_generation_after_the_initial_delay() {
     let python = purgatorio_testkit::python_with(&[KAFKA_PYTHON]);
-    // A 6 s delay (Kafka's default is 3 s).
-    let broker = Broker::start_with(4, None, &["--group-initial-rebalance-delay-ms", "6000"]);
+    // A 10 s delay (Kafka's default is 3 s): room for a client that a
+    // loaded machine slows between the go and its JoinGroup.
+    let broker = Broker::start_with(4, None, &["--group-initial-rebalance-delay-ms", "10000"]);
     let dir = purgatorio_testkit::TempDir::new("broker-initial");
     let (a_out, b_out) = (dir.path().join("a.log"), dir.path().join("b.log"));
     python_produce(&python, &broker, 0, 10);
@@ -690,19 +691,24 @@ fn consumers_starting_together_join_one_generation_after_the_initial_delay() {
     });
     let settled = started.elapsed();
     assert!(
-        settled >= Duration::from_secs(6),
+        settled >= Duration::from_secs(10),
         "settled after {settled:?}"
     );
     // One generation to start with: neither member was first given all
     // four partitions (without the delay, A is, and then gives two up).
-    // The delay (6 s) is also A's session timeout: a member waiting in its
-    // JoinGroup is kept alive, as Kafka keeps it.
+    // The delay (10 s) is longer than A's session timeout (6 s): a member
+    // waiting in its JoinGroup is kept alive, as Kafka keeps it.
+    let logs = || {
+        let read = |p: &std::path::Path| std::fs::read_to_string(p).unwrap_or_default();
+        format!("A:\n{}B:\n{}", read(&a_out), read(&b_out))
+    };
     for out in [&a_out, &b_out] {
         let first = lines(out, "ASSIGN")[0].clone();
         assert_eq!(
             first.get(1).map(|p| p.split(',').count()),
             Some(2),
-            "{first:?}"
+            "{first:?}\n{}",
+            logs()
         );
     }
 }
