@@ -9,7 +9,7 @@ use redis::Value;
 
 use crate::error::preview;
 use crate::link::{Link, Tries};
-use crate::scripts::{MISFIRE_PAGE, SCHEDULE_BATCH, SCHEDULE_BATCH_BYTES};
+use crate::scripts::{BATCH_BYTES, MISFIRE_PAGE, SCHEDULE_BATCH};
 use crate::{reply, Config, Error, Misfire, MAX_DEADLINE_MS};
 
 /// The figures of a namespace, read from Redis.
@@ -34,12 +34,13 @@ pub struct Metrics {
 /// What one promotion step did.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Promotion {
-    /// Timers moved to the stream.
-    pub(crate) moved: u64,
     /// The earliest deadline still pending, ms by Redis's clock.
     pub(crate) next_deadline_ms: Option<u64>,
     /// Redis's clock during the step, ms.
     pub(crate) now_ms: u64,
+    /// The step stopped at its count or byte limit: more may be due, call
+    /// again at once.
+    pub(crate) full: bool,
 }
 
 /// Whether a misfire page left more to do.
@@ -52,7 +53,7 @@ pub(crate) enum MisfirePage {
 }
 
 /// Splits `timers` into chunks of at most [`SCHEDULE_BATCH`] timers and
-/// [`SCHEDULE_BATCH_BYTES`] of payload (a single larger payload goes alone).
+/// [`BATCH_BYTES`] of payload (a single larger payload goes alone).
 fn chunks<'a, 'b>(
     timers: &'a [(&'b str, u64, &'b [u8])],
 ) -> impl Iterator<Item = &'a [(&'b str, u64, &'b [u8])]> {
@@ -64,7 +65,7 @@ fn chunks<'a, 'b>(
         let mut bytes = 0;
         let mut len = 0;
         for (_, _, payload) in rest.iter().take(SCHEDULE_BATCH) {
-            if len > 0 && bytes + payload.len() > SCHEDULE_BATCH_BYTES {
+            if len > 0 && bytes + payload.len() > BATCH_BYTES {
                 break;
             }
             bytes += payload.len();
@@ -220,7 +221,7 @@ impl Timers {
     }
 
     /// Schedules many timers in one round trip: one atomic step per
-    /// 500 timers (or 1 MiB of payloads),
+    /// 500 timers (or 256 KiB of payloads),
     /// pipelined. Every item is checked before anything is sent; an id
     /// listed twice ends at its last entry.
     ///
@@ -315,34 +316,37 @@ impl Timers {
     }
 
     /// Moves the due timers to the stream, one atomic step of at most
-    /// [`Config::promote_batch`] timers; one try (the scheduler's loop
+    /// [`Config::promote_batch`] timers and about 256 KiB of records
+    /// ([`BATCH_BYTES`]); one try (the scheduler's loop
     /// handles outages). Timers promoted more than `misfire_after` late are
     /// counted in [`Metrics::misfired`].
     pub(crate) fn promote(&self, misfire_after: Duration) -> Result<Promotion, Error> {
         let (keys, scripts) = (&self.link.keys, &self.link.scripts);
-        let (moved, next, now): (u64, String, String) = self.link.call(Tries::Once, |c| {
-            scripts
-                .promote
-                .key(&keys.buckets)
-                .key(&keys.timer)
-                .key(&keys.stream)
-                .key(&keys.stats)
-                .arg(&keys.prefix)
-                .arg(self.link.config.promote_batch)
-                .arg(misfire_after.as_millis() as u64)
-                .invoke(c)
-        })?;
+        let (_moved, next, now, full): (u64, String, String, u8) =
+            self.link.call(Tries::Once, |c| {
+                scripts
+                    .promote
+                    .key(&keys.buckets)
+                    .key(&keys.timer)
+                    .key(&keys.stream)
+                    .key(&keys.stats)
+                    .arg(&keys.prefix)
+                    .arg(self.link.config.promote_batch)
+                    .arg(misfire_after.as_millis() as u64)
+                    .arg(BATCH_BYTES)
+                    .invoke(c)
+            })?;
         let next = reply::millis(&next)?;
         Ok(Promotion {
-            moved,
             next_deadline_ms: (next >= 0.0).then_some(next as u64),
             now_ms: reply::millis(&now)? as u64,
+            full: full == 1,
         })
     }
 
     /// Applies the misfire policy to up to one page of timers more than
-    /// `late` overdue; one try. Returns how many: a full page
-    /// ([`MISFIRE_PAGE`](crate::scripts)) means there may be more.
+    /// `late` overdue, and about 256 KiB of records ([`BATCH_BYTES`]);
+    /// one try. [`MisfirePage::More`] when the page stopped at either limit.
     /// [`Misfire::FireNow`] sends nothing: promotion delivers and counts
     /// them.
     pub(crate) fn handle_misfires(&self, late: Duration) -> Result<MisfirePage, Error> {
@@ -353,7 +357,7 @@ impl Timers {
             Misfire::Skip => ("skip", 0),
             Misfire::Reschedule(d) => ("reschedule", d.as_millis() as u64),
         };
-        let found: usize = self.link.call(Tries::Once, |c| {
+        let (_found, full): (u64, u8) = self.link.call(Tries::Once, |c| {
             scripts
                 .misfire
                 .key(&keys.buckets)
@@ -365,9 +369,10 @@ impl Timers {
                 .arg(delay)
                 .arg(config.bucket_ms)
                 .arg(MISFIRE_PAGE)
+                .arg(BATCH_BYTES)
                 .invoke(c)
         })?;
-        Ok(if found >= MISFIRE_PAGE {
+        Ok(if full == 1 {
             MisfirePage::More
         } else {
             MisfirePage::Done
@@ -444,7 +449,7 @@ mod tests {
         let timers: Vec<(&str, u64, &[u8])> = (0..1_201).map(|_| ("a", 1, &small[..])).collect();
         let sizes: Vec<usize> = chunks(&timers).map(<[_]>::len).collect();
         assert_eq!(sizes, [500, 500, 201]);
-        let big = vec![0u8; SCHEDULE_BATCH_BYTES / 2 + 1];
+        let big = vec![0u8; BATCH_BYTES / 2 + 1];
         let timers: Vec<(&str, u64, &[u8])> = (0..3).map(|_| ("a", 1, &big[..])).collect();
         let sizes: Vec<usize> = chunks(&timers).map(<[_]>::len).collect();
         assert_eq!(sizes, [1, 1, 1]);
