@@ -124,6 +124,43 @@ impl Timers {
         Ok(timers)
     }
 
+    /// Connects to the master of `config`'s namespace in the Redis Cluster
+    /// that the nodes at `seeds` belong to (`redis://host:port` urls, or
+    /// `rediss://` with the `tls` feature; database 0, a cluster's only
+    /// one). A namespace's keys share one hash tag, so they live in one
+    /// slot: its every call goes to the master of that slot, found by
+    /// asking the nodes (`CLUSTER SLOTS`) for each new connection, again
+    /// after a failover or a `MOVED`. Spread the load over the masters with
+    /// several namespaces (their tags hash to different slots). Scheduler
+    /// nodes and consumers run as with one Redis.
+    ///
+    /// # Errors
+    ///
+    /// As [`connect`](Self::connect); [`Error::InvalidArgument`] for no
+    /// seed; [`Error::InvalidUrl`] for a url naming a database other than
+    /// 0.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use purgatorio_redis::{Config, Timers};
+    ///
+    /// let seeds = ["redis://10.0.0.1:7000", "redis://10.0.0.2:7000"];
+    /// let payments = Timers::connect_cluster(&seeds, Config::new("payments"))?;
+    /// let emails = Timers::connect_cluster(&seeds, Config::new("emails"))?;
+    /// # Ok::<(), purgatorio_redis::Error>(())
+    /// ```
+    #[cfg(feature = "cluster")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "cluster")))]
+    pub fn connect_cluster(seeds: &[&str], config: Config) -> Result<Timers, Error> {
+        config.validate()?;
+        let timers = Timers {
+            link: Arc::new(Link::open_cluster(seeds, config)?),
+        };
+        timers.server_time_ms()?;
+        Ok(timers)
+    }
+
     /// Round trips to Redis made through this handle and its clones so far
     /// (a pipeline counts once).
     pub fn round_trips(&self) -> u64 {
@@ -192,7 +229,8 @@ impl Timers {
     ///
     /// [`Error::InvalidId`], [`Error::DeadlineOutOfRange`] (past
     /// [`MAX_DEADLINE_MS`]), [`Error::PayloadTooLarge`] before Redis is
-    /// asked; [`Error::Unavailable`] after the retries.
+    /// asked; [`Error::Unavailable`] after the retries;
+    /// [`Error::ReplicasNotReached`] with [`Config::replicas_to_ack`].
     ///
     /// # Examples
     ///
@@ -271,16 +309,41 @@ impl Timers {
             }
             command.ignore();
         }
-        self.link.with_connection(|c| match pipe.query::<()>(c) {
-            Err(e) if e.kind() == redis::ErrorKind::NoScriptError => {
-                redis::cmd("SCRIPT")
-                    .arg("LOAD")
-                    .arg(crate::scripts::schedule())
-                    .query::<String>(c)?;
-                pipe.query::<()>(c)
+        let wait = self.link.config.replica_ack;
+        if let Some(ack) = wait {
+            // WAIT answers once the replicas hold every write this
+            // connection made before it: the whole pipeline.
+            pipe.cmd("WAIT")
+                .arg(ack.replicas)
+                .arg(ack.timeout.as_millis() as u64);
+        }
+        let response_timeout = self.link.config.response_timeout;
+        let acked: Vec<u32> = self.link.with_connection(|c| {
+            if let Some(ack) = wait {
+                c.set_read_timeout(Some(response_timeout.saturating_add(ack.timeout)))?;
             }
-            other => other,
-        })
+            let sent = match pipe.query(c) {
+                Err(e) if e.kind() == redis::ErrorKind::NoScriptError => {
+                    redis::cmd("SCRIPT")
+                        .arg("LOAD")
+                        .arg(crate::scripts::schedule())
+                        .query::<String>(c)?;
+                    pipe.query(c)
+                }
+                other => other,
+            };
+            if wait.is_some() {
+                c.set_read_timeout(Some(response_timeout))?;
+            }
+            sent
+        })?;
+        match (wait, acked.first()) {
+            (Some(ack), Some(&acked)) if acked < ack.replicas => Err(Error::ReplicasNotReached {
+                acked,
+                wanted: ack.replicas,
+            }),
+            _ => Ok(()),
+        }
     }
 
     /// Cancels timer `id`; `true` if it was pending (not yet moved to the

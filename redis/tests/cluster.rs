@@ -1,0 +1,330 @@
+//! Redis Cluster for real: a cluster of 3 masters and 3 replicas of
+//! `redis-server` processes on loopback ports (`redis-cli --cluster
+//! create`), namespaces spread over the masters by their hash tags, and
+//! masters SIGKILLed mid-delivery: a replica takes over, delivery resumes,
+//! nothing is delivered early, and what asynchronous replication lost is
+//! counted, with and without `Config::replicas_to_ack` (`WAIT`).
+#![cfg(feature = "cluster")]
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use purgatorio_redis::{Config, Consumer, Error, Scheduler, Timers, Verdict};
+use purgatorio_testkit::{wait_for, RedisCluster};
+
+mod common;
+
+/// Node timeout of the test cluster: a master silent this long is failed
+/// over.
+const NODE_TIMEOUT_MS: u64 = 1_000;
+
+/// Namespaces whose hash tags put one on each master, in the masters'
+/// order.
+fn one_namespace_per_master(cluster: &RedisCluster, prefix: &str) -> Vec<(String, u16)> {
+    let mut found: HashMap<u16, String> = HashMap::new();
+    for i in 0..1_000 {
+        let namespace = format!("{prefix}{i}");
+        let master = cluster
+            .master_of_slot(cluster.slot_of(&namespace))
+            .expect("every slot is served");
+        found.entry(master).or_insert(namespace);
+        if found.len() == 3 {
+            break;
+        }
+    }
+    assert_eq!(found.len(), 3, "namespaces on every master");
+    let mut out: Vec<(String, u16)> = found.into_iter().map(|(m, n)| (n, m)).collect();
+    out.sort();
+    out
+}
+
+fn connect(cluster: &RedisCluster, config: Config) -> Timers {
+    let urls = cluster.urls();
+    let seeds: Vec<&str> = urls.iter().map(String::as_str).collect();
+    Timers::connect_cluster(&seeds, config).expect("connect to the cluster")
+}
+
+fn config(namespace: &str) -> Config {
+    let mut config = Config::new(namespace);
+    config.visibility_timeout = Duration::from_millis(500);
+    config.response_timeout = Duration::from_millis(500);
+    config
+}
+
+/// Deliveries: `id → (deadline, promoted, when it came)`.
+type Delivered = HashMap<String, (u64, u64, Instant)>;
+
+/// A scheduler node and a consumer for one namespace, recording each
+/// delivery.
+struct Running {
+    stops: Vec<purgatorio_redis::StopHandle>,
+    threads: Vec<thread::JoinHandle<()>>,
+    delivered: Arc<Mutex<Delivered>>,
+}
+
+fn run(timers: &Timers) -> Running {
+    let scheduler = Scheduler::new(timers.clone());
+    let consumer = Consumer::new(timers.clone(), "c").expect("join the group");
+    let delivered = Arc::new(Mutex::new(HashMap::new()));
+    let record = Arc::clone(&delivered);
+    let stops = vec![scheduler.stop_handle(), consumer.stop_handle()];
+    let threads = vec![
+        thread::spawn(move || scheduler.run().expect("scheduler")),
+        thread::spawn(move || {
+            consumer
+                .run(|d| {
+                    record.lock().unwrap().entry(d.id.clone()).or_insert((
+                        d.deadline_ms,
+                        d.promoted_ms,
+                        Instant::now(),
+                    ));
+                    Verdict::Ack
+                })
+                .expect("consumer")
+        }),
+    ];
+    Running {
+        stops,
+        threads,
+        delivered,
+    }
+}
+
+impl Running {
+    fn stop(self) -> Delivered {
+        for stop in &self.stops {
+            stop.stop();
+        }
+        for thread in self.threads {
+            thread.join().unwrap();
+        }
+        let delivered = self.delivered.lock().unwrap();
+        delivered.clone()
+    }
+}
+
+#[test]
+fn namespaces_spread_over_the_masters_deliver_on_each() {
+    let cluster = RedisCluster::start(3, 1, NODE_TIMEOUT_MS);
+    let namespaces = one_namespace_per_master(&cluster, "spread");
+    let mut runs = Vec::new();
+    for (namespace, master) in &namespaces {
+        let timers = connect(&cluster, config(namespace));
+        let now = timers.server_time_ms().unwrap();
+        let ids: Vec<String> = (0..200).map(|i| format!("t{i}")).collect();
+        let batch: Vec<(&str, u64, &[u8])> = ids
+            .iter()
+            .enumerate()
+            .map(|(i, id)| (id.as_str(), now + 200 + i as u64, &b"p"[..]))
+            .collect();
+        timers.schedule_many(&batch).unwrap();
+        // The namespace's keys are on its master, and only there.
+        let keys = cluster.cli(*master, &["KEYS", &format!("{{{namespace}}}:*")]);
+        assert!(keys.contains(":timer"), "{namespace} on {master}: {keys}");
+        runs.push((timers.clone(), run(&timers)));
+    }
+    for (timers, running) in runs {
+        wait_for("every delivery", Duration::from_secs(30), || {
+            (running.delivered.lock().unwrap().len() == 200).then_some(())
+        });
+        let delivered = running.stop();
+        assert!(delivered
+            .values()
+            .all(|(deadline, promoted, _)| promoted >= deadline));
+        assert_eq!(timers.metrics().unwrap().pending, 0);
+    }
+}
+
+/// What one failover did to a namespace.
+#[derive(Debug)]
+struct Failover {
+    /// Schedules that returned `Ok`.
+    acknowledged: usize,
+    /// Schedules refused with `ReplicasNotReached`.
+    not_replicated: usize,
+    /// Acknowledged and never delivered.
+    lost: usize,
+    /// Delivered before their deadline by Redis's clock.
+    early: usize,
+    /// From the kill to the first delivery after it, s.
+    resumed_after: f64,
+}
+
+/// How the replica falls behind before its master is killed.
+#[derive(Clone, Copy, Debug)]
+enum Lag {
+    /// It does not: 1-byte payloads, the master killed mid-stream.
+    None,
+    /// 10 KiB payloads (about 20 MB/s of replication), and the replica
+    /// stopped with SIGSTOP for 1.5 s before the kill: its socket buffers
+    /// fill, and what the master acknowledged after that is still in the
+    /// master's memory when it dies. Asynchronous replication's window,
+    /// made wide.
+    Stopped,
+}
+
+/// Schedules timers 1 s ahead in batches of 20 every 10 ms while a
+/// scheduler node and a consumer deliver them; after 1 s (and the `lag`)
+/// SIGKILLs the namespace's master; schedules on for 1 s after a replica
+/// took over, then waits for the deliveries.
+fn failover(cluster: &mut RedisCluster, namespace: &str, config: Config, lag: Lag) -> Failover {
+    let slot = cluster.slot_of(namespace);
+    let master = cluster.master_of_slot(slot).unwrap();
+    let replica = cluster.replicas_of(master)[0];
+    let timers = connect(cluster, config);
+    let running = run(&timers);
+    let payload = match lag {
+        Lag::None => vec![b'p'],
+        Lag::Stopped => vec![b'p'; 10 * 1024],
+    };
+    let stop_scheduling = Arc::new(AtomicBool::new(false));
+    let scheduling = {
+        let timers = timers.clone();
+        let stop = Arc::clone(&stop_scheduling);
+        thread::spawn(move || {
+            let (mut acknowledged, mut refused, mut next) = (Vec::new(), 0, 0u64);
+            while !stop.load(Ordering::SeqCst) {
+                let Ok(now) = timers.server_time_ms() else {
+                    continue;
+                };
+                let ids: Vec<String> = (next..next + 20).map(|i| format!("t{i}")).collect();
+                next += 20;
+                let batch: Vec<(&str, u64, &[u8])> = ids
+                    .iter()
+                    .map(|id| (id.as_str(), now + 1_000, &payload[..]))
+                    .collect();
+                match timers.schedule_many(&batch) {
+                    Ok(()) => acknowledged.extend(ids.into_iter().map(|id| (id, now + 1_000))),
+                    Err(Error::ReplicasNotReached { .. }) => refused += batch.len(),
+                    Err(e) => assert!(e.is_unavailable(), "{e}"),
+                }
+                thread::sleep(Duration::from_millis(10));
+            }
+            (acknowledged, refused)
+        })
+    };
+    thread::sleep(Duration::from_secs(1));
+    if let Lag::Stopped = lag {
+        cluster.signal(replica, "STOP");
+        thread::sleep(Duration::from_millis(1_500));
+    }
+    cluster.kill(master);
+    let killed = Instant::now();
+    if let Lag::Stopped = lag {
+        cluster.signal(replica, "CONT");
+    }
+    wait_for("a replica to take over", Duration::from_secs(20), || {
+        cluster
+            .master_of_slot(slot)
+            .filter(|new| *new != master)
+            .map(|_| ())
+    });
+    thread::sleep(Duration::from_secs(1));
+    stop_scheduling.store(true, Ordering::SeqCst);
+    let (acknowledged, not_replicated) = scheduling.join().unwrap();
+    let last_deadline = acknowledged.iter().map(|(_, at)| *at).max().unwrap_or(0);
+    // Every acknowledged timer delivered, or its deadline 3 s past.
+    wait_for("the deliveries", Duration::from_secs(20), || {
+        let delivered = running.delivered.lock().unwrap();
+        let all = acknowledged
+            .iter()
+            .all(|(id, _)| delivered.contains_key(id));
+        let late = timers.server_time_ms().ok()? > last_deadline + 3_000;
+        (all || late).then_some(())
+    });
+    let delivered = running.stop();
+    let lost = acknowledged
+        .iter()
+        .filter(|(id, _)| !delivered.contains_key(id))
+        .count();
+    let early = delivered
+        .values()
+        .filter(|(deadline, promoted, _)| promoted < deadline)
+        .count();
+    let resumed_after = delivered
+        .values()
+        .map(|(_, _, at)| *at)
+        .filter(|at| *at > killed)
+        .min()
+        .map_or(f64::NAN, |at| (at - killed).as_secs_f64());
+    let ids: HashSet<&String> = acknowledged.iter().map(|(id, _)| id).collect();
+    assert_eq!(ids.len(), acknowledged.len());
+    Failover {
+        acknowledged: acknowledged.len(),
+        not_replicated,
+        lost,
+        early,
+        resumed_after,
+    }
+}
+
+#[test]
+fn a_killed_master_fails_over_and_wait_bounds_what_is_lost() {
+    let started = Instant::now();
+    let mut cluster = RedisCluster::start(3, 1, NODE_TIMEOUT_MS);
+    let namespaces = one_namespace_per_master(&cluster, "failover");
+    eprintln!(
+        "cluster of 3 masters, 3 replicas ready in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+
+    // Asynchronous replication, as it comes: the master killed mid-stream.
+    let (ns, _) = &namespaces[0];
+    let plain = failover(&mut cluster, ns, config(ns), Lag::None);
+    eprintln!("killed master, no WAIT: {plain:?}");
+    // Its window made wide: the replica behind when the master dies.
+    let (ns, _) = &namespaces[1];
+    let lagging = failover(&mut cluster, ns, config(ns), Lag::Stopped);
+    eprintln!("killed master, replica behind, no WAIT: {lagging:?}");
+    // The same with WAIT for one replica.
+    let (ns, _) = &namespaces[2];
+    let waited = config(ns).replicas_to_ack(1, Duration::from_millis(200));
+    let with_wait = failover(&mut cluster, ns, waited, Lag::Stopped);
+    eprintln!("killed master, replica behind, WAIT 1: {with_wait:?}");
+    eprintln!("in {:.1} s", started.elapsed().as_secs_f64());
+
+    for outcome in [&plain, &lagging, &with_wait] {
+        assert_eq!(outcome.early, 0, "{outcome:?}");
+        assert!(outcome.acknowledged > 0, "{outcome:?}");
+    }
+    // (With WAIT, what was acknowledged was due before the kill, and the
+    // new master has no replica to acknowledge more.)
+    for outcome in [&plain, &lagging] {
+        assert!(
+            outcome.resumed_after < 10.0,
+            "delivery resumed: {outcome:?}"
+        );
+    }
+    assert!(
+        lagging.lost > 0,
+        "a replica behind loses what the master acknowledged: {lagging:?}"
+    );
+    assert_eq!(with_wait.lost, 0, "{with_wait:?}");
+    assert!(with_wait.not_replicated > 0, "{with_wait:?}");
+}
+
+#[test]
+fn a_schedule_no_replica_acknowledged_is_a_typed_error() {
+    let server = common::Server::start_volatile();
+    let config = Config::new("wait").replicas_to_ack(1, Duration::from_millis(50));
+    let timers = Timers::connect(&server.url(), config).unwrap();
+    let at = timers.server_time_ms().unwrap() + 60_000;
+    match timers.schedule("a", at, b"p") {
+        Err(Error::ReplicasNotReached {
+            acked: 0,
+            wanted: 1,
+        }) => {}
+        other => panic!("{other:?}"),
+    }
+    // The master holds it: scheduling again moves it, never doubles it.
+    assert_eq!(timers.get("a").unwrap().map(|p| p.deadline_ms), Some(at));
+    let batch: Vec<(&str, u64, &[u8])> = vec![("a", at + 1, b"p"), ("b", at, b"p")];
+    assert!(matches!(
+        timers.schedule_many(&batch),
+        Err(Error::ReplicasNotReached { .. })
+    ));
+    assert_eq!(timers.metrics().unwrap().pending, 2);
+}
