@@ -60,8 +60,8 @@ fn at(template: &ConnectionInfo, host: &str, port: u16) -> ConnectionInfo {
 type Topology = (Vec<(String, u16)>, Option<(String, u16)>);
 
 /// Reads a `CLUSTER SLOTS` reply: `[[start, end, [host, port, id, …],
-/// replicas…], …]`.
-fn read_slots(reply: &Value, slot: u16) -> Topology {
+/// replicas…], …]`, asked of a node at host `asked`.
+fn read_slots(reply: &Value, slot: u16, asked: &str) -> Topology {
     let node = |value: &Value| -> Option<(String, u16)> {
         let Value::Array(fields) = value else {
             return None;
@@ -74,11 +74,17 @@ fn read_slots(reply: &Value, slot: u16) -> Topology {
         let Value::Int(port) = fields.get(1)? else {
             return None;
         };
-        // A node with no address yet (`?`, or empty) is not one to
-        // connect to.
-        if host.is_empty() || host == "?" {
+        // An empty host is the one asked (a node that never met another
+        // does not know its address); `?`, a node with no address yet, is
+        // not one to connect to.
+        if host == "?" {
             return None;
         }
+        let host = if host.is_empty() {
+            asked.to_string()
+        } else {
+            host
+        };
         Some((host, u16::try_from(*port).ok()?))
     };
     let mut nodes = Vec::new();
@@ -140,7 +146,11 @@ impl Seeds {
                 }
             };
             let template = client.get_connection_info();
-            let (named, master) = read_slots(&reply, self.slot);
+            let asked = match &template.addr {
+                ConnectionAddr::Tcp(host, _) | ConnectionAddr::TcpTls { host, .. } => host.as_str(),
+                ConnectionAddr::Unix(_) => "",
+            };
+            let (named, master) = read_slots(&reply, self.slot, asked);
             if !named.is_empty() {
                 // The node that answered is asked first next time, then
                 // the seeds, then the nodes it named.
@@ -195,11 +205,20 @@ mod tests {
                 node("?", 0),
             ]),
         ]);
-        let (nodes, master) = read_slots(&reply, 6000);
+        let (nodes, master) = read_slots(&reply, 6000, "h");
         assert_eq!(master, Some(("10.0.0.2".to_string(), 7001)));
         assert_eq!(nodes.len(), 3);
-        assert_eq!(read_slots(&reply, 100).1, Some(("10.0.0.1".into(), 7000)));
-        assert_eq!(read_slots(&Value::Nil, 100), (vec![], None));
+        assert_eq!(
+            read_slots(&reply, 100, "h").1,
+            Some(("10.0.0.1".into(), 7000))
+        );
+        assert_eq!(read_slots(&Value::Nil, 100, "h"), (vec![], None));
+        let alone = Value::Array(vec![Value::Array(vec![
+            Value::Int(0),
+            Value::Int(16383),
+            node("", 7000),
+        ])]);
+        assert_eq!(read_slots(&alone, 1, "h").1, Some(("h".into(), 7000)));
         assert_eq!(slot_of("{payments}"), slot_of("payments"));
     }
 }

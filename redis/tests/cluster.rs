@@ -328,3 +328,99 @@ fn a_schedule_no_replica_acknowledged_is_a_typed_error() {
     ));
     assert_eq!(timers.metrics().unwrap().pending, 2);
 }
+
+/// Schedules/s and deliveries/s of `namespaces` namespaces on a cluster of
+/// `masters` masters (no replicas): each namespace gets `per` timers from
+/// its own thread (`schedule_many`, 10,000 per call), all due within 0.5 s,
+/// and one scheduler node and two consumers.
+fn throughput(masters: usize, namespaces: usize, per: usize) -> (f64, f64) {
+    let cluster = RedisCluster::start(masters, 0, 5_000);
+    let names: Vec<String> = if masters == 1 {
+        (0..namespaces).map(|i| format!("bench{i}")).collect()
+    } else {
+        one_namespace_per_master(&cluster, "bench")
+            .into_iter()
+            .map(|(namespace, _)| namespace)
+            .collect()
+    };
+    let handles: Vec<Timers> = names
+        .iter()
+        .map(|namespace| connect(&cluster, Config::new(namespace)))
+        .collect();
+    let first_due = handles[0].server_time_ms().unwrap() + 6_000;
+    let due_at = Instant::now() + Duration::from_millis(6_000);
+    let started = Instant::now();
+    let scheduling: Vec<_> = handles
+        .iter()
+        .map(|timers| {
+            let timers = timers.clone();
+            thread::spawn(move || {
+                let ids: Vec<String> = (0..per).map(|i| format!("t{i}")).collect();
+                for chunk in ids.chunks(10_000) {
+                    let batch: Vec<(&str, u64, &[u8])> = chunk
+                        .iter()
+                        .enumerate()
+                        .map(|(i, id)| (id.as_str(), first_due + (i as u64 % 500), &b"p"[..]))
+                        .collect();
+                    timers.schedule_many(&batch).unwrap();
+                }
+            })
+        })
+        .collect();
+    for thread in scheduling {
+        thread.join().unwrap();
+    }
+    let schedules = (namespaces * per) as f64 / started.elapsed().as_secs_f64();
+    assert!(Instant::now() < due_at, "scheduling took longer than 6 s");
+    let delivered = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut stops = Vec::new();
+    let mut threads = Vec::new();
+    for timers in &handles {
+        let scheduler = Scheduler::new(timers.clone());
+        stops.push(scheduler.stop_handle());
+        threads.push(thread::spawn(move || scheduler.run().unwrap()));
+        for c in 0..2 {
+            let consumer = Consumer::new(timers.clone(), &format!("c{c}")).unwrap();
+            stops.push(consumer.stop_handle());
+            let count = Arc::clone(&delivered);
+            threads.push(thread::spawn(move || {
+                consumer
+                    .run(|_| {
+                        count.fetch_add(1, Ordering::Relaxed);
+                        Verdict::Ack
+                    })
+                    .unwrap()
+            }));
+        }
+    }
+    let total = namespaces * per;
+    wait_for("every delivery", Duration::from_secs(120), || {
+        (delivered.load(Ordering::Relaxed) >= total).then_some(())
+    });
+    let deliveries = total as f64 / (Instant::now() - due_at).as_secs_f64();
+    for stop in stops {
+        stop.stop();
+    }
+    for thread in threads {
+        thread.join().unwrap();
+    }
+    (schedules, deliveries)
+}
+
+/// The figures of `docs/redis.md`: throughput with 1 and with 3 masters,
+/// 3 namespaces of 100,000 timers each, alternated over 2 rounds. Run
+/// alone, in release:
+/// `cargo test --release -p purgatorio-redis --test cluster -- --ignored --nocapture`
+#[test]
+#[ignore = "a benchmark: run it alone, in release"]
+fn throughput_grows_with_masters() {
+    for round in 1..=2 {
+        for masters in [1, 3] {
+            let (schedules, deliveries) = throughput(masters, 3, 100_000);
+            eprintln!(
+                "round {round}, {masters} master(s), 3 namespaces x 100,000 timers: \
+                 {schedules:.0} schedules/s, {deliveries:.0} deliveries/s"
+            );
+        }
+    }
+}

@@ -304,11 +304,14 @@ impl RedisCluster {
     /// Starts `masters` masters with `replicas` replicas each and a node
     /// timeout of `node_timeout_ms`; returns once every node reports
     /// `cluster_state:ok` and every replica is in sync with its master.
+    /// One master alone (no replica) takes every slot itself; otherwise
+    /// `redis-cli --cluster create` needs at least 3 masters.
     ///
     /// # Panics
     ///
     /// When `redis-server` or `redis-cli` is missing and cannot be
-    /// installed, or the cluster is not ready within a minute.
+    /// installed, for 2 masters or 1 with replicas, or when the cluster is
+    /// not ready within a minute.
     pub fn start(masters: usize, replicas: usize, node_timeout_ms: u64) -> RedisCluster {
         let server = require_program("redis-server", "redis-server");
         let dir = TempDir::new("purgatorio-cluster");
@@ -348,19 +351,31 @@ impl RedisCluster {
                 (cluster.cli(node.port, &["PING"]).trim() == "PONG").then_some(())
             });
         }
-        let mut create = Command::new(require_program("redis-cli", "redis-tools"));
-        create.arg("--cluster").arg("create");
-        for node in &cluster.nodes {
-            create.arg(format!("127.0.0.1:{}", node.port));
+        if masters == 1 && replicas == 0 {
+            // `redis-cli --cluster create` needs 3 masters: one takes
+            // every slot itself.
+            let port = cluster.nodes[0].port;
+            let out = cluster.cli(port, &["CLUSTER", "ADDSLOTSRANGE", "0", "16383"]);
+            assert_eq!(out.trim(), "OK", "CLUSTER ADDSLOTSRANGE: {out}");
+        } else {
+            assert!(
+                masters >= 3,
+                "redis-cli --cluster create needs 3 masters or more"
+            );
+            let mut create = Command::new(require_program("redis-cli", "redis-tools"));
+            create.arg("--cluster").arg("create");
+            for node in &cluster.nodes {
+                create.arg(format!("127.0.0.1:{}", node.port));
+            }
+            create.args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"]);
+            let out = output_within(&mut create, Duration::from_secs(60));
+            assert!(
+                out.status.success(),
+                "redis-cli --cluster create failed:\n{}\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
         }
-        create.args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"]);
-        let out = output_within(&mut create, Duration::from_secs(60));
-        assert!(
-            out.status.success(),
-            "redis-cli --cluster create failed:\n{}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
         cluster.wait_until_ready(Duration::from_secs(60));
         cluster
     }
