@@ -124,11 +124,20 @@ fn namespaces_spread_over_the_masters_deliver_on_each() {
         // The namespace's keys are on its master, and only there.
         let keys = cluster.cli(*master, &["KEYS", &format!("{{{namespace}}}:*")]);
         assert!(keys.contains(":timer"), "{namespace} on {master}: {keys}");
+        // The CLI schedules into the same namespace through any node.
+        let out = purgatorio_testkit::output_within(
+            std::process::Command::new(common::cli())
+                .args(["--cluster", "--url", &cluster.urls().join(",")])
+                .args(["--namespace", namespace, "schedule", "--count", "50"])
+                .args(["--start-ms", "200", "--spread-ms", "100", "--prefix", "cli"]),
+            Duration::from_secs(30),
+        );
+        assert!(out.status.success(), "{out:?}");
         runs.push((timers.clone(), run(&timers)));
     }
     for (timers, running) in runs {
         wait_for("every delivery", Duration::from_secs(30), || {
-            (running.delivered.lock().unwrap().len() == 200).then_some(())
+            (running.delivered.lock().unwrap().len() == 250).then_some(())
         });
         let delivered = running.stop();
         assert!(delivered
