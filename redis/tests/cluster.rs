@@ -165,30 +165,28 @@ struct Failover {
 /// How the replica falls behind before its master is killed.
 #[derive(Clone, Copy, Debug)]
 enum Lag {
-    /// It does not: 1-byte payloads, the master killed mid-stream.
+    /// It does not: the master killed mid-stream.
     None,
-    /// 10 KiB payloads (about 20 MB/s of replication), and the replica
-    /// stopped with SIGSTOP for 1.5 s before the kill: its socket buffers
-    /// fill, and what the master acknowledged after that is still in the
-    /// master's memory when it dies. Asynchronous replication's window,
-    /// made wide.
-    Stopped,
+    /// Cut off for 1 s before the kill: stopped with SIGSTOP, and its link
+    /// closed by the master (`CLIENT KILL TYPE replica`), so that it cannot
+    /// reconnect until it is continued, after the kill. What the master
+    /// acknowledged in that second never reaches it: asynchronous
+    /// replication's window, made wide (a replica partitioned away, or
+    /// lagging).
+    Cut,
 }
 
 /// Schedules timers 1 s ahead in batches of 20 every 10 ms while a
 /// scheduler node and a consumer deliver them; after 1 s (and the `lag`)
 /// SIGKILLs the namespace's master; schedules on for 1 s after a replica
-/// took over, then waits for the deliveries.
+/// took over, then waits for the deliveries (every acknowledged one, or 3 s
+/// past the last deadline).
 fn failover(cluster: &mut RedisCluster, namespace: &str, config: Config, lag: Lag) -> Failover {
     let slot = cluster.slot_of(namespace);
     let master = cluster.master_of_slot(slot).unwrap();
     let replica = cluster.replicas_of(master)[0];
     let timers = connect(cluster, config);
     let running = run(&timers);
-    let payload = match lag {
-        Lag::None => vec![b'p'],
-        Lag::Stopped => vec![b'p'; 10 * 1024],
-    };
     let stop_scheduling = Arc::new(AtomicBool::new(false));
     let scheduling = {
         let timers = timers.clone();
@@ -203,7 +201,7 @@ fn failover(cluster: &mut RedisCluster, namespace: &str, config: Config, lag: La
                 next += 20;
                 let batch: Vec<(&str, u64, &[u8])> = ids
                     .iter()
-                    .map(|id| (id.as_str(), now + 1_000, &payload[..]))
+                    .map(|id| (id.as_str(), now + 1_000, &b"p"[..]))
                     .collect();
                 match timers.schedule_many(&batch) {
                     Ok(()) => acknowledged.extend(ids.into_iter().map(|id| (id, now + 1_000))),
@@ -216,13 +214,15 @@ fn failover(cluster: &mut RedisCluster, namespace: &str, config: Config, lag: La
         })
     };
     thread::sleep(Duration::from_secs(1));
-    if let Lag::Stopped = lag {
+    if let Lag::Cut = lag {
         cluster.signal(replica, "STOP");
-        thread::sleep(Duration::from_millis(1_500));
+        let killed = cluster.cli(master, &["CLIENT", "KILL", "TYPE", "replica"]);
+        assert_eq!(killed.trim(), "1", "the replica's link closed");
+        thread::sleep(Duration::from_secs(1));
     }
     cluster.kill(master);
     let killed = Instant::now();
-    if let Lag::Stopped = lag {
+    if let Lag::Cut = lag {
         cluster.signal(replica, "CONT");
     }
     wait_for("a replica to take over", Duration::from_secs(20), || {
@@ -284,15 +284,15 @@ fn a_killed_master_fails_over_and_wait_bounds_what_is_lost() {
     let (ns, _) = &namespaces[0];
     let plain = failover(&mut cluster, ns, config(ns), Lag::None);
     eprintln!("killed master, no WAIT: {plain:?}");
-    // Its window made wide: the replica behind when the master dies.
+    // Its window made wide: the replica cut off for the last second.
     let (ns, _) = &namespaces[1];
-    let lagging = failover(&mut cluster, ns, config(ns), Lag::Stopped);
-    eprintln!("killed master, replica behind, no WAIT: {lagging:?}");
+    let lagging = failover(&mut cluster, ns, config(ns), Lag::Cut);
+    eprintln!("killed master, replica cut off for 1 s, no WAIT: {lagging:?}");
     // The same with WAIT for one replica.
     let (ns, _) = &namespaces[2];
     let waited = config(ns).replicas_to_ack(1, Duration::from_millis(200));
-    let with_wait = failover(&mut cluster, ns, waited, Lag::Stopped);
-    eprintln!("killed master, replica behind, WAIT 1: {with_wait:?}");
+    let with_wait = failover(&mut cluster, ns, waited, Lag::Cut);
+    eprintln!("killed master, replica cut off for 1 s, WAIT 1: {with_wait:?}");
     eprintln!("in {:.1} s", started.elapsed().as_secs_f64());
 
     for outcome in [&plain, &lagging, &with_wait] {
@@ -309,7 +309,7 @@ fn a_killed_master_fails_over_and_wait_bounds_what_is_lost() {
     }
     assert!(
         lagging.lost > 0,
-        "a replica behind loses what the master acknowledged: {lagging:?}"
+        "a replica cut off loses what the master acknowledged: {lagging:?}"
     );
     assert_eq!(with_wait.lost, 0, "{with_wait:?}");
     assert!(with_wait.not_replicated > 0, "{with_wait:?}");
