@@ -433,3 +433,21 @@ fn throughput_grows_with_masters() {
         }
     }
 }
+
+#[test]
+fn bad_cluster_seeds_are_typed_errors() {
+    assert!(matches!(
+        Timers::connect_cluster(&[], Config::new("ns")),
+        Err(Error::InvalidArgument { name: "seeds", .. })
+    ));
+    assert!(matches!(
+        Timers::connect_cluster(&["redis://127.0.0.1:1/2"], Config::new("ns")),
+        Err(Error::InvalidUrl { .. })
+    ));
+    // A Redis that is not a cluster node says so at once.
+    let server = common::Server::start_volatile();
+    match Timers::connect_cluster(&[&server.url()], Config::new("ns")) {
+        Err(Error::Redis(e)) => assert!(e.to_string().contains("cluster"), "{e}"),
+        other => panic!("{other:?}"),
+    }
+}
