@@ -23,10 +23,10 @@
 //!
 //! | script | work per call |
 //! |---|---|
-//! | schedule | `n` timers ≤ [`SCHEDULE_BATCH`]: `O(n log N)`, one `ZADD` and one `ZADD LT` per bucket touched |
+//! | schedule | `n` timers ≤ [`SCHEDULE_BATCH`] and ≤ [`BATCH_BYTES`] of ids and payloads (a larger timer alone): `O(n log N)`, one `ZADD` and one `ZADD LT` per bucket touched |
 //! | cancel, get, reschedule | one timer: `O(log N)` |
 //! | earliest (listing) | ≤ 1,000 timers from ≤ 1,000 buckets |
-//! | promote | ≤ `promote_batch` ≤ [`MAX_PROMOTE_BATCH`](crate::MAX_PROMOTE_BATCH) timers and ≤ [`BATCH_BYTES`] of records beyond the first: one `XADD` each, `O(log N)` per bucket; called again while a call stops at a limit |
+//! | promote | ≤ `promote_batch` ≤ [`MAX_PROMOTE_BATCH`](crate::MAX_PROMOTE_BATCH) timers, as many buckets looked at, and ≤ [`BATCH_BYTES`] of records beyond the first: one `XADD` each, `O(log N)` per bucket; called again while a call stops at a limit |
 //! | misfire | ≤ [`MISFIRE_PAGE`] timers (and, rescheduling, ≤ [`BATCH_BYTES`] beyond the first); called again while a page stops at a limit |
 //! | remove (acknowledge, dead-letter) | ≤ [`REMOVE_BATCH`] entries, then one `XTRIM MINID ~`, which frees at most 100 stream nodes (Redis's own cap for `~`) |
 
@@ -281,8 +281,13 @@ pub(crate) fn promote() -> String {
 local now = server_ms()
 local limit, misfire_ms, budget = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local moved, promoted, lag, misfired, bytes, full = 0, 0, 0, 0, 0, 0
+-- Buckets looked at: a stale bucket score (none is left stale by any
+-- step, but one could be written by hand) costs a look and moves nothing,
+-- so looks are bounded too.
+local looks = 0
 local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-while full == 0 and moved < limit and #first > 0 and tonumber(first[2]) <= now do
+while full == 0 and moved < limit and looks < limit and #first > 0 and tonumber(first[2]) <= now do
+  looks = looks + 1
   local b = first[1]
   local due = redis.call('ZRANGEBYSCORE', bucket_key(b), '-inf', now, 'WITHSCORES', 'LIMIT', 0, limit - moved)
   if #due == 0 then
@@ -327,7 +332,7 @@ while full == 0 and moved < limit and #first > 0 and tonumber(first[2]) <= now d
   end
   first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 end
-if moved >= limit then full = 1 end
+if moved >= limit or looks >= limit then full = 1 end
 if promoted > 0 then
   redis.call('HINCRBY', KEYS[4], 'promoted', promoted)
   redis.call('HSET', KEYS[4], 'lag_ms', string.format('%d', lag))

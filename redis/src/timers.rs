@@ -53,7 +53,7 @@ pub(crate) enum MisfirePage {
 }
 
 /// Splits `timers` into chunks of at most [`SCHEDULE_BATCH`] timers and
-/// [`BATCH_BYTES`] of payload (a single larger payload goes alone).
+/// [`BATCH_BYTES`] of ids and payloads (a single larger timer goes alone).
 fn chunks<'a, 'b>(
     timers: &'a [(&'b str, u64, &'b [u8])],
 ) -> impl Iterator<Item = &'a [(&'b str, u64, &'b [u8])]> {
@@ -64,11 +64,12 @@ fn chunks<'a, 'b>(
         }
         let mut bytes = 0;
         let mut len = 0;
-        for (_, _, payload) in rest.iter().take(SCHEDULE_BATCH) {
-            if len > 0 && bytes + payload.len() > BATCH_BYTES {
+        for (id, _, payload) in rest.iter().take(SCHEDULE_BATCH) {
+            let size = id.len() + payload.len();
+            if len > 0 && bytes + size > BATCH_BYTES {
                 break;
             }
-            bytes += payload.len();
+            bytes += size;
             len += 1;
         }
         let (chunk, tail) = rest.split_at(len);

@@ -308,3 +308,30 @@ fn big_misfired_payloads_are_rescheduled_in_small_steps() {
     );
     assert!(calls.len() >= 60, "{} misfire calls", calls.len());
 }
+
+/// A promote call looks at no more buckets than `promote_batch`, even when
+/// bucket scores say "due" and their buckets are empty (none of the steps
+/// leaves one so; this writes 3,000 by hand): the node calls again until it
+/// reaches the due timer.
+#[test]
+fn stale_bucket_scores_cost_bounded_looks() {
+    let server = Server::start("no");
+    let timers = server.timers("stale");
+    let mut c = server.raw().unwrap();
+    let mut stale = redis::cmd("ZADD");
+    stale.arg("{stale}:buckets");
+    for b in 0..3_000 {
+        stale.arg(1 + b).arg(b);
+    }
+    stale.query::<()>(&mut c).unwrap();
+    let now = timers.server_time_ms().unwrap();
+    timers.schedule("due", now, b"p").unwrap();
+    log_every_call(&server);
+    let nodes = schedulers(&timers, 1);
+    wait_for("the due timer", PATIENCE, || {
+        (timers.metrics().ok()?.promoted == 1).then_some(())
+    });
+    stop(nodes);
+    let calls = script_durations(&server)["promote"].len();
+    assert!(calls >= 6, "{calls} promote calls for 3,000 stale buckets");
+}
