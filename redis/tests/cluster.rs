@@ -451,3 +451,44 @@ fn bad_cluster_seeds_are_typed_errors() {
         other => panic!("{other:?}"),
     }
 }
+
+/// What `replicas_to_ack(1, …)` costs a schedule on a healthy cluster of 3
+/// masters and 3 replicas: single schedules (a round trip each, then the
+/// replica's) and pipelined batches, without and with it, alternated over
+/// 3 rounds. Run alone, in release:
+/// `cargo test --release -p purgatorio-redis --test cluster -- --ignored --nocapture wait_costs`
+#[test]
+#[ignore = "a benchmark: run it alone, in release"]
+fn wait_costs() {
+    let cluster = RedisCluster::start(3, 1, 5_000);
+    for round in 1..=3 {
+        for wait in [false, true] {
+            let namespace = format!("cost{round}{wait}");
+            let mut config = Config::new(&namespace);
+            if wait {
+                config = config.replicas_to_ack(1, Duration::from_secs(1));
+            }
+            let timers = connect(&cluster, config);
+            let at = timers.server_time_ms().unwrap() + 3_600_000;
+            let started = Instant::now();
+            for i in 0..2_000 {
+                timers.schedule(&format!("one{i}"), at, b"p").unwrap();
+            }
+            let single_us = started.elapsed().as_secs_f64() * 1e6 / 2_000.0;
+            let ids: Vec<String> = (0..100_000).map(|i| format!("many{i}")).collect();
+            let started = Instant::now();
+            for chunk in ids.chunks(10_000) {
+                let batch: Vec<(&str, u64, &[u8])> = chunk
+                    .iter()
+                    .map(|id| (id.as_str(), at, &b"p"[..]))
+                    .collect();
+                timers.schedule_many(&batch).unwrap();
+            }
+            let many = 100_000.0 / started.elapsed().as_secs_f64();
+            eprintln!(
+                "round {round}, WAIT 1: {wait}: schedule {single_us:.0} µs each; \
+                 schedule_many {many:.0} schedules/s"
+            );
+        }
+    }
+}
