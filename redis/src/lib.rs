@@ -47,6 +47,7 @@
 //! # Ok::<(), purgatorio_redis::Error>(())
 //! ```
 
+mod calls;
 mod config;
 mod consumer;
 mod delivery;

@@ -3,7 +3,7 @@
 
 use redis::Value;
 
-use crate::{reply, Error, Timers};
+use crate::{calls, Error, Timers};
 
 /// A pending timer, as [`Timers::get`] reads it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -34,7 +34,7 @@ pub struct DeadLetter {
 pub const MAX_LIST: usize = 1_000;
 
 /// Refuses a listing of 0 or more than [`MAX_LIST`].
-fn check_list(max: usize) -> Result<(), Error> {
+pub(crate) fn check_list(max: usize) -> Result<(), Error> {
     if max == 0 || max > MAX_LIST {
         return Err(Error::InvalidArgument {
             name: "count",
@@ -64,25 +64,9 @@ impl Timers {
     /// ```
     pub fn get(&self, id: &str) -> Result<Option<Pending>, Error> {
         self.check_id(id)?;
-        let (keys, scripts) = (&self.link.keys, &self.link.scripts);
-        let found: Option<(String, u32, Vec<u8>)> = self.link.with_connection(|c| {
-            scripts
-                .get
-                .key(&keys.buckets)
-                .key(&keys.timer)
-                .arg(&keys.prefix)
-                .arg(id)
-                .invoke(c)
-        })?;
-        found
-            .map(|(deadline, attempt, payload)| {
-                Ok(Pending {
-                    deadline_ms: reply::millis(&deadline)? as u64,
-                    attempt,
-                    payload,
-                })
-            })
-            .transpose()
+        let get = calls::get(&self.link, id);
+        let found = self.link.with_connection(|c| get.invoke(c))?;
+        calls::pending(found)
     }
 
     /// Moves pending timer `id` to `at_ms`, keeping its payload and
@@ -111,19 +95,8 @@ impl Timers {
 
     /// Moves pending timer `id` to `at` (ms, or `now`: Redis's `TIME`).
     fn move_to(&self, id: &str, at: &str) -> Result<bool, Error> {
-        let (keys, scripts) = (&self.link.keys, &self.link.scripts);
-        let moved: i64 = self.link.with_connection(|c| {
-            scripts
-                .reschedule
-                .key(&keys.buckets)
-                .key(&keys.timer)
-                .arg(&keys.prefix)
-                .arg(id)
-                .arg(at)
-                .arg(self.link.config.bucket_ms)
-                .arg(&keys.wake)
-                .invoke(c)
-        })?;
+        let reschedule = calls::reschedule(&self.link, id, at);
+        let moved: i64 = self.link.with_connection(|c| reschedule.invoke(c))?;
         Ok(moved == 1)
     }
 
@@ -161,21 +134,9 @@ impl Timers {
     /// ```
     pub fn earliest(&self, max: usize) -> Result<Vec<(String, u64)>, Error> {
         check_list(max)?;
-        let (keys, scripts) = (&self.link.keys, &self.link.scripts);
-        let flat: Vec<String> = self.link.with_connection(|c| {
-            scripts
-                .earliest
-                .key(&keys.buckets)
-                .arg(&keys.prefix)
-                .arg(max)
-                .invoke(c)
-        })?;
-        flat.chunks(2)
-            .map(|pair| match pair {
-                [id, at] => Ok((id.clone(), reply::millis(at)? as u64)),
-                _ => Err(Error::Protocol("an odd listing".into())),
-            })
-            .collect()
+        let earliest = calls::earliest(&self.link, max);
+        let flat: Vec<String> = self.link.with_connection(|c| earliest.invoke(c))?;
+        calls::listing(&flat)
     }
 
     /// Up to `max` (at most [`MAX_LIST`]) timers of the dead-letter stream,
@@ -187,27 +148,8 @@ impl Timers {
     /// [`Error::Unavailable`] after the retries.
     pub fn dead_letters(&self, max: usize) -> Result<Vec<DeadLetter>, Error> {
         check_list(max)?;
-        let keys = &self.link.keys;
-        let read: Value = self.link.with_connection(|c| {
-            redis::cmd("XRANGE")
-                .arg(&keys.dead)
-                .arg("-")
-                .arg("+")
-                .arg("COUNT")
-                .arg(max)
-                .query(c)
-        })?;
-        Ok(reply::entries(&read)
-            .into_iter()
-            .map(|(_, fields)| DeadLetter {
-                id: String::from_utf8_lossy(reply::field(&fields, "id").unwrap_or_default())
-                    .into_owned(),
-                payload: reply::field(&fields, "payload")
-                    .unwrap_or_default()
-                    .to_vec(),
-                deadline_ms: reply::number_field(&fields, "deadline"),
-                attempt: u32::try_from(reply::number_field(&fields, "attempt")).unwrap_or(u32::MAX),
-            })
-            .collect())
+        let read = calls::dead_letters(&self.link, max);
+        let read: Value = self.link.with_connection(|c| read.query(c))?;
+        Ok(calls::dead_letters_of(&read))
     }
 }
