@@ -20,6 +20,9 @@
 //!   handler extends its delivery's visibility.
 //! * [`StopHandle`]: stops a running scheduler or consumer from another
 //!   thread, even while it waits.
+//! * [`aio`] (feature `tokio`): the same on tokio: `async fn`s, a
+//!   scheduler node as a future, the consumer as a `Stream` of deliveries
+//!   that acknowledge, retry or extend themselves.
 //!
 //! Every server-side step is bounded (at most
 //! [`MAX_PROMOTE_BATCH`] timers per call), every Redis call has a response
@@ -47,6 +50,9 @@
 //! # Ok::<(), purgatorio_redis::Error>(())
 //! ```
 
+#[cfg(feature = "tokio")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+pub mod aio;
 mod calls;
 mod config;
 mod consumer;

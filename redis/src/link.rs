@@ -256,6 +256,18 @@ impl Link {
         })
     }
 
+    /// A client for connections that send the url's handshake (`AUTH`,
+    /// `SELECT`) themselves, within their own connection timeout: those of
+    /// the async face, whose connection manager reconnects on its own.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn client_with_handshake(&self) -> redis::RedisResult<redis::Client> {
+        let mut info = self.client.get_connection_info().clone();
+        info.redis = self.handshake.clone();
+        // The address keeps the TLS settings (a private CA) the client was
+        // built with.
+        redis::Client::open(info)
+    }
+
     /// Round trips answered so far.
     pub(crate) fn round_trips(&self) -> u64 {
         self.round_trips.load(Ordering::Relaxed)

@@ -1,0 +1,318 @@
+//! The async face on tokio against a real `redis-server` (installed if
+//! missing) on a free loopback port, stopped by PID: delivery never early,
+//! cancel, a Redis SIGKILLed and started again mid-run with the stream
+//! resuming, acknowledge / retry with backoff / dead letter, extending the
+//! visibility, an idle consumer blocking on the stream, and timeouts.
+//! Every wait is bounded.
+
+mod common;
+
+use std::collections::{HashMap, HashSet};
+use std::net::TcpListener;
+use std::time::{Duration, Instant};
+
+use common::{Server, PATIENCE};
+use futures_util::StreamExt;
+use purgatorio_redis::{aio, Backoff, Config, Error};
+
+/// Async timers of `namespace` on `server`, 500 ms visibility timeout.
+async fn timers(server: &Server, namespace: &str) -> aio::Timers {
+    let mut config = Config::new(namespace);
+    config.visibility_timeout = Duration::from_millis(500);
+    aio::Timers::connect(&server.url(), config)
+        .await
+        .expect("connect")
+}
+
+/// The next delivery of `stream`, within [`PATIENCE`].
+async fn next(stream: &mut aio::Deliveries) -> aio::Delivery {
+    tokio::time::timeout(PATIENCE, stream.next())
+        .await
+        .expect("a delivery within the patience")
+        .expect("the stream goes on")
+        .expect("no error")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timers_are_delivered_once_never_early_and_cancelled_ones_never() {
+    let server = Server::start_volatile();
+    let timers = timers(&server, "async-once").await;
+    let base = timers.server_time_ms().await.unwrap() + 300;
+    let ids: Vec<String> = (0..300).map(|i| format!("t{i}")).collect();
+    let batch: Vec<(&str, u64, &[u8])> = ids
+        .iter()
+        .enumerate()
+        .map(|(i, id)| (id.as_str(), base + i as u64 * 5, id.as_bytes()))
+        .collect();
+    timers.schedule_many(&batch).await.unwrap();
+    let deadlines: HashMap<&str, u64> = batch.iter().map(|(id, at, _)| (*id, *at)).collect();
+    let cancelled: HashSet<String> = (0..300).step_by(10).map(|i| format!("t{i}")).collect();
+    for id in &cancelled {
+        assert!(timers.cancel(id).await.unwrap(), "{id} was pending");
+    }
+    assert!(!timers.cancel("t0").await.unwrap(), "cancelled twice");
+
+    let node = tokio::spawn(aio::Scheduler::new(timers.clone()).run());
+    let consumer = aio::Consumer::new(timers.clone(), "c").await.unwrap();
+    let mut stream = consumer.deliveries();
+    let mut seen = HashSet::new();
+    while seen.len() < 300 - cancelled.len() {
+        let delivery = next(&mut stream).await;
+        let now = timers.server_time_ms().await.unwrap();
+        assert!(
+            delivery.promoted_ms >= delivery.deadline_ms && now >= delivery.deadline_ms,
+            "{} early: deadline {}, promoted {}, handled {now}",
+            delivery.id,
+            delivery.deadline_ms,
+            delivery.promoted_ms
+        );
+        assert_eq!(deadlines[delivery.id.as_str()], delivery.deadline_ms);
+        assert_eq!(delivery.payload, delivery.id.as_bytes());
+        assert_eq!(delivery.attempt, 1);
+        assert!(
+            !cancelled.contains(&delivery.id),
+            "{} was cancelled",
+            delivery.id
+        );
+        assert!(seen.insert(delivery.id.clone()), "{} twice", delivery.id);
+        delivery.ack().await.unwrap();
+    }
+    // Nothing more comes: the cancelled timers stay cancelled.
+    let more = tokio::time::timeout(Duration::from_millis(500), stream.next()).await;
+    assert!(more.is_err(), "an extra delivery: {more:?}");
+    node.abort();
+    let metrics = timers.metrics().await.unwrap();
+    assert_eq!(metrics.pending, 0);
+    assert_eq!(metrics.unacknowledged, 0);
+    assert_eq!(metrics.promoted, 270);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_stream_resumes_after_redis_is_killed_and_started_again() {
+    let mut server = Server::start("always");
+    let timers = timers(&server, "async-restart").await;
+    let base = timers.server_time_ms().await.unwrap() + 200;
+    let ids: Vec<String> = (0..40).map(|i| format!("r{i}")).collect();
+    let batch: Vec<(&str, u64, &[u8])> = ids
+        .iter()
+        .enumerate()
+        .map(|(i, id)| (id.as_str(), base + i as u64 * 100, &b"x"[..]))
+        .collect();
+    timers.schedule_many(&batch).await.unwrap();
+    let node = tokio::spawn(aio::Scheduler::new(timers.clone()).run());
+    let consumer = aio::Consumer::new(timers.clone(), "c").await.unwrap();
+    let mut stream = consumer.deliveries();
+    let mut seen = HashSet::new();
+    while seen.len() < 5 {
+        let delivery = next(&mut stream).await;
+        seen.insert(delivery.id.clone());
+        delivery.ack().await.unwrap();
+    }
+    // Killed by PID mid-run, down for a second, started again on the same
+    // port from its append-only file.
+    server.kill();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    tokio::task::block_in_place(|| server.restart());
+    let back = Instant::now();
+    let mut first_after = None;
+    while seen.len() < ids.len() {
+        let delivery = next(&mut stream).await;
+        first_after.get_or_insert_with(|| back.elapsed());
+        assert!(delivery.promoted_ms >= delivery.deadline_ms, "{delivery:?}");
+        seen.insert(delivery.id.clone());
+        // An acknowledgement may meet the outage: at least once.
+        let _ = delivery.ack().await;
+    }
+    node.abort();
+    let first_after = first_after.expect("deliveries after the restart");
+    assert!(
+        first_after < Duration::from_secs(2),
+        "first delivery {first_after:?} after Redis answered again"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retried_timer_comes_back_after_its_backoff_then_goes_to_the_dead_letters() {
+    let server = Server::start_volatile();
+    let mut config = Config::new("async-retry");
+    config.max_attempts = 3;
+    let timers = aio::Timers::connect(&server.url(), config).await.unwrap();
+    let now = timers.server_time_ms().await.unwrap();
+    timers.schedule("flaky", now, b"p").await.unwrap();
+    let node = tokio::spawn(aio::Scheduler::new(timers.clone()).run());
+    let consumer = aio::Consumer::new(timers.clone(), "c").await.unwrap();
+    let mut stream = consumer.deliveries();
+    let policy = Backoff::Exponential {
+        initial: Duration::from_millis(100),
+        max: Duration::from_millis(150),
+    };
+    let mut last_promoted = 0;
+    for attempt in 1..=3 {
+        let delivery = next(&mut stream).await;
+        assert_eq!((delivery.id.as_str(), delivery.attempt), ("flaky", attempt));
+        if attempt > 1 {
+            // Due `policy.delay(attempt - 1)` after the retry, by Redis's clock.
+            let delay = policy.delay(attempt - 1).as_millis() as u64;
+            assert!(
+                delivery.promoted_ms >= last_promoted + delay,
+                "attempt {attempt} promoted at {} after {last_promoted}",
+                delivery.promoted_ms
+            );
+        }
+        last_promoted = delivery.promoted_ms;
+        delivery.retry_with(&policy).await.unwrap();
+    }
+    let dead = timers.dead_letters(10).await.unwrap();
+    assert_eq!(dead.len(), 1, "{dead:?}");
+    assert_eq!((dead[0].id.as_str(), dead[0].attempt), ("flaky", 3));
+    assert_eq!(dead[0].payload, b"p");
+    let more = tokio::time::timeout(Duration::from_millis(400), stream.next()).await;
+    assert!(more.is_err(), "delivered after its last attempt: {more:?}");
+    node.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn extending_the_visibility_keeps_a_slow_delivery_from_other_consumers() {
+    let server = Server::start_volatile();
+    let timers = timers(&server, "async-extend").await;
+    let now = timers.server_time_ms().await.unwrap();
+    timers.schedule("slow", now, b"").await.unwrap();
+    let node = tokio::spawn(aio::Scheduler::new(timers.clone()).run());
+    let slow = aio::Consumer::new(timers.clone(), "slow").await.unwrap();
+    let other = aio::Consumer::new(timers.clone(), "other").await.unwrap();
+    let delivery = next(&mut slow.deliveries()).await;
+    // Held for three visibility timeouts, extended every 250 ms.
+    for _ in 0..6 {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        assert!(delivery.extend_visibility().await.unwrap());
+        let taken = other.poll(Duration::from_millis(1), 10).await.unwrap();
+        assert!(taken.is_empty(), "taken over while extended: {taken:?}");
+    }
+    // Left alone, it is taken over after the visibility timeout, as the
+    // next attempt; the first holder no longer holds it.
+    let taken = tokio::time::timeout(PATIENCE, async {
+        loop {
+            let taken = other.poll(Duration::from_millis(100), 10).await.unwrap();
+            if !taken.is_empty() {
+                return taken;
+            }
+        }
+    })
+    .await
+    .expect("taken over");
+    assert_eq!((taken[0].id.as_str(), taken[0].attempt), ("slow", 2));
+    assert!(!delivery.extend_visibility().await.unwrap());
+    other.ack_all(&taken).await.unwrap();
+    assert_eq!(timers.metrics().await.unwrap().unacknowledged, 0);
+    node.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_consumer_waits_in_one_blocking_read() {
+    let server = Server::start_volatile();
+    // A 30 s visibility timeout: the stream looks for abandoned entries
+    // every 15 s, and blocks on the stream in between.
+    let timers = aio::Timers::connect(&server.url(), Config::new("async-idle"))
+        .await
+        .unwrap();
+    let consumer = aio::Consumer::new(timers.clone(), "idle").await.unwrap();
+    let mut stream = consumer.deliveries();
+    tokio::task::block_in_place(|| server.reset_stats());
+    let idle = tokio::time::timeout(Duration::from_secs(2), stream.next()).await;
+    assert!(idle.is_err());
+    let stats = tokio::task::block_in_place(|| server.commandstats());
+    let reads = stats.get("xreadgroup").map_or(0, |(calls, _)| *calls);
+    assert!(reads <= 1, "{reads} XREADGROUP calls in 2 s idle");
+    // The blocked read ends as soon as a timer is due.
+    let now = timers.server_time_ms().await.unwrap();
+    timers.schedule("wake", now, b"").await.unwrap();
+    let node = tokio::spawn(aio::Scheduler::new(timers.clone()).run());
+    let started = Instant::now();
+    let delivery = next(&mut stream).await;
+    assert_eq!(delivery.id, "wake");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    node.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn management_by_id_on_the_async_face() {
+    let server = Server::start_volatile();
+    let timers = timers(&server, "async-manage").await;
+    let now = timers.server_time_ms().await.unwrap();
+    timers.schedule("a", now + 60_000, b"pa").await.unwrap();
+    timers.schedule("b", now + 30_000, b"pb").await.unwrap();
+    let a = timers.get("a").await.unwrap().expect("pending");
+    assert_eq!(
+        (a.deadline_ms, a.attempt, a.payload.as_slice()),
+        (now + 60_000, 1, &b"pa"[..])
+    );
+    assert_eq!(timers.get("nope").await.unwrap(), None);
+    let listed = timers.earliest(10).await.unwrap();
+    assert_eq!(
+        listed,
+        [
+            ("b".to_string(), now + 30_000),
+            ("a".to_string(), now + 60_000)
+        ]
+    );
+    assert!(timers.reschedule("a", now + 10_000).await.unwrap());
+    assert_eq!(timers.earliest(1).await.unwrap()[0].0, "a");
+    assert!(!timers.reschedule("nope", now).await.unwrap());
+    assert!(matches!(
+        timers.earliest(0).await,
+        Err(Error::InvalidArgument { .. })
+    ));
+    assert_eq!(timers.metrics().await.unwrap().pending, 2);
+    // Fired now: delivered at once, not 30 s later.
+    assert!(timers.fire_now("b").await.unwrap());
+    let node = tokio::spawn(aio::Scheduler::new(timers.clone()).run());
+    let consumer = aio::Consumer::new(timers.clone(), "c").await.unwrap();
+    let delivery = tokio::time::timeout(Duration::from_secs(5), consumer.deliveries().next())
+        .await
+        .expect("fired now")
+        .unwrap()
+        .unwrap();
+    assert_eq!(delivery.id, "b");
+    delivery.ack().await.unwrap();
+    node.abort();
+    assert!(matches!(
+        timers.schedule("", now, b"").await,
+        Err(Error::InvalidId { .. })
+    ));
+    assert!(matches!(
+        timers.schedule("x", u64::MAX, b"").await,
+        Err(Error::DeadlineOutOfRange { .. })
+    ));
+    assert!(matches!(
+        aio::Consumer::new(timers.clone(), "").await,
+        Err(Error::InvalidArgument { .. })
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_never_answers_is_a_timeout_not_a_hang() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("redis://{}", listener.local_addr().unwrap());
+    let _held = std::thread::spawn(move || {
+        let held: Vec<_> = listener.incoming().take(16).flatten().collect();
+        std::thread::sleep(Duration::from_secs(10));
+        drop(held);
+    });
+    let mut config = Config::new("silent");
+    config.response_timeout = Duration::from_millis(200);
+    config.retries = 2;
+    let started = Instant::now();
+    let connected =
+        tokio::time::timeout(Duration::from_secs(5), aio::Timers::connect(&url, config))
+            .await
+            .expect("connect hung on a server that never answers");
+    match connected {
+        Err(Error::Unavailable { tries: 2, last }) => assert!(last.is_timeout(), "{last}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(started.elapsed() < Duration::from_secs(3));
+}
