@@ -9,7 +9,8 @@ use redis::{Cmd, Pipeline, ScriptInvocation, Value};
 
 use crate::link::Link;
 use crate::manage::{DeadLetter, Pending};
-use crate::scripts::MISFIRE_PAGE;
+use crate::recurring;
+use crate::scripts::{MISFIRE_PAGE, REMOVE_BATCH};
 use crate::timers::{chunks, MisfirePage, Promotion};
 use crate::{reply, Delivery, Error, Metrics, Misfire};
 
@@ -26,9 +27,15 @@ pub(crate) fn time_ms((secs, micros): (u64, u64)) -> u64 {
 /// The schedule script once per chunk of `timers` (already checked), all
 /// in one pipeline, each as delivery number `attempt`.
 pub(crate) fn schedule(link: &Link, timers: &[(&str, u64, &[u8])], attempt: u32) -> Pipeline {
+    let mut pipe = redis::pipe();
+    add_schedules(&mut pipe, link, timers, attempt);
+    pipe
+}
+
+/// Adds the [`schedule`] calls for `timers` to `pipe`.
+fn add_schedules(pipe: &mut Pipeline, link: &Link, timers: &[(&str, u64, &[u8])], attempt: u32) {
     let (keys, scripts) = (&link.keys, &link.scripts);
     let hash = scripts.schedule.get_hash();
-    let mut pipe = redis::pipe();
     for chunk in chunks(timers) {
         let command = pipe
             .cmd("EVALSHA")
@@ -44,6 +51,25 @@ pub(crate) fn schedule(link: &Link, timers: &[(&str, u64, &[u8])], attempt: u32)
         }
         command.ignore();
     }
+}
+
+/// Stores recurring timer `id`'s series `spec` and schedules its first
+/// occurrence at `first_ms`, in one pipeline (answered as [`schedule`] is).
+/// Run again after `NOSCRIPT`, it does the same.
+pub(crate) fn schedule_recurring(
+    link: &Link,
+    id: &str,
+    spec: &str,
+    first_ms: u64,
+    payload: &[u8],
+) -> Pipeline {
+    let mut pipe = redis::pipe();
+    pipe.cmd("HSET")
+        .arg(&link.keys.repeat)
+        .arg(id)
+        .arg(spec)
+        .ignore();
+    add_schedules(&mut pipe, link, &[(id, first_ms, payload)], 1);
     pipe
 }
 
@@ -64,7 +90,10 @@ pub(crate) fn no_script(error: &redis::RedisError) -> bool {
 pub(crate) fn cancel<'a>(link: &'a Link, id: &str) -> ScriptInvocation<'a> {
     let (keys, scripts) = (&link.keys, &link.scripts);
     let mut call = scripts.cancel.key(&keys.buckets);
-    call.key(&keys.timer).arg(&keys.prefix).arg(id);
+    call.key(&keys.timer)
+        .key(&keys.repeat)
+        .arg(&keys.prefix)
+        .arg(id);
     call
 }
 
@@ -140,7 +169,7 @@ pub(crate) fn dead_letters(link: &Link, max: usize) -> Cmd {
 pub(crate) fn dead_letters_of(read: &Value) -> Vec<DeadLetter> {
     reply::entries(read)
         .into_iter()
-        .map(|(_, fields)| DeadLetter {
+        .map(|(entry, fields)| DeadLetter {
             id: String::from_utf8_lossy(reply::field(&fields, "id").unwrap_or_default())
                 .into_owned(),
             payload: reply::field(&fields, "payload")
@@ -148,8 +177,24 @@ pub(crate) fn dead_letters_of(read: &Value) -> Vec<DeadLetter> {
                 .to_vec(),
             deadline_ms: reply::number_field(&fields, "deadline"),
             attempt: u32::try_from(reply::number_field(&fields, "attempt")).unwrap_or(u32::MAX),
+            entry,
         })
         .collect()
+}
+
+/// Moves the dead letter at `entry` back to pending, due now; answers as
+/// [`DeadLetterRetry::from_reply`](crate::DeadLetterRetry) reads.
+pub(crate) fn revive<'a>(link: &'a Link, entry: &str) -> ScriptInvocation<'a> {
+    let (keys, scripts) = (&link.keys, &link.scripts);
+    let mut call = scripts.revive.key(&keys.buckets);
+    call.key(&keys.timer)
+        .key(&keys.dead)
+        .arg(&keys.prefix)
+        .arg(link.config.bucket_ms)
+        .arg(&keys.wake)
+        .arg(entry)
+        .arg("now");
+    call
 }
 
 /// One promotion step; see [`promotion`].
@@ -159,6 +204,7 @@ pub(crate) fn promote(link: &Link, misfire_after: Duration) -> ScriptInvocation<
     call.key(&keys.timer)
         .key(&keys.stream)
         .key(&keys.stats)
+        .key(&keys.repeat)
         .arg(&keys.prefix)
         .arg(link.config.promote_batch)
         .arg(misfire_after.as_millis() as u64);
@@ -338,17 +384,56 @@ pub(crate) fn taken_over(mut delivery: Delivery, deliveries: u32) -> Delivery {
     delivery
 }
 
-/// Removes `deliveries` (at most [`REMOVE_BATCH`](crate::scripts::REMOVE_BATCH))
-/// from the stream, adding `letter` to the dead-letter stream in the same
-/// atomic step: the one way entries leave the stream.
-pub(crate) fn remove<'a>(
+/// The calls that remove `deliveries` from the stream, adding `letter` to
+/// the dead-letter stream in the same atomic step: the one way entries
+/// leave the stream. Plain timers go [`REMOVE_BATCH`] to a call; each
+/// occurrence of a recurring timer goes alone, through the call that also
+/// schedules its next occurrence (`recurring.rs`). Each answers a number.
+pub(crate) fn removals<'a>(
     link: &'a Link,
     deliveries: &[Delivery],
     letter: Option<&Delivery>,
+) -> Vec<ScriptInvocation<'a>> {
+    let (recurring, plain): (Vec<&Delivery>, Vec<&Delivery>) =
+        deliveries.iter().partition(|d| d.series.is_some());
+    let mut calls: Vec<ScriptInvocation<'a>> = plain
+        .chunks(REMOVE_BATCH)
+        .map(|chunk| remove(link, chunk, letter))
+        .collect();
+    calls.extend(recurring.into_iter().map(|d| acknowledge(link, d, letter)));
+    calls
+}
+
+/// Acknowledges occurrence `delivery` of a recurring timer (adding
+/// `letter` to the dead-letter stream) and schedules the next occurrence.
+fn acknowledge<'a>(
+    link: &'a Link,
+    delivery: &Delivery,
+    letter: Option<&Delivery>,
 ) -> ScriptInvocation<'a> {
     let (keys, scripts) = (&link.keys, &link.scripts);
-    let mut call = scripts.remove.key(&keys.stream);
-    call.key(&keys.dead).arg(&keys.group);
+    let series = delivery.series.as_deref().unwrap_or_default();
+    let next = recurring::next_occurrence(series, delivery.deadline_ms, delivery.promoted_ms);
+    let mut call = scripts.recur.key(&keys.buckets);
+    call.key(&keys.timer)
+        .key(&keys.repeat)
+        .key(&keys.stream)
+        .key(&keys.dead)
+        .arg(&keys.prefix)
+        .arg(link.config.bucket_ms)
+        .arg(&keys.wake)
+        .arg(&keys.group)
+        .arg(&delivery.id)
+        .arg(series)
+        .arg(next.map(|ms| ms.to_string()).unwrap_or_default())
+        .arg(&delivery.payload);
+    add_letter(&mut call, letter);
+    call.arg(&delivery.entry);
+    call
+}
+
+/// The dead letter's arguments: `0`, or `8` and its field-value pairs.
+fn add_letter(call: &mut ScriptInvocation<'_>, letter: Option<&Delivery>) {
     match letter {
         Some(letter) => {
             call.arg(8)
@@ -365,6 +450,19 @@ pub(crate) fn remove<'a>(
             call.arg(0);
         }
     }
+}
+
+/// Removes plain `deliveries` (at most [`REMOVE_BATCH`]) from the stream,
+/// adding `letter` to the dead-letter stream in the same atomic step.
+fn remove<'a>(
+    link: &'a Link,
+    deliveries: &[&Delivery],
+    letter: Option<&Delivery>,
+) -> ScriptInvocation<'a> {
+    let (keys, scripts) = (&link.keys, &link.scripts);
+    let mut call = scripts.remove.key(&keys.stream);
+    call.key(&keys.dead).arg(&keys.group);
+    add_letter(&mut call, letter);
     for delivery in deliveries {
         call.arg(&delivery.entry);
     }

@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 use redis::Value;
 
 use crate::link::{backoff, transient, Health, Tries};
-use crate::scripts::REMOVE_BATCH;
 use crate::stop::{Blocked, NOT_BLOCKED};
 use crate::{calls, reply};
 use crate::{Delivery, Error, StopHandle, Timers, Verdict};
@@ -291,8 +290,7 @@ impl Consumer {
         letter: Option<&Delivery>,
         tries: Tries,
     ) -> Result<(), Error> {
-        for chunk in deliveries.chunks(REMOVE_BATCH) {
-            let remove = calls::remove(&self.timers.link, chunk, letter);
+        for remove in calls::removals(&self.timers.link, deliveries, letter) {
             self.timers.link.call(tries, |c| remove.invoke::<i64>(c))?;
         }
         Ok(())

@@ -24,6 +24,8 @@ pub(crate) struct Keys {
     pub(crate) dead: String,
     /// The counters.
     pub(crate) stats: String,
+    /// Recurring timers: id → series.
+    pub(crate) repeat: String,
     /// The Pub/Sub channel that wakes scheduler nodes.
     pub(crate) wake: String,
     /// The stream's consumer group.
@@ -41,6 +43,7 @@ impl Keys {
             stream: key("stream"),
             dead: key("dead"),
             stats: key("stats"),
+            repeat: key("repeat"),
             wake: key("wake"),
             group: "purgatorio".to_string(),
             prefix,
@@ -68,6 +71,10 @@ pub(crate) struct Scripts {
     pub(crate) promote: redis::Script,
     /// [`scripts::misfire`].
     pub(crate) misfire: redis::Script,
+    /// [`recurring::acknowledge`](crate::recurring).
+    pub(crate) recur: redis::Script,
+    /// [`recurring::revive`](crate::recurring).
+    pub(crate) revive: redis::Script,
 }
 
 /// What every handle of one namespace shares.
@@ -250,6 +257,8 @@ impl Link {
                 earliest: redis::Script::new(&scripts::earliest()),
                 promote: redis::Script::new(&scripts::promote()),
                 misfire: redis::Script::new(&scripts::misfire()),
+                recur: redis::Script::new(&crate::recurring::acknowledge()),
+                revive: redis::Script::new(&crate::recurring::revive()),
             },
             idle: Mutex::new(Vec::new()),
             round_trips: AtomicU64::new(0),

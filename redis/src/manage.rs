@@ -27,6 +27,32 @@ pub struct DeadLetter {
     pub deadline_ms: u64,
     /// The last attempt, the one that failed.
     pub attempt: u32,
+    /// Its entry in the dead-letter stream.
+    pub(crate) entry: String,
+}
+
+/// What [`Timers::retry_dead_letter`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeadLetterRetry {
+    /// The timer is pending again, due now, as a first attempt; it left
+    /// the dead-letter stream.
+    Pending,
+    /// No such dead letter (retried or removed already): nothing changed.
+    Gone,
+    /// A timer of its id is pending (scheduled again meanwhile): nothing
+    /// changed, so that it is not overwritten.
+    IdPending,
+}
+
+impl DeadLetterRetry {
+    /// The outcome the revive script answered.
+    pub(crate) fn from_reply(reply: i64) -> DeadLetterRetry {
+        match reply {
+            1 => DeadLetterRetry::Pending,
+            -1 => DeadLetterRetry::IdPending,
+            _ => DeadLetterRetry::Gone,
+        }
+    }
 }
 
 /// The most timers [`Timers::earliest`] and [`Timers::dead_letters`] list
@@ -151,5 +177,30 @@ impl Timers {
         let read = calls::dead_letters(&self.link, max);
         let read: Value = self.link.with_connection(|c| read.query(c))?;
         Ok(calls::dead_letters_of(&read))
+    }
+
+    /// Moves dead letter `letter` back to pending, due now by Redis's
+    /// clock, as a first attempt (its payload kept), and removes it from
+    /// the dead-letter stream, in one atomic step.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Unavailable`] after the retries.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use purgatorio_redis::*;
+    /// # let timers = Timers::connect("redis://127.0.0.1:6379", Config::new("payments"))?;
+    /// // The payment gateway is back: try every failed charge again.
+    /// for letter in timers.dead_letters(100)? {
+    ///     timers.retry_dead_letter(&letter)?;
+    /// }
+    /// # Ok::<(), purgatorio_redis::Error>(())
+    /// ```
+    pub fn retry_dead_letter(&self, letter: &DeadLetter) -> Result<DeadLetterRetry, Error> {
+        let revive = calls::revive(&self.link, &letter.entry);
+        let reply: i64 = self.link.with_connection(|c| revive.invoke(c))?;
+        Ok(DeadLetterRetry::from_reply(reply))
     }
 }

@@ -12,6 +12,7 @@
 //! | `{ns}:stream` | stream | due timers, for the consumer group |
 //! | `{ns}:dead` | stream | timers that failed every attempt |
 //! | `{ns}:stats` | hash | `promoted`, `lag_ms`, `redelivered`, `misfired` |
+//! | `{ns}:repeat` | hash | recurring timer id → its series (see `recurring.rs`) |
 //! | `{ns}:wake` | channel | a deadline earlier than every other was scheduled |
 //!
 //! One hash field per timer holds everything but its deadline (the score in
@@ -43,7 +44,7 @@ pub(crate) const MISFIRE_PAGE: usize = 1_000;
 
 /// Shared Lua helpers: bucket keys, re-keying a bucket to its earliest
 /// deadline (or dropping it once empty), reading a timer's record.
-const HELPERS: &str = r"
+pub(crate) const HELPERS: &str = r"
 local prefix = ARGV[1]
 local function bucket_key(b) return prefix .. ':b:' .. b end
 local function refresh(b)
@@ -126,15 +127,16 @@ return #ids
     )
 }
 
-/// KEYS: buckets, timer. ARGV: prefix, id. 1 if `id` was pending and is
-/// now gone, else 0.
+/// KEYS: buckets, timer, repeat. ARGV: prefix, id. Cancels timer `id` and
+/// ends its series if it recurs. 1 if it was pending or recurring, else 0.
 pub(crate) fn cancel() -> String {
     format!(
         "{HELPERS}{}",
         r"
 local id = ARGV[2]
+local series = redis.call('HDEL', KEYS[3], id)
 local record = redis.call('HGET', KEYS[2], id)
-if not record then return 0 end
+if not record then return series end
 local b = parse(record)
 redis.call('ZREM', bucket_key(b), id)
 refresh(b)
@@ -220,28 +222,38 @@ return 1
 /// each entry. Returns how many were acknowledged.
 pub(crate) fn remove() -> String {
     r"
+--TRIM--
 local k = tonumber(ARGV[2])
 if k > 0 then redis.call('XADD', KEYS[2], '*', unpack(ARGV, 3, 2 + k)) end
 local entries = {unpack(ARGV, 3 + k)}
 local acked = redis.call('XACK', KEYS[1], ARGV[1], unpack(entries))
-local pending = redis.call('XPENDING', KEYS[1], ARGV[1])
-local minid = pending[2]
-if pending[1] == 0 then
-  -- Nothing pending: everything the group delivered is acknowledged.
-  for _, group in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
-    local name, last
-    for i = 1, #group, 2 do
-      if group[i] == 'name' then name = group[i + 1] end
-      if group[i] == 'last-delivered-id' then last = group[i + 1] end
-    end
-    if name == ARGV[1] then minid = last end
-  end
-end
-if minid then redis.call('XTRIM', KEYS[1], 'MINID', '~', minid) end
+trim(KEYS[1], ARGV[1])
 return acked
 "
-    .to_string()
+    .replace("--TRIM--", TRIM)
 }
+
+/// Lua: `trim(stream, group)` trims the stream below the oldest entry
+/// still pending (with none pending, below the group's last delivered
+/// entry). Shared by [`remove`] and the recurring timers' acknowledgement.
+pub(crate) const TRIM: &str = r"
+local function trim(stream, group_name)
+  local pending = redis.call('XPENDING', stream, group_name)
+  local minid = pending[2]
+  if pending[1] == 0 then
+    -- Nothing pending: everything the group delivered is acknowledged.
+    for _, group in ipairs(redis.call('XINFO', 'GROUPS', stream)) do
+      local name, last
+      for i = 1, #group, 2 do
+        if group[i] == 'name' then name = group[i + 1] end
+        if group[i] == 'last-delivered-id' then last = group[i + 1] end
+      end
+      if name == group_name then minid = last end
+    end
+  end
+  if minid then redis.call('XTRIM', stream, 'MINID', '~', minid) end
+end
+";
 
 /// The most entries one [`remove`] call takes.
 pub(crate) const REMOVE_BATCH: usize = 1_000;
@@ -260,8 +272,10 @@ return 1
     .to_string()
 }
 
-/// KEYS: buckets, timer, stream, stats. ARGV: prefix, limit, how late a
-/// timer must be to count as misfired (ms). Moves up to `limit` timers whose
+/// KEYS: buckets, timer, stream, stats, repeat. ARGV: prefix, limit, how
+/// late a timer must be to count as misfired (ms). A recurring timer's
+/// entry carries its series (`repeat`), for the acknowledgement that
+/// schedules the next occurrence. Moves up to `limit` timers whose
 /// deadline is at or before the server's `TIME` to the stream, in one atomic
 /// step. Returns `{timers taken from the buckets, next deadline or -1,
 /// server time}`.
@@ -282,6 +296,7 @@ while moved < limit and #first > 0 and tonumber(first[2]) <= now do
     local ids = {}
     for i = 1, #due, 2 do ids[#ids + 1] = due[i] end
     local records = redis.call('HMGET', KEYS[2], unpack(ids))
+    local series = redis.call('HMGET', KEYS[5], unpack(ids))
     local gone = {}
     for k, id in ipairs(ids) do
       local record = records[k]
@@ -290,8 +305,13 @@ while moved < limit and #first > 0 and tonumber(first[2]) <= now do
       -- No record, or one that says another bucket: a stale member.
       if rb == b then
         local deadline = due[2 * k]
-        redis.call('XADD', KEYS[3], '*', 'id', id, 'payload', payload, 'deadline', deadline,
-          'attempt', attempt, 'promoted', string.format('%d', now))
+        local entry = {'id', id, 'payload', payload, 'deadline', deadline,
+          'attempt', attempt, 'promoted', string.format('%d', now)}
+        if series[k] then
+          entry[#entry + 1] = 'repeat'
+          entry[#entry + 1] = series[k]
+        end
+        redis.call('XADD', KEYS[3], '*', unpack(entry))
         gone[#gone + 1] = id
         local late = now - tonumber(deadline)
         if late > lag then lag = late end

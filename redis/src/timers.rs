@@ -251,7 +251,12 @@ impl Timers {
         if timers.is_empty() {
             return Ok(());
         }
-        let pipe = calls::schedule(&self.link, timers, attempt);
+        self.send_schedule_pipe(&calls::schedule(&self.link, timers, attempt))
+    }
+
+    /// Sends a pipeline of schedule calls, loading the script first if
+    /// Redis lost it (it restarted, or `SCRIPT FLUSH`).
+    pub(crate) fn send_schedule_pipe(&self, pipe: &redis::Pipeline) -> Result<(), Error> {
         self.link.with_connection(|c| match pipe.query::<()>(c) {
             Err(e) if calls::no_script(&e) => {
                 calls::load_schedule().query::<String>(c)?;
@@ -261,8 +266,9 @@ impl Timers {
         })
     }
 
-    /// Cancels timer `id`; `true` if it was pending (not yet moved to the
-    /// stream).
+    /// Cancels timer `id`, and ends its series if it recurs (an occurrence
+    /// in flight is the last one); `true` if it was pending (not yet moved
+    /// to the stream) or recurring.
     ///
     /// # Errors
     ///

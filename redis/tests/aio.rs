@@ -316,3 +316,67 @@ async fn a_server_that_never_answers_is_a_timeout_not_a_hang() {
     }
     assert!(started.elapsed() < Duration::from_secs(3));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recurring_timer_on_the_async_face_fires_on_its_phase_until_cancelled() {
+    use purgatorio_redis::Recurrence;
+
+    let server = Server::start_volatile();
+    let timers = timers(&server, "async-every").await;
+    let every = Recurrence::Every(Duration::from_millis(200));
+    let first = timers
+        .schedule_recurring("tick", &every, b"p")
+        .await
+        .unwrap();
+    let node = tokio::spawn(aio::Scheduler::new(timers.clone()).run());
+    let consumer = aio::Consumer::new(timers.clone(), "c").await.unwrap();
+    let mut stream = consumer.deliveries();
+    for k in 1..=3 {
+        let delivery = next(&mut stream).await;
+        assert!(delivery.is_recurring());
+        assert_eq!(delivery.deadline_ms, first + (k - 1) * 200, "{delivery:?}");
+        assert!(delivery.promoted_ms >= delivery.deadline_ms);
+        delivery.ack().await.unwrap();
+        let pending = timers.get("tick").await.unwrap().expect("the next one");
+        assert_eq!(pending.deadline_ms, first + k * 200);
+    }
+    assert!(timers.cancel("tick").await.unwrap());
+    assert_eq!(timers.get("tick").await.unwrap(), None);
+    let more = tokio::time::timeout(Duration::from_millis(600), stream.next()).await;
+    assert!(more.is_err(), "fired after its cancel: {more:?}");
+    node.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_letter_goes_back_to_pending_on_the_async_face() {
+    use purgatorio_redis::DeadLetterRetry;
+
+    let server = Server::start_volatile();
+    let mut config = Config::new("async-revive");
+    config.max_attempts = 1;
+    let timers = aio::Timers::connect(&server.url(), config).await.unwrap();
+    let now = timers.server_time_ms().await.unwrap();
+    timers.schedule("charge", now, b"card").await.unwrap();
+    let node = tokio::spawn(aio::Scheduler::new(timers.clone()).run());
+    let consumer = aio::Consumer::new(timers.clone(), "c").await.unwrap();
+    let mut stream = consumer.deliveries();
+    next(&mut stream)
+        .await
+        .retry(Duration::from_millis(1))
+        .await
+        .unwrap();
+    let letter = timers.dead_letters(10).await.unwrap().pop().expect("dead");
+    assert_eq!(
+        timers.retry_dead_letter(&letter).await.unwrap(),
+        DeadLetterRetry::Pending
+    );
+    assert_eq!(
+        timers.retry_dead_letter(&letter).await.unwrap(),
+        DeadLetterRetry::Gone
+    );
+    let again = next(&mut stream).await;
+    assert_eq!((again.id.as_str(), again.attempt), ("charge", 1));
+    again.ack().await.unwrap();
+    assert!(timers.dead_letters(10).await.unwrap().is_empty());
+    node.abort();
+}

@@ -23,7 +23,6 @@ use tokio::time::Instant;
 
 use crate::aio::Timers;
 use crate::link::{transient, Health, Tries};
-use crate::scripts::REMOVE_BATCH;
 use crate::{calls, reply, Backoff, Error, Verdict, MAX_BLOCK};
 
 /// Deliveries read per blocking read of a [`Deliveries`] stream.
@@ -302,14 +301,11 @@ impl Shared {
         timers: &[crate::Delivery],
         letter: Option<&crate::Delivery>,
     ) -> Result<(), Error> {
-        let link = self.timers.link();
-        for chunk in timers.chunks(REMOVE_BATCH) {
+        for remove in &calls::removals(self.timers.link(), timers, letter) {
             self.timers
                 .connection
                 .call(Tries::Config, |mut c| async move {
-                    calls::remove(link, chunk, letter)
-                        .invoke_async::<i64>(&mut c)
-                        .await
+                    remove.invoke_async::<i64>(&mut c).await
                 })
                 .await?;
         }

@@ -10,7 +10,9 @@ use crate::aio::link::Connection;
 use crate::link::{Link, Tries};
 use crate::manage::check_list;
 use crate::timers::{MisfirePage, Promotion};
-use crate::{calls, Config, DeadLetter, Error, Metrics, Pending};
+use crate::{
+    calls, recurring, Config, DeadLetter, DeadLetterRetry, Error, Metrics, Pending, Recurrence,
+};
 
 /// A namespace of durable timers on one Redis, on tokio: the async face of
 /// [`crate::Timers`], with the same keys, scripts and guarantees (the two
@@ -163,7 +165,13 @@ impl Timers {
         if timers.is_empty() {
             return Ok(());
         }
-        let pipe = &calls::schedule(self.link(), timers, attempt);
+        self.send_schedule_pipe(&calls::schedule(self.link(), timers, attempt))
+            .await
+    }
+
+    /// Sends a pipeline of schedule calls, loading the script first if
+    /// Redis lost it.
+    async fn send_schedule_pipe(&self, pipe: &redis::Pipeline) -> Result<(), Error> {
         self.connection
             .call(Tries::Config, |mut c| async move {
                 match pipe.query_async::<()>(&mut c).await {
@@ -177,7 +185,49 @@ impl Timers {
             .await
     }
 
-    /// Cancels timer `id`; `true` if it was pending.
+    /// Schedules recurring timer `id`: every occurrence is delivered with
+    /// `payload`, the first one after Redis's now, and acknowledging one
+    /// schedules the next in the same atomic step (see
+    /// [`crate::Timers::schedule_recurring`]). Scheduling an id again
+    /// replaces its series; [`cancel`](Self::cancel) ends it. Returns the
+    /// first occurrence's deadline, ms by Redis's clock.
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Timers::schedule_recurring`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use purgatorio_redis::{aio, Config, Recurrence};
+    /// # #[tokio::main] async fn main() -> Result<(), purgatorio_redis::Error> {
+    /// # let timers = aio::Timers::connect("redis://127.0.0.1:6379", Config::new("reports")).await?;
+    /// let every_monday = Recurrence::Cron("0 9 * * MON".into());
+    /// timers.schedule_recurring("weekly-report", &every_monday, b"").await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn schedule_recurring(
+        &self,
+        id: &str,
+        recurrence: &Recurrence,
+        payload: &[u8],
+    ) -> Result<u64, Error> {
+        self.checks.check(id, 0, payload)?;
+        let now = self.server_time_ms().await?;
+        let (spec, first) = recurring::first(recurrence, now)?;
+        self.send_schedule_pipe(&calls::schedule_recurring(
+            self.link(),
+            id,
+            &spec,
+            first,
+            payload,
+        ))
+        .await?;
+        Ok(first)
+    }
+
+    /// Cancels timer `id`, and ends its series if it recurs; `true` if it
+    /// was pending or recurring.
     ///
     /// # Errors
     ///
@@ -284,6 +334,24 @@ impl Timers {
             })
             .await?;
         Ok(calls::dead_letters_of(&read))
+    }
+
+    /// Moves dead letter `letter` back to pending, due now, as a first
+    /// attempt, and removes it from the dead-letter stream, in one atomic
+    /// step.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Unavailable`] after the retries.
+    pub async fn retry_dead_letter(&self, letter: &DeadLetter) -> Result<DeadLetterRetry, Error> {
+        let revive = &calls::revive(self.link(), &letter.entry);
+        let reply: i64 = self
+            .connection
+            .call(Tries::Config, |mut c| async move {
+                revive.invoke_async(&mut c).await
+            })
+            .await?;
+        Ok(DeadLetterRetry::from_reply(reply))
     }
 
     /// The namespace's figures.
