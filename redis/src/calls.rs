@@ -8,7 +8,7 @@ use std::time::Duration;
 use redis::{Cmd, Pipeline, ScriptInvocation, Value};
 
 use crate::link::Link;
-use crate::manage::{DeadLetter, Pending};
+use crate::manage::{DeadLetter, InFlight, Pending};
 use crate::recurring;
 use crate::scripts::{MISFIRE_PAGE, REMOVE_BATCH};
 use crate::timers::{chunks, MisfirePage, Promotion};
@@ -149,6 +149,87 @@ pub(crate) fn listing(flat: &[String]) -> Result<Vec<(String, u64)>, Error> {
         .map(|pair| match pair {
             [id, at] => Ok((id.clone(), reply::millis(at)? as u64)),
             _ => Err(Error::Protocol("an odd listing".into())),
+        })
+        .collect()
+}
+
+/// The due ones of an [`earliest`] listing, by Redis's clock `now_ms`.
+pub(crate) fn due(listing: Vec<(String, u64)>, now_ms: u64) -> Vec<(String, u64)> {
+    listing
+        .into_iter()
+        .take_while(|(_, at)| *at <= now_ms)
+        .collect()
+}
+
+/// Up to `max` entries the group delivered and nobody acknowledged, oldest
+/// first (`XPENDING` extended form; `NOGROUP` before the group exists);
+/// read with [`held_rows`].
+pub(crate) fn held(link: &Link, max: usize) -> Cmd {
+    let keys = &link.keys;
+    let mut pending = redis::cmd("XPENDING");
+    pending
+        .arg(&keys.stream)
+        .arg(&keys.group)
+        .arg("-")
+        .arg("+")
+        .arg(max);
+    pending
+}
+
+/// A row of [`held`]: entry, consumer, idle ms, deliveries.
+pub(crate) type HeldRow = (String, String, u64, u32);
+
+/// The rows of a [`held`] reply; malformed rows are skipped.
+pub(crate) fn held_rows(reply: &Value) -> Vec<HeldRow> {
+    let Value::Array(rows) = reply else {
+        return Vec::new();
+    };
+    rows.iter()
+        .filter_map(|row| match row {
+            Value::Array(cells) => match cells.as_slice() {
+                [Value::BulkString(entry), Value::BulkString(consumer), Value::Int(idle), Value::Int(count)] => {
+                    Some((
+                        String::from_utf8_lossy(entry).into_owned(),
+                        String::from_utf8_lossy(consumer).into_owned(),
+                        u64::try_from(*idle).unwrap_or(0),
+                        u32::try_from(*count).unwrap_or(u32::MAX),
+                    ))
+                }
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect()
+}
+
+/// Reads the stream entries of `rows`, one `XRANGE` each, in one pipeline.
+pub(crate) fn read_entries(link: &Link, rows: &[HeldRow]) -> Pipeline {
+    let mut pipe = redis::pipe();
+    for (entry, ..) in rows {
+        pipe.cmd("XRANGE")
+            .arg(&link.keys.stream)
+            .arg(entry)
+            .arg(entry);
+    }
+    pipe
+}
+
+/// The [`InFlight`] timers of `rows` and their [`read_entries`] replies (an
+/// entry trimmed meanwhile is left out).
+pub(crate) fn in_flight_of(rows: Vec<HeldRow>, entries: &[Value]) -> Vec<InFlight> {
+    rows.into_iter()
+        .zip(entries)
+        .filter_map(|((_, consumer, idle_ms, deliveries), read)| {
+            let (entry, fields) = reply::entries(read).pop()?;
+            let timer = Delivery::from_entry(entry, &fields);
+            Some(InFlight {
+                id: timer.id,
+                consumer,
+                idle_ms,
+                deliveries,
+                deadline_ms: timer.deadline_ms,
+                attempt: timer.attempt,
+            })
         })
         .collect()
 }

@@ -75,7 +75,7 @@ pub use consumer::{Consumer, MAX_BLOCK, MAX_CONSUMER_NAME};
 pub use delivery::{Backoff, Delivery, Verdict};
 pub use error::Error;
 pub use link::MAX_BACKOFF;
-pub use manage::{DeadLetter, DeadLetterRetry, Pending, MAX_LIST};
+pub use manage::{DeadLetter, DeadLetterRetry, InFlight, Pending, MAX_LIST};
 pub use recurring::Recurrence;
 pub use scheduler::{Scheduler, MAX_SLEEP};
 pub use stop::StopHandle;

@@ -31,6 +31,25 @@ pub struct DeadLetter {
     pub(crate) entry: String,
 }
 
+/// A delivered timer not yet acknowledged (BullMQ's "active" job), as
+/// [`Timers::in_flight`] lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InFlight {
+    /// The timer's id.
+    pub id: String,
+    /// The consumer holding it.
+    pub consumer: String,
+    /// How long since it was delivered or its visibility last extended, ms.
+    pub idle_ms: u64,
+    /// How many times the consumer group delivered it (take-overs
+    /// included).
+    pub deliveries: u32,
+    /// Its deadline, ms since the Unix epoch by Redis's clock.
+    pub deadline_ms: u64,
+    /// Its attempt.
+    pub attempt: u32,
+}
+
 /// What [`Timers::retry_dead_letter`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DeadLetterRetry {
@@ -163,6 +182,67 @@ impl Timers {
         let earliest = calls::earliest(&self.link, max);
         let flat: Vec<String> = self.link.with_connection(|c| earliest.invoke(c))?;
         calls::listing(&flat)
+    }
+
+    /// Up to `max` (at most [`MAX_LIST`]) pending timers that are due by
+    /// Redis's clock and not yet moved to the stream (waiting for a
+    /// scheduler node), earliest first, as `(id, deadline_ms)`. Two round
+    /// trips: Redis's `TIME`, then [`earliest`](Self::earliest).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for `max` of 0 or over [`MAX_LIST`];
+    /// [`Error::Unavailable`] after the retries.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use purgatorio_redis::*;
+    /// # let timers = Timers::connect("redis://127.0.0.1:6379", Config::new("payments"))?;
+    /// if !timers.due(1)?.is_empty() {
+    ///     eprintln!("timers are due and no scheduler node moves them: is one running?");
+    /// }
+    /// # Ok::<(), purgatorio_redis::Error>(())
+    /// ```
+    pub fn due(&self, max: usize) -> Result<Vec<(String, u64)>, Error> {
+        check_list(max)?;
+        let now = self.server_time_ms()?;
+        Ok(calls::due(self.earliest(max)?, now))
+    }
+
+    /// Up to `max` (at most [`MAX_LIST`]) delivered timers not yet
+    /// acknowledged, oldest delivery first. Two round trips (`XPENDING`, then
+    /// one pipeline of `XRANGE`s).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for `max` of 0 or over [`MAX_LIST`];
+    /// [`Error::Unavailable`] after the retries.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use purgatorio_redis::*;
+    /// # let timers = Timers::connect("redis://127.0.0.1:6379", Config::new("payments"))?;
+    /// for held in timers.in_flight(100)? {
+    ///     println!("{} held by {} for {} ms", held.id, held.consumer, held.idle_ms);
+    /// }
+    /// # Ok::<(), purgatorio_redis::Error>(())
+    /// ```
+    pub fn in_flight(&self, max: usize) -> Result<Vec<InFlight>, Error> {
+        check_list(max)?;
+        let held = calls::held(&self.link, max);
+        let rows: Value = self.link.with_connection(|c| match held.query(c) {
+            Err(e) if calls::no_group(&e) => Ok(Value::Nil), // nothing delivered yet
+            other => other,
+        })?;
+        let rows = calls::held_rows(&rows);
+        if rows.is_empty() {
+            return Ok(Vec::new());
+        }
+        let read = calls::read_entries(&self.link, &rows);
+        let entries: Vec<Value> = self.link.with_connection(|c| read.query(c))?;
+        Ok(calls::in_flight_of(rows, &entries))
     }
 
     /// Up to `max` (at most [`MAX_LIST`]) timers of the dead-letter stream,

@@ -269,6 +269,8 @@ async fn management_by_id_on_the_async_face() {
     assert_eq!(timers.metrics().await.unwrap().pending, 2);
     // Fired now: delivered at once, not 30 s later.
     assert!(timers.fire_now("b").await.unwrap());
+    assert_eq!(timers.due(10).await.unwrap()[0].0, "b");
+    assert!(timers.in_flight(10).await.unwrap().is_empty());
     let node = tokio::spawn(aio::Scheduler::new(timers.clone()).run());
     let consumer = aio::Consumer::new(timers.clone(), "c").await.unwrap();
     let delivery = tokio::time::timeout(Duration::from_secs(5), consumer.deliveries().next())
@@ -277,7 +279,10 @@ async fn management_by_id_on_the_async_face() {
         .unwrap()
         .unwrap();
     assert_eq!(delivery.id, "b");
+    let held = timers.in_flight(10).await.unwrap();
+    assert_eq!((held[0].id.as_str(), held[0].consumer.as_str()), ("b", "c"));
     delivery.ack().await.unwrap();
+    assert!(timers.in_flight(10).await.unwrap().is_empty());
     node.abort();
     assert!(matches!(
         timers.schedule("", now, b"").await,

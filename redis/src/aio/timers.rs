@@ -11,7 +11,8 @@ use crate::link::{Link, Tries};
 use crate::manage::check_list;
 use crate::timers::{MisfirePage, Promotion};
 use crate::{
-    calls, recurring, Config, DeadLetter, DeadLetterRetry, Error, Metrics, Pending, Recurrence,
+    calls, recurring, Config, DeadLetter, DeadLetterRetry, Error, InFlight, Metrics, Pending,
+    Recurrence,
 };
 
 /// A namespace of durable timers on one Redis, on tokio: the async face of
@@ -314,6 +315,51 @@ impl Timers {
             })
             .await?;
         calls::listing(&flat)
+    }
+
+    /// Up to `max` (at most [`MAX_LIST`](crate::MAX_LIST)) pending timers
+    /// due by Redis's clock and not yet moved to the stream, earliest
+    /// first, as `(id, deadline_ms)`.
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Timers::due`].
+    pub async fn due(&self, max: usize) -> Result<Vec<(String, u64)>, Error> {
+        check_list(max)?;
+        let now = self.server_time_ms().await?;
+        Ok(calls::due(self.earliest(max).await?, now))
+    }
+
+    /// Up to `max` (at most [`MAX_LIST`](crate::MAX_LIST)) delivered timers
+    /// not yet acknowledged, oldest delivery first.
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Timers::in_flight`].
+    pub async fn in_flight(&self, max: usize) -> Result<Vec<InFlight>, Error> {
+        check_list(max)?;
+        let held = &calls::held(self.link(), max);
+        let rows: Value = self
+            .connection
+            .call(Tries::Config, |mut c| async move {
+                match held.query_async(&mut c).await {
+                    Err(e) if calls::no_group(&e) => Ok(Value::Nil),
+                    other => other,
+                }
+            })
+            .await?;
+        let rows = calls::held_rows(&rows);
+        if rows.is_empty() {
+            return Ok(Vec::new());
+        }
+        let read = &calls::read_entries(self.link(), &rows);
+        let entries: Vec<Value> = self
+            .connection
+            .call(Tries::Config, |mut c| async move {
+                read.query_async(&mut c).await
+            })
+            .await?;
+        Ok(calls::in_flight_of(rows, &entries))
     }
 
     /// Up to `max` (at most [`MAX_LIST`](crate::MAX_LIST)) timers of the
