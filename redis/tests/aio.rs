@@ -132,6 +132,69 @@ async fn the_stream_resumes_after_redis_is_killed_and_started_again() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_stream_resumes_after_redis_stalls() {
+    let server = Server::start_volatile();
+    // Reads block at most 1 s (half the visibility timeout) and time out
+    // 200 ms later: the stall outlives two of them. A take-over would come
+    // only after the 2 s visibility timeout.
+    let mut config = Config::new("async-stall");
+    config.response_timeout = Duration::from_millis(200);
+    config.visibility_timeout = Duration::from_secs(2);
+    let timers = aio::Timers::connect(&server.url(), config).await.unwrap();
+    let node = tokio::spawn(aio::Scheduler::new(timers.clone()).run());
+    let consumer = aio::Consumer::new(timers.clone(), "c").await.unwrap();
+    // The stream is driven all along, through the stall.
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let reading = tokio::spawn(async move {
+        let mut stream = consumer.deliveries();
+        while let Some(delivery) = stream.next().await {
+            let delivery = delivery.expect("no error");
+            let _ = delivery.ack().await;
+            if tx
+                .send((
+                    delivery.id.clone(),
+                    delivery.promoted_ms,
+                    delivery.deadline_ms,
+                    Instant::now(),
+                ))
+                .is_err()
+            {
+                return;
+            }
+        }
+    });
+    // Due while Redis is stopped.
+    let at = timers.server_time_ms().await.unwrap() + 1_000;
+    timers.schedule("during", at, b"").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    server.signal("STOP");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    server.signal("CONT");
+    let resumed = Instant::now();
+    let (id, promoted_ms, deadline_ms, seen) = tokio::time::timeout(PATIENCE, rx.recv())
+        .await
+        .expect("a delivery after the stall")
+        .expect("the reader runs");
+    assert_eq!(id, "during");
+    assert!(promoted_ms >= deadline_ms);
+    assert!(
+        seen.duration_since(resumed) < Duration::from_millis(1_500),
+        "delivered {:?} after Redis went on",
+        seen.duration_since(resumed)
+    );
+    // And after it: a timer scheduled now is delivered as usual.
+    let now = timers.server_time_ms().await.unwrap();
+    timers.schedule("after", now + 100, b"").await.unwrap();
+    let (id, ..) = tokio::time::timeout(PATIENCE, rx.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(id, "after");
+    reading.abort();
+    node.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retried_timer_comes_back_after_its_backoff_then_goes_to_the_dead_letters() {
     let server = Server::start_volatile();
     let mut config = Config::new("async-retry");
