@@ -448,3 +448,21 @@ async fn a_dead_letter_goes_back_to_pending_on_the_async_face() {
     assert!(timers.dead_letters(10).await.unwrap().is_empty());
     node.abort();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poll_that_waits_longer_than_the_response_timeout_is_no_timeout() {
+    let server = Server::start_volatile();
+    let mut config = Config::new("async-long-poll");
+    config.response_timeout = Duration::from_millis(100);
+    config.visibility_timeout = Duration::from_millis(500);
+    let timers = aio::Timers::connect(&server.url(), config).await.unwrap();
+    let consumer = aio::Consumer::new(timers.clone(), "c").await.unwrap();
+    let started = Instant::now();
+    let polled = consumer.poll(Duration::from_secs(1), 10).await.unwrap();
+    assert!(polled.is_empty());
+    assert!(
+        started.elapsed() >= Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+}

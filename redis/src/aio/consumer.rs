@@ -160,8 +160,14 @@ impl Consumer {
                         out.extend(read);
                         break;
                     }
-                    Err(e) if e.is_unavailable() && failures + 1 < shared.tries() => {
+                    Err(Error::Unavailable { last, .. }) => {
                         failures += 1;
+                        if failures >= shared.tries() {
+                            return Err(Error::Unavailable {
+                                tries: failures,
+                                last,
+                            });
+                        }
                         tokio::time::sleep(crate::link::backoff(failures)).await;
                     }
                     Err(e) => return Err(e),
@@ -257,13 +263,15 @@ impl Shared {
         let link = self.timers.link();
         let mut reader = self.reader.lock().await;
         link.count_round_trip();
+        let response_timeout = link.config.response_timeout;
+        let block = block.min(MAX_BLOCK);
         let read = async {
             if reader.is_none() {
-                // Every read waits at most `look_every` on Redis; the
-                // response timeout comes on top.
+                // The connection's own timeout is a backstop for the longest
+                // read; each read is bounded below by its own wait.
                 let config = redis::AsyncConnectionConfig::new()
-                    .set_connection_timeout(link.config.response_timeout)
-                    .set_response_timeout(link.config.response_timeout + self.look_every);
+                    .set_connection_timeout(response_timeout)
+                    .set_response_timeout(response_timeout + MAX_BLOCK);
                 let client = link.client_with_handshake()?;
                 *reader = Some(
                     client
@@ -276,6 +284,12 @@ impl Shared {
             calls::read_group(link, &self.name, max, block_ms)
                 .query_async::<Value>(connection)
                 .await
+        };
+        // Redis may take the read's wait, then the response timeout.
+        let read = async {
+            tokio::time::timeout(response_timeout + block, read)
+                .await
+                .unwrap_or_else(|_| Err(std::io::Error::from(std::io::ErrorKind::TimedOut).into()))
         };
         match read.await {
             Ok(read) => Ok(reply::read_group_entries(&read)
