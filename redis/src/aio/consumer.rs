@@ -90,6 +90,16 @@ impl Consumer {
     /// [`Error::InvalidArgument`] for a name that is empty, over
     /// [`MAX_CONSUMER_NAME`](crate::MAX_CONSUMER_NAME) bytes or holds a
     /// control character; [`Error::Unavailable`] after the retries.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use purgatorio_redis::{aio, Config};
+    /// # #[tokio::main] async fn main() -> Result<(), purgatorio_redis::Error> {
+    /// # let timers = aio::Timers::connect("redis://127.0.0.1:6379", Config::new("payments")).await?;
+    /// let consumer = aio::Consumer::new(timers, "worker-1").await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn new(timers: Timers, name: &str) -> Result<Consumer, Error> {
         calls::check_consumer_name(name)?;
         let visibility = timers.config().visibility_timeout;
@@ -123,6 +133,21 @@ impl Consumer {
     /// Dropping the stream stops it; deliveries it read ahead and never
     /// yielded, like deliveries dropped unacknowledged, are delivered again
     /// after the visibility timeout.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use futures_util::StreamExt;
+    /// # use purgatorio_redis::{aio, Config};
+    /// # #[tokio::main] async fn main() -> Result<(), purgatorio_redis::Error> {
+    /// # let timers = aio::Timers::connect("redis://127.0.0.1:6379", Config::new("payments")).await?;
+    /// # let consumer = aio::Consumer::new(timers.clone(), "worker-1").await?;
+    /// let mut deliveries = consumer.deliveries();
+    /// while let Some(delivery) = deliveries.next().await {
+    ///     delivery?.ack().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn deliveries(&self) -> Deliveries {
         let feed = Feed {
             shared: Arc::clone(&self.shared),
@@ -142,6 +167,19 @@ impl Consumer {
     ///
     /// [`Error::InvalidArgument`] for `max` of 0; [`Error::Unavailable`]
     /// after the retries.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use purgatorio_redis::{aio, Config};
+    /// # #[tokio::main] async fn main() -> Result<(), purgatorio_redis::Error> {
+    /// # let timers = aio::Timers::connect("redis://127.0.0.1:6379", Config::new("payments")).await?;
+    /// # let consumer = aio::Consumer::new(timers.clone(), "worker-1").await?;
+    /// for delivery in consumer.poll(std::time::Duration::from_secs(1), 100).await? {
+    ///     delivery.ack().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn poll(&self, block: Duration, max: usize) -> Result<Vec<Delivery>, Error> {
         if max == 0 {
             return Err(Error::InvalidArgument {
@@ -188,6 +226,19 @@ impl Consumer {
     /// # Errors
     ///
     /// [`Error::Unavailable`] after the retries.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use purgatorio_redis::{aio, Config};
+    /// # #[tokio::main] async fn main() -> Result<(), purgatorio_redis::Error> {
+    /// # let timers = aio::Timers::connect("redis://127.0.0.1:6379", Config::new("payments")).await?;
+    /// # let consumer = aio::Consumer::new(timers.clone(), "worker-1").await?;
+    /// let batch = consumer.poll(std::time::Duration::from_secs(1), 100).await?;
+    /// // … handle them …
+    /// consumer.ack_all(&batch).await?; // one round trip
+    /// # Ok(()) }
+    /// ```
     pub async fn ack_all(&self, deliveries: &[Delivery]) -> Result<(), Error> {
         let timers: Vec<crate::Delivery> = deliveries.iter().map(|d| d.timer.clone()).collect();
         self.shared.remove(&timers, None).await
@@ -371,6 +422,18 @@ impl Delivery {
     /// [`Error::Unavailable`] after the retries (it stays unacknowledged,
     /// and is delivered again after the visibility timeout unless a later
     /// call succeeds).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use purgatorio_redis::{aio, Config};
+    /// # #[tokio::main] async fn main() -> Result<(), purgatorio_redis::Error> {
+    /// # let timers = aio::Timers::connect("redis://127.0.0.1:6379", Config::new("payments")).await?;
+    /// # let consumer = aio::Consumer::new(timers.clone(), "worker-1").await?;
+    /// # let delivery = consumer.poll(std::time::Duration::from_secs(1), 1).await?.pop().unwrap();
+    /// delivery.ack().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn ack(&self) -> Result<(), Error> {
         self.finish(Verdict::Ack).await
     }
@@ -385,6 +448,18 @@ impl Delivery {
     /// [`Error::DeadlineOutOfRange`] for a delay over
     /// [`MAX_DELAY_MS`](crate::MAX_DELAY_MS); [`Error::Unavailable`] after
     /// the retries (it stays unacknowledged).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use purgatorio_redis::{aio, Config};
+    /// # #[tokio::main] async fn main() -> Result<(), purgatorio_redis::Error> {
+    /// # let timers = aio::Timers::connect("redis://127.0.0.1:6379", Config::new("payments")).await?;
+    /// # let consumer = aio::Consumer::new(timers.clone(), "worker-1").await?;
+    /// # let delivery = consumer.poll(std::time::Duration::from_secs(1), 1).await?.pop().unwrap();
+    /// delivery.retry(std::time::Duration::from_secs(10)).await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn retry(&self, delay: Duration) -> Result<(), Error> {
         self.finish(Verdict::RetryLater(delay)).await
     }
@@ -394,6 +469,23 @@ impl Delivery {
     /// # Errors
     ///
     /// As [`retry`](Self::retry).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use purgatorio_redis::Backoff;
+    /// # use purgatorio_redis::{aio, Config};
+    /// # #[tokio::main] async fn main() -> Result<(), purgatorio_redis::Error> {
+    /// # let timers = aio::Timers::connect("redis://127.0.0.1:6379", Config::new("payments")).await?;
+    /// # let consumer = aio::Consumer::new(timers.clone(), "worker-1").await?;
+    /// # let delivery = consumer.poll(std::time::Duration::from_secs(1), 1).await?.pop().unwrap();
+    /// let policy = Backoff::Exponential {
+    ///     initial: std::time::Duration::from_secs(1),
+    ///     max: std::time::Duration::from_secs(60),
+    /// };
+    /// delivery.retry_with(&policy).await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn retry_with(&self, policy: &Backoff) -> Result<(), Error> {
         self.finish(policy.retry(&self.timer)).await
     }
@@ -403,6 +495,19 @@ impl Delivery {
     /// # Errors
     ///
     /// As [`retry`](Self::retry).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use purgatorio_redis::Verdict;
+    /// # use purgatorio_redis::{aio, Config};
+    /// # #[tokio::main] async fn main() -> Result<(), purgatorio_redis::Error> {
+    /// # let timers = aio::Timers::connect("redis://127.0.0.1:6379", Config::new("payments")).await?;
+    /// # let consumer = aio::Consumer::new(timers.clone(), "worker-1").await?;
+    /// # let delivery = consumer.poll(std::time::Duration::from_secs(1), 1).await?.pop().unwrap();
+    /// delivery.finish(Verdict::Ack).await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn finish(&self, verdict: Verdict) -> Result<(), Error> {
         let shared = &self.shared;
         let timer = &self.timer;
@@ -429,6 +534,21 @@ impl Delivery {
     /// # Errors
     ///
     /// [`Error::Unavailable`] after the retries.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use purgatorio_redis::{aio, Config};
+    /// # #[tokio::main] async fn main() -> Result<(), purgatorio_redis::Error> {
+    /// # let timers = aio::Timers::connect("redis://127.0.0.1:6379", Config::new("payments")).await?;
+    /// # let consumer = aio::Consumer::new(timers.clone(), "worker-1").await?;
+    /// # let delivery = consumer.poll(std::time::Duration::from_secs(1), 1).await?.pop().unwrap();
+    /// // … half of the slow work …
+    /// delivery.extend_visibility().await?;
+    /// // … the other half …
+    /// delivery.ack().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn extend_visibility(&self) -> Result<bool, Error> {
         let shared = &self.shared;
         let (link, name, entry) = (shared.timers.link(), &shared.name, &self.timer.entry);

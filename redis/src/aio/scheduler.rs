@@ -65,6 +65,18 @@ impl Scheduler {
     /// # Errors
     ///
     /// As [`run_until`](Self::run_until).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use purgatorio_redis::{aio, Config};
+    /// # #[tokio::main] async fn main() -> Result<(), purgatorio_redis::Error> {
+    /// # let timers = aio::Timers::connect("redis://127.0.0.1:6379", Config::new("payments")).await?;
+    /// let node = tokio::spawn(aio::Scheduler::new(timers).run());
+    /// // … later:
+    /// node.abort();
+    /// # Ok(()) }
+    /// ```
     pub async fn run(self) -> Result<(), Error> {
         self.run_until(future::pending::<()>()).await
     }

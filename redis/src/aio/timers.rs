@@ -59,6 +59,17 @@ impl Timers {
     /// [`Error::InvalidConfig`], [`Error::InvalidUrl`],
     /// [`Error::TlsUnsupported`], [`Error::TlsCertificate`], or
     /// [`Error::Unavailable`] if Redis cannot be reached.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use purgatorio_redis::{aio, Config};
+    /// # #[tokio::main] async fn main() -> Result<(), purgatorio_redis::Error> {
+    /// let mut config = Config::new("payments");
+    /// config.visibility_timeout = std::time::Duration::from_secs(60);
+    /// let timers = aio::Timers::connect("redis://127.0.0.1:6379", config).await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn connect(url: &str, config: Config) -> Result<Timers, Error> {
         config.validate()?;
         let link = Arc::new(Link::open(url, config)?);
@@ -94,6 +105,16 @@ impl Timers {
     /// # Errors
     ///
     /// [`Error::Unavailable`] after the retries.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use purgatorio_redis::{aio, Config};
+    /// # #[tokio::main] async fn main() -> Result<(), purgatorio_redis::Error> {
+    /// # let timers = aio::Timers::connect("redis://127.0.0.1:6379", Config::new("payments")).await?;
+    /// let in_30_s = timers.server_time_ms().await? + 30_000;
+    /// # Ok(()) }
+    /// ```
     pub async fn server_time_ms(&self) -> Result<u64, Error> {
         let time = self
             .connection
@@ -113,6 +134,18 @@ impl Timers {
     /// As [`crate::Timers::schedule`]: [`Error::InvalidId`],
     /// [`Error::DeadlineOutOfRange`], [`Error::PayloadTooLarge`] before
     /// Redis is asked; [`Error::Unavailable`] after the retries.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use purgatorio_redis::{aio, Config};
+    /// # #[tokio::main] async fn main() -> Result<(), purgatorio_redis::Error> {
+    /// # let timers = aio::Timers::connect("redis://127.0.0.1:6379", Config::new("payments")).await?;
+    /// let at = timers.server_time_ms().await? + 30_000; // Redis's clock
+    /// timers.schedule("retry-order-17", at, b"charge card").await?;
+    /// timers.schedule("retry-order-17", at + 5_000, b"charge card").await?; // moved
+    /// # Ok(()) }
+    /// ```
     pub async fn schedule(&self, id: &str, at_ms: u64, payload: &[u8]) -> Result<(), Error> {
         self.schedule_attempt(id, at_ms, payload, 1).await
     }
@@ -233,6 +266,18 @@ impl Timers {
     /// # Errors
     ///
     /// [`Error::InvalidId`]; [`Error::Unavailable`] after the retries.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use purgatorio_redis::{aio, Config};
+    /// # #[tokio::main] async fn main() -> Result<(), purgatorio_redis::Error> {
+    /// # let timers = aio::Timers::connect("redis://127.0.0.1:6379", Config::new("payments")).await?;
+    /// if timers.cancel("retry-order-17").await? {
+    ///     println!("cancelled before it was due");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn cancel(&self, id: &str) -> Result<bool, Error> {
         self.checks.check_id(id)?;
         let link = self.link();
@@ -250,6 +295,18 @@ impl Timers {
     /// # Errors
     ///
     /// [`Error::InvalidId`]; [`Error::Unavailable`] after the retries.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use purgatorio_redis::{aio, Config};
+    /// # #[tokio::main] async fn main() -> Result<(), purgatorio_redis::Error> {
+    /// # let timers = aio::Timers::connect("redis://127.0.0.1:6379", Config::new("payments")).await?;
+    /// if let Some(pending) = timers.get("retry-order-17").await? {
+    ///     println!("due at {} ms", pending.deadline_ms);
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn get(&self, id: &str) -> Result<Option<Pending>, Error> {
         self.checks.check_id(id)?;
         let link = self.link();
@@ -269,6 +326,17 @@ impl Timers {
     ///
     /// [`Error::InvalidId`], [`Error::DeadlineOutOfRange`];
     /// [`Error::Unavailable`] after the retries.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use purgatorio_redis::{aio, Config};
+    /// # #[tokio::main] async fn main() -> Result<(), purgatorio_redis::Error> {
+    /// # let timers = aio::Timers::connect("redis://127.0.0.1:6379", Config::new("payments")).await?;
+    /// let later = timers.server_time_ms().await? + 60_000;
+    /// assert!(timers.reschedule("retry-order-17", later).await?);
+    /// # Ok(()) }
+    /// ```
     pub async fn reschedule(&self, id: &str, at_ms: u64) -> Result<bool, Error> {
         self.checks.check(id, at_ms, b"")?;
         self.move_to(id, &at_ms.to_string()).await
@@ -280,6 +348,16 @@ impl Timers {
     /// # Errors
     ///
     /// As [`reschedule`](Self::reschedule).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use purgatorio_redis::{aio, Config};
+    /// # #[tokio::main] async fn main() -> Result<(), purgatorio_redis::Error> {
+    /// # let timers = aio::Timers::connect("redis://127.0.0.1:6379", Config::new("payments")).await?;
+    /// timers.fire_now("retry-order-17").await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn fire_now(&self, id: &str) -> Result<bool, Error> {
         self.checks.check_id(id)?;
         self.move_to(id, "now").await
@@ -305,6 +383,18 @@ impl Timers {
     /// [`Error::InvalidArgument`] for `max` of 0 or over
     /// [`MAX_LIST`](crate::MAX_LIST); [`Error::Unavailable`] after the
     /// retries.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use purgatorio_redis::{aio, Config};
+    /// # #[tokio::main] async fn main() -> Result<(), purgatorio_redis::Error> {
+    /// # let timers = aio::Timers::connect("redis://127.0.0.1:6379", Config::new("payments")).await?;
+    /// for (id, at) in timers.earliest(10).await? {
+    ///     println!("{id} at {at} ms");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn earliest(&self, max: usize) -> Result<Vec<(String, u64)>, Error> {
         check_list(max)?;
         let link = self.link();
@@ -324,6 +414,18 @@ impl Timers {
     /// # Errors
     ///
     /// As [`crate::Timers::due`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use purgatorio_redis::{aio, Config};
+    /// # #[tokio::main] async fn main() -> Result<(), purgatorio_redis::Error> {
+    /// # let timers = aio::Timers::connect("redis://127.0.0.1:6379", Config::new("payments")).await?;
+    /// if !timers.due(1).await?.is_empty() {
+    ///     eprintln!("timers are due and no scheduler node moves them");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn due(&self, max: usize) -> Result<Vec<(String, u64)>, Error> {
         check_list(max)?;
         let now = self.server_time_ms().await?;
@@ -336,6 +438,18 @@ impl Timers {
     /// # Errors
     ///
     /// As [`crate::Timers::in_flight`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use purgatorio_redis::{aio, Config};
+    /// # #[tokio::main] async fn main() -> Result<(), purgatorio_redis::Error> {
+    /// # let timers = aio::Timers::connect("redis://127.0.0.1:6379", Config::new("payments")).await?;
+    /// for held in timers.in_flight(100).await? {
+    ///     println!("{} held by {} for {} ms", held.id, held.consumer, held.idle_ms);
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn in_flight(&self, max: usize) -> Result<Vec<InFlight>, Error> {
         check_list(max)?;
         let held = &calls::held(self.link(), max);
@@ -370,6 +484,18 @@ impl Timers {
     /// [`Error::InvalidArgument`] for `max` of 0 or over
     /// [`MAX_LIST`](crate::MAX_LIST); [`Error::Unavailable`] after the
     /// retries.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use purgatorio_redis::{aio, Config};
+    /// # #[tokio::main] async fn main() -> Result<(), purgatorio_redis::Error> {
+    /// # let timers = aio::Timers::connect("redis://127.0.0.1:6379", Config::new("payments")).await?;
+    /// for letter in timers.dead_letters(100).await? {
+    ///     println!("{} failed {} times", letter.id, letter.attempt);
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn dead_letters(&self, max: usize) -> Result<Vec<DeadLetter>, Error> {
         check_list(max)?;
         let read = &calls::dead_letters(self.link(), max);
@@ -389,6 +515,18 @@ impl Timers {
     /// # Errors
     ///
     /// [`Error::Unavailable`] after the retries.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use purgatorio_redis::{aio, Config};
+    /// # #[tokio::main] async fn main() -> Result<(), purgatorio_redis::Error> {
+    /// # let timers = aio::Timers::connect("redis://127.0.0.1:6379", Config::new("payments")).await?;
+    /// for letter in timers.dead_letters(100).await? {
+    ///     timers.retry_dead_letter(&letter).await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn retry_dead_letter(&self, letter: &DeadLetter) -> Result<DeadLetterRetry, Error> {
         let revive = &calls::revive(self.link(), &letter.entry);
         let reply: i64 = self
@@ -405,6 +543,17 @@ impl Timers {
     /// # Errors
     ///
     /// [`Error::Unavailable`] after the retries.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use purgatorio_redis::{aio, Config};
+    /// # #[tokio::main] async fn main() -> Result<(), purgatorio_redis::Error> {
+    /// # let timers = aio::Timers::connect("redis://127.0.0.1:6379", Config::new("payments")).await?;
+    /// let m = timers.metrics().await?;
+    /// println!("{} pending, {} in flight", m.pending, m.unacknowledged);
+    /// # Ok(()) }
+    /// ```
     pub async fn metrics(&self) -> Result<Metrics, Error> {
         let link = self.link();
         let (with_group, without) = (&calls::metrics(link, true), &calls::metrics(link, false));
