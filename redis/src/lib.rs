@@ -20,7 +20,7 @@
 //!   handler extends its delivery's visibility.
 //! * [`StopHandle`]: stops a running scheduler or consumer from another
 //!   thread, even while it waits.
-//! * [`aio`] (feature `tokio`): the same on tokio: `async fn`s, a
+//! * `aio` (feature `tokio`): the same on tokio: `async fn`s, a
 //!   scheduler node as a future, the consumer as a `Stream` of deliveries
 //!   that acknowledge, retry or extend themselves.
 //!
