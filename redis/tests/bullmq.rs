@@ -135,11 +135,11 @@ fn side_by_side_with_bullmq_on_one_redis_server() {
          BullMQ: {:.2} commands/timer, {:.1} µs Redis CPU/timer\n{}",
         ours.commands, ours.cpu_us, ours.report, bullmq.commands, bullmq.cpu_us, bullmq.report
     );
-    assert_eq!(
-        early_lost(&ours.report),
-        (0, 0),
-        "ours: none early, none lost"
-    );
+    // "early" here is the bench's own estimate (this machine's clock plus an
+    // offset read once): off by a millisecond either way, so it is printed,
+    // not checked; never early by Redis's clock is checked where the
+    // promotion's own time is at hand (tests/durable.rs, tests/aio.rs).
+    assert_eq!(early_lost(&ours.report).1, 0, "ours delivered every timer");
     assert_eq!(
         early_lost(&bullmq.report).1,
         0,
