@@ -466,3 +466,59 @@ async fn a_poll_that_waits_longer_than_the_response_timeout_is_no_timeout() {
         started.elapsed()
     );
 }
+
+/// Commands Redis ran (the test's own INFO and CONFIG excluded) and their
+/// µs of Redis CPU.
+fn redis_calls(server: &Server) -> (u64, u64) {
+    server
+        .commandstats()
+        .into_iter()
+        .filter(|(name, _)| !name.starts_with("info") && !name.starts_with("config"))
+        .fold((0, 0), |(calls, us), (_, (c, u))| (calls + c, us + u))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_a_timer_costs_redis_on_the_async_face() {
+    let server = Server::start_volatile();
+    let timers = timers(&server, "async-cost").await;
+    let node = tokio::spawn(aio::Scheduler::new(timers.clone()).run());
+    let consumer = aio::Consumer::new(timers.clone(), "c").await.unwrap();
+    let mut stream = consumer.deliveries();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let total = 5_000u64;
+    for batched in [false, true] {
+        tokio::task::block_in_place(|| server.reset_stats());
+        let now = timers.server_time_ms().await.unwrap();
+        let ids: Vec<String> = (0..total).map(|i| format!("t{batched}{i}")).collect();
+        let batch: Vec<(&str, u64, &[u8])> = ids
+            .iter()
+            .enumerate()
+            .map(|(i, id)| (id.as_str(), now + 300 + i as u64 / 10, &b"payload"[..]))
+            .collect();
+        timers.schedule_many(&batch).await.unwrap();
+        for _ in 0..total {
+            let delivery = next(&mut stream).await;
+            if batched {
+                delivery.ack_in_batch();
+            } else {
+                delivery.ack().await.unwrap();
+            }
+        }
+        // The stream sent what was owed before each read: at most the last
+        // read's worth is left.
+        let owed = timers.metrics().await.unwrap().unacknowledged;
+        assert!(owed <= 100, "{owed} left unacknowledged");
+        consumer.flush_acks().await.unwrap();
+        assert_eq!(timers.metrics().await.unwrap().unacknowledged, 0);
+        let (commands, us) = tokio::task::block_in_place(|| redis_calls(&server));
+        let per_timer = commands as f64 / total as f64;
+        eprintln!(
+            "async face, {}: {per_timer:.2} commands and {:.1} µs of Redis CPU per timer",
+            if batched { "ack_in_batch" } else { "ack each" },
+            us as f64 / total as f64
+        );
+        let bound = if batched { 5.0 } else { 8.0 };
+        assert!(per_timer <= bound, "{per_timer:.2} commands per timer");
+    }
+    node.abort();
+}

@@ -72,6 +72,9 @@ struct Shared {
     /// The connection of the blocking reads, opened on first use and
     /// dropped after a failure.
     reader: tokio::sync::Mutex<Option<MultiplexedConnection>>,
+    /// Deliveries acknowledged by [`Delivery::ack_in_batch`], not yet sent
+    /// to Redis. Only pushed to and taken whole under the lock.
+    owed: std::sync::Mutex<Vec<crate::Delivery>>,
 }
 
 impl fmt::Debug for Consumer {
@@ -109,6 +112,7 @@ impl Consumer {
                 name: name.to_string(),
                 look_every: (visibility / 2).clamp(Duration::from_millis(1), MAX_BLOCK),
                 reader: tokio::sync::Mutex::new(None),
+                owed: std::sync::Mutex::new(Vec::new()),
             }),
         };
         consumer.shared.create_group(Tries::Config).await?;
@@ -221,6 +225,32 @@ impl Consumer {
             .collect())
     }
 
+    /// Sends the acknowledgements [`Delivery::ack_in_batch`] left owed, in
+    /// one round trip (per 1,000); a stream sends them by itself before
+    /// each read from Redis.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Unavailable`] after the retries (they stay owed, and are
+    /// sent again by the next flush or read).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use purgatorio_redis::{aio, Config};
+    /// # #[tokio::main] async fn main() -> Result<(), purgatorio_redis::Error> {
+    /// # let timers = aio::Timers::connect("redis://127.0.0.1:6379", Config::new("payments")).await?;
+    /// # let consumer = aio::Consumer::new(timers.clone(), "worker-1").await?;
+    /// for delivery in consumer.poll(std::time::Duration::from_secs(1), 100).await? {
+    ///     delivery.ack_in_batch();
+    /// }
+    /// consumer.flush_acks().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn flush_acks(&self) -> Result<(), Error> {
+        self.shared.flush(Tries::Config).await
+    }
+
     /// Acknowledges `deliveries` in one round trip (per 1,000).
     ///
     /// # Errors
@@ -246,6 +276,19 @@ impl Consumer {
 }
 
 impl Shared {
+    /// Sends the owed acknowledgements; those that fail stay owed.
+    async fn flush(&self, tries: Tries) -> Result<(), Error> {
+        let owed = std::mem::take(&mut *self.owed.lock().expect("owed acks"));
+        if owed.is_empty() {
+            return Ok(());
+        }
+        let sent = self.remove_with(&owed, None, tries).await;
+        if sent.is_err() {
+            self.owed.lock().expect("owed acks").extend(owed);
+        }
+        sent
+    }
+
     /// Tries of a public call.
     fn tries(&self) -> u32 {
         self.timers.config().retries.max(1)
@@ -366,10 +409,20 @@ impl Shared {
         timers: &[crate::Delivery],
         letter: Option<&crate::Delivery>,
     ) -> Result<(), Error> {
+        self.remove_with(timers, letter, Tries::Config).await
+    }
+
+    /// [`remove`](Self::remove), trying as `tries` says.
+    async fn remove_with(
+        &self,
+        timers: &[crate::Delivery],
+        letter: Option<&crate::Delivery>,
+        tries: Tries,
+    ) -> Result<(), Error> {
         for remove in &calls::removals(self.timers.link(), timers, letter) {
             self.timers
                 .connection
-                .call(Tries::Config, |mut c| async move {
+                .call(tries, |mut c| async move {
                     remove.invoke_async::<i64>(&mut c).await
                 })
                 .await?;
@@ -436,6 +489,36 @@ impl Delivery {
     /// ```
     pub async fn ack(&self) -> Result<(), Error> {
         self.finish(Verdict::Ack).await
+    }
+
+    /// Acknowledges it with the next batch instead of at once: no round
+    /// trip of its own. The stream sends the owed acknowledgements in one
+    /// call before its next read from Redis (and
+    /// [`Consumer::flush_acks`] at once), as the blocking consumer's `run`
+    /// does: a timer then costs Redis a third of the commands of
+    /// [`ack`](Self::ack) (`tests/aio.rs` counts them). Until sent, it is
+    /// unacknowledged: if the process dies first, it is delivered again
+    /// after the visibility timeout.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use futures_util::StreamExt;
+    /// # use purgatorio_redis::{aio, Config};
+    /// # #[tokio::main] async fn main() -> Result<(), purgatorio_redis::Error> {
+    /// # let timers = aio::Timers::connect("redis://127.0.0.1:6379", Config::new("payments")).await?;
+    /// # let consumer = aio::Consumer::new(timers.clone(), "worker-1").await?;
+    /// let mut deliveries = consumer.deliveries();
+    /// while let Some(delivery) = deliveries.next().await {
+    ///     let delivery = delivery?;
+    ///     // … handle it …
+    ///     delivery.ack_in_batch();
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn ack_in_batch(self) {
+        let Delivery { timer, shared } = self;
+        shared.owed.lock().expect("owed acks").push(timer);
     }
 
     /// Schedules its next attempt `delay` from now by Redis's clock and
@@ -628,6 +711,7 @@ impl Feed {
     /// else new ones, blocking until the next look at the latest.
     async fn fill(&mut self) -> Result<(), Error> {
         let shared = &self.shared;
+        shared.flush(Tries::Once).await?;
         if Instant::now() >= self.next_take_over {
             let taken = shared.take_over(READ_BATCH, Tries::Once).await?;
             self.next_take_over = Instant::now() + shared.look_every;
