@@ -7,7 +7,7 @@
 //! | [`crate::Timers`] | [`Timers`]: schedule, cancel, manage (`async fn`s) |
 //! | [`crate::Scheduler::run`] on a thread | [`Scheduler::run`] / [`Scheduler::run_until`], a future to spawn |
 //! | [`crate::Consumer::run`] with a callback | [`Consumer::deliveries`], a `Stream` of [`Delivery`] handles |
-//! | [`crate::Verdict`] returned by the callback | [`Delivery::ack`], [`Delivery::retry`], [`Delivery::retry_with`] |
+//! | [`crate::Verdict`] returned by the callback | [`Delivery::ack`], [`Delivery::retry`], [`Delivery::retry_with`]; [`Delivery::ack_in_batch`] to acknowledge with the next batch, as `run` does |
 //! | [`crate::Consumer::extend_visibility`] | [`Delivery::extend_visibility`] |
 //! | [`crate::StopHandle`] | drop the stream; drop the node's future or end its `shutdown` |
 //!
