@@ -522,3 +522,33 @@ async fn what_a_timer_costs_redis_on_the_async_face() {
     }
     node.abort();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scheduler_node_stops_when_its_shutdown_completes() {
+    let server = Server::start_volatile();
+    let timers = timers(&server, "async-shutdown").await;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let node = tokio::spawn(aio::Scheduler::new(timers.clone()).run_until(async {
+        let _ = stopped.await;
+    }));
+    // Running: a due timer is promoted.
+    let now = timers.server_time_ms().await.unwrap();
+    timers.schedule("before", now, b"").await.unwrap();
+    let promoted = tokio::time::timeout(PATIENCE, async {
+        while timers.metrics().await.unwrap().promoted < 1 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    assert!(promoted.is_ok(), "the node promotes while it runs");
+    stop.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(2), node)
+        .await
+        .expect("the node ends at its shutdown")
+        .unwrap()
+        .unwrap();
+    // Stopped: nothing is promoted any more.
+    timers.schedule("after", now, b"").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(timers.metrics().await.unwrap().promoted, 1);
+}

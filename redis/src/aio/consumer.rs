@@ -136,7 +136,9 @@ impl Consumer {
     ///
     /// Dropping the stream stops it; deliveries it read ahead and never
     /// yielded, like deliveries dropped unacknowledged, are delivered again
-    /// after the visibility timeout.
+    /// after the visibility timeout. Acknowledgements that
+    /// [`Delivery::ack_in_batch`] left owed stay with the consumer: the next
+    /// stream or [`flush_acks`](Self::flush_acks) sends them.
     ///
     /// # Examples
     ///
