@@ -24,6 +24,8 @@ pub(crate) struct Keys {
     pub(crate) dead: String,
     /// The counters.
     pub(crate) stats: String,
+    /// Recurring timers: id → series.
+    pub(crate) repeat: String,
     /// The Pub/Sub channel that wakes scheduler nodes.
     pub(crate) wake: String,
     /// The stream's consumer group.
@@ -41,6 +43,7 @@ impl Keys {
             stream: key("stream"),
             dead: key("dead"),
             stats: key("stats"),
+            repeat: key("repeat"),
             wake: key("wake"),
             group: "purgatorio".to_string(),
             prefix,
@@ -68,6 +71,10 @@ pub(crate) struct Scripts {
     pub(crate) promote: redis::Script,
     /// [`scripts::misfire`].
     pub(crate) misfire: redis::Script,
+    /// [`recurring::acknowledge`](crate::recurring).
+    pub(crate) recur: redis::Script,
+    /// [`recurring::revive`](crate::recurring).
+    pub(crate) revive: redis::Script,
 }
 
 /// Where a namespace's connections go.
@@ -316,10 +323,35 @@ impl Link {
                 earliest: redis::Script::new(&scripts::earliest()),
                 promote: redis::Script::new(&scripts::promote()),
                 misfire: redis::Script::new(&scripts::misfire()),
+                recur: redis::Script::new(&crate::recurring::acknowledge()),
+                revive: redis::Script::new(&crate::recurring::revive()),
             },
             idle: Mutex::new(Vec::new()),
             round_trips: AtomicU64::new(0),
         }
+    }
+
+    /// A client for connections that send the url's handshake (`AUTH`,
+    /// `SELECT`) themselves, within their own connection timeout: those of
+    /// the async face, whose connection manager reconnects on its own.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn client_with_handshake(&self) -> redis::RedisResult<redis::Client> {
+        let client = match &self.route {
+            Route::Single(client) => client,
+            // The async face connects with `Timers::connect` only.
+            #[cfg(feature = "cluster")]
+            Route::Cluster(_) => {
+                return Err(redis::RedisError::from((
+                    redis::ErrorKind::ClientError,
+                    "the async face does not follow a Redis Cluster yet",
+                )))
+            }
+        };
+        let mut info = client.get_connection_info().clone();
+        info.redis = self.handshake.clone();
+        // The address keeps the TLS settings (a private CA) the client was
+        // built with.
+        redis::Client::open(info)
     }
 
     /// Round trips answered so far.

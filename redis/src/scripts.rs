@@ -12,6 +12,7 @@
 //! | `{ns}:stream` | stream | due timers, for the consumer group |
 //! | `{ns}:dead` | stream | timers that failed every attempt |
 //! | `{ns}:stats` | hash | `promoted`, `lag_ms`, `redelivered`, `misfired` |
+//! | `{ns}:repeat` | hash | recurring timer id → its series (see `recurring.rs`) |
 //! | `{ns}:wake` | channel | a deadline earlier than every other was scheduled |
 //!
 //! One hash field per timer holds everything but its deadline (the score in
@@ -47,7 +48,7 @@ pub(crate) const MISFIRE_PAGE: usize = 1_000;
 
 /// Shared Lua helpers: bucket keys, re-keying a bucket to its earliest
 /// deadline (or dropping it once empty), reading a timer's record.
-const HELPERS: &str = r"
+pub(crate) const HELPERS: &str = r"
 local prefix = ARGV[1]
 local function bucket_key(b) return prefix .. ':b:' .. b end
 local function refresh(b)
@@ -130,15 +131,16 @@ return #ids
     )
 }
 
-/// KEYS: buckets, timer. ARGV: prefix, id. 1 if `id` was pending and is
-/// now gone, else 0.
+/// KEYS: buckets, timer, repeat. ARGV: prefix, id. Cancels timer `id` and
+/// ends its series if it recurs. 1 if it was pending or recurring, else 0.
 pub(crate) fn cancel() -> String {
     format!(
         "{HELPERS}{}",
         r"
 local id = ARGV[2]
+local series = redis.call('HDEL', KEYS[3], id)
 local record = redis.call('HGET', KEYS[2], id)
-if not record then return 0 end
+if not record then return series end
 local b = parse(record)
 redis.call('ZREM', bucket_key(b), id)
 refresh(b)
@@ -224,31 +226,41 @@ return 1
 /// each entry. Returns how many were acknowledged.
 pub(crate) fn remove() -> String {
     r"
+--TRIM--
 local k = tonumber(ARGV[2])
 if k > 0 then redis.call('XADD', KEYS[2], '*', unpack(ARGV, 3, 2 + k)) end
 local entries = {unpack(ARGV, 3 + k)}
 local acked = redis.call('XACK', KEYS[1], ARGV[1], unpack(entries))
-local pending = redis.call('XPENDING', KEYS[1], ARGV[1])
-local minid = pending[2]
-if pending[1] == 0 then
-  -- Nothing pending: everything the group delivered is acknowledged.
-  for _, group in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
-    local name, last
-    for i = 1, #group, 2 do
-      if group[i] == 'name' then name = group[i + 1] end
-      if group[i] == 'last-delivered-id' then last = group[i + 1] end
-    end
-    if name == ARGV[1] then minid = last end
-  end
-end
--- With `~` and no LIMIT, Redis frees at most 100 stream nodes' worth of
--- entries (100 x stream-node-max-entries, 10,000 by default) per call: a
--- trim held back by one long-pending entry catches up over the next calls.
-if minid then redis.call('XTRIM', KEYS[1], 'MINID', '~', minid) end
+trim(KEYS[1], ARGV[1])
 return acked
 "
-    .to_string()
+    .replace("--TRIM--", TRIM)
 }
+
+/// Lua: `trim(stream, group)` trims the stream below the oldest entry
+/// still pending (with none pending, below the group's last delivered
+/// entry). Shared by [`remove`] and the recurring timers' acknowledgement.
+pub(crate) const TRIM: &str = r"
+local function trim(stream, group_name)
+  local pending = redis.call('XPENDING', stream, group_name)
+  local minid = pending[2]
+  if pending[1] == 0 then
+    -- Nothing pending: everything the group delivered is acknowledged.
+    for _, group in ipairs(redis.call('XINFO', 'GROUPS', stream)) do
+      local name, last
+      for i = 1, #group, 2 do
+        if group[i] == 'name' then name = group[i + 1] end
+        if group[i] == 'last-delivered-id' then last = group[i + 1] end
+      end
+      if name == group_name then minid = last end
+    end
+  end
+  -- With `~` and no LIMIT, Redis frees at most 100 stream nodes' worth of
+  -- entries (100 x stream-node-max-entries, 10,000 by default) per call: a
+  -- trim held back by one long-pending entry catches up over the next calls.
+  if minid then redis.call('XTRIM', stream, 'MINID', '~', minid) end
+end
+";
 
 /// The most entries one [`remove`] call takes.
 pub(crate) const REMOVE_BATCH: usize = 1_000;
@@ -267,10 +279,12 @@ return 1
     .to_string()
 }
 
-/// KEYS: buckets, timer, stream, stats. ARGV: prefix, limit, how late a
-/// timer must be to count as misfired (ms), byte budget. Moves up to `limit`
-/// timers whose deadline is at or before the server's `TIME` to the stream,
-/// in one atomic step, and stops early once the records moved pass the byte
+/// KEYS: buckets, timer, stream, stats, repeat. ARGV: prefix, limit, how
+/// late a timer must be to count as misfired (ms), byte budget. A recurring
+/// timer's entry carries its series (`repeat`), for the acknowledgement
+/// that schedules the next occurrence. Moves up to `limit` timers whose
+/// deadline is at or before the server's `TIME` to the stream, in one
+/// atomic step, and stops early once the records moved pass the byte
 /// budget (the first timer always moves, whatever its size). Returns
 /// `{timers taken from the buckets, next deadline or -1, server time, 1 if
 /// it stopped at a limit (call again) else 0}`.
@@ -301,6 +315,7 @@ while full == 0 and moved < limit and looks < limit and #first > 0 and tonumber(
       for k = taken + 1, math.min(taken + step, n) do ids[#ids + 1] = due[2 * k - 1] end
       step = math.min(step * 2, 64)
       local records = redis.call('HMGET', KEYS[2], unpack(ids))
+      local series = redis.call('HMGET', KEYS[5], unpack(ids))
       for j, id in ipairs(ids) do
         local record = records[j]
         local rb, attempt, payload
@@ -313,8 +328,13 @@ while full == 0 and moved < limit and looks < limit and #first > 0 and tonumber(
           end
           bytes = bytes + #record
           local deadline = due[2 * (taken + 1)]
-          redis.call('XADD', KEYS[3], '*', 'id', id, 'payload', payload, 'deadline', deadline,
-            'attempt', attempt, 'promoted', string.format('%d', now))
+          local entry = {'id', id, 'payload', payload, 'deadline', deadline,
+            'attempt', attempt, 'promoted', string.format('%d', now)}
+          if series[j] then
+            entry[#entry + 1] = 'repeat'
+            entry[#entry + 1] = series[j]
+          end
+          redis.call('XADD', KEYS[3], '*', unpack(entry))
           gone[#gone + 1] = id
           local late = now - tonumber(deadline)
           if late > lag then lag = late end

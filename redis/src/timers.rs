@@ -9,8 +9,8 @@ use redis::Value;
 
 use crate::error::preview;
 use crate::link::{Link, Tries};
-use crate::scripts::{BATCH_BYTES, MISFIRE_PAGE, SCHEDULE_BATCH};
-use crate::{reply, Config, Error, Misfire, MAX_DEADLINE_MS};
+use crate::scripts::{BATCH_BYTES, SCHEDULE_BATCH};
+use crate::{calls, Config, Error, MAX_DEADLINE_MS};
 
 /// The figures of a namespace, read from Redis.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -54,7 +54,7 @@ pub(crate) enum MisfirePage {
 
 /// Splits `timers` into chunks of at most [`SCHEDULE_BATCH`] timers and
 /// [`BATCH_BYTES`] of ids and payloads (a single larger timer goes alone).
-fn chunks<'a, 'b>(
+pub(crate) fn chunks<'a, 'b>(
     timers: &'a [(&'b str, u64, &'b [u8])],
 ) -> impl Iterator<Item = &'a [(&'b str, u64, &'b [u8])]> {
     let mut rest = timers;
@@ -180,9 +180,8 @@ impl Timers {
     ///
     /// [`Error::Unavailable`] if Redis cannot be reached.
     pub fn server_time_ms(&self) -> Result<u64, Error> {
-        let (secs, micros): (u64, u64) =
-            self.link.with_connection(|c| redis::cmd("TIME").query(c))?;
-        Ok(secs * 1000 + micros / 1000)
+        let time = self.link.with_connection(|c| calls::time().query(c))?;
+        Ok(calls::time_ms(time))
     }
 
     /// Refuses a bad id before Redis is asked.
@@ -292,43 +291,23 @@ impl Timers {
         if timers.is_empty() {
             return Ok(());
         }
-        let (keys, scripts) = (&self.link.keys, &self.link.scripts);
-        let hash = scripts.schedule.get_hash();
-        let mut pipe = redis::pipe();
-        for chunk in chunks(timers) {
-            let command = pipe
-                .cmd("EVALSHA")
-                .arg(hash)
-                .arg(2)
-                .arg(&keys.buckets)
-                .arg(&keys.timer)
-                .arg(&keys.prefix)
-                .arg(self.link.config.bucket_ms)
-                .arg(&keys.wake);
-            for (id, at_ms, payload) in chunk {
-                command.arg(*id).arg(*at_ms).arg(attempt).arg(*payload);
-            }
-            command.ignore();
-        }
-        let wait = self.link.config.replica_ack;
-        if let Some(ack) = wait {
-            // WAIT answers once the replicas hold every write this
-            // connection made before it: the whole pipeline.
-            pipe.cmd("WAIT")
-                .arg(ack.replicas)
-                .arg(ack.timeout.as_millis() as u64);
-        }
+        self.send_schedule_pipe(&calls::schedule(&self.link, timers, attempt))
+    }
+
+    /// Sends a pipeline of schedule calls, loading the script first if
+    /// Redis lost it (it restarted, or `SCRIPT FLUSH`); with
+    /// [`Config::replicas_to_ack`], then waits for the replicas (`WAIT`).
+    pub(crate) fn send_schedule_pipe(&self, pipe: &redis::Pipeline) -> Result<(), Error> {
+        let mut pipe = pipe.clone();
+        let wait = calls::add_wait(&mut pipe, &self.link);
         let response_timeout = self.link.config.response_timeout;
         let acked: Vec<u32> = self.link.with_connection(|c| {
             if let Some(ack) = wait {
                 c.set_read_timeout(Some(response_timeout.saturating_add(ack.timeout)))?;
             }
             let sent = match pipe.query(c) {
-                Err(e) if e.kind() == redis::ErrorKind::NoScriptError => {
-                    redis::cmd("SCRIPT")
-                        .arg("LOAD")
-                        .arg(crate::scripts::schedule())
-                        .query::<String>(c)?;
+                Err(e) if calls::no_script(&e) => {
+                    calls::load_schedule().query::<String>(c)?;
                     pipe.query(c)
                 }
                 other => other,
@@ -338,17 +317,12 @@ impl Timers {
             }
             sent
         })?;
-        match (wait, acked.first()) {
-            (Some(ack), Some(&acked)) if acked < ack.replicas => Err(Error::ReplicasNotReached {
-                acked,
-                wanted: ack.replicas,
-            }),
-            _ => Ok(()),
-        }
+        calls::replicas_reached(wait, &acked)
     }
 
-    /// Cancels timer `id`; `true` if it was pending (not yet moved to the
-    /// stream).
+    /// Cancels timer `id`, and ends its series if it recurs (an occurrence
+    /// in flight is the last one); `true` if it was pending (not yet moved
+    /// to the stream) or recurring.
     ///
     /// # Errors
     ///
@@ -366,16 +340,8 @@ impl Timers {
     /// ```
     pub fn cancel(&self, id: &str) -> Result<bool, Error> {
         self.check_id(id)?;
-        let (keys, scripts) = (&self.link.keys, &self.link.scripts);
-        let removed: i64 = self.link.with_connection(|c| {
-            scripts
-                .cancel
-                .key(&keys.buckets)
-                .key(&keys.timer)
-                .arg(&keys.prefix)
-                .arg(id)
-                .invoke(c)
-        })?;
+        let cancel = calls::cancel(&self.link, id);
+        let removed: i64 = self.link.with_connection(|c| cancel.invoke(c))?;
         Ok(removed == 1)
     }
 
@@ -385,27 +351,9 @@ impl Timers {
     /// handles outages). Timers promoted more than `misfire_after` late are
     /// counted in [`Metrics::misfired`].
     pub(crate) fn promote(&self, misfire_after: Duration) -> Result<Promotion, Error> {
-        let (keys, scripts) = (&self.link.keys, &self.link.scripts);
-        let (_moved, next, now, full): (u64, String, String, u8) =
-            self.link.call(Tries::Once, |c| {
-                scripts
-                    .promote
-                    .key(&keys.buckets)
-                    .key(&keys.timer)
-                    .key(&keys.stream)
-                    .key(&keys.stats)
-                    .arg(&keys.prefix)
-                    .arg(self.link.config.promote_batch)
-                    .arg(misfire_after.as_millis() as u64)
-                    .arg(BATCH_BYTES)
-                    .invoke(c)
-            })?;
-        let next = reply::millis(&next)?;
-        Ok(Promotion {
-            next_deadline_ms: (next >= 0.0).then_some(next as u64),
-            now_ms: reply::millis(&now)? as u64,
-            full: full == 1,
-        })
+        let promote = calls::promote(&self.link, misfire_after);
+        let step = self.link.call(Tries::Once, |c| promote.invoke(c))?;
+        calls::promotion(step)
     }
 
     /// Applies the misfire policy to up to one page of timers more than
@@ -414,33 +362,11 @@ impl Timers {
     /// [`Misfire::FireNow`] sends nothing: promotion delivers and counts
     /// them.
     pub(crate) fn handle_misfires(&self, late: Duration) -> Result<MisfirePage, Error> {
-        let (keys, scripts) = (&self.link.keys, &self.link.scripts);
-        let config = &self.link.config;
-        let (policy, delay) = match config.misfire {
-            Misfire::FireNow => return Ok(MisfirePage::Done),
-            Misfire::Skip => ("skip", 0),
-            Misfire::Reschedule(d) => ("reschedule", d.as_millis() as u64),
+        let Some(misfire) = calls::misfire(&self.link, late) else {
+            return Ok(MisfirePage::Done);
         };
-        let (_found, full): (u64, u8) = self.link.call(Tries::Once, |c| {
-            scripts
-                .misfire
-                .key(&keys.buckets)
-                .key(&keys.timer)
-                .key(&keys.stats)
-                .arg(&keys.prefix)
-                .arg(policy)
-                .arg(late.as_millis() as u64)
-                .arg(delay)
-                .arg(config.bucket_ms)
-                .arg(MISFIRE_PAGE)
-                .arg(BATCH_BYTES)
-                .invoke(c)
-        })?;
-        Ok(if full == 1 {
-            MisfirePage::More
-        } else {
-            MisfirePage::Done
-        })
+        let page: calls::MisfireReply = self.link.call(Tries::Once, |c| misfire.invoke(c))?;
+        Ok(calls::misfire_page(page))
     }
 
     /// The namespace's figures.
@@ -459,47 +385,19 @@ impl Timers {
     /// # Ok::<(), purgatorio_redis::Error>(())
     /// ```
     pub fn metrics(&self) -> Result<Metrics, Error> {
-        let keys = &self.link.keys;
-        let (pending, stats, dead, unacked): (u64, Vec<(String, u64)>, u64, Value) =
-            self.link.with_connection(|c| {
-                redis::pipe()
-                    .cmd("HLEN")
-                    .arg(&keys.timer)
-                    .cmd("HGETALL")
-                    .arg(&keys.stats)
-                    .cmd("XLEN")
-                    .arg(&keys.dead)
-                    .cmd("XPENDING")
-                    .arg(&keys.stream)
-                    .arg(&keys.group)
-                    .query(c)
-                    .or_else(|e| {
-                        // No group yet: nothing delivered.
-                        if e.code() == Some("NOGROUP") {
-                            let (p, s, d): (u64, Vec<(String, u64)>, u64) = redis::pipe()
-                                .cmd("HLEN")
-                                .arg(&keys.timer)
-                                .cmd("HGETALL")
-                                .arg(&keys.stats)
-                                .cmd("XLEN")
-                                .arg(&keys.dead)
-                                .query(c)?;
-                            Ok((p, s, d, Value::Nil))
-                        } else {
-                            Err(e)
-                        }
-                    })
-            })?;
-        let stat = |name: &str| stats.iter().find(|(k, _)| k == name).map_or(0, |(_, v)| *v);
-        Ok(Metrics {
-            pending,
-            promoted: stat("promoted"),
-            promotion_lag_ms: stat("lag_ms"),
-            redelivered: stat("redelivered"),
-            dead_letters: dead,
-            misfired: stat("misfired"),
-            unacknowledged: reply::pending_count(&unacked),
-        })
+        let (with_group, without) = (
+            calls::metrics(&self.link, true),
+            calls::metrics(&self.link, false),
+        );
+        let (figures, unacked) = self.link.with_connection(|c| {
+            match with_group.query::<calls::MetricsGroupReply>(c) {
+                Ok((p, s, d, unacked)) => Ok(((p, s, d), unacked)),
+                // No group yet: nothing delivered.
+                Err(e) if calls::no_group(&e) => Ok((without.query(c)?, Value::Nil)),
+                Err(e) => Err(e),
+            }
+        })?;
+        Ok(calls::metrics_of(figures, &unacked))
     }
 }
 

@@ -86,7 +86,7 @@ fn script_durations(server: &Server) -> HashMap<String, Vec<i64>> {
             continue;
         }
         let name = match text(args.get(2)).as_str() {
-            "4" => "promote",
+            "5" => "promote",
             "3" => "misfire",
             _ => "schedule",
         };

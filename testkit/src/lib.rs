@@ -119,6 +119,53 @@ pub fn python_with(packages: &[&str]) -> PathBuf {
     python
 }
 
+/// A directory `target/<name>` with the npm packages `packages` (npm specs,
+/// such as `"bullmq@5"`) installed in its `node_modules`, installing what is
+/// missing; `None` when `node` or `npm` is not on the `PATH`.
+///
+/// The one component the tests do not install themselves: a Node.js
+/// toolchain is large, and what needs it (the side-by-side comparison with a
+/// JavaScript library) is a measurement, not a check of our code.
+pub fn node_modules_with(name: &str, packages: &[&str]) -> Option<PathBuf> {
+    which("node")?;
+    let npm = which("npm")?;
+    let dir = target_dir().join(name);
+    fs::create_dir_all(&dir).expect("create the npm directory under target/");
+    // Installed once: a package already in node_modules is not asked of
+    // the registry again.
+    let missing: Vec<&str> = packages
+        .iter()
+        .copied()
+        .filter(|spec| !dir.join("node_modules").join(npm_name(spec)).is_dir())
+        .collect();
+    if !missing.is_empty() {
+        let list = missing
+            .iter()
+            .map(|p| format!("'{p}'"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        run_locked(
+            "npm.lock",
+            &format!(
+                "set -e; cd '{dir}'; [ -f package.json ] || '{npm}' init -y >/dev/null; \
+                 '{npm}' install --silent --no-audit --no-fund {list}",
+                dir = dir.display(),
+                npm = npm.display(),
+            ),
+        );
+    }
+    Some(dir)
+}
+
+/// The package name of an npm spec: `bullmq` of `bullmq@5`, `@scope/x` of
+/// `@scope/x@1`.
+fn npm_name(spec: &str) -> &str {
+    match spec.rfind('@') {
+        Some(at) if at > 0 => &spec[..at],
+        _ => spec,
+    }
+}
+
 /// A loopback port that was free a moment ago (bound, read and released).
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -528,6 +575,14 @@ impl RedisCluster {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_npm_spec_names_its_package() {
+        assert_eq!(npm_name("bullmq@5"), "bullmq");
+        assert_eq!(npm_name("bullmq"), "bullmq");
+        assert_eq!(npm_name("@scope/pkg@1.2"), "@scope/pkg");
+        assert_eq!(npm_name("@scope/pkg"), "@scope/pkg");
+    }
 
     #[test]
     fn a_temporary_directory_is_removed_on_drop() {
