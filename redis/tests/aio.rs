@@ -567,3 +567,78 @@ async fn replicas_to_ack_is_refused_by_the_async_face() {
         })
     ));
 }
+
+/// Saturated deliveries per second, the async stream (`ack_in_batch`)
+/// beside the blocking consumer's `run`, on one `redis-server`, alternating
+/// `PURGATORIO_REDIS_ROUNDS` rounds (default 2) of 100,000 timers all due at
+/// once. A measurement, run alone in release:
+/// `cargo test --release -p purgatorio-redis --features tokio --test aio saturated -- --ignored --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement: run alone, in release"]
+async fn saturated_deliveries_async_beside_blocking() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+
+    let server = Server::start_volatile();
+    let rounds: usize = std::env::var("PURGATORIO_REDIS_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(2);
+    let total = 100_000u64;
+    for round in 0..rounds {
+        for face in ["async", "blocking"] {
+            let namespace = format!("sat-{face}-{round}");
+            let timers = timers(&server, &namespace).await;
+            let blocking = tokio::task::block_in_place(|| server.timers(&namespace));
+            let now = timers.server_time_ms().await.unwrap();
+            let ids: Vec<String> = (0..total).map(|i| format!("t{i}")).collect();
+            let batch: Vec<(&str, u64, &[u8])> = ids
+                .iter()
+                .map(|id| (id.as_str(), now + 1_000, &b"payload"[..]))
+                .collect();
+            timers.schedule_many(&batch).await.unwrap();
+            tokio::task::block_in_place(|| server.reset_stats());
+            let node = tokio::spawn(aio::Scheduler::new(timers.clone()).run());
+            let started = Instant::now();
+            let first_due = Duration::from_millis(1_000);
+            match face {
+                "async" => {
+                    let consumer = aio::Consumer::new(timers.clone(), "c").await.unwrap();
+                    let mut stream = consumer.deliveries();
+                    for _ in 0..total {
+                        next(&mut stream).await.ack_in_batch();
+                    }
+                    consumer.flush_acks().await.unwrap();
+                }
+                _ => {
+                    let consumer = purgatorio_redis::Consumer::new(blocking, "c").unwrap();
+                    let stop = consumer.stop_handle();
+                    let seen = Arc::new(AtomicU64::new(0));
+                    let counter = Arc::clone(&seen);
+                    let running = std::thread::spawn(move || {
+                        consumer
+                            .run(|_| {
+                                counter.fetch_add(1, Ordering::Relaxed);
+                                purgatorio_redis::Verdict::Ack
+                            })
+                            .unwrap()
+                    });
+                    while seen.load(Ordering::Relaxed) < total {
+                        tokio::time::sleep(Duration::from_millis(1)).await;
+                    }
+                    stop.stop();
+                    tokio::task::block_in_place(|| running.join().unwrap());
+                }
+            }
+            let secs = started.elapsed().saturating_sub(first_due).as_secs_f64();
+            node.abort();
+            let (commands, us) = tokio::task::block_in_place(|| redis_calls(&server));
+            eprintln!(
+                "round {round} {face:8}: {:>7.0} deliveries/s, {:.2} commands and {:.1} µs of Redis CPU per timer",
+                total as f64 / secs,
+                commands as f64 / total as f64,
+                us as f64 / total as f64
+            );
+        }
+    }
+}

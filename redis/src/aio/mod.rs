@@ -43,10 +43,15 @@
 //! ```
 
 mod consumer;
+mod delivery;
 mod link;
+mod manage;
 mod scheduler;
+mod stream;
 mod timers;
 
-pub use consumer::{Consumer, Deliveries, Delivery};
+pub use consumer::Consumer;
+pub use delivery::Delivery;
 pub use scheduler::Scheduler;
+pub use stream::Deliveries;
 pub use timers::Timers;
