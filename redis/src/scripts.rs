@@ -339,12 +339,15 @@ return {moved, next_deadline, string.format('%d', now)}
     )
 }
 
-/// KEYS: buckets, timer, stats. ARGV: prefix, policy (`skip` or
+/// KEYS: buckets, timer, stats, repeat. ARGV: prefix, policy (`skip` or
 /// `reschedule`), how late a timer must be to count as misfired (ms), the
 /// delay for `reschedule` (ms), bucket width (ms), limit. Applies the policy
 /// to up to `limit` misfired timers, earliest first; returns how many (a
 /// full page means: call again). Each handled timer leaves the overdue
-/// range, so a second node never counts it again.
+/// range, so a second node never counts it again. `skip` drops no
+/// recurring timer: its occurrence is made due now instead, so that the
+/// acknowledgement of its delivery goes on with the series (dropped, the
+/// series would end unseen).
 pub(crate) fn misfire() -> String {
     format!(
         "{HELPERS}{}",
@@ -367,7 +370,27 @@ while found < limit do
   local records = redis.call('HMGET', KEYS[2], unpack(late))
   redis.call('ZREMRANGEBYRANK', bucket_key(b), 0, #late - 1)
   if policy == 'skip' then
-    redis.call('HDEL', KEYS[2], unpack(late))
+    local series = redis.call('HMGET', KEYS[4], unpack(late))
+    local drop, members, moved = {}, {}, {}
+    local now_s = string.format('%d', now)
+    local nowb = string.format('%d', math.floor(now / width))
+    for k, id in ipairs(late) do
+      if series[k] and records[k] then
+        local _, attempt, payload = parse(records[k])
+        members[#members + 1] = now_s
+        members[#members + 1] = id
+        moved[#moved + 1] = id
+        moved[#moved + 1] = nowb .. ' ' .. attempt .. ' ' .. payload
+      else
+        drop[#drop + 1] = id
+      end
+    end
+    if #drop > 0 then redis.call('HDEL', KEYS[2], unpack(drop)) end
+    if #members > 0 then
+      redis.call('ZADD', bucket_key(nowb), unpack(members))
+      redis.call('ZADD', KEYS[1], 'LT', now_s, nowb)
+      redis.call('HSET', KEYS[2], unpack(moved))
+    end
   else
     local members, moved = {}, {}
     for k, id in ipairs(late) do
