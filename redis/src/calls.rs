@@ -10,9 +10,9 @@ use redis::{Cmd, Pipeline, ScriptInvocation, Value};
 use crate::link::Link;
 use crate::manage::{DeadLetter, InFlight, Pending};
 use crate::recurring;
-use crate::scripts::{MISFIRE_PAGE, REMOVE_BATCH};
+use crate::scripts::{BATCH_BYTES, MISFIRE_PAGE, REMOVE_BATCH};
 use crate::timers::{chunks, MisfirePage, Promotion};
-use crate::{reply, Delivery, Error, Metrics, Misfire};
+use crate::{reply, Delivery, Error, Metrics, Misfire, ReplicaAck};
 
 /// `TIME`: Redis's clock.
 pub(crate) fn time() -> Cmd {
@@ -71,6 +71,31 @@ pub(crate) fn schedule_recurring(
         .ignore();
     add_schedules(&mut pipe, link, &[(id, first_ms, payload)], 1);
     pipe
+}
+
+/// Adds `WAIT` to a schedule pipeline when [`Config::replicas_to_ack`](crate::Config::replicas_to_ack)
+/// asks for it: it answers once the replicas hold every write the
+/// connection made before it, the whole pipeline. Returns what was asked,
+/// for [`replicas_reached`]. The caller gives the call that much longer to
+/// answer.
+pub(crate) fn add_wait(pipe: &mut Pipeline, link: &Link) -> Option<ReplicaAck> {
+    let ack = link.config.replica_ack?;
+    pipe.cmd("WAIT")
+        .arg(ack.replicas)
+        .arg(ack.timeout.as_millis() as u64);
+    Some(ack)
+}
+
+/// Whether a schedule pipeline's replies (`acked`: the `WAIT` answer, when
+/// [`add_wait`] added one) reached the replicas asked for.
+pub(crate) fn replicas_reached(wait: Option<ReplicaAck>, acked: &[u32]) -> Result<(), Error> {
+    match (wait, acked.first()) {
+        (Some(ack), Some(&acked)) if acked < ack.replicas => Err(Error::ReplicasNotReached {
+            acked,
+            wanted: ack.replicas,
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// `SCRIPT LOAD` of the schedule script, for a [`schedule`] pipeline that
@@ -278,7 +303,8 @@ pub(crate) fn revive<'a>(link: &'a Link, entry: &str) -> ScriptInvocation<'a> {
     call
 }
 
-/// One promotion step; see [`promotion`].
+/// One promotion step (at most `promote_batch` timers and [`BATCH_BYTES`]
+/// of records); see [`promotion`].
 pub(crate) fn promote(link: &Link, misfire_after: Duration) -> ScriptInvocation<'_> {
     let (keys, scripts) = (&link.keys, &link.scripts);
     let mut call = scripts.promote.key(&keys.buckets);
@@ -288,24 +314,27 @@ pub(crate) fn promote(link: &Link, misfire_after: Duration) -> ScriptInvocation<
         .key(&keys.repeat)
         .arg(&keys.prefix)
         .arg(link.config.promote_batch)
-        .arg(misfire_after.as_millis() as u64);
+        .arg(misfire_after.as_millis() as u64)
+        .arg(BATCH_BYTES);
     call
 }
 
-/// The reply of [`promote`]: moved, next deadline (`-1`: none), now.
-pub(crate) type PromoteReply = (u64, String, String);
+/// The reply of [`promote`]: moved, next deadline (`-1`: none), now, 1 if
+/// it stopped at a limit.
+pub(crate) type PromoteReply = (u64, String, String, u8);
 
 /// A [`promote`] reply as a [`Promotion`].
-pub(crate) fn promotion((moved, next, now): PromoteReply) -> Result<Promotion, Error> {
+pub(crate) fn promotion((_moved, next, now, full): PromoteReply) -> Result<Promotion, Error> {
     let next = reply::millis(&next)?;
     Ok(Promotion {
-        moved,
         next_deadline_ms: (next >= 0.0).then_some(next as u64),
         now_ms: reply::millis(&now)? as u64,
+        full: full == 1,
     })
 }
 
-/// One page of the misfire policy for timers more than `late` overdue;
+/// One page of the misfire policy for timers more than `late` overdue (at
+/// most [`MISFIRE_PAGE`] timers and [`BATCH_BYTES`] of records);
 /// `None` for [`Misfire::FireNow`], which sends nothing (promotion delivers
 /// and counts them). See [`misfire_page`].
 pub(crate) fn misfire(link: &Link, late: Duration) -> Option<ScriptInvocation<'_>> {
@@ -324,14 +353,18 @@ pub(crate) fn misfire(link: &Link, late: Duration) -> Option<ScriptInvocation<'_
         .arg(late.as_millis() as u64)
         .arg(delay)
         .arg(config.bucket_ms)
-        .arg(MISFIRE_PAGE);
+        .arg(MISFIRE_PAGE)
+        .arg(BATCH_BYTES);
     Some(call)
 }
 
-/// A [`misfire`] reply (how many timers): a full page means there may be
-/// more.
-pub(crate) fn misfire_page(found: usize) -> MisfirePage {
-    if found >= MISFIRE_PAGE {
+/// The reply of [`misfire`]: how many timers, 1 if the page stopped at a
+/// limit (count or bytes).
+pub(crate) type MisfireReply = (u64, u8);
+
+/// A [`misfire`] reply: a page stopped at a limit means there may be more.
+pub(crate) fn misfire_page((_found, full): MisfireReply) -> MisfirePage {
+    if full == 1 {
         MisfirePage::More
     } else {
         MisfirePage::Done

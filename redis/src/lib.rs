@@ -54,6 +54,8 @@
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub mod aio;
 mod calls;
+#[cfg(feature = "cluster")]
+mod cluster;
 mod config;
 mod consumer;
 mod delivery;
@@ -68,8 +70,8 @@ mod stop;
 mod timers;
 
 pub use config::{
-    Config, Misfire, MAX_DEADLINE_MS, MAX_DELAY_MS, MAX_NAMESPACE, MAX_PAYLOAD_LIMIT,
-    MAX_PROMOTE_BATCH,
+    Config, Misfire, ReplicaAck, MAX_DEADLINE_MS, MAX_DELAY_MS, MAX_NAMESPACE, MAX_PAYLOAD_LIMIT,
+    MAX_PROMOTE_BATCH, MAX_REPLICA_WAIT,
 };
 pub use consumer::{Consumer, MAX_BLOCK, MAX_CONSUMER_NAME};
 pub use delivery::{Backoff, Delivery, Verdict};

@@ -116,7 +116,7 @@ impl Scheduler {
             let wait = match step {
                 Ok(step) => {
                     health.answered();
-                    if step.moved as usize >= self.timers.config().promote_batch {
+                    if step.full {
                         continue; // more may be due: no sleep
                     }
                     // The node's own clock is never read: the wait is

@@ -9,7 +9,7 @@ use redis::Value;
 
 use crate::error::preview;
 use crate::link::{Link, Tries};
-use crate::scripts::{SCHEDULE_BATCH, SCHEDULE_BATCH_BYTES};
+use crate::scripts::{BATCH_BYTES, SCHEDULE_BATCH};
 use crate::{calls, Config, Error, MAX_DEADLINE_MS};
 
 /// The figures of a namespace, read from Redis.
@@ -34,12 +34,13 @@ pub struct Metrics {
 /// What one promotion step did.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Promotion {
-    /// Timers moved to the stream.
-    pub(crate) moved: u64,
     /// The earliest deadline still pending, ms by Redis's clock.
     pub(crate) next_deadline_ms: Option<u64>,
     /// Redis's clock during the step, ms.
     pub(crate) now_ms: u64,
+    /// The step stopped at its count or byte limit: more may be due, call
+    /// again at once.
+    pub(crate) full: bool,
 }
 
 /// Whether a misfire page left more to do.
@@ -52,7 +53,7 @@ pub(crate) enum MisfirePage {
 }
 
 /// Splits `timers` into chunks of at most [`SCHEDULE_BATCH`] timers and
-/// [`SCHEDULE_BATCH_BYTES`] of payload (a single larger payload goes alone).
+/// [`BATCH_BYTES`] of ids and payloads (a single larger timer goes alone).
 pub(crate) fn chunks<'a, 'b>(
     timers: &'a [(&'b str, u64, &'b [u8])],
 ) -> impl Iterator<Item = &'a [(&'b str, u64, &'b [u8])]> {
@@ -63,11 +64,12 @@ pub(crate) fn chunks<'a, 'b>(
         }
         let mut bytes = 0;
         let mut len = 0;
-        for (_, _, payload) in rest.iter().take(SCHEDULE_BATCH) {
-            if len > 0 && bytes + payload.len() > SCHEDULE_BATCH_BYTES {
+        for (id, _, payload) in rest.iter().take(SCHEDULE_BATCH) {
+            let size = id.len() + payload.len();
+            if len > 0 && bytes + size > BATCH_BYTES {
                 break;
             }
-            bytes += payload.len();
+            bytes += size;
             len += 1;
         }
         let (chunk, tail) = rest.split_at(len);
@@ -118,6 +120,43 @@ impl Timers {
         config.validate()?;
         let timers = Timers {
             link: Arc::new(Link::open(url, config)?),
+        };
+        timers.server_time_ms()?;
+        Ok(timers)
+    }
+
+    /// Connects to the master of `config`'s namespace in the Redis Cluster
+    /// that the nodes at `seeds` belong to (`redis://host:port` urls, or
+    /// `rediss://` with the `tls` feature; database 0, a cluster's only
+    /// one). A namespace's keys share one hash tag, so they live in one
+    /// slot: its every call goes to the master of that slot, found by
+    /// asking the nodes (`CLUSTER SLOTS`) for each new connection, again
+    /// after a failover or a `MOVED`. Spread the load over the masters with
+    /// several namespaces (their tags hash to different slots). Scheduler
+    /// nodes and consumers run as with one Redis.
+    ///
+    /// # Errors
+    ///
+    /// As [`connect`](Self::connect); [`Error::InvalidArgument`] for no
+    /// seed; [`Error::InvalidUrl`] for a url naming a database other than
+    /// 0.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use purgatorio_redis::{Config, Timers};
+    ///
+    /// let seeds = ["redis://10.0.0.1:7000", "redis://10.0.0.2:7000"];
+    /// let payments = Timers::connect_cluster(&seeds, Config::new("payments"))?;
+    /// let emails = Timers::connect_cluster(&seeds, Config::new("emails"))?;
+    /// # Ok::<(), purgatorio_redis::Error>(())
+    /// ```
+    #[cfg(feature = "cluster")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "cluster")))]
+    pub fn connect_cluster(seeds: &[&str], config: Config) -> Result<Timers, Error> {
+        config.validate()?;
+        let timers = Timers {
+            link: Arc::new(Link::open_cluster(seeds, config)?),
         };
         timers.server_time_ms()?;
         Ok(timers)
@@ -190,7 +229,8 @@ impl Timers {
     ///
     /// [`Error::InvalidId`], [`Error::DeadlineOutOfRange`] (past
     /// [`MAX_DEADLINE_MS`]), [`Error::PayloadTooLarge`] before Redis is
-    /// asked; [`Error::Unavailable`] after the retries.
+    /// asked; [`Error::Unavailable`] after the retries;
+    /// [`Error::ReplicasNotReached`] with [`Config::replicas_to_ack`].
     ///
     /// # Examples
     ///
@@ -219,7 +259,7 @@ impl Timers {
     }
 
     /// Schedules many timers in one round trip: one atomic step per
-    /// 500 timers (or 1 MiB of payloads),
+    /// 500 timers (or 256 KiB of payloads),
     /// pipelined. Every item is checked before anything is sent; an id
     /// listed twice ends at its last entry.
     ///
@@ -255,15 +295,29 @@ impl Timers {
     }
 
     /// Sends a pipeline of schedule calls, loading the script first if
-    /// Redis lost it (it restarted, or `SCRIPT FLUSH`).
+    /// Redis lost it (it restarted, or `SCRIPT FLUSH`); with
+    /// [`Config::replicas_to_ack`], then waits for the replicas (`WAIT`).
     pub(crate) fn send_schedule_pipe(&self, pipe: &redis::Pipeline) -> Result<(), Error> {
-        self.link.with_connection(|c| match pipe.query::<()>(c) {
-            Err(e) if calls::no_script(&e) => {
-                calls::load_schedule().query::<String>(c)?;
-                pipe.query::<()>(c)
+        let mut pipe = pipe.clone();
+        let wait = calls::add_wait(&mut pipe, &self.link);
+        let response_timeout = self.link.config.response_timeout;
+        let acked: Vec<u32> = self.link.with_connection(|c| {
+            if let Some(ack) = wait {
+                c.set_read_timeout(Some(response_timeout.saturating_add(ack.timeout)))?;
             }
-            other => other,
-        })
+            let sent = match pipe.query(c) {
+                Err(e) if calls::no_script(&e) => {
+                    calls::load_schedule().query::<String>(c)?;
+                    pipe.query(c)
+                }
+                other => other,
+            };
+            if wait.is_some() {
+                c.set_read_timeout(Some(response_timeout))?;
+            }
+            sent
+        })?;
+        calls::replicas_reached(wait, &acked)
     }
 
     /// Cancels timer `id`, and ends its series if it recurs (an occurrence
@@ -292,7 +346,8 @@ impl Timers {
     }
 
     /// Moves the due timers to the stream, one atomic step of at most
-    /// [`Config::promote_batch`] timers; one try (the scheduler's loop
+    /// [`Config::promote_batch`] timers and about 256 KiB of records
+    /// ([`BATCH_BYTES`]); one try (the scheduler's loop
     /// handles outages). Timers promoted more than `misfire_after` late are
     /// counted in [`Metrics::misfired`].
     pub(crate) fn promote(&self, misfire_after: Duration) -> Result<Promotion, Error> {
@@ -302,16 +357,16 @@ impl Timers {
     }
 
     /// Applies the misfire policy to up to one page of timers more than
-    /// `late` overdue; one try. Returns how many: a full page
-    /// ([`MISFIRE_PAGE`](crate::scripts)) means there may be more.
+    /// `late` overdue, and about 256 KiB of records ([`BATCH_BYTES`]);
+    /// one try. [`MisfirePage::More`] when the page stopped at either limit.
     /// [`Misfire::FireNow`] sends nothing: promotion delivers and counts
     /// them.
     pub(crate) fn handle_misfires(&self, late: Duration) -> Result<MisfirePage, Error> {
         let Some(misfire) = calls::misfire(&self.link, late) else {
             return Ok(MisfirePage::Done);
         };
-        let found: usize = self.link.call(Tries::Once, |c| misfire.invoke(c))?;
-        Ok(calls::misfire_page(found))
+        let page: calls::MisfireReply = self.link.call(Tries::Once, |c| misfire.invoke(c))?;
+        Ok(calls::misfire_page(page))
     }
 
     /// The namespace's figures.
@@ -356,7 +411,7 @@ mod tests {
         let timers: Vec<(&str, u64, &[u8])> = (0..1_201).map(|_| ("a", 1, &small[..])).collect();
         let sizes: Vec<usize> = chunks(&timers).map(<[_]>::len).collect();
         assert_eq!(sizes, [500, 500, 201]);
-        let big = vec![0u8; SCHEDULE_BATCH_BYTES / 2 + 1];
+        let big = vec![0u8; BATCH_BYTES / 2 + 1];
         let timers: Vec<(&str, u64, &[u8])> = (0..3).map(|_| ("a", 1, &big[..])).collect();
         let sizes: Vec<usize> = chunks(&timers).map(<[_]>::len).collect();
         assert_eq!(sizes, [1, 1, 1]);

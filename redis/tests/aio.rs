@@ -553,6 +553,21 @@ async fn a_scheduler_node_stops_when_its_shutdown_completes() {
     assert_eq!(timers.metrics().await.unwrap().promoted, 1);
 }
 
+/// What the async face does not do yet is refused by name: `WAIT`
+/// (`Config::replicas_to_ack`), before Redis is asked.
+#[tokio::test]
+async fn replicas_to_ack_is_refused_by_the_async_face() {
+    let config = Config::new("ns").replicas_to_ack(1, Duration::from_millis(100));
+    let connected = aio::Timers::connect("redis://127.0.0.1:1", config).await;
+    assert!(matches!(
+        connected,
+        Err(Error::InvalidConfig {
+            field: "replica_ack",
+            ..
+        })
+    ));
+}
+
 /// Saturated deliveries per second, the async stream (`ack_in_batch`)
 /// beside the blocking consumer's `run`, on one `redis-server`, alternating
 /// `PURGATORIO_REDIS_ROUNDS` rounds (default 2) of 100,000 timers all due at

@@ -130,7 +130,7 @@ impl Scheduler {
             let wait = match self.timers.promote(MISFIRE_AFTER).await {
                 Ok(step) => {
                     health.answered();
-                    if step.moved as usize >= self.timers.config().promote_batch {
+                    if step.full {
                         continue; // more may be due: no wait
                     }
                     step.next_deadline_ms

@@ -53,7 +53,9 @@ impl Timers {
     /// # Errors
     ///
     /// As [`crate::Timers::connect`]: [`Error::InvalidNamespace`],
-    /// [`Error::InvalidConfig`], [`Error::InvalidUrl`],
+    /// [`Error::InvalidConfig`] (also for
+    /// [`Config::replicas_to_ack`](crate::Config::replicas_to_ack), not
+    /// supported here yet), [`Error::InvalidUrl`],
     /// [`Error::TlsUnsupported`], [`Error::TlsCertificate`], or
     /// [`Error::Unavailable`] if Redis cannot be reached.
     ///
@@ -69,6 +71,14 @@ impl Timers {
     /// ```
     pub async fn connect(url: &str, config: Config) -> Result<Timers, Error> {
         config.validate()?;
+        if config.replica_ack.is_some() {
+            // Its connection manager's response timeout is fixed, and a
+            // WAIT would have to fit in it.
+            return Err(Error::InvalidConfig {
+                field: "replica_ack",
+                why: "is not supported by the async face yet",
+            });
+        }
         let link = Arc::new(Link::open(url, config)?);
         let timeout = link.config.response_timeout;
         let connection = Connection::open_with(Arc::clone(&link), timeout, Tries::Config).await?;
@@ -351,12 +361,12 @@ impl Timers {
         let Some(misfire) = &calls::misfire(self.link(), late) else {
             return Ok(MisfirePage::Done);
         };
-        let found: usize = self
+        let page: calls::MisfireReply = self
             .connection
             .call(Tries::Once, |mut c| async move {
                 misfire.invoke_async(&mut c).await
             })
             .await?;
-        Ok(calls::misfire_page(found))
+        Ok(calls::misfire_page(page))
     }
 }
