@@ -347,6 +347,7 @@ pub(crate) fn misfire(link: &Link, late: Duration) -> Option<ScriptInvocation<'_
     let mut call = scripts.misfire.key(&keys.buckets);
     call.key(&keys.timer)
         .key(&keys.stats)
+        .key(&keys.repeat)
         .arg(&keys.prefix)
         .arg(policy)
         .arg(late.as_millis() as u64)

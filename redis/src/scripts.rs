@@ -365,14 +365,16 @@ return {moved, next_deadline, string.format('%d', now), full}
     )
 }
 
-/// KEYS: buckets, timer, stats. ARGV: prefix, policy (`skip` or
+/// KEYS: buckets, timer, stats, repeat. ARGV: prefix, policy (`skip` or
 /// `reschedule`), how late a timer must be to count as misfired (ms), the
 /// delay for `reschedule` (ms), bucket width (ms), limit, byte budget.
 /// Applies the policy to up to `limit` misfired timers, earliest first,
 /// stopping early once the records rescheduled pass the byte budget (the
 /// first always moves); returns `{how many, 1 if it stopped at a limit
 /// (call again) else 0}`. Each handled timer leaves the overdue range, so a
-/// second node never counts it again.
+/// second node never counts it again. `skip` drops no recurring timer: its
+/// occurrence is made due now instead, so that the acknowledgement of its
+/// delivery goes on with the series (dropped, the series would end unseen).
 pub(crate) fn misfire() -> String {
     format!(
         "{HELPERS}{}",
@@ -393,12 +395,18 @@ while full == 0 and found < limit do
     refresh(b)
     break
   end
+  local members, moved, recurring = {}, {}, {}
   if policy == 'skip' then
-    redis.call('HDEL', KEYS[2], unpack(late))
+    local series = redis.call('HMGET', KEYS[4], unpack(late))
+    local drop = {}
+    for k, id in ipairs(late) do
+      if series[k] then recurring[#recurring + 1] = id else drop[#drop + 1] = id end
+    end
+    if #drop > 0 then redis.call('HDEL', KEYS[2], unpack(drop)) end
   else
     -- Only the records that fit the budget move in this call; they are
     -- read 4, 8, 16, … (at most 64) at a time, as in promote.
-    local members, moved, taken, step = {}, {}, 0, 4
+    local taken, step = 0, 4
     while full == 0 and taken < #late do
       local ids = {}
       for k = taken + 1, math.min(taken + step, #late) do ids[#ids + 1] = late[k] end
@@ -422,14 +430,35 @@ while full == 0 and found < limit do
       end
     end
     late = {unpack(late, 1, taken)}
-    if #members > 0 then
-      redis.call('ZADD', bucket_key(nb), unpack(members))
-      redis.call('ZADD', KEYS[1], 'LT', later_s, nb)
-      redis.call('HSET', KEYS[2], unpack(moved))
+  end
+  -- The late timers are the bucket's first by score: they leave it before
+  -- any goes back in (the new bucket may be this one).
+  if #late > 0 then redis.call('ZREMRANGEBYRANK', bucket_key(b), 0, #late - 1) end
+  if #members > 0 then
+    redis.call('ZADD', bucket_key(nb), unpack(members))
+    redis.call('ZADD', KEYS[1], 'LT', later_s, nb)
+    redis.call('HSET', KEYS[2], unpack(moved))
+  end
+  if #recurring > 0 then
+    local records = redis.call('HMGET', KEYS[2], unpack(recurring))
+    local now_s = string.format('%d', now)
+    local nowb = string.format('%d', math.floor(now / width))
+    local due, kept = {}, {}
+    for k, id in ipairs(recurring) do
+      if records[k] then
+        local _, attempt, payload = parse(records[k])
+        due[#due + 1] = now_s
+        due[#due + 1] = id
+        kept[#kept + 1] = id
+        kept[#kept + 1] = nowb .. ' ' .. attempt .. ' ' .. payload
+      end
+    end
+    if #due > 0 then
+      redis.call('ZADD', bucket_key(nowb), unpack(due))
+      redis.call('ZADD', KEYS[1], 'LT', now_s, nowb)
+      redis.call('HSET', KEYS[2], unpack(kept))
     end
   end
-  -- The late timers are the bucket's first by score.
-  if #late > 0 then redis.call('ZREMRANGEBYRANK', bucket_key(b), 0, #late - 1) end
   found = found + #late
   refresh(b)
 end

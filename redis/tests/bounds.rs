@@ -87,7 +87,7 @@ fn script_durations(server: &Server) -> HashMap<String, Vec<i64>> {
         }
         let name = match text(args.get(2)).as_str() {
             "5" => "promote",
-            "3" => "misfire",
+            "4" => "misfire",
             _ => "schedule",
         };
         out.entry(name.to_string()).or_default().push(*us);

@@ -227,3 +227,41 @@ fn due_and_in_flight_timers_are_listed() {
     stop.stop();
     running.join().unwrap();
 }
+
+#[test]
+fn a_misfired_timer_rescheduled_into_its_own_bucket_is_not_lost() {
+    use purgatorio_redis::Misfire;
+
+    let server = Server::start("no");
+    // Buckets of 10 minutes: a timer 2 s overdue, rescheduled 100 ms from
+    // now, stays in its bucket.
+    let mut config = Config::new("own-bucket");
+    config.bucket_ms = 600_000;
+    config.misfire = Misfire::Reschedule(Duration::from_millis(100));
+    let timers = Timers::connect(&server.url(), config).unwrap();
+    let now = timers.server_time_ms().unwrap();
+    let bucket_start = now - now % 600_000;
+    if now - bucket_start < 3_000 || bucket_start + 600_000 - now < 3_000 {
+        // Too near a bucket's edge for the timers to share one: nothing
+        // to check this time.
+        return;
+    }
+    timers.schedule("late", now - 2_000, b"").unwrap();
+    timers.schedule("later", now + 2_000, b"").unwrap();
+    let node = Scheduler::new(timers.clone());
+    let stop = node.stop_handle();
+    let running = thread::spawn(move || node.run().unwrap());
+    let consumer = Consumer::new(timers.clone(), "c").unwrap();
+    let mut seen = Vec::new();
+    while seen.len() < 2 {
+        let read = wait_for("both timers", PATIENCE, || {
+            let read = consumer.poll(Duration::from_millis(100), 10).unwrap();
+            (!read.is_empty()).then_some(read)
+        });
+        seen.extend(read.into_iter().map(|d| d.id));
+    }
+    assert_eq!(seen, ["late", "later"]);
+    assert_eq!(timers.metrics().unwrap().misfired, 1);
+    stop.stop();
+    running.join().unwrap();
+}

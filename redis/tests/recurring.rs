@@ -255,3 +255,42 @@ fn a_dead_letter_goes_back_to_pending_once() {
     assert_eq!(timers.dead_letters(10).unwrap().len(), 1);
     node.stop();
 }
+
+#[test]
+fn skipping_misfires_keeps_a_recurring_series_going() {
+    use purgatorio_redis::Misfire;
+
+    let server = Server::start_volatile();
+    let mut config = Config::new("skip");
+    config.misfire = Misfire::Skip;
+    let timers = Timers::connect(&server.url(), config).unwrap();
+    let every = Recurrence::Every(Duration::from_millis(300));
+    let first = timers.schedule_recurring("series", &every, b"").unwrap();
+    let now = timers.server_time_ms().unwrap();
+    timers.schedule("one-shot", now, b"").unwrap();
+    // No scheduler runs until both are more than a second overdue.
+    thread::sleep(Duration::from_millis(1_700));
+    let node = Node::start(&timers);
+    let consumer = Consumer::new(timers.clone(), "c").unwrap();
+    // The one-shot timer is skipped; the series' overdue occurrence is
+    // delivered now, and its acknowledgement schedules the next one.
+    let late = next(&consumer);
+    assert_eq!(late.id, "series");
+    assert!(late.deadline_ms > first + 1_000, "{late:?}");
+    assert!(late.promoted_ms >= late.deadline_ms);
+    consumer.finish(&late, Verdict::Ack).unwrap();
+    let pending = timers.get("series").unwrap().expect("the series goes on");
+    assert_eq!((pending.deadline_ms - first) % 300, 0, "{pending:?}");
+    let after = next(&consumer);
+    assert_eq!(after.deadline_ms, pending.deadline_ms);
+    consumer.finish(&after, Verdict::Ack).unwrap();
+    assert!(timers.cancel("series").unwrap());
+    assert_eq!(timers.get("one-shot").unwrap(), None);
+    let m = timers.metrics().unwrap();
+    assert_eq!(m.misfired, 2, "{m:?}");
+    assert!(consumer
+        .poll(Duration::from_millis(300), 10)
+        .unwrap()
+        .is_empty());
+    node.stop();
+}
