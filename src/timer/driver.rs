@@ -29,14 +29,14 @@ use std::time::{Duration, Instant};
 use super::executor::Runner;
 use super::handle::TimerHandle;
 use super::hooks::ShutdownHooks;
-use super::pool::{self, Due};
+use super::pool;
 use super::shard::{shard_index, Shard};
 use super::task::Task;
 use super::time::TimeSource;
 use super::timing::Timing;
 use crate::error::ScheduleError;
 use crate::sync::Mutex;
-use crate::wheel::TimerKey;
+use crate::wheel::{Fired, TimerKey};
 
 /// The most expirations moved out of a shard under one hold of its lock.
 pub(crate) const BATCH: usize = 1024;
@@ -126,10 +126,7 @@ impl<T: Task> Driver<T> {
         tick: u64,
         task: T,
     ) -> Result<TimerHandle<T>, ScheduleError<T>> {
-        let job = Due {
-            task,
-            deadline: tick,
-        };
+        let job = Fired::untracked(tick, task);
         match self.pool.submit(vec![job]) {
             Ok(()) => {
                 let mut state = shard.state.lock();
@@ -141,7 +138,7 @@ impl<T: Task> Driver<T> {
                 figures.expired(1);
                 Ok(TimerHandle::new(Arc::clone(shard), TimerKey::DEAD))
             }
-            Err(mut batch) => Err(ScheduleError::new(batch.pop().expect("one job").task)),
+            Err(mut batch) => Err(ScheduleError::new(batch.pop().expect("one job").value)),
         }
     }
 
@@ -191,10 +188,7 @@ impl<T: Task> Driver<T> {
                     let mut state = shard.state.lock();
                     while batch.len() < BATCH {
                         match state.wheel.poll(now) {
-                            Some(fired) => batch.push(Due {
-                                task: fired.value,
-                                deadline: fired.deadline,
-                            }),
+                            Some(fired) => batch.push(fired),
                             None => break,
                         }
                     }
@@ -222,10 +216,12 @@ impl<T: Task> Driver<T> {
     /// task, so the hop to a worker would cost more than it saves. Returns
     /// the rest, for the workers.
     fn wake_here(&self, mut batch: pool::Batch<T>) -> pool::Batch<T> {
-        let wakes: Vec<Due<T>> = batch.extract_if(.., |due| due.task.wakes_only()).collect();
-        for due in wakes {
-            self.timing.record_lag(due.deadline);
-            let task = due.task;
+        let wakes: Vec<Fired<T>> = batch
+            .extract_if(.., |fired| fired.value.wakes_only())
+            .collect();
+        for fired in wakes {
+            self.timing.record_lag(fired.deadline);
+            let task = fired.value;
             if std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || task.run())).is_err() {
                 self.timing.counters.record_panic();
             }

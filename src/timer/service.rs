@@ -10,10 +10,11 @@ use super::driver::Driver;
 use super::handle::TimerHandle;
 use super::hooks::OnShutdown;
 use super::metrics::Metrics;
-use super::pool::Due;
+use super::pool::UNTIMED;
 use super::task::{BoxTask, Task};
 use crate::error::ScheduleError;
 use crate::sync::Mutex;
+use crate::wheel::Fired;
 
 /// Owns the threads; dropping the last [`Timer`] drops it, which shuts down.
 pub(crate) struct Owner<T: Task> {
@@ -207,14 +208,11 @@ impl<T: Task> Timer<T> {
     /// enters a wheel, so it shows in no gauge and waits for no tick. Gives
     /// the task back if the timer is shut down.
     pub(crate) fn execute(&self, task: T) -> Result<(), T> {
-        let job = Due {
-            task,
-            deadline: super::pool::UNTIMED,
-        };
+        let job = Fired::untracked(UNTIMED, task);
         self.driver()
             .pool
             .submit(vec![job])
-            .map_err(|mut batch| batch.pop().expect("one job").task)
+            .map_err(|mut batch| batch.pop().expect("one job").value)
     }
 
     /// Number of timers linked in the wheels, not yet handed to the workers.
