@@ -49,6 +49,17 @@ fn earlier<T: Ord>(a: Option<T>, b: Option<T>) -> Option<T> {
     }
 }
 
+/// A scheduled timer named by its shard's number and its key there: a
+/// [`TimerHandle`] without the shard's reference count, for an owner that
+/// holds the [`Driver`] anyway (a [`Sleep`](crate::Sleep)).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Entry {
+    /// The shard's number.
+    shard: usize,
+    /// The timer's key there.
+    key: TimerKey,
+}
+
 /// The driver: the shards, the timing they share, and the pool it hands due
 /// tasks to. Its loop runs on the driver thread; its pass also serves
 /// [`Timer::run_due`](crate::Timer::run_due) and
@@ -98,13 +109,29 @@ impl<T: Task> Driver<T> {
         now: u64,
         task: T,
     ) -> Result<TimerHandle<T>, ScheduleError<T>> {
-        let shard = &self.shards[shard_index(self.shards.len())];
+        let entry = self.insert(tick, now, task)?;
+        Ok(TimerHandle::new(
+            Arc::clone(&self.shards[entry.shard]),
+            entry.key,
+        ))
+    }
+
+    /// Schedules `task` at tick `tick`, the clock being at tick `now`, and
+    /// names it by an [`Entry`].
+    #[inline]
+    pub(crate) fn insert(&self, tick: u64, now: u64, task: T) -> Result<Entry, ScheduleError<T>> {
+        let index = shard_index(self.shards.len());
+        let shard = &self.shards[index];
         let timing = &self.timing;
         if tick <= now && !self.pool.runs_inline() {
             // Already due: straight to the workers (Kafka's "expired, run
             // now"). An inline executor would run it on this thread, so
             // then it goes through the wheel to the driver instead.
-            return self.run_now(shard, tick, task);
+            self.run_now(shard, tick, task)?;
+            return Ok(Entry {
+                shard: index,
+                key: TimerKey::DEAD,
+            });
         }
         let key = {
             let mut state = shard.state.lock();
@@ -116,16 +143,30 @@ impl<T: Task> Driver<T> {
         };
         timing.counters.figures.scheduled(1);
         timing.wake_if_earlier(tick);
-        Ok(TimerHandle::new(Arc::clone(shard), key))
+        Ok(Entry { shard: index, key })
+    }
+
+    /// Cancels `entry` and hands its task back; `None` if it is no longer
+    /// pending.
+    #[inline]
+    pub(crate) fn cancel(&self, entry: Entry) -> Option<T> {
+        self.shards[entry.shard].cancel(entry.key)
+    }
+
+    /// Swaps the task of `entry` for `task`, handing the old one back;
+    /// `Err(task)` if it is no longer pending.
+    pub(crate) fn replace(&self, entry: Entry, task: T) -> Result<T, T> {
+        self.shards[entry.shard].replace(entry.key, task)
+    }
+
+    /// Moves `entry` to `deadline`; `false` if it is no longer pending.
+    pub(crate) fn reschedule_at(&self, entry: Entry, deadline: Instant) -> bool {
+        let time = self.time();
+        self.shards[entry.shard].reschedule(entry.key, time.due_at(time.now(), deadline))
     }
 
     /// Hands a task that is already due to the workers.
-    fn run_now(
-        &self,
-        shard: &Arc<Shard<T>>,
-        tick: u64,
-        task: T,
-    ) -> Result<TimerHandle<T>, ScheduleError<T>> {
+    fn run_now(&self, shard: &Shard<T>, tick: u64, task: T) -> Result<(), ScheduleError<T>> {
         let job = Fired::untracked(tick, task);
         match self.pool.submit(vec![job]) {
             Ok(()) => {
@@ -136,7 +177,7 @@ impl<T: Task> Driver<T> {
                 let figures = &self.timing.counters.figures;
                 figures.scheduled(1);
                 figures.expired(1);
-                Ok(TimerHandle::new(Arc::clone(shard), TimerKey::DEAD))
+                Ok(())
             }
             Err(mut batch) => Err(ScheduleError::new(batch.pop().expect("one job").value)),
         }
