@@ -75,6 +75,15 @@ pub(crate) struct Driver<T> {
     pub(super) hooks: ShutdownHooks,
 }
 
+impl<T> std::fmt::Debug for Driver<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Driver")
+            .field("shards", &self.shards.len())
+            .field("closed", &self.is_closed())
+            .finish_non_exhaustive()
+    }
+}
+
 impl<T> Driver<T> {
     /// The timer's time source.
     #[inline]

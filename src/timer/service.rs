@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::driver::Driver;
+use super::driver::{Driver, Entry};
 use super::handle::TimerHandle;
 use super::hooks::OnShutdown;
 use super::metrics::Metrics;
@@ -174,6 +174,21 @@ impl<T: Task> Timer<T> {
         let now = timing.time().now();
         let tick = timing.time().due_after(now, delay);
         self.driver().schedule_tick(tick, now.tick, task.into())
+    }
+
+    /// [`schedule`](Self::schedule) for the crate's own entries: names the
+    /// timer by an [`Entry`] rather than a [`TimerHandle`], whose shard
+    /// reference would be one more count to move per timer.
+    #[inline]
+    pub(crate) fn schedule_entry(
+        &self,
+        delay: Duration,
+        task: T,
+    ) -> Result<Entry, ScheduleError<T>> {
+        let time = self.driver().time();
+        let now = time.now();
+        self.driver()
+            .insert(time.due_after(now, delay), now.tick, task)
     }
 
     /// Runs `task` on a worker once the timer's clock reaches `deadline`.
