@@ -176,8 +176,7 @@ impl<T: Task> Driver<T> {
 
     /// Hands a task that is already due to the workers.
     fn run_now(&self, shard: &Shard<T>, tick: u64, task: T) -> Result<(), ScheduleError<T>> {
-        let job = Fired::untracked(tick, task);
-        match self.pool.submit(vec![job]) {
+        match self.pool.submit(vec![Fired::untracked(tick, task)]) {
             Ok(()) => {
                 let mut state = shard.state.lock();
                 state.scheduled += 1;
@@ -188,7 +187,7 @@ impl<T: Task> Driver<T> {
                 figures.expired(1);
                 Ok(())
             }
-            Err(mut batch) => Err(ScheduleError::new(batch.pop().expect("one job").value)),
+            Err(mut batch) => Err(ScheduleError::new(batch.pop().expect("one task").value)),
         }
     }
 

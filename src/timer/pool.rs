@@ -140,11 +140,11 @@ fn work<T: Task>(receiver: &Receiver<Batch<T>>, timing: &Timing) {
 pub(crate) fn run_batch<T: Task>(batch: Batch<T>, timing: &Timing) -> usize {
     let ran = batch.len();
     timing.counters.dequeued(ran);
-    for job in batch {
-        if job.deadline != UNTIMED {
-            timing.record_lag(job.deadline);
+    for fired in batch {
+        if fired.deadline != UNTIMED {
+            timing.record_lag(fired.deadline);
         }
-        let task = job.value;
+        let task = fired.value;
         if catch_unwind(AssertUnwindSafe(move || task.run())).is_err() {
             timing.counters.record_panic();
         }

@@ -223,11 +223,10 @@ impl<T: Task> Timer<T> {
     /// enters a wheel, so it shows in no gauge and waits for no tick. Gives
     /// the task back if the timer is shut down.
     pub(crate) fn execute(&self, task: T) -> Result<(), T> {
-        let job = Fired::untracked(UNTIMED, task);
         self.driver()
             .pool
-            .submit(vec![job])
-            .map_err(|mut batch| batch.pop().expect("one job").value)
+            .submit(vec![Fired::untracked(UNTIMED, task)])
+            .map_err(|mut batch| batch.pop().expect("one task").value)
     }
 
     /// Number of timers linked in the wheels, not yet handed to the workers.
