@@ -168,6 +168,13 @@ impl<T: Task> Driver<T> {
         self.shards[entry.shard].replace(entry.key, task)
     }
 
+    /// Moves `entry` to `delay` from now; `false` if it is no longer
+    /// pending.
+    pub(crate) fn reschedule(&self, entry: Entry, delay: Duration) -> bool {
+        let time = self.time();
+        self.shards[entry.shard].reschedule(entry.key, time.due_after(time.now(), delay))
+    }
+
     /// Moves `entry` to `deadline`; `false` if it is no longer pending.
     pub(crate) fn reschedule_at(&self, entry: Entry, deadline: Instant) -> bool {
         let time = self.time();
