@@ -6,8 +6,7 @@
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
 use bytes::Buf;
 use kafka_protocol::messages::{
@@ -15,66 +14,9 @@ use kafka_protocol::messages::{
     MetadataResponse, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
-use purgatorio_testkit::require_program;
 
 mod common;
-use common::{broker_bin, frame, read_frame, Broker, PATIENCE};
-
-/// The Python Kafka client, as in `clients.rs`.
-const KAFKA_PYTHON: &str = "kafka-python>=3";
-
-/// Runs kcat with `args` on `input`; returns (success, stdout, stderr).
-fn kcat(args: &[&str], input: &[u8]) -> (bool, String, String) {
-    let mut child = Command::new(require_program("kcat", "kcat"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run kcat");
-    child.stdin.take().unwrap().write_all(input).unwrap();
-    let started = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        assert!(started.elapsed() < PATIENCE, "kcat {args:?} hung");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let output = child.wait_with_output().unwrap();
-    (
-        output.status.success(),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
-}
-
-/// Runs `probe_client.py` with `args`; returns its stdout.
-fn probe(args: &[&str]) -> String {
-    let python = purgatorio_testkit::python_with(&[KAFKA_PYTHON]);
-    let mut child = Command::new(python)
-        .arg(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/probe_client.py"
-        ))
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run probe_client.py");
-    let started = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        assert!(
-            started.elapsed() < PATIENCE,
-            "probe_client.py {args:?} hung"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let output = child.wait_with_output().unwrap();
-    assert!(
-        output.status.success(),
-        "probe_client.py {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
+use common::{broker_bin, frame, kcat, probe, read_frame, Broker};
 
 #[test]
 fn a_message_over_message_max_bytes_is_answered_message_too_large() {
@@ -296,7 +238,7 @@ fn topics_are_created_with_their_own_partition_counts_and_deleted() {
         "{out}"
     );
     assert!(!dir.path().join("five").exists(), "its files stayed");
-    assert!(dir.path().join("one").join("0.log").exists());
+    assert!(dir.path().join("one/0/00000000000000000000.log").exists());
 }
 
 #[test]

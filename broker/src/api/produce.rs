@@ -17,7 +17,8 @@ use purgatorio::{Completion, DelayedOperation};
 
 use super::RequestError;
 use crate::broker::Broker;
-use crate::log::{split_batches, stored_at, BatchHeader, Log, Position, TopicPartition};
+use crate::log::batch::split_batches;
+use crate::log::{BatchHeader, Log, Position, TopicPartition};
 use crate::producers::{Verdict, NO_PRODUCER};
 
 /// A produce with acks = -1 waiting until the fsyncs cover its offsets.
@@ -165,16 +166,12 @@ fn append_partition(
             }
             Verdict::Append => {}
         }
-        let stored = stored_at(batch, log.next);
-        if let Some(file) = log.file.as_mut() {
-            std::io::Write::write_all(file, &stored.bytes)
-                .map_err(|_| ResponseError::KafkaStorageError)?;
-            wrote = true;
-        }
-        base_offset.get_or_insert(stored.base);
-        log.producers.appended(&header, stored.base);
-        log.next = stored.last_offset() + 1;
-        log.batches.push(stored);
+        let base = log
+            .append(batch)
+            .map_err(|_| ResponseError::KafkaStorageError)?;
+        wrote = true;
+        base_offset.get_or_insert(base);
+        log.producers.appended(&header, base);
         broker.batches.fetch_add(1, Ordering::Relaxed);
     }
     if wrote {
@@ -185,8 +182,8 @@ fn append_partition(
     // A duplicate's answer, too, waits until the log is durable up to here
     // (its original may not be yet).
     Ok(Appended {
-        base_offset: base_offset.unwrap_or(log.next),
-        next: log.next,
+        base_offset: base_offset.unwrap_or(log.next()),
+        next: log.next(),
     })
 }
 

@@ -181,3 +181,59 @@ pub fn assert_closed_without_answer(broker: &Broker, bytes: &[u8]) {
         Err(e) => assert_ne!(e.kind(), std::io::ErrorKind::WouldBlock, "hung"),
     }
 }
+
+/// The Python Kafka client, as in `clients.rs`.
+pub const KAFKA_PYTHON: &str = "kafka-python>=3";
+
+/// Runs kcat with `args` on `input`; returns (success, stdout, stderr).
+pub fn kcat(args: &[&str], input: &[u8]) -> (bool, String, String) {
+    let mut child = Command::new(purgatorio_testkit::require_program("kcat", "kcat"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run kcat");
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    let started = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        assert!(started.elapsed() < PATIENCE, "kcat {args:?} hung");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let output = child.wait_with_output().unwrap();
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// Runs `probe_client.py` with `args`; returns its stdout.
+pub fn probe(args: &[&str]) -> String {
+    let python = purgatorio_testkit::python_with(&[KAFKA_PYTHON]);
+    let mut child = Command::new(python)
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/probe_client.py"
+        ))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run probe_client.py");
+    let started = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        assert!(
+            started.elapsed() < PATIENCE,
+            "probe_client.py {args:?} hung"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let output = child.wait_with_output().unwrap();
+    assert!(
+        output.status.success(),
+        "probe_client.py {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
