@@ -151,8 +151,7 @@ impl Broker {
                         self.config.log.segment_bytes,
                     )
                 })
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|_| ResponseError::KafkaStorageError)?,
+                .collect(),
         };
         let topic = Arc::new(Topic::new(logs));
         topics.insert(name.to_string(), Arc::clone(&topic));

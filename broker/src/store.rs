@@ -242,7 +242,7 @@ pub async fn group_commit(broker: Arc<Broker>) {
         for at in dirty {
             // What is written now is what this fsync covers.
             let target = broker.with_log(&at.topic, at.partition, |log| log.sync_target());
-            let Some((file, covered)) = target else {
+            let Some(Some((file, covered))) = target else {
                 continue;
             };
             let synced = tokio::task::spawn_blocking(move || file.sync_data()).await;

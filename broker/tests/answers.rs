@@ -238,7 +238,8 @@ fn topics_are_created_with_their_own_partition_counts_and_deleted() {
         "{out}"
     );
     assert!(!dir.path().join("five").exists(), "its files stayed");
-    assert!(dir.path().join("one/0/00000000000000000000.log").exists());
+    // Its partition directory; segment files come with the first record.
+    assert!(dir.path().join("one/0").is_dir());
 }
 
 #[test]

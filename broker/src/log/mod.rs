@@ -13,8 +13,9 @@
 //! the sparse offset index and reads the file from there, after the
 //! partition's lock is released (the page cache does the caching). What
 //! stays in memory per partition is a few figures per segment and its
-//! descriptors (three per segment), so memory is bounded by the number of
-//! segments, not the bytes in them. Without `--data-dir` the segments are
+//! descriptors (three per segment; none for a partition that never had a
+//! record), so memory is bounded by the number of segments, not the bytes
+//! in them. Without `--data-dir` the segments are
 //! anonymous files in the temporary directory (unlinked as they are made,
 //! freed by the kernel when the broker exits, however it exits): the same
 //! bounded memory, nothing kept across a restart.

@@ -43,8 +43,11 @@ impl From<io::Error> for Unreadable {
 /// One partition's log.
 #[derive(Debug)]
 pub struct Log {
-    /// Its segments, oldest first; never empty, the last is active.
+    /// Its segments, oldest first, the last active; none until the first
+    /// append (a partition without records holds no file descriptor).
     pub(super) segments: VecDeque<Segment>,
+    /// The start and next offset while there is no segment.
+    empty_at: i64,
     /// Where new segments are made.
     place: Place,
     /// The size past which the active segment rolls, bytes.
@@ -56,20 +59,17 @@ pub struct Log {
 }
 
 impl Log {
-    /// An empty log whose segments are made at `place`.
-    ///
-    /// # Errors
-    ///
-    /// Its first segment's files could not be made.
-    pub fn create(place: Place, segment_bytes: u64) -> io::Result<Log> {
-        let first = Segment::create(&place, 0)?;
-        Ok(Log {
-            segments: VecDeque::from([first]),
+    /// An empty log whose segments are made at `place`, from the first
+    /// append on.
+    pub fn create(place: Place, segment_bytes: u64) -> Log {
+        Log {
+            segments: VecDeque::new(),
+            empty_at: 0,
             place,
             segment_bytes,
             producers: Producers::default(),
             durable: 0,
-        })
+        }
     }
 
     /// The log in the partition directory `dir` (see the module's table of
@@ -89,7 +89,7 @@ impl Log {
             .collect();
         bases.sort_unstable();
         let Some((&last, closed)) = bases.split_last() else {
-            return Log::create(Place::Dir(dir.to_path_buf()), segment_bytes);
+            return Ok(Log::create(Place::Dir(dir.to_path_buf()), segment_bytes));
         };
         // The producers: from the newest intact snapshot (none: from the
         // first segment, with nothing known).
@@ -113,6 +113,7 @@ impl Log {
         let next = segments.back().map_or(0, |s| s.next);
         Ok(Log {
             segments,
+            empty_at: 0,
             place: Place::Dir(dir.to_path_buf()),
             segment_bytes,
             producers,
@@ -120,19 +121,14 @@ impl Log {
         })
     }
 
-    /// The active segment.
-    fn active(&self) -> &Segment {
-        self.segments.back().expect("a log has a segment")
-    }
-
     /// The next offset to assign (the high watermark).
     pub fn next(&self) -> i64 {
-        self.active().next
+        self.segments.back().map_or(self.empty_at, |s| s.next)
     }
 
     /// The log start offset: the first offset still held.
     pub fn start(&self) -> i64 {
-        self.segments.front().expect("a log has a segment").base
+        self.segments.front().map_or(self.empty_at, |s| s.base)
     }
 
     /// Its bytes, over every segment.
@@ -156,12 +152,16 @@ impl Log {
     /// it was.
     pub fn append(&mut self, batch: &[u8]) -> io::Result<i64> {
         let base = self.next();
-        let active = self.active();
-        let full = active.size > 0
-            && (active.size + batch.len() as u64 > self.segment_bytes
-                || base + last_delta(batch) - active.base > i64::from(i32::MAX));
-        if full {
-            self.roll()?;
+        match self.segments.back() {
+            None => self.segments.push_back(Segment::create(&self.place, base)?),
+            Some(active)
+                if active.size > 0
+                    && (active.size + batch.len() as u64 > self.segment_bytes
+                        || base + last_delta(batch) - active.base > i64::from(i32::MAX)) =>
+            {
+                self.roll()?;
+            }
+            Some(_) => {}
         }
         let mut stored = batch.to_vec();
         stored[..8].copy_from_slice(&base.to_be_bytes());
@@ -191,15 +191,11 @@ impl Log {
     }
 
     /// The active segment's file and the offset a sync of it covers (what
-    /// is appended now): the group commit's target.
-    pub fn sync_target(&self) -> (Arc<File>, i64) {
-        (self.active().log_file(), self.next())
-    }
-
-    /// The segment holding `offset` (the last whose base is at or before).
-    fn segment_of(&self, offset: i64) -> &Segment {
-        let i = self.segments.partition_point(|s| s.base <= offset);
-        &self.segments[i.saturating_sub(1)]
+    /// is appended now): the group commit's target (`None` before the
+    /// first append).
+    pub fn sync_target(&self) -> Option<(Arc<File>, i64)> {
+        let active = self.segments.back()?;
+        Some((active.log_file(), active.next))
     }
 
     /// What to read from `offset` on: the rest of the segment holding it
@@ -214,7 +210,13 @@ impl Log {
         if offset < self.start() || offset > self.next() {
             return Err(Unreadable::OutOfRange);
         }
-        Ok(self.segment_of(offset).slice_from(offset)?)
+        // The segment holding `offset`: the last whose base is at or
+        // before it.
+        let i = self.segments.partition_point(|s| s.base <= offset);
+        match i.checked_sub(1) {
+            Some(i) => Ok(self.segments[i].slice_from(offset)?),
+            None => Ok(Slice::empty()),
+        }
     }
 
     /// Bytes available from `offset` on (0 outside the log, or if the
@@ -339,7 +341,11 @@ mod tests {
     #[test]
     fn batches_roll_into_segments_and_read_back_across_them() {
         let dir = Scratch::new("roll");
-        let mut log = Log::create(Place::Dir(dir.0.clone()), 1000).unwrap();
+        let mut log = Log::create(Place::Dir(dir.0.clone()), 1000);
+        // No file until the first append.
+        assert_eq!(log.segment_count(), 0);
+        assert!(log.slice(0).unwrap().read(100, true).unwrap().is_empty());
+        assert!(fs::read_dir(&dir.0).unwrap().next().is_none());
         for _ in 0..100 {
             log.append(&of(3)).unwrap();
         }
@@ -359,7 +365,7 @@ mod tests {
     #[test]
     fn times_are_found_through_the_time_index_before_and_after_a_restart() {
         let dir = Scratch::new("time");
-        let mut log = Log::create(Place::Dir(dir.0.clone()), 4000).unwrap();
+        let mut log = Log::create(Place::Dir(dir.0.clone()), 4000);
         // 200 batches of two records, timestamps 10 ms apart.
         for i in 0..200i64 {
             log.append(&timed(&[i * 20, i * 20 + 10])).unwrap();
@@ -381,7 +387,7 @@ mod tests {
     #[test]
     fn a_torn_tail_is_cut_off_and_the_index_rebuilt() {
         let dir = Scratch::new("torn");
-        let mut log = Log::create(Place::Dir(dir.0.clone()), 1 << 20).unwrap();
+        let mut log = Log::create(Place::Dir(dir.0.clone()), 1 << 20);
         for i in 0..500i64 {
             log.append(&timed(&[i, i])).unwrap();
         }
@@ -415,7 +421,7 @@ mod tests {
     fn producers_are_restored_from_the_last_snapshot_and_the_batches_after_it() {
         use crate::log::batch::BatchHeader;
         let dir = Scratch::new("producers");
-        let mut log = Log::create(Place::Dir(dir.0.clone()), 1000).unwrap();
+        let mut log = Log::create(Place::Dir(dir.0.clone()), 1000);
         for seq in 0..100i32 {
             let mut batch = of(1);
             batch[43..51].copy_from_slice(&7i64.to_be_bytes());

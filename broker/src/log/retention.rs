@@ -54,7 +54,7 @@ mod tests {
     use super::*;
 
     fn log_of(timestamps: impl Iterator<Item = i64>) -> Log {
-        let mut log = Log::create(Place::Anonymous(std::env::temp_dir()), 500).unwrap();
+        let mut log = Log::create(Place::Anonymous(std::env::temp_dir()), 500);
         for ts in timestamps {
             log.append(&timed(&[ts])).unwrap();
         }

@@ -119,8 +119,8 @@ pub struct Segment {
 /// lock and read after it is released.
 #[derive(Clone, Debug)]
 pub struct Slice {
-    /// The log file.
-    file: Arc<File>,
+    /// The log file (`None`: a log without a segment yet).
+    file: Option<Arc<File>>,
     /// The first byte.
     start: u64,
     /// The end of what was appended when the slice was taken (whole
@@ -129,6 +129,15 @@ pub struct Slice {
 }
 
 impl Slice {
+    /// Nothing to read.
+    pub fn empty() -> Slice {
+        Slice {
+            file: None,
+            start: 0,
+            end: 0,
+        }
+    }
+
     /// Bytes in it.
     pub fn len(&self) -> u64 {
         self.end.saturating_sub(self.start)
@@ -141,16 +150,19 @@ impl Slice {
     ///
     /// A read of the log file failed.
     pub fn read(&self, limit: usize, whole_first: bool) -> io::Result<Bytes> {
+        let Some(file) = &self.file else {
+            return Ok(Bytes::new());
+        };
         let available = self.len();
         let mut want = (limit as u64).min(available);
         if whole_first && available >= LENGTH_PREFIX as u64 {
             let mut prefix = [0u8; LENGTH_PREFIX];
-            self.file.read_exact_at(&mut prefix, self.start)?;
+            file.read_exact_at(&mut prefix, self.start)?;
             let first = whole_len(&prefix).map_or(0, |n| n as u64);
             want = want.max(first.min(available));
         }
         let mut bytes = vec![0u8; usize::try_from(want).unwrap_or(usize::MAX)];
-        self.file.read_exact_at(&mut bytes, self.start)?;
+        file.read_exact_at(&mut bytes, self.start)?;
         // Cut after the last whole batch.
         let mut at = 0usize;
         while at + LENGTH_PREFIX <= bytes.len() {
@@ -562,7 +574,7 @@ impl Segment {
     /// A read of the index or the log failed.
     pub fn slice_from(&self, offset: i64) -> io::Result<Slice> {
         Ok(Slice {
-            file: Arc::clone(&self.log),
+            file: Some(Arc::clone(&self.log)),
             start: self.position_of(offset)?,
             end: self.size,
         })
