@@ -29,7 +29,12 @@ use super::batch::{
 };
 use super::index::{OffsetEntry, OffsetIndex, TimeEntry, TimeIndex, INDEX_INTERVAL};
 
-/// Bytes read at once when a scan walks the log's batch headers.
+/// Bytes read at once when a scan jumps to a batch header: a page, so
+/// that a walk over large batches reads little more than their headers.
+const HEADER_CHUNK: usize = 4096;
+
+/// Bytes read at once when a scan reads on (small batches, or a batch
+/// read through for its CRC).
 const SCAN_CHUNK: usize = 64 * 1024;
 
 /// Where a partition's segment files are made.
@@ -207,7 +212,13 @@ impl<'a> Reader<'a> {
         }
         let held = self.buf_at <= pos && pos + n as u64 <= self.buf_at + self.buf.len() as u64;
         if !held {
-            let len = (SCAN_CHUNK as u64).min(self.end - pos) as usize;
+            // A walk that runs off the end of the chunk (small batches)
+            // reads on in large chunks; one that jumps past it (large
+            // batches) reads a page for the header it needs.
+            let buf_end = self.buf_at + self.buf.len() as u64;
+            let sequential = !self.buf.is_empty() && (self.buf_at..=buf_end).contains(&pos);
+            let chunk = if sequential { SCAN_CHUNK } else { HEADER_CHUNK };
+            let len = (n.max(chunk) as u64).min(self.end - pos) as usize;
             self.buf.resize(len, 0);
             self.file.read_exact_at(&mut self.buf, pos)?;
             self.buf_at = pos;
