@@ -7,16 +7,17 @@
 use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::Command;
+use std::time::{Duration, Instant};
 
 use bytes::Buf;
 use kafka_protocol::messages::{
-    fetch_request, metadata_request, ApiKey, FetchRequest, FetchResponse, MetadataRequest,
-    MetadataResponse, TopicName,
+    fetch_request, metadata_request, ApiKey, FetchRequest, FetchResponse, JoinGroupResponse,
+    MetadataRequest, MetadataResponse, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
 mod common;
-use common::{broker_bin, frame, kcat, probe, read_frame, Broker};
+use common::{broker_bin, frame, join_frame, kcat, probe, read_frame, Broker};
 
 #[test]
 fn a_message_over_message_max_bytes_is_answered_message_too_large() {
@@ -284,4 +285,74 @@ fn the_topics_dot_and_dot_dot_are_refused_and_touch_no_directory() {
     assert!(!dir.path().join("0.log").exists());
     assert!(!data.join("0.log").exists());
     assert!(data.exists());
+}
+
+/// Members joining group `group` (rebalance timeout `rebalance_ms`) at
+/// these times after `start`, each on its own connection: each answer's
+/// generation, the number of members the leader was given, and when it
+/// came.
+fn join_at(
+    broker: &Broker,
+    group: &'static str,
+    rebalance_ms: i32,
+    start: Instant,
+    at_ms: &[u64],
+) -> Vec<std::thread::JoinHandle<(i32, usize, Duration)>> {
+    at_ms
+        .iter()
+        .map(|&at| {
+            let mut s = broker.connect();
+            std::thread::spawn(move || {
+                let due = start + Duration::from_millis(at);
+                std::thread::sleep(due.saturating_duration_since(Instant::now()));
+                s.write_all(&join_frame(group, "", rebalance_ms)).unwrap();
+                let mut answer = read_frame(&mut s).expect("a JoinGroup answer");
+                answer.advance(4); // correlation id
+                let r = JoinGroupResponse::decode(&mut answer, 1).unwrap();
+                assert_eq!(r.error_code, 0);
+                (r.generation_id, r.members.len(), start.elapsed())
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn the_initial_delay_is_extended_while_new_members_join_up_to_the_rebalance_timeout() {
+    let broker = Broker::start_with(1, None, &["--group-initial-rebalance-delay-ms", "2000"]);
+    let start = Instant::now();
+    // Joins at 0, 0.5 s (in the first delay) and 2.5 s (in the second):
+    // each delay with a new member is followed by another, so the
+    // rebalance completes 2 s after the third delay began, at 6 s.
+    let growing = join_at(&broker, "growing", 60_000, start, &[0, 500, 2_500]);
+    // The same joins with a 3 s rebalance timeout: the extensions stop
+    // there (at 3 s, not 6 s).
+    let capped = join_at(&broker, "capped", 3_000, start, &[0, 500, 2_500]);
+    for (name, joins, earliest, latest) in [
+        ("growing", growing, 6_000, None),
+        ("capped", capped, 3_000, Some(5_000)),
+    ] {
+        let answers: Vec<(i32, usize, Duration)> =
+            joins.into_iter().map(|j| j.join().unwrap()).collect();
+        assert!(
+            answers.iter().all(|a| a.0 == 1),
+            "{name}: one generation: {answers:?}"
+        );
+        assert_eq!(
+            answers.iter().map(|a| a.1).max(),
+            Some(3),
+            "{name}: the leader was given all three: {answers:?}"
+        );
+        for (_, _, when) in &answers {
+            assert!(
+                *when >= Duration::from_millis(earliest),
+                "{name}: answered after {when:?}"
+            );
+            if let Some(latest) = latest {
+                assert!(
+                    *when < Duration::from_millis(latest),
+                    "{name}: extended past the rebalance timeout: {when:?}"
+                );
+            }
+        }
+    }
 }

@@ -73,6 +73,15 @@ pub(super) struct Group {
     /// Whether the rebalance under way is the initial one of an empty
     /// group, completed only once the initial delay passed.
     pub(super) initial: bool,
+    /// The member whose join started the initial delay: its wait's expiry
+    /// ends (or extends) it.
+    pub(super) initial_member: String,
+    /// Whether a new member joined since the initial delay started or was
+    /// last extended.
+    pub(super) new_member_added: bool,
+    /// How much longer the initial delay may be extended (what is left of
+    /// the rebalance timeout).
+    pub(super) initial_remaining: Duration,
 }
 
 impl Group {
@@ -87,6 +96,9 @@ impl Group {
             members: BTreeMap::new(),
             offsets: HashMap::new(),
             initial: false,
+            initial_member: String::new(),
+            new_member_added: false,
+            initial_remaining: Duration::ZERO,
         }
     }
 

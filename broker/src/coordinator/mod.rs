@@ -13,7 +13,11 @@
 //!   `session_timeout_ms`.
 //! * **Initial delay.** The join that finds a group empty waits
 //!   `group.initial.rebalance.delay.ms` before completing the first
-//!   rebalance, so members starting together join one generation.
+//!   rebalance, so members starting together join one generation; as in
+//!   Kafka, each delay in which a new member joined is followed by another
+//!   (the initial delay again, within what is left of the rebalance
+//!   timeout), so the rebalance completes after one delay without a new
+//!   member.
 //!
 //! `group` holds one group's state machine, `types` what callers exchange
 //! with the coordinator.
@@ -203,8 +207,18 @@ impl Coordinator {
             // The first join of an empty group starts Kafka's initial
             // delay: the members starting together join one generation.
             let starts_initial = g.phase == Phase::Empty && !self.initial_delay.is_zero();
+            let delay = if starts_initial {
+                self.initial_delay.min(rebalance)
+            } else {
+                rebalance
+            };
             if starts_initial {
                 g.initial = true;
+                g.initial_member.clone_from(&member_id);
+                g.new_member_added = false;
+                g.initial_remaining = rebalance.saturating_sub(delay);
+            } else if g.initial && !g.members.contains_key(&member_id) {
+                g.new_member_added = true;
             }
             if !g.members.contains_key(&member_id) || g.phase != Phase::Joining {
                 // A new member, or a rejoin of a settled group: rebalance.
@@ -231,12 +245,7 @@ impl Coordinator {
                 g.complete_join();
             }
             // The join that started the initial delay ends it: its wait
-            // expires after the delay and completes the rebalance.
-            let delay = if starts_initial {
-                self.initial_delay.min(rebalance)
-            } else {
-                rebalance
-            };
+            // expires after the delay and completes (or extends) it.
             (generation, all, delay)
         };
         self.touch(group_id, &member_id, session);
@@ -244,16 +253,6 @@ impl Coordinator {
             let _ = self.waits.check_and_complete(group_id);
             return Ok(Joining::Done(group.lock().joined(&member_id)));
         }
-        let wait = GroupWait {
-            group: Arc::clone(&group),
-            generation: waiting_generation,
-            sync_of: None,
-            delay,
-        };
-        let parked = self
-            .waits
-            .park(wait, [group_id.to_string()])
-            .map_err(|_| ResponseError::CoordinatorNotAvailable)?;
         let joined = Joined {
             error: None,
             generation: waiting_generation,
@@ -262,19 +261,69 @@ impl Coordinator {
             member_id,
             members: Vec::new(),
         };
+        self.park_join(&group, group_id, joined, delay)
+    }
+
+    /// Parks `joined`'s member's join on its group for `delay`.
+    ///
+    /// # Errors
+    ///
+    /// COORDINATOR_NOT_AVAILABLE when the purgatory is shut down.
+    fn park_join(
+        &self,
+        group: &Arc<Mutex<Group>>,
+        group_id: &str,
+        joined: Joined,
+        delay: Duration,
+    ) -> Result<Joining, ResponseError> {
+        let wait = GroupWait {
+            group: Arc::clone(group),
+            generation: joined.generation,
+            sync_of: None,
+            delay,
+        };
+        let parked = self
+            .waits
+            .park(wait, [group_id.to_string()])
+            .map_err(|_| ResponseError::CoordinatorNotAvailable)?;
         Ok(Joining::Waiting { joined, parked })
     }
 
     /// After a parked join resolved: completes the rebalance if its timeout
-    /// passed first (dropping members that did not rejoin), and answers.
+    /// passed first (dropping members that did not rejoin), and answers;
+    /// or, when it was the initial delay's wait and a new member joined
+    /// during it, waits again (Kafka's extension of the initial delay).
     pub fn joined(
         &self,
         group_id: &str,
-        waited: &Joined,
+        waited: Joined,
         completion: Option<Completion>,
-    ) -> Joined {
+    ) -> Joining {
         let group = self.group(group_id);
         let expired = matches!(completion, Some(Completion::Expired));
+        let extension = {
+            let mut g = group.lock();
+            let under_way = g.generation == waited.generation && g.phase == Phase::Joining;
+            let initial_wait = g.initial && g.initial_member == waited.member_id;
+            if expired && under_way && initial_wait && g.new_member_added {
+                let delay = self.initial_delay.min(g.initial_remaining);
+                g.initial_remaining = g.initial_remaining.saturating_sub(delay);
+                g.new_member_added = false;
+                Some(delay).filter(|d| !d.is_zero())
+            } else {
+                None
+            }
+        };
+        if let Some(delay) = extension {
+            return self
+                .park_join(&group, group_id, waited.clone(), delay)
+                .unwrap_or_else(|error| {
+                    Joining::Done(Joined {
+                        error: Some(error),
+                        ..waited
+                    })
+                });
+        }
         {
             let mut g = group.lock();
             if expired && g.generation == waited.generation && g.phase == Phase::Joining {
@@ -286,11 +335,11 @@ impl Coordinator {
         }
         let g = group.lock();
         if !g.members.contains_key(&waited.member_id) {
-            let mut gone = waited.clone();
+            let mut gone = waited;
             gone.error = Some(ResponseError::UnknownMemberId);
-            return gone;
+            return Joining::Done(gone);
         }
-        g.joined(&waited.member_id)
+        Joining::Done(g.joined(&waited.member_id))
     }
 
     /// SyncGroup: the leader's assignments are stored; a member's own is

@@ -237,3 +237,21 @@ pub fn probe(args: &[&str]) -> String {
     );
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
+
+/// A JoinGroup v1 of `member` (empty: a new member) to `group` with a
+/// rebalance timeout of `rebalance_ms`.
+pub fn join_frame(group: &str, member: &str, rebalance_ms: i32) -> bytes::Bytes {
+    use kafka_protocol::messages::{join_group_request, JoinGroupRequest};
+    use kafka_protocol::protocol::{Encodable, StrBytes};
+    let mut protocol = join_group_request::JoinGroupRequestProtocol::default();
+    protocol.name = StrBytes::from_static_str("range");
+    protocol.metadata = bytes::Bytes::from_static(b"\0\0\0\0\0\0");
+    let mut request = JoinGroupRequest::default();
+    request.group_id = StrBytes::from_string(group.to_string()).into();
+    request.session_timeout_ms = 60_000;
+    request.rebalance_timeout_ms = rebalance_ms;
+    request.member_id = StrBytes::from_string(member.to_string());
+    request.protocol_type = StrBytes::from_static_str("consumer");
+    request.protocols = vec![protocol];
+    frame(ApiKey::JoinGroup, 1, |b| request.encode(b, 1).unwrap())
+}
