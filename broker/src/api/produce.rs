@@ -171,7 +171,6 @@ fn append_partition(
             .map_err(|_| ResponseError::KafkaStorageError)?;
         wrote = true;
         base_offset.get_or_insert(base);
-        log.producers.appended(&header, base);
         broker.batches.fetch_add(1, Ordering::Relaxed);
     }
     if wrote {

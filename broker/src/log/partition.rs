@@ -5,15 +5,16 @@
 //! Memory per partition is its segments' few figures and descriptors and
 //! the producers' state, whatever the bytes in the files. With
 //! `--data-dir` the partition is a directory of segments
-//! ([`super::segment`]) plus, per segment but the first, a producer
-//! snapshot (`<base>.snapshot`: the producers' state before that segment,
-//! written when it rolled), so that a start reads only the last segment:
+//! ([`super::segment`]) plus the last two producer snapshots
+//! (`<offset>.snapshot`: the producers' state before that offset, written
+//! when a segment rolls and every [`SNAPSHOT_INTERVAL`] bytes of log), so
+//! that a start reads only the last segment's tail:
 //!
 //! | at start | read |
 //! |---|---|
 //! | each closed segment | its files' lengths and its time index's last entry |
 //! | the last segment | from its last valid offset-index entry on, batch by batch (length, offsets, CRC); a torn tail is cut off |
-//! | the producers | the last snapshot, then the headers of the batches after it |
+//! | the producers | the last snapshot, then the headers of the batches after it (at most [`SNAPSHOT_INTERVAL`] of log) |
 
 use std::collections::VecDeque;
 use std::fs::{self, File};
@@ -21,9 +22,17 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::batch::{last_delta, Timed};
+use super::batch::{last_delta, BatchHeader, Timed};
 use super::segment::{file_name, Place, Segment, Slice};
 use crate::producers::Producers;
+
+/// The most bytes of log between two snapshots of the producers (an
+/// eighth of a segment if that is less): what a start replays at most.
+pub const SNAPSHOT_INTERVAL: u64 = 64 * 1024 * 1024;
+
+/// How many snapshots a partition keeps (the newest may be past the end
+/// of what a crash left).
+const KEPT_SNAPSHOTS: usize = 2;
 
 /// Why a read could not be served.
 #[derive(Debug)]
@@ -54,6 +63,10 @@ pub struct Log {
     segment_bytes: u64,
     /// Its idempotent producers' sequences.
     pub producers: Producers,
+    /// With `--data-dir`: the offsets of its snapshot files, oldest first.
+    snapshots: VecDeque<i64>,
+    /// Bytes appended since the last snapshot.
+    since_snapshot: u64,
     /// With `--data-dir`: offsets below this are on disk (fsynced).
     pub durable: i64,
 }
@@ -68,6 +81,8 @@ impl Log {
             place,
             segment_bytes,
             producers: Producers::default(),
+            snapshots: VecDeque::new(),
+            since_snapshot: 0,
             durable: 0,
         }
     }
@@ -79,44 +94,51 @@ impl Log {
     ///
     /// A file could not be listed, opened, read or cut.
     pub fn open(dir: &Path, segment_bytes: u64) -> io::Result<Log> {
-        let mut bases: Vec<i64> = fs::read_dir(dir)?
-            .filter_map(Result::ok)
-            .filter_map(|entry| {
-                let name = entry.file_name();
-                let name = name.to_str()?;
-                name.strip_suffix(".log")?.parse::<i64>().ok()
-            })
-            .collect();
+        let (mut bases, mut snapshots) = (Vec::new(), Vec::new());
+        for entry in fs::read_dir(dir)? {
+            let name = entry?.file_name();
+            let Some((stem, extension)) = name.to_str().and_then(|n| n.split_once('.')) else {
+                continue;
+            };
+            match (stem.parse::<i64>(), extension) {
+                (Ok(base), "log") => bases.push(base),
+                (Ok(offset), "snapshot") => snapshots.push(offset),
+                _ => {}
+            }
+        }
         bases.sort_unstable();
+        snapshots.sort_unstable();
         let Some((&last, closed)) = bases.split_last() else {
             return Ok(Log::create(Place::Dir(dir.to_path_buf()), segment_bytes));
         };
-        // The producers: from the newest intact snapshot (none: from the
-        // first segment, with nothing known).
-        let (from, mut producers) = bases
-            .iter()
-            .enumerate()
-            .rev()
-            .find_map(|(i, &base)| Some((i, read_snapshot(dir, base)?)))
-            .unwrap_or_default();
-        let mut replay = |h: &_, base| producers.appended(h, base);
         let mut segments = VecDeque::with_capacity(bases.len());
         for (i, &base) in closed.iter().enumerate() {
             let mut segment = Segment::open_closed(dir, base)?;
             segment.next = bases[i + 1];
-            if i >= from {
-                segment.replay(&mut replay)?;
-            }
             segments.push_back(segment);
         }
-        segments.push_back(Segment::recover(dir, last, &mut replay)?);
+        segments.push_back(Segment::recover(dir, last)?);
         let next = segments.back().map_or(0, |s| s.next);
+        // The producers: the newest intact snapshot within the log, then
+        // the batches after it (none: every batch, from nothing known).
+        let (from, mut producers) = snapshots
+            .iter()
+            .rev()
+            .filter(|&&offset| offset <= next)
+            .find_map(|&offset| Some((offset, read_snapshot(dir, offset)?)))
+            .unwrap_or_default();
+        let mut replay = |h: &BatchHeader, base| producers.appended(h, base);
+        for segment in segments.iter().filter(|s| s.next > from) {
+            segment.replay_from(from, &mut replay)?;
+        }
         Ok(Log {
             segments,
             empty_at: 0,
             place: Place::Dir(dir.to_path_buf()),
             segment_bytes,
             producers,
+            snapshots: snapshots.into(),
+            since_snapshot: 0,
             durable: next,
         })
     }
@@ -142,9 +164,11 @@ impl Log {
         self.segments.len()
     }
 
-    /// Appends `batch` (whole, checked) at the next offset, rolling first
-    /// if the active segment would pass `--segment-bytes` (or its offsets
-    /// could no longer be relative ones); returns its base offset.
+    /// Appends `batch` (whole, checked, and admitted by
+    /// [`Producers::check`]) at the next offset, rolling first if the
+    /// active segment would pass `--segment-bytes` (or its offsets could no
+    /// longer be relative ones), and records it in the producers' state;
+    /// returns its base offset.
     ///
     /// # Errors
     ///
@@ -161,6 +185,9 @@ impl Log {
             {
                 self.roll()?;
             }
+            Some(_) if self.since_snapshot >= (self.segment_bytes / 8).min(SNAPSHOT_INTERVAL) => {
+                self.snapshot()?;
+            }
             Some(_) => {}
         }
         let mut stored = batch.to_vec();
@@ -169,7 +196,31 @@ impl Log {
             .back_mut()
             .expect("a log has a segment")
             .append(&stored)?;
+        self.since_snapshot += stored.len() as u64;
+        self.producers.appended(&BatchHeader::of(batch), base);
         Ok(base)
+    }
+
+    /// With `--data-dir`, writes the producers' state before the next
+    /// offset, and removes all but the newest [`KEPT_SNAPSHOTS`].
+    fn snapshot(&mut self) -> io::Result<()> {
+        self.since_snapshot = 0;
+        let Place::Dir(dir) = &self.place else {
+            return Ok(());
+        };
+        let next = self.next();
+        write_snapshot(dir, next, &self.producers)?;
+        if self.snapshots.back() != Some(&next) {
+            self.snapshots.push_back(next);
+        }
+        while self.snapshots.len() > KEPT_SNAPSHOTS {
+            if let Some(old) = self.snapshots.pop_front() {
+                // A leftover file costs a few bytes; the next start ignores
+                // it unless it is the newest.
+                let _ = fs::remove_file(snapshot_path(dir, old));
+            }
+        }
+        Ok(())
     }
 
     /// Closes the active segment (fsynced), snapshots the producers, and
@@ -180,9 +231,7 @@ impl Log {
             .back_mut()
             .expect("a log has a segment")
             .close()?;
-        if let Place::Dir(dir) = &self.place {
-            write_snapshot(dir, next, &self.producers)?;
-        }
+        self.snapshot()?;
         self.segments.push_back(Segment::create(&self.place, next)?);
         // Everything before the new segment was fsynced as its segment
         // closed.
@@ -271,29 +320,26 @@ impl Log {
     }
 }
 
-/// The snapshot file of the producers' state before segment `base`.
-fn snapshot_path(dir: &Path, base: i64) -> PathBuf {
-    file_name(dir, base, "snapshot")
+/// The snapshot file of the producers' state before `offset`.
+fn snapshot_path(dir: &Path, offset: i64) -> PathBuf {
+    file_name(dir, offset, "snapshot")
 }
 
-/// Writes the producers' state before segment `base`: to a temporary
-/// file, fsynced, then renamed, so a snapshot is whole or absent.
-fn write_snapshot(dir: &Path, base: i64, producers: &Producers) -> io::Result<()> {
-    let path = snapshot_path(dir, base);
+/// Writes the producers' state before `offset`: to a temporary file, then
+/// renamed, so a snapshot is whole or absent (a start ignores one past
+/// what the log holds, and one whose CRC does not match).
+fn write_snapshot(dir: &Path, offset: i64, producers: &Producers) -> io::Result<()> {
+    let path = snapshot_path(dir, offset);
     let tmp = path.with_extension("snapshot.tmp");
     let mut file = File::create(&tmp)?;
     file.write_all(&producers.snapshot())?;
-    file.sync_data()?;
     fs::rename(&tmp, &path)
 }
 
-/// The producers' state before segment `base`, if its snapshot is there
-/// and intact.
-fn read_snapshot(dir: &Path, base: i64) -> Option<Producers> {
-    if base == 0 {
-        return Some(Producers::default());
-    }
-    Producers::from_snapshot(&fs::read(snapshot_path(dir, base)).ok()?)
+/// The producers' state before `offset`, if its snapshot is there and
+/// intact.
+fn read_snapshot(dir: &Path, offset: i64) -> Option<Producers> {
+    Producers::from_snapshot(&fs::read(snapshot_path(dir, offset)).ok()?)
 }
 
 #[cfg(test)]
@@ -419,26 +465,47 @@ mod tests {
 
     #[test]
     fn producers_are_restored_from_the_last_snapshot_and_the_batches_after_it() {
-        use crate::log::batch::BatchHeader;
         let dir = Scratch::new("producers");
-        let mut log = Log::create(Place::Dir(dir.0.clone()), 1000);
-        for seq in 0..100i32 {
+        // Snapshots at each roll (every ~1 MiB) and every 128 KiB.
+        let mut log = Log::create(Place::Dir(dir.0.clone()), 1 << 20);
+        for seq in 0..40_000i32 {
             let mut batch = of(1);
             batch[43..51].copy_from_slice(&7i64.to_be_bytes());
             batch[53..57].copy_from_slice(&seq.to_be_bytes());
             let crc = crc32c::crc32c(&batch[21..]);
             batch[17..21].copy_from_slice(&crc.to_be_bytes());
-            let header = BatchHeader::of(&batch);
-            let base = log.append(&batch).unwrap();
-            log.producers.appended(&header, base);
+            assert_eq!(
+                log.producers.check(&BatchHeader::of(&batch)),
+                crate::producers::Verdict::Append
+            );
+            log.append(&batch).unwrap();
         }
-        assert!(log.segment_count() > 3);
+        assert!(log.segment_count() >= 2);
+        let snapshots = fs::read_dir(&dir.0)
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .path()
+                    .extension()
+                    .is_some_and(|x| x == "snapshot")
+            })
+            .count();
+        assert_eq!(snapshots, KEPT_SNAPSHOTS);
         let expected = log.producers.snapshot();
         drop(log);
-        let reopened = Log::open(&dir.0, 1000).unwrap();
+        let reopened = Log::open(&dir.0, 1 << 20).unwrap();
+        assert_eq!(reopened.producers.snapshot(), expected);
+        // Without any snapshot, every batch is replayed: the same state.
+        for e in fs::read_dir(&dir.0).unwrap() {
+            let path = e.unwrap().path();
+            if path.extension().is_some_and(|x| x == "snapshot") {
+                fs::remove_file(path).unwrap();
+            }
+        }
         assert_eq!(
-            Producers::from_snapshot(&reopened.producers.snapshot()).map(|p| p.snapshot()),
-            Producers::from_snapshot(&expected).map(|p| p.snapshot())
+            Log::open(&dir.0, 1 << 20).unwrap().producers.snapshot(),
+            expected
         );
     }
 }

@@ -315,7 +315,7 @@ impl Segment {
             }
             None if segment.size == 0 => Ok(segment),
             None => {
-                let mut segment = Segment::recover(dir, base, &mut |_, _| {})?;
+                let mut segment = Segment::recover(dir, base)?;
                 segment.close()?;
                 Ok(segment)
             }
@@ -344,19 +344,13 @@ impl Segment {
     /// at the last offset-index entry that points at a batch with its
     /// offset, checks every batch from there (length, offsets, CRC),
     /// rebuilds the index entries after it and cuts off a torn or corrupt
-    /// tail. `each(header, base)` is called for every batch of the
-    /// segment, in order (the idempotent producers' replay), which reads
-    /// the headers before the resume point too: the work is bounded by the
-    /// segment's size, not the data's.
+    /// tail: the work is at most an index interval and a batch, unless the
+    /// index itself was lost.
     ///
     /// # Errors
     ///
     /// A file could not be opened, read or cut.
-    pub fn recover(
-        dir: &Path,
-        base: i64,
-        each: &mut dyn FnMut(&BatchHeader, i64),
-    ) -> io::Result<Segment> {
+    pub fn recover(dir: &Path, base: i64) -> io::Result<Segment> {
         let mut segment = Segment::open(dir, base)?;
         let file_len = segment.size;
         let log = Arc::clone(&segment.log);
@@ -396,25 +390,6 @@ impl Segment {
             });
             segment.last_time_entry = last.timestamp;
         }
-        // The batches before the resume point: their headers, for `each`.
-        let mut pos = 0u64;
-        let mut next = base;
-        while pos < u64::from(resume.position) {
-            let Some(header) = reader.header(pos)? else {
-                break;
-            };
-            let len = whole_len(&header).map_or(0, |n| n as u64);
-            if len < BATCH_HEADER as u64 {
-                break;
-            }
-            each(&BatchHeader::of(&header), base_offset(&header));
-            next = base_offset(&header) + last_delta(&header) + 1;
-            pos += len;
-        }
-        debug_assert!(
-            kept == 0 || (pos == u64::from(resume.position) && next == resume_offset),
-            "the headers before the resume point end at {pos} (offset {next}), not at {resume:?}"
-        );
         // From the resume point: every batch checked, indexed again.
         let (mut pos, mut next) = (u64::from(resume.position), resume_offset);
         segment.size = pos;
@@ -433,7 +408,6 @@ impl Segment {
                 break;
             }
             segment.indexed(pos, &header, len)?;
-            each(&BatchHeader::of(&header), next);
             next += last_delta(&header) + 1;
             pos += len;
             segment.size = pos;
@@ -558,15 +532,20 @@ impl Segment {
         Ok(self.size)
     }
 
-    /// Calls `each(header, base)` for every batch, in order (the
-    /// idempotent producers' replay, when no snapshot covers the segment).
+    /// Calls `each(header, base)` for every batch from the one holding
+    /// `offset` on, in order (the idempotent producers' replay after their
+    /// last snapshot).
     ///
     /// # Errors
     ///
     /// A read failed.
-    pub fn replay(&self, each: &mut dyn FnMut(&BatchHeader, i64)) -> io::Result<()> {
+    pub fn replay_from(
+        &self,
+        offset: i64,
+        each: &mut dyn FnMut(&BatchHeader, i64),
+    ) -> io::Result<()> {
         let mut reader = Reader::new(&self.log, self.size);
-        let mut pos = 0u64;
+        let mut pos = self.position_of(offset.max(self.base))?;
         while let Some(header) = reader.header(pos)? {
             let len = whole_len(&header).map_or(0, |n| n as u64);
             if len < BATCH_HEADER as u64 {
