@@ -11,7 +11,8 @@
 //! cargo run --release -p purgatorio-broker --example bench -- --help
 //! cargo run --release -p purgatorio-broker --example bench
 //! cargo run --release -p purgatorio-broker --example bench -- --only idle --bin OTHER-BUILD
-//! cargo run --release -p purgatorio-broker --example bench -- --only volume --volume-gib 10 --data-dir /tmp/pg-volume
+//! cargo run --release -p purgatorio-broker --example bench -- --only volume --volume-gib 10 \
+//!     --data-dir /tmp/pg-volume --segment-bytes 268435456 --retention-bytes 4294967296
 //! ```
 
 use std::io::{BufRead, BufReader, Write};
@@ -170,12 +171,13 @@ struct Args {
     /// the broker runs without --data-dir and no restart is measured.
     #[arg(long)]
     data_dir: Option<PathBuf>,
-    /// The volume scenario's --retention-bytes (what stays on disk).
-    #[arg(long, default_value_t = 4 << 30)]
-    retention_bytes: u64,
-    /// The volume scenario's --segment-bytes.
-    #[arg(long, default_value_t = 256 << 20)]
-    segment_bytes: u64,
+    /// The volume scenario's --retention-bytes (what stays on disk; not
+    /// passed if not given, for builds without it).
+    #[arg(long)]
+    retention_bytes: Option<u64>,
+    /// The volume scenario's --segment-bytes (not passed if not given).
+    #[arg(long)]
+    segment_bytes: Option<u64>,
 }
 
 /// Context switches of every thread of `pid` so far (voluntary and not).
@@ -244,14 +246,18 @@ fn start(bin: &str, extra: &[String]) -> (std::process::Child, String, Duration)
 /// one on an empty directory (three restarts each, alternated).
 fn volume(args: &Args) {
     let bin = args.bin.display().to_string();
-    let mut extra: Vec<String> = vec![
-        "--segment-bytes".into(),
-        args.segment_bytes.to_string(),
-        "--retention-bytes".into(),
-        args.retention_bytes.to_string(),
-        "--retention-check-interval-ms".into(),
-        "1000".into(),
-    ];
+    let mut extra: Vec<String> = Vec::new();
+    if let Some(bytes) = args.segment_bytes {
+        extra.extend(["--segment-bytes".into(), bytes.to_string()]);
+    }
+    if let Some(bytes) = args.retention_bytes {
+        extra.extend([
+            "--retention-bytes".into(),
+            bytes.to_string(),
+            "--retention-check-interval-ms".into(),
+            "1000".into(),
+        ]);
+    }
     if let Some(dir) = &args.data_dir {
         let _ = std::fs::remove_dir_all(dir);
         extra.extend(["--data-dir".into(), dir.display().to_string()]);
