@@ -49,6 +49,8 @@ pub struct Config {
     pub log: LogConfig,
     /// How often retention looks for segments to delete.
     pub retention_check: std::time::Duration,
+    /// The most members a consumer group holds.
+    pub group_max_size: usize,
 }
 
 /// Everything the connections share.
@@ -262,8 +264,12 @@ pub async fn start(config: &Config) -> Result<Arc<Broker>, StartError> {
         .shared_timer(&timer)
         .build()
         .map_err(StartError::Timer)?;
-    let groups =
-        Coordinator::new(&timer, config.initial_rebalance_delay).map_err(StartError::Timer)?;
+    let groups = Coordinator::new(
+        &timer,
+        config.initial_rebalance_delay,
+        config.group_max_size,
+    )
+    .map_err(StartError::Timer)?;
     groups.restore(commits);
     let producer_ids = match &store {
         Some(store) => {

@@ -115,6 +115,11 @@ struct Args {
     /// members to join it, ms (Kafka's group.initial.rebalance.delay.ms).
     #[arg(long, default_value_t = 3_000)]
     group_initial_rebalance_delay_ms: u64,
+    /// The most members a consumer group holds (Kafka's group.max.size,
+    /// unbounded by default there); a join beyond is answered
+    /// GROUP_MAX_SIZE_REACHED.
+    #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u32).range(1..))]
+    group_max_size: u32,
     /// Print a stats line (batches, parked fetches, timer wake-ups) to
     /// stderr this often, ms.
     #[arg(long, default_value_t = 10_000)]
@@ -148,6 +153,7 @@ async fn main() {
             },
         },
         retention_check: Duration::from_millis(args.retention_check_interval_ms),
+        group_max_size: args.group_max_size as usize,
         limits: wire::Limits::new(
             max_request,
             usize::try_from(args.queued_max_request_bytes).unwrap_or(usize::MAX),

@@ -15,9 +15,10 @@ use kafka_protocol::messages::{
     MetadataRequest, MetadataResponse, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kafka_protocol::ResponseError;
 
 mod common;
-use common::{broker_bin, frame, join_frame, kcat, probe, read_frame, Broker};
+use common::{broker_bin, frame, join_frame, join_frame_of, kcat, probe, read_frame, Broker};
 
 #[test]
 fn a_message_over_message_max_bytes_is_answered_message_too_large() {
@@ -234,6 +235,7 @@ fn topics_are_created_with_their_own_partition_counts_and_deleted() {
             "PARTITIONS five 5",
             "PARTITIONS one 1",
             "AGAIN TopicAlreadyExistsError",
+            "HUGE InvalidPartitionsError",
             "AFTER five none"
         ],
         "{out}"
@@ -355,4 +357,63 @@ fn the_initial_delay_is_extended_while_new_members_join_up_to_the_rebalance_time
             }
         }
     }
+}
+
+/// Sends a JoinGroup of `version` on `s` and reads its answer: (error
+/// code, generation, member id).
+fn join_on(
+    s: &mut std::net::TcpStream,
+    version: i16,
+    group: &str,
+    member: &str,
+    rebalance_ms: i32,
+) -> (i16, i32, String) {
+    s.write_all(&join_frame_of(version, group, member, rebalance_ms))
+        .unwrap();
+    let mut answer = read_frame(s).expect("a JoinGroup answer");
+    answer.advance(4); // correlation id (no tags before v6)
+    let r = JoinGroupResponse::decode(&mut answer, version).unwrap();
+    (r.error_code, r.generation_id, r.member_id.to_string())
+}
+
+#[test]
+fn joins_need_a_member_id_from_v4_and_a_group_holds_at_most_group_max_size() {
+    let broker = Broker::start_with(
+        1,
+        None,
+        &[
+            "--group-initial-rebalance-delay-ms",
+            "0",
+            "--group-max-size",
+            "2",
+        ],
+    );
+    let mut a = broker.connect();
+    // v4, no member id: MEMBER_ID_REQUIRED with the id to join with.
+    let (error, generation, id) = join_on(&mut a, 4, "capped", "", 60_000);
+    assert_eq!(error, ResponseError::MemberIdRequired.code());
+    assert_eq!(generation, -1);
+    assert!(!id.is_empty());
+    // Joining with it: the group's first generation, A alone.
+    assert_eq!(
+        join_on(&mut a, 4, "capped", &id, 60_000),
+        (0, 1, id.clone())
+    );
+    // An id the group neither has nor handed out.
+    let mut stranger = broker.connect();
+    let (error, _, _) = join_on(&mut stranger, 4, "capped", "made-up", 60_000);
+    assert_eq!(error, ResponseError::UnknownMemberId.code());
+    // B (v1: an id at once) makes two; its join waits for A to rejoin.
+    let mut b = broker.connect();
+    b.write_all(&join_frame("capped", "", 60_000)).unwrap();
+    broker.wait_stat("group_waits", |n| n == 1);
+    // A third member, in either version, is one too many.
+    let mut c = broker.connect();
+    let (error, _, _) = join_on(&mut c, 4, "capped", "", 60_000);
+    assert_eq!(error, ResponseError::GroupMaxSizeReached.code());
+    let (error, _, _) = join_on(&mut c, 1, "capped", "", 60_000);
+    assert_eq!(error, ResponseError::GroupMaxSizeReached.code());
+    // A rejoins: generation 2, A and B; C's pending id never counted.
+    let (error, generation, _) = join_on(&mut a, 4, "capped", &id, 60_000);
+    assert_eq!((error, generation), (0, 2));
 }

@@ -19,7 +19,9 @@ one line per answer for the Rust test to check.
     probe_client.py topics BOOTSTRAP
         creates "five" (5 partitions) and "one" (1) with the admin client,
         prints `PARTITIONS name n` for each, tries "five" again and prints
-        `AGAIN ErrorName`, deletes "five" and prints `AFTER five n|none`.
+        `AGAIN ErrorName`, tries "huge" with 100,001 partitions (one past the
+        broker's bound) and prints `HUGE ErrorName`, deletes "five" and
+        prints `AFTER five n|none`.
     probe_client.py groups BOOTSTRAP TOPIC
         joins group "watchers" as client "probe-1" on TOPIC, then with the
         admin client prints `LISTED group state`, `DESCRIBED group state
@@ -105,6 +107,11 @@ def topics(bootstrap):
         print("AGAIN created", flush=True)
     except Exception as e:
         print("AGAIN %s" % type(e).__name__, flush=True)
+    try:
+        admin.create_topics([NewTopic("huge", 100001, 1)])
+        print("HUGE created", flush=True)
+    except Exception as e:
+        print("HUGE %s" % type(e).__name__, flush=True)
     admin.delete_topics(["five"])
     consumer.close()
     # A fresh client: no cached metadata.

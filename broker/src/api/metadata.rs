@@ -233,6 +233,7 @@ fn broker_configs(broker: &Broker) -> Vec<ConfigEntry> {
             "group.initial.rebalance.delay.ms",
             c.initial_rebalance_delay.as_millis().to_string(),
         ),
+        set("group.max.size", c.group_max_size.to_string()),
         set("log.segment.bytes", c.log.segment_bytes.to_string()),
         set("log.retention.ms", signed(c.log.retention.ms)),
         set("log.retention.bytes", signed(c.log.retention.bytes)),

@@ -1,7 +1,7 @@
 //! One group's state: its members, its phase in a rebalance, and the
 //! wait of a JoinGroup or SyncGroup on it.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -68,6 +68,9 @@ pub(super) struct Group {
     pub(super) leader: String,
     /// Its members, by id.
     pub(super) members: BTreeMap<String, Member>,
+    /// Member ids handed out with MEMBER_ID_REQUIRED, not yet joined
+    /// with (each goes when it joins or its session passes).
+    pub(super) pending: HashSet<String>,
     /// Committed offsets.
     pub(super) offsets: HashMap<TopicPartition, Committed>,
     /// Whether the rebalance under way is the initial one of an empty
@@ -94,6 +97,7 @@ impl Group {
             protocol: String::new(),
             leader: String::new(),
             members: BTreeMap::new(),
+            pending: HashSet::new(),
             offsets: HashMap::new(),
             initial: false,
             initial_member: String::new(),

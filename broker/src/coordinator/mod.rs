@@ -19,6 +19,12 @@
 //!   timeout), so the rebalance completes after one delay without a new
 //!   member.
 //!
+//! * **Caps.** A first JoinGroup of v4+ (empty member id) is answered
+//!   MEMBER_ID_REQUIRED with an id, kept pending for a session, to join
+//!   with; a join with an id the group neither has nor handed out is
+//!   UNKNOWN_MEMBER_ID; a group holds at most `group.max.size` members and
+//!   pending ids (GROUP_MAX_SIZE_REACHED beyond), as Kafka does.
+//!
 //! `group` holds one group's state machine, `types` what callers exchange
 //! with the coordinator.
 
@@ -62,6 +68,9 @@ pub struct Coordinator {
     groups: Mutex<HashMap<String, Arc<Mutex<Group>>>>,
     /// Joins and syncs waiting, keyed by group id.
     waits: Purgatory<String, GroupWait>,
+    /// The most members (and pending member ids) a group holds (Kafka's
+    /// `group.max.size`).
+    max_size: usize,
     /// Members' sessions.
     sessions: KeyedTimer<SessionKey, ()>,
     /// The number in the next member id assigned.
@@ -91,12 +100,16 @@ impl SessionKey {
 
 impl Coordinator {
     /// A coordinator on `timer`, delaying the first rebalance of an empty
-    /// group by `initial_delay`.
+    /// group by `initial_delay`, with at most `max_size` members a group.
     ///
     /// # Errors
     ///
     /// The [`BuildError`] of its purgatory.
-    pub fn new(timer: &Timer, initial_delay: Duration) -> Result<Arc<Coordinator>, BuildError> {
+    pub fn new(
+        timer: &Timer,
+        initial_delay: Duration,
+        max_size: usize,
+    ) -> Result<Arc<Coordinator>, BuildError> {
         let waits = Purgatory::builder()
             .name("group")
             .shared_timer(timer)
@@ -114,6 +127,7 @@ impl Coordinator {
                 sessions,
                 next_member: AtomicU64::new(1),
                 initial_delay,
+                max_size,
             }
         }))
     }
@@ -141,7 +155,11 @@ impl Coordinator {
         let kept_alive = {
             let mut g = group.lock();
             match g.members.get(member) {
-                None => return,
+                // A pending id never joined with: it goes.
+                None => {
+                    g.pending.remove(member);
+                    return;
+                }
                 // Waiting in its JoinGroup (as Kafka keeps a member whose
                 // join is pending): the session goes on.
                 Some(m) if g.phase == Phase::Joining && m.joined => Some(m.session),
@@ -172,12 +190,16 @@ impl Coordinator {
     ///
     /// # Errors
     ///
-    /// INVALID_SESSION_TIMEOUT, INCONSISTENT_GROUP_PROTOCOL, or
-    /// COORDINATOR_NOT_AVAILABLE when the purgatory is shut down.
+    /// INVALID_SESSION_TIMEOUT, INCONSISTENT_GROUP_PROTOCOL,
+    /// UNKNOWN_MEMBER_ID for an id the group neither has nor handed out,
+    /// GROUP_MAX_SIZE_REACHED, or COORDINATOR_NOT_AVAILABLE when the
+    /// purgatory is shut down. (MEMBER_ID_REQUIRED is an answer: it
+    /// carries the id to join with.)
     pub fn join(&self, join: Join) -> Result<Joining, ResponseError> {
         let Join {
             group_id,
             member_id,
+            require_member_id,
             protocol_type,
             protocols,
             session,
@@ -190,7 +212,8 @@ impl Coordinator {
             return Err(ResponseError::InvalidSessionTimeout);
         }
         let group = self.group(group_id);
-        let member_id = if member_id.is_empty() {
+        let first_join = member_id.is_empty();
+        let member_id = if first_join {
             format!(
                 "member-{}",
                 self.next_member.fetch_add(1, Ordering::Relaxed)
@@ -198,8 +221,34 @@ impl Coordinator {
         } else {
             member_id.to_string()
         };
+        if first_join && require_member_id {
+            {
+                let mut g = group.lock();
+                if g.members.len() + g.pending.len() >= self.max_size {
+                    return Err(ResponseError::GroupMaxSizeReached);
+                }
+                g.pending.insert(member_id.clone());
+            }
+            self.touch(group_id, &member_id, session);
+            return Ok(Joining::Done(Joined {
+                error: Some(ResponseError::MemberIdRequired),
+                generation: -1,
+                protocol: String::new(),
+                leader: String::new(),
+                member_id,
+                members: Vec::new(),
+            }));
+        }
         let (waiting_generation, complete_now, delay) = {
             let mut g = group.lock();
+            let known = g.members.contains_key(&member_id);
+            let was_pending = g.pending.remove(&member_id);
+            if !known && !was_pending && !first_join {
+                return Err(ResponseError::UnknownMemberId);
+            }
+            if !known && g.members.len() + g.pending.len() >= self.max_size {
+                return Err(ResponseError::GroupMaxSizeReached);
+            }
             if !g.members.is_empty() && g.protocol_type != protocol_type {
                 return Err(ResponseError::InconsistentGroupProtocol);
             }

@@ -241,6 +241,11 @@ pub fn probe(args: &[&str]) -> String {
 /// A JoinGroup v1 of `member` (empty: a new member) to `group` with a
 /// rebalance timeout of `rebalance_ms`.
 pub fn join_frame(group: &str, member: &str, rebalance_ms: i32) -> bytes::Bytes {
+    join_frame_of(1, group, member, rebalance_ms)
+}
+
+/// A JoinGroup of `version` (1 to 5), as [`join_frame`].
+pub fn join_frame_of(version: i16, group: &str, member: &str, rebalance_ms: i32) -> bytes::Bytes {
     use kafka_protocol::messages::{join_group_request, JoinGroupRequest};
     use kafka_protocol::protocol::{Encodable, StrBytes};
     let mut protocol = join_group_request::JoinGroupRequestProtocol::default();
@@ -253,5 +258,7 @@ pub fn join_frame(group: &str, member: &str, rebalance_ms: i32) -> bytes::Bytes 
     request.member_id = StrBytes::from_string(member.to_string());
     request.protocol_type = StrBytes::from_static_str("consumer");
     request.protocols = vec![protocol];
-    frame(ApiKey::JoinGroup, 1, |b| request.encode(b, 1).unwrap())
+    frame(ApiKey::JoinGroup, version, |b| {
+        request.encode(b, version).unwrap()
+    })
 }
