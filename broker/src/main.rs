@@ -54,6 +54,10 @@ mod producers;
 mod store;
 mod wire;
 
+/// `--retention-bytes` when not given and there is no `--data-dir`:
+/// 1 GiB per partition.
+const IN_MEMORY_RETENTION_BYTES: u64 = 1024 * 1024 * 1024;
+
 /// The broker's command line.
 #[derive(Parser, Debug)]
 #[command(
@@ -83,8 +87,10 @@ struct Args {
     retention_ms: i64,
     /// Delete a partition's oldest closed segments while the rest still
     /// holds this many bytes; -1: no bound (Kafka's log.retention.bytes).
-    #[arg(long, default_value_t = -1, allow_negative_numbers = true, value_parser = clap::value_parser!(i64).range(-1..))]
-    retention_bytes: i64,
+    /// Default: -1 with --data-dir; without it, 1 GiB (nothing survives a
+    /// restart there, so the temporary files are bounded too).
+    #[arg(long, allow_negative_numbers = true, value_parser = clap::value_parser!(i64).range(-1..))]
+    retention_bytes: Option<i64>,
     /// How often retention looks for segments to delete, ms (Kafka's
     /// log.retention.check.interval.ms).
     #[arg(long, default_value_t = 300_000, value_parser = clap::value_parser!(u64).range(1..))]
@@ -149,7 +155,11 @@ async fn main() {
             segment_bytes: args.segment_bytes,
             retention: log::Retention {
                 ms: u64::try_from(args.retention_ms).ok(),
-                bytes: u64::try_from(args.retention_bytes).ok(),
+                bytes: match args.retention_bytes {
+                    Some(bytes) => u64::try_from(bytes).ok(),
+                    None if args.data_dir.is_some() => None,
+                    None => Some(IN_MEMORY_RETENTION_BYTES),
+                },
             },
         },
         retention_check: Duration::from_millis(args.retention_check_interval_ms),

@@ -1,8 +1,8 @@
 //! The log in segment files, through real clients (kcat, the current
 //! kafka-python) against the real process: fetches across segment rolls,
 //! retention deleting whole segments and moving the earliest offset, a
-//! torn tail cut off at restart, and ListOffsets by time through the time
-//! index after a restart.
+//! torn tail cut off at restart, ListOffsets by time through the time
+//! index after a restart, and a data directory of the earlier layout.
 
 use std::io::Write;
 use std::path::Path;
@@ -290,4 +290,47 @@ fn offsets_for_times_go_through_the_time_index_after_a_restart() {
             "AT 1019991 none",
         ]
     );
+}
+
+#[test]
+fn a_partition_file_of_the_earlier_layout_becomes_its_first_segment() {
+    use kafka_protocol::records::{
+        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+    };
+    let dir = TempDir::new("broker-layout");
+    // `<topic>/<partition>.log`: three batches of ten records, as the
+    // broker before segments wrote them.
+    let mut old = bytes::BytesMut::new();
+    for batch in 0..3i64 {
+        let records: Vec<Record> = (0..10)
+            .map(|i| Record {
+                transactional: false,
+                control: false,
+                partition_leader_epoch: -1,
+                producer_id: -1,
+                producer_epoch: -1,
+                timestamp_type: TimestampType::Creation,
+                offset: batch * 10 + i,
+                sequence: -1,
+                timestamp: 1_000,
+                key: None,
+                value: Some(bytes::Bytes::from(format!("o{}", batch * 10 + i))),
+                headers: Default::default(),
+            })
+            .collect();
+        let options = RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        };
+        RecordBatchEncoder::encode(&mut old, &records, &options).unwrap();
+    }
+    std::fs::create_dir_all(dir.path().join("old")).unwrap();
+    std::fs::write(dir.path().join("old/0.log"), &old).unwrap();
+    let broker = Broker::start_with(1, Some(dir.path()), &["--retention-ms", "-1"]);
+    assert!(!dir.path().join("old/0.log").exists());
+    assert!(dir.path().join("old/0/00000000000000000000.log").exists());
+    produce(&broker, "old", std::iter::once("new".to_string()));
+    let mut expected: Vec<(i64, String)> = (0..30).map(|i| (i, format!("o{i}"))).collect();
+    expected.push((30, "new".into()));
+    assert_eq!(consume(&broker, "old"), expected);
 }
