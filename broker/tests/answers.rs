@@ -359,6 +359,24 @@ fn the_initial_delay_is_extended_while_new_members_join_up_to_the_rebalance_time
     }
 }
 
+#[test]
+fn the_initial_delay_ends_even_if_the_member_that_started_it_went_away() {
+    let broker = Broker::start_with(1, None, &["--group-initial-rebalance-delay-ms", "1000"]);
+    let start = Instant::now();
+    // A starts the delay and goes away; B joins within it.
+    let mut a = broker.connect();
+    a.write_all(&join_frame("orphan", "", 60_000)).unwrap();
+    broker.wait_stat("group_waits", |n| n == 1);
+    drop(a);
+    let b = join_at(&broker, "orphan", 60_000, start, &[0]);
+    let (generation, members, when) = b.into_iter().next().unwrap().join().unwrap();
+    // The group's own timer ended the delay (extended once, by B's join),
+    // not B's 60 s rebalance timeout; A, whose session runs, is in it and
+    // leads (B, not the leader, is given no member list).
+    assert_eq!((generation, members), (1, 0));
+    assert!(when >= Duration::from_millis(2_000), "after {when:?}");
+}
+
 /// Sends a JoinGroup of `version` on `s` and reads its answer: (error
 /// code, generation, member id).
 fn join_on(

@@ -73,24 +73,21 @@ pub async fn join_group(
         client_host: client.host.clone(),
     };
     let group_id = join.group_id.clone();
-    let mut joining = broker.groups.join(join);
-    loop {
-        match joining {
-            Ok(Joining::Done(joined)) => return join_response(&joined),
-            Ok(Joining::Waiting { joined, parked }) => {
-                // Dropped (the client went away), the wait is cancelled:
-                // the member stays until it rejoins or its session ends,
-                // and the rebalance completes without this wait.
-                let completion = parked.cancel_on_drop().await;
-                joining = Ok(broker.groups.joined(&group_id, joined, completion));
-            }
-            Err(error) => {
-                let mut response = JoinGroupResponse::default();
-                response.error_code = error.code();
-                response.generation_id = -1;
-                response.member_id = request.member_id;
-                return response;
-            }
+    match broker.groups.join(join) {
+        Ok(Joining::Done(joined)) => join_response(&joined),
+        Ok(Joining::Waiting { joined, parked }) => {
+            // Dropped (the client went away), the wait is cancelled: the
+            // member stays until it rejoins or its session ends, and the
+            // rebalance completes without this wait.
+            let completion = parked.cancel_on_drop().await;
+            join_response(&broker.groups.joined(&group_id, &joined, completion))
+        }
+        Err(error) => {
+            let mut response = JoinGroupResponse::default();
+            response.error_code = error.code();
+            response.generation_id = -1;
+            response.member_id = request.member_id;
+            response
         }
     }
 }

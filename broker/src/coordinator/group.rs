@@ -76,9 +76,6 @@ pub(super) struct Group {
     /// Whether the rebalance under way is the initial one of an empty
     /// group, completed only once the initial delay passed.
     pub(super) initial: bool,
-    /// The member whose join started the initial delay: its wait's expiry
-    /// ends (or extends) it.
-    pub(super) initial_member: String,
     /// Whether a new member joined since the initial delay started or was
     /// last extended.
     pub(super) new_member_added: bool,
@@ -100,7 +97,6 @@ impl Group {
             pending: HashSet::new(),
             offsets: HashMap::new(),
             initial: false,
-            initial_member: String::new(),
             new_member_added: false,
             initial_remaining: Duration::ZERO,
         }

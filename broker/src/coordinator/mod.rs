@@ -11,9 +11,10 @@
 //!   [`KeyedTimer`]; a heartbeat (or any request of the member) resets it;
 //!   its expiry removes the member and starts a rebalance, never before
 //!   `session_timeout_ms`.
-//! * **Initial delay.** The join that finds a group empty waits
-//!   `group.initial.rebalance.delay.ms` before completing the first
-//!   rebalance, so members starting together join one generation; as in
+//! * **Initial delay.** The join that finds a group empty starts a timer
+//!   of the group's, `group.initial.rebalance.delay.ms`, whose expiry
+//!   completes the first rebalance, so members starting together join one
+//!   generation; as in
 //!   Kafka, each delay in which a new member joined is followed by another
 //!   (the initial delay again, within what is left of the rebalance
 //!   timeout), so the rebalance completes after one delay without a new
@@ -73,6 +74,8 @@ pub struct Coordinator {
     max_size: usize,
     /// Members' sessions.
     sessions: KeyedTimer<SessionKey, ()>,
+    /// The initial delays of groups' first rebalances, by group id.
+    initial_delays: KeyedTimer<String, ()>,
     /// The number in the next member id assigned.
     next_member: AtomicU64,
     /// How long the first rebalance of an empty group waits for more
@@ -115,16 +118,22 @@ impl Coordinator {
             .shared_timer(timer)
             .build()?;
         Ok(Arc::new_cyclic(|me: &Weak<Coordinator>| {
-            let me = me.clone();
+            let (me, also) = (me.clone(), me.clone());
             let sessions = KeyedTimer::on_timer(timer, move |key: SessionKey, ()| {
                 if let Some(coordinator) = me.upgrade() {
                     coordinator.expire(&key.group, &key.member);
+                }
+            });
+            let initial_delays = KeyedTimer::on_timer(timer, move |group: String, ()| {
+                if let Some(coordinator) = also.upgrade() {
+                    coordinator.initial_delay_passed(&group);
                 }
             });
             Coordinator {
                 groups: Mutex::default(),
                 waits,
                 sessions,
+                initial_delays,
                 next_member: AtomicU64::new(1),
                 initial_delay,
                 max_size,
@@ -239,7 +248,7 @@ impl Coordinator {
                 members: Vec::new(),
             }));
         }
-        let (waiting_generation, complete_now, delay) = {
+        let (waiting_generation, complete_now, starts_initial) = {
             let mut g = group.lock();
             let known = g.members.contains_key(&member_id);
             let was_pending = g.pending.remove(&member_id);
@@ -256,16 +265,10 @@ impl Coordinator {
             // The first join of an empty group starts Kafka's initial
             // delay: the members starting together join one generation.
             let starts_initial = g.phase == Phase::Empty && !self.initial_delay.is_zero();
-            let delay = if starts_initial {
-                self.initial_delay.min(rebalance)
-            } else {
-                rebalance
-            };
             if starts_initial {
                 g.initial = true;
-                g.initial_member.clone_from(&member_id);
                 g.new_member_added = false;
-                g.initial_remaining = rebalance.saturating_sub(delay);
+                g.initial_remaining = rebalance.saturating_sub(self.initial_delay.min(rebalance));
             } else if g.initial && !g.members.contains_key(&member_id) {
                 g.new_member_added = true;
             }
@@ -293,11 +296,15 @@ impl Coordinator {
             if all {
                 g.complete_join();
             }
-            // The join that started the initial delay ends it: its wait
-            // expires after the delay and completes (or extends) it.
-            (generation, all, delay)
+            (generation, all, starts_initial)
         };
         self.touch(group_id, &member_id, session);
+        if starts_initial {
+            // The group's own timer, not this member's wait: the delay
+            // ends (or is extended) whatever becomes of this request.
+            let delay = self.initial_delay.min(rebalance);
+            let _ = self.initial_delays.set(group_id.to_string(), (), delay);
+        }
         if complete_now {
             let _ = self.waits.check_and_complete(group_id);
             return Ok(Joining::Done(group.lock().joined(&member_id)));
@@ -310,7 +317,7 @@ impl Coordinator {
             member_id,
             members: Vec::new(),
         };
-        self.park_join(&group, group_id, joined, delay)
+        self.park_join(&group, group_id, joined, rebalance)
     }
 
     /// Parks `joined`'s member's join on its group for `delay`.
@@ -339,40 +346,15 @@ impl Coordinator {
     }
 
     /// After a parked join resolved: completes the rebalance if its timeout
-    /// passed first (dropping members that did not rejoin), and answers;
-    /// or, when it was the initial delay's wait and a new member joined
-    /// during it, waits again (Kafka's extension of the initial delay).
+    /// passed first (dropping members that did not rejoin), and answers.
     pub fn joined(
         &self,
         group_id: &str,
-        waited: Joined,
+        waited: &Joined,
         completion: Option<Completion>,
-    ) -> Joining {
+    ) -> Joined {
         let group = self.group(group_id);
         let expired = matches!(completion, Some(Completion::Expired));
-        let extension = {
-            let mut g = group.lock();
-            let under_way = g.generation == waited.generation && g.phase == Phase::Joining;
-            let initial_wait = g.initial && g.initial_member == waited.member_id;
-            if expired && under_way && initial_wait && g.new_member_added {
-                let delay = self.initial_delay.min(g.initial_remaining);
-                g.initial_remaining = g.initial_remaining.saturating_sub(delay);
-                g.new_member_added = false;
-                Some(delay).filter(|d| !d.is_zero())
-            } else {
-                None
-            }
-        };
-        if let Some(delay) = extension {
-            return self
-                .park_join(&group, group_id, waited.clone(), delay)
-                .unwrap_or_else(|error| {
-                    Joining::Done(Joined {
-                        error: Some(error),
-                        ..waited
-                    })
-                });
-        }
         {
             let mut g = group.lock();
             if expired && g.generation == waited.generation && g.phase == Phase::Joining {
@@ -384,11 +366,44 @@ impl Coordinator {
         }
         let g = group.lock();
         if !g.members.contains_key(&waited.member_id) {
-            let mut gone = waited;
+            let mut gone = waited.clone();
             gone.error = Some(ResponseError::UnknownMemberId);
-            return Joining::Done(gone);
+            return gone;
         }
-        Joining::Done(g.joined(&waited.member_id))
+        g.joined(&waited.member_id)
+    }
+
+    /// The initial delay of `group_id`'s first rebalance passed: another
+    /// delay if a new member joined during it (and the rebalance timeout
+    /// leaves room), else the rebalance completes with the members that
+    /// joined. Runs on the timer's thread; no user code.
+    fn initial_delay_passed(&self, group_id: &str) {
+        let Some(group) = self.find(group_id) else {
+            return;
+        };
+        let again = {
+            let mut g = group.lock();
+            if !g.initial || g.phase != Phase::Joining {
+                return;
+            }
+            let delay = self.initial_delay.min(g.initial_remaining);
+            if g.new_member_added && !delay.is_zero() {
+                g.initial_remaining -= delay;
+                g.new_member_added = false;
+                Some(delay)
+            } else {
+                g.complete_join();
+                None
+            }
+        };
+        match again {
+            Some(delay) => {
+                let _ = self.initial_delays.set(group_id.to_string(), (), delay);
+            }
+            None => {
+                let _ = self.waits.check_and_complete(group_id);
+            }
+        }
     }
 
     /// SyncGroup: the leader's assignments are stored; a member's own is

@@ -112,8 +112,7 @@ pub enum Joining {
     /// The rebalance completed with this join.
     Done(Joined),
     /// The join waits for the other members (or the rebalance timeout);
-    /// then [`Coordinator::joined`](super::Coordinator::joined) answers it
-    /// (or, extending the initial delay, makes it wait again).
+    /// then [`Coordinator::joined`](super::Coordinator::joined) answers it.
     Waiting {
         /// Where the member stands meanwhile.
         joined: Joined,
