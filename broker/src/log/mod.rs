@@ -4,7 +4,8 @@
 //! |---|---|
 //! | [`batch`] | the record-batch header arithmetic, CRC, records by time |
 //! | [`index`] | a segment's sparse offset and time indexes, searched in their files |
-//! | [`segment`] | one segment: append, read by offset or time, recovery of a torn tail |
+//! | [`segment`] | one segment: append, lookups by offset and time, recovery of a torn tail |
+//! | [`read`] | reading a log file: a fetch's slice, the chunked header scans |
 //! | [`partition`] | a partition's segments, rolling, reads, the producers' snapshots |
 //! | [`retention`] | which closed segments `--retention-ms` / `--retention-bytes` give up |
 //!
@@ -23,6 +24,7 @@
 pub mod batch;
 pub mod index;
 pub mod partition;
+pub mod read;
 pub mod retention;
 pub mod segment;
 

@@ -23,7 +23,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::batch::{last_delta, BatchHeader, Timed};
-use super::segment::{file_name, Place, Segment, Slice};
+use super::read::Slice;
+use super::segment::{file_name, Place, Segment};
 use crate::producers::Producers;
 
 /// The most bytes of log between two snapshots of the producers (an
