@@ -10,7 +10,8 @@
 //! Entries are appended every [`INDEX_INTERVAL`] bytes of log (Kafka's
 //! `log.index.interval.bytes`), so both are sorted in both fields and a
 //! binary search finds where to start a scan of the log: at most an
-//! interval of batches away from the one sought.
+//! interval of batches away from the one sought. The newest entries (at
+//! most [`PENDING_ENTRIES`]) wait in memory and are written together.
 
 use std::fs::File;
 use std::io;
@@ -20,46 +21,86 @@ use std::os::unix::fs::FileExt;
 /// `log.index.interval.bytes`).
 pub const INDEX_INTERVAL: u64 = 4096;
 
-/// A file of fixed-size entries.
+/// Offset-index entries appended in memory before a segment writes both
+/// indexes' pending entries: an index write per this many entries, not per
+/// batch. A crash loses at most these, which recovery rebuilds by scanning
+/// (a few hundred KiB of log at most).
+pub const PENDING_ENTRIES: usize = 64;
+
+/// A file of fixed-size entries, its newest ones possibly still in memory.
 #[derive(Debug)]
 struct Entries<const N: usize> {
     /// The file.
     file: File,
-    /// Whole entries in it.
-    len: u64,
+    /// Whole entries in the file.
+    written: u64,
+    /// Entries after those, not yet written.
+    pending: Vec<[u8; N]>,
 }
 
 impl<const N: usize> Entries<N> {
     /// The entries of `file`; a torn last entry is cut off.
     fn open(file: File) -> io::Result<Entries<N>> {
         let bytes = file.metadata()?.len();
-        let len = bytes / N as u64;
+        let written = bytes / N as u64;
         if bytes % N as u64 != 0 {
-            file.set_len(len * N as u64)?;
+            file.set_len(written * N as u64)?;
         }
-        Ok(Entries { file, len })
+        Ok(Entries {
+            file,
+            written,
+            pending: Vec::new(),
+        })
     }
 
-    /// Entry `i` (below `len`).
+    /// How many entries it has, written or not.
+    fn len(&self) -> u64 {
+        self.written + self.pending.len() as u64
+    }
+
+    /// Entry `i` (below [`len`](Self::len)).
     fn get(&self, i: u64) -> io::Result<[u8; N]> {
-        debug_assert!(i < self.len, "entry {i} of {}", self.len);
+        debug_assert!(i < self.len(), "entry {i} of {}", self.len());
+        if let Some(pending) = i.checked_sub(self.written) {
+            return Ok(self.pending[pending as usize]);
+        }
         let mut entry = [0u8; N];
         self.file.read_exact_at(&mut entry, i * N as u64)?;
         Ok(entry)
     }
 
-    /// Appends `entry`.
-    fn push(&mut self, entry: [u8; N]) -> io::Result<()> {
-        self.file.write_all_at(&entry, self.len * N as u64)?;
-        self.len += 1;
+    /// Appends `entry`, in memory until the next [`flush`](Self::flush).
+    fn push(&mut self, entry: [u8; N]) {
+        self.pending.push(entry);
+    }
+
+    /// Writes the pending entries to the file.
+    fn flush(&mut self) -> io::Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let bytes: Vec<u8> = self.pending.iter().flatten().copied().collect();
+        self.file.write_all_at(&bytes, self.written * N as u64)?;
+        self.written += self.pending.len() as u64;
+        self.pending.clear();
         Ok(())
+    }
+
+    /// Writes the pending entries and fsyncs the file.
+    fn sync(&mut self) -> io::Result<()> {
+        self.flush()?;
+        self.file.sync_data()
     }
 
     /// Keeps the first `len` entries.
     fn truncate(&mut self, len: u64) -> io::Result<()> {
-        if len < self.len {
-            self.file.set_len(len * N as u64)?;
-            self.len = len;
+        match len.checked_sub(self.written) {
+            Some(pending) => self.pending.truncate(pending as usize),
+            None => {
+                self.pending.clear();
+                self.file.set_len(len * N as u64)?;
+                self.written = len;
+            }
         }
         Ok(())
     }
@@ -68,7 +109,7 @@ impl<const N: usize> Entries<N> {
     /// of the entries.
     fn last_where(&self, before: impl Fn(&[u8; N]) -> bool) -> io::Result<Option<[u8; N]>> {
         // Invariant: entries below `low` hold, from `high` on do not.
-        let (mut low, mut high) = (0u64, self.len);
+        let (mut low, mut high) = (0u64, self.len());
         let mut found = None;
         while low < high {
             let mid = low + (high - low) / 2;
@@ -109,7 +150,7 @@ impl OffsetIndex {
 
     /// Entries in it.
     pub fn len(&self) -> u64 {
-        self.0.len
+        self.0.len()
     }
 
     /// Entry `i` (below [`len`](Self::len)).
@@ -121,16 +162,26 @@ impl OffsetIndex {
         self.0.get(i).map(|e| decode_offset(&e))
     }
 
-    /// Appends an entry.
+    /// Appends an entry, in memory until the next `flush`.
+    pub fn push(&mut self, entry: OffsetEntry) {
+        let mut bytes = [0u8; 8];
+        bytes[..4].copy_from_slice(&entry.relative.to_be_bytes());
+        bytes[4..].copy_from_slice(&entry.position.to_be_bytes());
+        self.0.push(bytes);
+    }
+
+    /// Entries not yet written to the file.
+    pub fn pending(&self) -> usize {
+        self.0.pending.len()
+    }
+
+    /// Writes the pending entries to the file.
     ///
     /// # Errors
     ///
     /// The write failed.
-    pub fn push(&mut self, entry: OffsetEntry) -> io::Result<()> {
-        let mut bytes = [0u8; 8];
-        bytes[..4].copy_from_slice(&entry.relative.to_be_bytes());
-        bytes[4..].copy_from_slice(&entry.position.to_be_bytes());
-        self.0.push(bytes)
+    pub fn flush(&mut self) -> io::Result<()> {
+        self.0.flush()
     }
 
     /// Keeps the first `len` entries.
@@ -154,9 +205,13 @@ impl OffsetIndex {
             .map(|e| decode_offset(&e)))
     }
 
-    /// The file, for an fsync.
-    pub fn file(&self) -> &File {
-        &self.0.file
+    /// Writes what is pending and fsyncs the file (a segment closing).
+    ///
+    /// # Errors
+    ///
+    /// The write or the fsync failed.
+    pub fn sync(&mut self) -> io::Result<()> {
+        self.0.sync()
     }
 }
 
@@ -192,7 +247,7 @@ impl TimeIndex {
 
     /// Entries in it.
     pub fn len(&self) -> u64 {
-        self.0.len
+        self.0.len()
     }
 
     /// Entry `i` (below [`len`](Self::len)).
@@ -216,16 +271,21 @@ impl TimeIndex {
         }
     }
 
-    /// Appends an entry.
+    /// Appends an entry, in memory until the next `flush`.
+    pub fn push(&mut self, entry: TimeEntry) {
+        let mut bytes = [0u8; 12];
+        bytes[..8].copy_from_slice(&entry.timestamp.to_be_bytes());
+        bytes[8..].copy_from_slice(&entry.relative.to_be_bytes());
+        self.0.push(bytes);
+    }
+
+    /// Writes the pending entries to the file.
     ///
     /// # Errors
     ///
     /// The write failed.
-    pub fn push(&mut self, entry: TimeEntry) -> io::Result<()> {
-        let mut bytes = [0u8; 12];
-        bytes[..8].copy_from_slice(&entry.timestamp.to_be_bytes());
-        bytes[8..].copy_from_slice(&entry.relative.to_be_bytes());
-        self.0.push(bytes)
+    pub fn flush(&mut self) -> io::Result<()> {
+        self.0.flush()
     }
 
     /// Keeps the first `len` entries.
@@ -251,9 +311,13 @@ impl TimeIndex {
             .map(|e| decode_time(&e)))
     }
 
-    /// The file, for an fsync.
-    pub fn file(&self) -> &File {
-        &self.0.file
+    /// Writes what is pending and fsyncs the file (a segment closing).
+    ///
+    /// # Errors
+    ///
+    /// The write or the fsync failed.
+    pub fn sync(&mut self) -> io::Result<()> {
+        self.0.sync()
     }
 }
 
@@ -288,18 +352,28 @@ mod tests {
         let mut index = OffsetIndex::open(scratch("floor")).unwrap();
         assert_eq!(index.floor(5).unwrap(), None);
         for i in 0..100u32 {
-            index
-                .push(OffsetEntry {
-                    relative: 10 + i * 10,
-                    position: i * 4096,
-                })
-                .unwrap();
+            index.push(OffsetEntry {
+                relative: 10 + i * 10,
+                position: i * 4096,
+            });
         }
         assert_eq!(index.floor(9).unwrap(), None);
-        for offset in 10..1010 {
+        for offset in 10..1010u32 {
             let e = index.floor(offset).unwrap().unwrap();
             assert_eq!(e.relative, offset / 10 * 10, "{offset}");
         }
+        index.flush().unwrap();
+        for i in 100..130u32 {
+            index.push(OffsetEntry {
+                relative: 10 + i * 10,
+                position: i * 4096,
+            });
+        }
+        // 100 entries written, 30 pending: searched alike.
+        assert_eq!((index.0.written, index.pending()), (100, 30));
+        assert_eq!(index.floor(1_295).unwrap().unwrap().relative, 1_290);
+        index.truncate(80).unwrap();
+        assert_eq!(index.floor(1000).unwrap().unwrap().relative, 800);
         index.truncate(3).unwrap();
         assert_eq!(index.floor(1000).unwrap().unwrap().relative, 30);
     }
@@ -309,18 +383,19 @@ mod tests {
         let file = scratch("time");
         let mut index = TimeIndex::open(file.try_clone().unwrap()).unwrap();
         for (timestamp, relative) in [(100, 0), (200, 5), (300, 9)] {
-            index
-                .push(TimeEntry {
-                    timestamp,
-                    relative,
-                })
-                .unwrap();
+            index.push(TimeEntry {
+                timestamp,
+                relative,
+            });
         }
         let below = |t| index.below(t).unwrap().map(|e| e.relative);
         assert_eq!(below(100), None);
         assert_eq!(below(101), Some(0));
         assert_eq!(below(300), Some(5));
         assert_eq!(below(i64::MAX), Some(9));
+        // Pending in memory until written together (or synced).
+        assert_eq!(file.metadata().unwrap().len(), 0);
+        index.sync().unwrap();
         file.write_all_at(&[1, 2, 3], 36).unwrap();
         let reopened = TimeIndex::open(file).unwrap();
         assert_eq!(reopened.len(), 3);

@@ -432,6 +432,30 @@ mod tests {
     }
 
     #[test]
+    fn after_a_crash_the_indexes_written_and_the_batches_after_them_agree() {
+        let dir = Scratch::new("crash");
+        let mut log = Log::create(Place::Dir(dir.0.clone()), 8 << 20);
+        // About 2.4 MB in one segment: some index entries written, the
+        // newest pending in memory, lost with the process.
+        for i in 0..30_000i64 {
+            log.append(&timed(&[i * 2, i * 2 + 1])).unwrap();
+        }
+        let index = fs::metadata(file_name(&dir.0, 0, "index")).unwrap().len();
+        assert!(index > 0 && index < 600 * 8, "{index} bytes of index");
+        drop(log);
+        let log = Log::open(&dir.0, 8 << 20).unwrap();
+        assert_eq!(log.next(), 60_000);
+        let max = log.offset_of_max_time().unwrap().unwrap();
+        assert_eq!((max.offset, max.timestamp), (59_999, 59_999));
+        for ts in [0, 1, 12_345, 40_000, 59_998, 59_999] {
+            let found = log.offset_for_time(ts).unwrap().map(|t| t.offset);
+            assert_eq!(found, Some(ts), "at {ts}");
+        }
+        assert_eq!(log.offset_for_time(60_000).unwrap(), None);
+        assert_eq!(read_all(&log, 0).len(), 30_000);
+    }
+
+    #[test]
     fn a_torn_tail_is_cut_off_and_the_index_rebuilt() {
         let dir = Scratch::new("torn");
         let mut log = Log::create(Place::Dir(dir.0.clone()), 1 << 20);

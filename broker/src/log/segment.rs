@@ -25,7 +25,9 @@ use super::batch::{
     self, base_offset, last_delta, max_timestamp, whole_len, BatchHeader, Timed, BATCH_HEADER,
     LENGTH_PREFIX,
 };
-use super::index::{OffsetEntry, OffsetIndex, TimeEntry, TimeIndex, INDEX_INTERVAL};
+use super::index::{
+    OffsetEntry, OffsetIndex, TimeEntry, TimeIndex, INDEX_INTERVAL, PENDING_ENTRIES,
+};
 use super::read::{Reader, Slice};
 
 /// Where a partition's segment files are made.
@@ -303,12 +305,19 @@ impl Segment {
         if self.since_index >= INDEX_INTERVAL {
             // The time entry first: at recovery, the time entries of
             // batches before a valid offset entry are kept.
-            self.time_entry()?;
+            self.time_entry();
             self.offsets.push(OffsetEntry {
                 relative: self.relative(base),
                 position: u32::try_from(pos).map_err(io::Error::other)?,
-            })?;
+            });
             self.since_index = 0;
+            if self.offsets.pending() >= PENDING_ENTRIES {
+                // The time entries first, and both together: on disk, the
+                // time index covers every batch before the offset index's
+                // last entry, which recovery relies on.
+                self.times.flush()?;
+                self.offsets.flush()?;
+            }
         }
         self.since_index += len;
         let timestamp = max_timestamp(header);
@@ -322,15 +331,14 @@ impl Segment {
     }
 
     /// Appends a time entry if the largest timestamp grew since the last.
-    fn time_entry(&mut self) -> io::Result<()> {
+    fn time_entry(&mut self) {
         if let Some(max) = self.max_time.filter(|m| m.timestamp > self.last_time_entry) {
             self.times.push(TimeEntry {
                 timestamp: max.timestamp,
                 relative: self.relative(max.batch),
-            })?;
+            });
             self.last_time_entry = max.timestamp;
         }
-        Ok(())
     }
 
     /// `offset` relative to the base (the partition rolls before the
@@ -352,11 +360,12 @@ impl Segment {
     ///
     /// A write or an fsync failed.
     pub fn close(&mut self) -> io::Result<()> {
-        self.time_entry()?;
+        self.time_entry();
         if self.dir.is_some() {
             self.log.sync_data()?;
-            self.offsets.file().sync_data()?;
-            self.times.file().sync_data()?;
+            // The time index first, as when pending entries are written.
+            self.times.sync()?;
+            self.offsets.sync()?;
         }
         Ok(())
     }
