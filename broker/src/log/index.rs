@@ -10,8 +10,9 @@
 //! Entries are appended every [`INDEX_INTERVAL`] bytes of log (Kafka's
 //! `log.index.interval.bytes`), so both are sorted in both fields and a
 //! binary search finds where to start a scan of the log: at most an
-//! interval of batches away from the one sought. The newest entries (at
-//! most [`PENDING_ENTRIES`]) wait in memory and are written together.
+//! interval of batches away from the one sought. The newest entries wait
+//! in memory until their segment writes them together (see
+//! `segment::INDEX_FLUSH_BYTES`).
 
 use std::fs::File;
 use std::io;
@@ -20,12 +21,6 @@ use std::os::unix::fs::FileExt;
 /// Bytes of log between two index entries (Kafka's
 /// `log.index.interval.bytes`).
 pub const INDEX_INTERVAL: u64 = 4096;
-
-/// Offset-index entries appended in memory before a segment writes both
-/// indexes' pending entries: an index write per this many entries, not per
-/// batch. A crash loses at most these, which recovery rebuilds by scanning
-/// (a few hundred KiB of log at most).
-pub const PENDING_ENTRIES: usize = 64;
 
 /// A file of fixed-size entries, its newest ones possibly still in memory.
 #[derive(Debug)]
@@ -171,6 +166,7 @@ impl OffsetIndex {
     }
 
     /// Entries not yet written to the file.
+    #[cfg(test)]
     pub fn pending(&self) -> usize {
         self.0.pending.len()
     }

@@ -25,9 +25,13 @@ use super::batch::{
     self, base_offset, last_delta, max_timestamp, whole_len, BatchHeader, Timed, BATCH_HEADER,
     LENGTH_PREFIX,
 };
-use super::index::{
-    OffsetEntry, OffsetIndex, TimeEntry, TimeIndex, INDEX_INTERVAL, PENDING_ENTRIES,
-};
+use super::index::{OffsetEntry, OffsetIndex, TimeEntry, TimeIndex, INDEX_INTERVAL};
+
+/// Bytes of log after which a segment writes its pending index entries
+/// (at most 64 of them): one index write per 256 KiB of log rather than
+/// per batch. A crash loses at most these entries; recovery rebuilds them
+/// by checking that much log again.
+const INDEX_FLUSH_BYTES: u64 = 64 * INDEX_INTERVAL;
 use super::read::{Reader, Slice};
 
 /// Where a partition's segment files are made.
@@ -117,6 +121,8 @@ pub struct Segment {
     last_time_entry: i64,
     /// Bytes appended since the last offset-index entry.
     since_index: u64,
+    /// Bytes appended since the index entries were last written.
+    since_flush: u64,
     /// With `--data-dir`: its directory, to delete its files.
     dir: Option<PathBuf>,
 }
@@ -148,6 +154,7 @@ impl Segment {
             max_time: None,
             last_time_entry: i64::MIN,
             since_index: 0,
+            since_flush: 0,
             dir: match place {
                 Place::Dir(dir) => Some(dir.clone()),
                 Place::Anonymous(_) => None,
@@ -197,6 +204,7 @@ impl Segment {
             max_time: None,
             last_time_entry: i64::MIN,
             since_index: 0,
+            since_flush: 0,
             dir: Some(dir.to_path_buf()),
         })
     }
@@ -311,15 +319,17 @@ impl Segment {
                 position: u32::try_from(pos).map_err(io::Error::other)?,
             });
             self.since_index = 0;
-            if self.offsets.pending() >= PENDING_ENTRIES {
+            if self.since_flush >= INDEX_FLUSH_BYTES {
                 // The time entries first, and both together: on disk, the
                 // time index covers every batch before the offset index's
                 // last entry, which recovery relies on.
                 self.times.flush()?;
                 self.offsets.flush()?;
+                self.since_flush = 0;
             }
         }
         self.since_index += len;
+        self.since_flush += len;
         let timestamp = max_timestamp(header);
         if self.max_time.is_none_or(|m| timestamp > m.timestamp) {
             self.max_time = Some(MaxTime {
