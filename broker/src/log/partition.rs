@@ -120,12 +120,17 @@ impl Log {
         }
         segments.push_back(Segment::recover(dir, last)?);
         let next = segments.back().map_or(0, |s| s.next);
-        // The producers: the newest intact snapshot within the log, then
-        // the batches after it (none: every batch, from nothing known).
+        // A snapshot past what the crash left describes batches that are
+        // gone: removed, lest the log grow past it again.
+        for &offset in snapshots.iter().filter(|&&offset| offset > next) {
+            fs::remove_file(snapshot_path(dir, offset))?;
+        }
+        snapshots.retain(|&offset| offset <= next);
+        // The producers: the newest intact snapshot, then the batches after
+        // it (none: every batch, from nothing known).
         let (from, mut producers) = snapshots
             .iter()
             .rev()
-            .filter(|&&offset| offset <= next)
             .find_map(|&offset| Some((offset, read_snapshot(dir, offset)?)))
             .unwrap_or_default();
         let mut replay = |h: &BatchHeader, base| producers.appended(h, base);
@@ -519,8 +524,12 @@ mod tests {
         assert_eq!(snapshots, KEPT_SNAPSHOTS);
         let expected = log.producers.snapshot();
         drop(log);
+        // One past the log's end (what a crash can leave): not used, gone.
+        let stale = snapshot_path(&dir.0, 1_000_000);
+        fs::write(&stale, Producers::default().snapshot()).unwrap();
         let reopened = Log::open(&dir.0, 1 << 20).unwrap();
         assert_eq!(reopened.producers.snapshot(), expected);
+        assert!(!stale.exists());
         // Without any snapshot, every batch is replayed: the same state.
         for e in fs::read_dir(&dir.0).unwrap() {
             let path = e.unwrap().path();
