@@ -213,8 +213,8 @@ impl Segment {
     /// at the last offset-index entry that points at a batch with its
     /// offset, checks every batch from there (length, offsets, CRC),
     /// rebuilds the index entries after it and cuts off a torn or corrupt
-    /// tail: the work is at most an index interval and a batch, unless the
-    /// index itself was lost.
+    /// tail: the work is at most [`INDEX_FLUSH_BYTES`] and a batch (the
+    /// entries a crash lost), unless the index itself was lost.
     ///
     /// # Errors
     ///
