@@ -435,3 +435,31 @@ fn joins_need_a_member_id_from_v4_and_a_group_holds_at_most_group_max_size() {
     let (error, generation, _) = join_on(&mut a, 4, "capped", &id, 60_000);
     assert_eq!((error, generation), (0, 2));
 }
+
+#[test]
+fn a_member_leaving_during_a_rebalance_lets_it_complete_with_those_who_rejoined() {
+    use kafka_protocol::messages::LeaveGroupRequest;
+    let broker = Broker::start_with(1, None, &["--group-initial-rebalance-delay-ms", "0"]);
+    let mut a = broker.connect();
+    let (error, generation, a_id) = join_on(&mut a, 1, "leaving", "", 60_000);
+    assert_eq!((error, generation), (0, 1));
+    // B's join starts a rebalance that waits for A to rejoin (up to 60 s)...
+    let mut b = broker.connect();
+    b.write_all(&join_frame("leaving", "", 60_000)).unwrap();
+    broker.wait_stat("group_waits", |n| n == 1);
+    // ... and A leaves instead: B, the only member left, has rejoined, so
+    // the rebalance completes at once (it used to start over, and B's
+    // join waited out its rebalance timeout).
+    let mut leave = LeaveGroupRequest::default();
+    leave.group_id = StrBytes::from_static_str("leaving").into();
+    leave.member_id = StrBytes::from_string(a_id);
+    a.write_all(&frame(ApiKey::LeaveGroup, 0, |buf| {
+        leave.encode(buf, 0).unwrap()
+    }))
+    .unwrap();
+    assert!(read_frame(&mut a).is_some());
+    let mut answer = read_frame(&mut b).expect("B's join answered");
+    answer.advance(4);
+    let r = JoinGroupResponse::decode(&mut answer, 1).unwrap();
+    assert_eq!((r.error_code, r.generation_id), (0, 2));
+}

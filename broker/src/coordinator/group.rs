@@ -115,6 +115,22 @@ impl Group {
         }
     }
 
+    /// Removes `member_id` (whose session ended, or who left); whether it
+    /// was a member. The others rebalance; a rebalance under way goes on
+    /// without it (those who rejoined stay rejoined), and completes if
+    /// every member left has rejoined.
+    pub(super) fn remove_member(&mut self, member_id: &str) -> bool {
+        if self.members.remove(member_id).is_none() {
+            return false;
+        }
+        if self.phase != Phase::Joining {
+            self.start_rebalance();
+        } else if !self.initial && self.members.values().all(|m| m.joined) {
+            self.complete_join();
+        }
+        true
+    }
+
     /// Completes the rebalance under way with the members that joined.
     pub(super) fn complete_join(&mut self) {
         self.initial = false;

@@ -173,8 +173,7 @@ impl Coordinator {
                 // join is pending): the session goes on.
                 Some(m) if g.phase == Phase::Joining && m.joined => Some(m.session),
                 Some(_) => {
-                    g.members.remove(member);
-                    g.start_rebalance();
+                    g.remove_member(member);
                     None
                 }
             }
@@ -548,10 +547,9 @@ impl Coordinator {
         };
         {
             let mut g = group.lock();
-            if g.members.remove(member_id).is_none() {
+            if !g.remove_member(member_id) {
                 return Err(ResponseError::UnknownMemberId);
             }
-            g.start_rebalance();
         }
         let _ = self.waits.check_and_complete(group_id);
         Ok(())
