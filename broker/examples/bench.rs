@@ -25,10 +25,11 @@ use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes, BytesMut};
 use clap::{Parser, ValueEnum};
+use kafka_protocol::messages::ProduceResponse;
 use kafka_protocol::messages::{
     fetch_request, produce_request, ApiKey, FetchRequest, ProduceRequest, TopicName,
 };
-use kafka_protocol::protocol::{Encodable, StrBytes};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 #[path = "../tests/common/wire.rs"]
 mod wire;
 use wire::frame;
@@ -226,14 +227,17 @@ fn start(bin: &str, extra: &[String]) -> (std::process::Child, String, Duration)
         .port();
     let addr = format!("127.0.0.1:{port}");
     let started = Instant::now();
-    let child = Command::new(bin)
+    let mut child = Command::new(bin)
         .args(["--listen", &addr, "--stats-ms", "60000"])
         .args(extra)
-        .stderr(Stdio::null())
+        .stderr(Stdio::inherit())
         .stdout(Stdio::null())
         .spawn()
         .unwrap_or_else(|e| panic!("start {bin}: {e}"));
     while TcpStream::connect(&addr).is_err() {
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("{bin} {extra:?} exited before listening: {status}");
+        }
         std::thread::sleep(Duration::from_millis(1));
     }
     (child, addr, started.elapsed())
@@ -278,7 +282,11 @@ fn volume(args: &Args) {
     let mut offset = 0i64;
     for i in 1..=requests {
         producer.write_all(&request).unwrap();
-        read_frame(&mut producer);
+        let mut answer = read_frame(&mut producer);
+        answer.advance(4); // correlation id
+        let produced = ProduceResponse::decode(&mut answer, 7).expect("a produce answer");
+        let code = produced.responses[0].partition_responses[0].error_code;
+        assert_eq!(code, 0, "produce {i} refused: error {code}");
         // The consumer reads the batch just produced (from the page cache).
         consumer.write_all(&fetch("volume", offset, 0)).unwrap();
         let mut answer = read_frame(&mut consumer);
