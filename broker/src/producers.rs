@@ -14,10 +14,11 @@
 //! | anything else (a gap, a reorder) | OUT_OF_ORDER_SEQUENCE_NUMBER |
 //!
 //! The state lives in each partition's [`Log`](crate::log::Log), under its
-//! lock. With `--data-dir` it is snapshotted when a segment rolls
-//! (`<base>.snapshot`: the state before the segment's first batch) and
-//! rebuilt at start from the last snapshot and the batches after it (their
-//! headers keep id, epoch and sequences). Producer ids come from
+//! lock. With `--data-dir` it is snapshotted when a segment rolls and
+//! every eighth of a segment (`<offset>.snapshot`: the state before that
+//! offset; see [`crate::log::partition`]) and rebuilt at start from the
+//! newest snapshot and the batches after it (their headers keep id, epoch
+//! and sequences). Producer ids come from
 //! [`ProducerIds`]: with `--data-dir`, blocks of ids are reserved in a file
 //! before any id of the block is handed out, so no id is given twice across
 //! restarts.
