@@ -334,3 +334,26 @@ fn a_partition_file_of_the_earlier_layout_becomes_its_first_segment() {
     expected.push((30, "new".into()));
     assert_eq!(consume(&broker, "old"), expected);
 }
+
+#[test]
+fn without_a_data_dir_segments_are_files_no_directory_shows() {
+    let broker = Broker::start_with(1, None, &["--segment-bytes", "8192"]);
+    produce(&broker, "anonymous", (0..3_000).map(|i| format!("a{i}")));
+    let expected: Vec<(i64, String)> = (0..3_000).map(|i| (i, format!("a{i}"))).collect();
+    assert_eq!(consume(&broker, "anonymous"), expected);
+    // Several segments' files are open, and none has a name: they go
+    // with the process, however it ends.
+    let prefix = format!(".purgatorio-broker-{}-", broker.child.id());
+    let named: Vec<_> = std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .collect();
+    assert!(named.is_empty(), "{named:?}");
+    let open = std::fs::read_dir(format!("/proc/{}/fd", broker.child.id()))
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter(|target| target.to_string_lossy().contains(&prefix))
+        .count();
+    assert!(open >= 3 * 3, "{open} segment files open");
+}
