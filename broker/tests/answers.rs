@@ -320,18 +320,19 @@ fn join_at(
 
 #[test]
 fn the_initial_delay_is_extended_while_new_members_join_up_to_the_rebalance_timeout() {
-    let broker = Broker::start_with(1, None, &["--group-initial-rebalance-delay-ms", "2000"]);
+    let broker = Broker::start_with(1, None, &["--group-initial-rebalance-delay-ms", "3000"]);
     let start = Instant::now();
-    // Joins at 0, 0.5 s (in the first delay) and 2.5 s (in the second):
-    // each delay with a new member is followed by another, so the
-    // rebalance completes 2 s after the third delay began, at 6 s.
-    let growing = join_at(&broker, "growing", 60_000, start, &[0, 500, 2_500]);
-    // The same joins with a 3 s rebalance timeout: the extensions stop
-    // there (at 3 s, not 6 s).
-    let capped = join_at(&broker, "capped", 3_000, start, &[0, 500, 2_500]);
-    for (name, joins, earliest, latest) in [
-        ("growing", growing, 6_000, None),
-        ("capped", capped, 3_000, Some(5_000)),
+    // Joins at 0, 1 s (in the first delay) and 4 s (in the second): each
+    // delay with a new member is followed by another, so the rebalance
+    // completes when the third delay ends, at 9 s. (Each join has 2 s of
+    // room to be late.)
+    let growing = join_at(&broker, "growing", 60_000, start, &[0, 1_000, 4_000]);
+    // Joins at 0 and 1 s with a 4.5 s rebalance timeout: the extension
+    // stops there (at 4.5 s, not 6 s).
+    let capped = join_at(&broker, "capped", 4_500, start, &[0, 1_000]);
+    for (name, joins, members, earliest, latest) in [
+        ("growing", growing, 3, 9_000, None),
+        ("capped", capped, 2, 4_500, Some(6_000)),
     ] {
         let answers: Vec<(i32, usize, Duration)> =
             joins.into_iter().map(|j| j.join().unwrap()).collect();
@@ -341,8 +342,8 @@ fn the_initial_delay_is_extended_while_new_members_join_up_to_the_rebalance_time
         );
         assert_eq!(
             answers.iter().map(|a| a.1).max(),
-            Some(3),
-            "{name}: the leader was given all three: {answers:?}"
+            Some(members),
+            "{name}: the leader was given every member: {answers:?}"
         );
         for (_, _, when) in &answers {
             assert!(
@@ -361,7 +362,7 @@ fn the_initial_delay_is_extended_while_new_members_join_up_to_the_rebalance_time
 
 #[test]
 fn the_initial_delay_ends_even_if_the_member_that_started_it_went_away() {
-    let broker = Broker::start_with(1, None, &["--group-initial-rebalance-delay-ms", "1000"]);
+    let broker = Broker::start_with(1, None, &["--group-initial-rebalance-delay-ms", "3000"]);
     let start = Instant::now();
     // A starts the delay and goes away; B joins within it.
     let mut a = broker.connect();
@@ -374,7 +375,7 @@ fn the_initial_delay_ends_even_if_the_member_that_started_it_went_away() {
     // not B's 60 s rebalance timeout; A, whose session runs, is in it and
     // leads (B, not the leader, is given no member list).
     assert_eq!((generation, members), (1, 0));
-    assert!(when >= Duration::from_millis(2_000), "after {when:?}");
+    assert!(when >= Duration::from_millis(6_000), "after {when:?}");
 }
 
 /// Sends a JoinGroup of `version` on `s` and reads its answer: (error
