@@ -140,10 +140,11 @@ struct Appended {
 ///
 /// # Errors
 ///
-/// CORRUPT_MESSAGE for malformed batches, MESSAGE_TOO_LARGE for a batch
-/// over `--message-max-bytes`, the producer's refusal
-/// (OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH), or
-/// KAFKA_STORAGE_ERROR if the file cannot be written.
+/// CORRUPT_MESSAGE for malformed batches (or a CRC that does not match),
+/// MESSAGE_TOO_LARGE for a batch over `--message-max-bytes`, the
+/// producer's refusal (OUT_OF_ORDER_SEQUENCE_NUMBER,
+/// INVALID_PRODUCER_EPOCH), or KAFKA_STORAGE_ERROR if the segment files
+/// cannot be written.
 fn append_partition(
     broker: &Broker,
     at: &TopicPartition,
