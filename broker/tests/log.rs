@@ -357,3 +357,60 @@ fn without_a_data_dir_segments_are_files_no_directory_shows() {
         .count();
     assert!(open >= 3 * 3, "{open} segment files open");
 }
+
+#[test]
+fn a_batch_whose_crc_does_not_match_is_corrupt_message_and_not_stored() {
+    use kafka_protocol::messages::{produce_request, ProduceRequest, ProduceResponse};
+    use kafka_protocol::records::{
+        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+    };
+    let broker = Broker::start(1);
+    let produce = |flip: bool| {
+        let record = Record {
+            transactional: false,
+            control: false,
+            partition_leader_epoch: -1,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: 0,
+            sequence: -1,
+            timestamp: 1_000,
+            key: None,
+            value: Some(bytes::Bytes::from_static(b"intact")),
+            headers: Default::default(),
+        };
+        let mut batch = bytes::BytesMut::new();
+        let options = RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        };
+        RecordBatchEncoder::encode(&mut batch, &[record], &options).unwrap();
+        if flip {
+            // A byte of the value, after the CRC was computed.
+            let last = batch.len() - 2;
+            batch[last] ^= 0x20;
+        }
+        let mut partition = produce_request::PartitionProduceData::default();
+        partition.records = Some(batch.freeze());
+        let mut topic = produce_request::TopicProduceData::default();
+        topic.name = TopicName(StrBytes::from_static_str("checked"));
+        topic.partition_data = vec![partition];
+        let mut request = ProduceRequest::default();
+        request.acks = 1;
+        request.timeout_ms = 5_000;
+        request.topic_data = vec![topic];
+        let mut s = broker.connect();
+        s.write_all(&frame(ApiKey::Produce, 7, |b| {
+            request.encode(b, 7).unwrap()
+        }))
+        .unwrap();
+        let mut answer = read_frame(&mut s).unwrap();
+        answer.advance(4);
+        let r = ProduceResponse::decode(&mut answer, 7).unwrap();
+        r.responses[0].partition_responses[0].error_code
+    };
+    assert_eq!(produce(true), ResponseError::CorruptMessage.code());
+    assert_eq!(produce(false), 0);
+    assert_eq!(consume(&broker, "checked"), [(0, "intact".to_string())]);
+}
