@@ -25,6 +25,19 @@ pub const MAX_NAMESPACE: usize = 128;
 /// 512 MiB.
 pub const MAX_PAYLOAD_LIMIT: usize = 512 * 1024 * 1024;
 
+/// The longest [`ReplicaAck::timeout`]: 60 s.
+pub const MAX_REPLICA_WAIT: Duration = Duration::from_secs(60);
+
+/// How many replicas must hold a schedule before it returns, and for how
+/// long to wait ([`Config::replicas_to_ack`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReplicaAck {
+    /// Replicas that must acknowledge (Redis `WAIT numreplicas`).
+    pub replicas: u32,
+    /// The longest wait for them.
+    pub timeout: Duration,
+}
+
 /// Settings shared by every node of one namespace.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -56,6 +69,12 @@ pub struct Config {
     /// What a starting scheduler does with timers whose deadline passed
     /// while no scheduler ran.
     pub misfire: Misfire,
+    /// Replicas that must hold a schedule before it returns (`WAIT`), set
+    /// with [`replicas_to_ack`](Self::replicas_to_ack); `None` (the
+    /// default): a schedule returns once the master has it, and a failover
+    /// may lose what the replica had not yet received (see
+    /// `docs/redis.md`, "Redis Cluster").
+    pub replica_ack: Option<ReplicaAck>,
     /// The CA certificates, PEM, that a `rediss://` server's certificate
     /// must chain to, in place of the system's roots: for a private CA.
     /// At least one certificate; `None` (the default) trusts the system's
@@ -98,9 +117,33 @@ impl Config {
             retries: 5,
             response_timeout: Duration::from_secs(2),
             misfire: Misfire::FireNow,
+            replica_ack: None,
             #[cfg(feature = "tls")]
             tls_ca_pem: None,
         }
+    }
+
+    /// Makes every schedule ([`Timers::schedule`](crate::Timers::schedule),
+    /// [`schedule_many`](crate::Timers::schedule_many), a retry's) return
+    /// only once `replicas` replicas of the master hold it (Redis `WAIT`),
+    /// waiting at most `timeout` for them: a failover to one of them then
+    /// loses none of it. Fewer in time is
+    /// [`Error::ReplicasNotReached`] (the master has the timers; scheduling
+    /// them again is safe, a schedule moves a pending id). `replicas` at
+    /// least 1, `timeout` from 1 ms to [`MAX_REPLICA_WAIT`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// let config = purgatorio_redis::Config::new("payments")
+    ///     .replicas_to_ack(1, Duration::from_millis(500));
+    /// assert!(config.validate().is_ok());
+    /// ```
+    pub fn replicas_to_ack(mut self, replicas: u32, timeout: Duration) -> Config {
+        self.replica_ack = Some(ReplicaAck { replicas, timeout });
+        self
     }
 
     /// Checks every setting against its range ([`Timers::connect`](crate::Timers::connect)
@@ -146,6 +189,14 @@ impl Config {
         }
         if self.response_timeout < Duration::from_millis(1) {
             return invalid("response_timeout", "must be at least 1 ms");
+        }
+        if let Some(ack) = self.replica_ack {
+            if ack.replicas == 0 {
+                return invalid("replica_ack", "replicas must be at least 1");
+            }
+            if ack.timeout < Duration::from_millis(1) || ack.timeout > MAX_REPLICA_WAIT {
+                return invalid("replica_ack", "timeout must be from 1 ms to 60 s");
+            }
         }
         if let Misfire::Reschedule(delay) = self.misfire {
             if delay.as_millis() > u128::from(MAX_DELAY_MS) {
@@ -218,7 +269,7 @@ mod tests {
     fn every_setting_out_of_range_is_named() {
         /// A setting's name and a way to put it out of range.
         type Spoil = (&'static str, fn(&mut Config));
-        let cases: [Spoil; 9] = [
+        let cases: [Spoil; 11] = [
             ("bucket_ms", |c| c.bucket_ms = 0),
             ("max_payload", |c| c.max_payload = usize::MAX),
             ("max_id", |c| c.max_id = 0),
@@ -231,6 +282,18 @@ mod tests {
             ("response_timeout", |c| c.response_timeout = Duration::ZERO),
             ("misfire", |c| {
                 c.misfire = Misfire::Reschedule(Duration::MAX)
+            }),
+            ("replica_ack", |c| {
+                c.replica_ack = Some(ReplicaAck {
+                    replicas: 0,
+                    timeout: Duration::from_secs(1),
+                })
+            }),
+            ("replica_ack", |c| {
+                c.replica_ack = Some(ReplicaAck {
+                    replicas: 1,
+                    timeout: Duration::from_secs(61),
+                })
             }),
         ];
         for (name, spoil) in cases {

@@ -11,9 +11,8 @@ use std::time::{Duration, Instant};
 use redis::Value;
 
 use crate::link::{backoff, transient, Health, Tries};
-use crate::reply;
-use crate::scripts::REMOVE_BATCH;
 use crate::stop::{Blocked, NOT_BLOCKED};
+use crate::{calls, reply};
 use crate::{Delivery, Error, StopHandle, Timers, Verdict};
 
 /// A member of the stream's consumer group.
@@ -49,18 +48,6 @@ impl fmt::Debug for Consumer {
             .field("name", &self.name)
             .finish()
     }
-}
-
-/// A timer on its way to the dead-letter stream.
-struct DeadLetter<'a> {
-    /// Its id.
-    id: &'a str,
-    /// Its payload.
-    payload: &'a [u8],
-    /// Its deadline, ms.
-    deadline_ms: u64,
-    /// The attempt that failed last.
-    attempt: u32,
 }
 
 /// The longest consumer name accepted, bytes.
@@ -103,21 +90,7 @@ impl Consumer {
     /// # Ok::<(), purgatorio_redis::Error>(())
     /// ```
     pub fn new(timers: Timers, name: &str) -> Result<Consumer, Error> {
-        let why = if name.is_empty() {
-            Some("empty")
-        } else if name.len() > MAX_CONSUMER_NAME {
-            Some("longer than 256 bytes")
-        } else if name.chars().any(char::is_control) {
-            Some("holds a control character")
-        } else {
-            None
-        };
-        if let Some(why) = why {
-            return Err(Error::InvalidArgument {
-                name: "consumer name",
-                why,
-            });
-        }
+        calls::check_consumer_name(name)?;
         let consumer = Consumer {
             timers,
             name: name.to_string(),
@@ -131,18 +104,10 @@ impl Consumer {
 
     /// Creates the consumer group if it does not exist (with the stream).
     fn create_group(&self, tries: Tries) -> Result<(), Error> {
-        let keys = &self.timers.link.keys;
-        let created = self.timers.link.call(tries, |c| {
-            redis::cmd("XGROUP")
-                .arg("CREATE")
-                .arg(&keys.stream)
-                .arg(&keys.group)
-                .arg("0")
-                .arg("MKSTREAM")
-                .query::<()>(c)
-        });
+        let create = calls::create_group(&self.timers.link);
+        let created = self.timers.link.call(tries, |c| create.query::<()>(c));
         match created {
-            Err(Error::Redis(e)) if e.code() == Some("BUSYGROUP") => Ok(()),
+            Err(Error::Redis(e)) if calls::group_exists(&e) => Ok(()),
             other => other,
         }
     }
@@ -205,35 +170,17 @@ impl Consumer {
     /// [`take_over`](Self::take_over), trying as `tries` says.
     fn take_over_with(&self, max: usize, tries: Tries) -> Result<Vec<Delivery>, Error> {
         let link = &self.timers.link;
-        let (keys, config) = (&link.keys, &link.config);
-        let claimed: Value = link.call(tries, |c| {
-            redis::cmd("XAUTOCLAIM")
-                .arg(&keys.stream)
-                .arg(&keys.group)
-                .arg(&self.name)
-                .arg(config.visibility_timeout.as_millis() as u64)
-                .arg("0-0")
-                .arg("COUNT")
-                .arg(max)
-                .query(c)
-        })?;
+        let claim = calls::autoclaim(link, &self.name, max);
+        let claimed: Value = link.call(tries, |c| claim.query(c))?;
+        let counted = calls::count_redelivered(link);
         let mut out = Vec::new();
         for (entry, fields) in reply::autoclaim_entries(&claimed) {
             // An entry another consumer held too long: each delivery of it
             // counts as an attempt.
-            let mut delivery = Delivery::from_entry(entry, &fields);
-            let deliveries = self.delivery_count(&delivery.entry, tries)?;
-            delivery.attempt = delivery
-                .attempt
-                .saturating_add(deliveries.saturating_sub(1));
-            link.call(tries, |c| {
-                redis::cmd("HINCRBY")
-                    .arg(&keys.stats)
-                    .arg("redelivered")
-                    .arg(1)
-                    .query::<i64>(c)
-            })?;
-            if delivery.attempt > config.max_attempts {
+            let deliveries = self.delivery_count(&entry, tries)?;
+            let delivery = calls::taken_over(Delivery::from_entry(entry, &fields), deliveries);
+            link.call(tries, |c| counted.query::<i64>(c))?;
+            if delivery.attempt > link.config.max_attempts {
                 self.dead_letter(&delivery, tries)?;
             } else {
                 out.push(delivery);
@@ -312,19 +259,7 @@ impl Consumer {
             return Ok(Value::Nil);
         }
         link.count_round_trip();
-        let keys = &link.keys;
-        let read = redis::cmd("XREADGROUP")
-            .arg("GROUP")
-            .arg(&keys.group)
-            .arg(&self.name)
-            .arg("COUNT")
-            .arg(max)
-            .arg("BLOCK")
-            .arg(block_ms)
-            .arg("STREAMS")
-            .arg(&keys.stream)
-            .arg(">")
-            .query(connection);
+        let read = calls::read_group(link, &self.name, max, block_ms).query(connection);
         self.blocked.store(NOT_BLOCKED, Ordering::SeqCst);
         match read {
             // CLIENT UNBLOCK (a stop) ends the wait with no entries.
@@ -336,28 +271,14 @@ impl Consumer {
     /// How many times the group delivered `entry` (Redis counts each
     /// take-over).
     fn delivery_count(&self, entry: &str, tries: Tries) -> Result<u32, Error> {
-        let keys = &self.timers.link.keys;
-        let reply: Value = self.timers.link.call(tries, |c| {
-            redis::cmd("XPENDING")
-                .arg(&keys.stream)
-                .arg(&keys.group)
-                .arg(entry)
-                .arg(entry)
-                .arg(1)
-                .query(c)
-        })?;
+        let count = calls::delivery_count(&self.timers.link, entry);
+        let reply: Value = self.timers.link.call(tries, |c| count.query(c))?;
         reply::pending_delivery_count(&reply)
     }
 
     /// Moves `delivery` to the dead-letter stream.
     fn dead_letter(&self, delivery: &Delivery, tries: Tries) -> Result<(), Error> {
-        let letter = DeadLetter {
-            id: &delivery.id,
-            payload: &delivery.payload,
-            deadline_ms: delivery.deadline_ms,
-            attempt: delivery.attempt,
-        };
-        self.remove(std::slice::from_ref(delivery), Some(letter), tries)
+        self.remove(std::slice::from_ref(delivery), Some(delivery), tries)
     }
 
     /// Removes `deliveries` from the stream (acknowledged, and trimmed once
@@ -366,35 +287,11 @@ impl Consumer {
     fn remove(
         &self,
         deliveries: &[Delivery],
-        letter: Option<DeadLetter<'_>>,
+        letter: Option<&Delivery>,
         tries: Tries,
     ) -> Result<(), Error> {
-        let (keys, scripts) = (&self.timers.link.keys, &self.timers.link.scripts);
-        for chunk in deliveries.chunks(REMOVE_BATCH) {
-            self.timers.link.call(tries, |c| {
-                let mut call = scripts.remove.key(&keys.stream);
-                call.key(&keys.dead).arg(&keys.group);
-                match &letter {
-                    Some(letter) => {
-                        call.arg(8)
-                            .arg("id")
-                            .arg(letter.id)
-                            .arg("payload")
-                            .arg(letter.payload)
-                            .arg("deadline")
-                            .arg(letter.deadline_ms)
-                            .arg("attempt")
-                            .arg(letter.attempt);
-                    }
-                    None => {
-                        call.arg(0);
-                    }
-                }
-                for delivery in chunk {
-                    call.arg(&delivery.entry);
-                }
-                call.invoke::<i64>(c)
-            })?;
+        for remove in calls::removals(&self.timers.link, deliveries, letter) {
+            self.timers.link.call(tries, |c| remove.invoke::<i64>(c))?;
         }
         Ok(())
     }
@@ -423,16 +320,8 @@ impl Consumer {
     /// # Ok::<(), purgatorio_redis::Error>(())
     /// ```
     pub fn extend_visibility(&self, delivery: &Delivery) -> Result<bool, Error> {
-        let (keys, scripts) = (&self.timers.link.keys, &self.timers.link.scripts);
-        let extended: i64 = self.timers.link.with_connection(|c| {
-            scripts
-                .extend
-                .key(&keys.stream)
-                .arg(&keys.group)
-                .arg(&self.name)
-                .arg(&delivery.entry)
-                .invoke(c)
-        })?;
+        let extend = calls::extend(&self.timers.link, &self.name, &delivery.entry);
+        let extended: i64 = self.timers.link.with_connection(|c| extend.invoke(c))?;
         Ok(extended == 1)
     }
 
@@ -458,13 +347,7 @@ impl Consumer {
             if delivery.attempt >= self.timers.link.config.max_attempts {
                 return self.dead_letter(delivery, tries);
             }
-            let delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
-            if delay_ms > crate::MAX_DELAY_MS {
-                return Err(Error::DeadlineOutOfRange {
-                    at_ms: u64::MAX,
-                    max_ms: crate::MAX_DEADLINE_MS,
-                });
-            }
+            let delay_ms = calls::retry_delay_ms(delay)?;
             let at = self.timers.server_time_ms()? + delay_ms;
             self.timers.schedule_attempt(
                 &delivery.id,

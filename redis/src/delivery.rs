@@ -21,6 +21,8 @@ pub struct Delivery {
     pub promoted_ms: u64,
     /// The stream entry.
     pub(crate) entry: String,
+    /// The series of a recurring timer, as stored (`recurring.rs`).
+    pub(crate) series: Option<String>,
 }
 
 impl Delivery {
@@ -35,7 +37,16 @@ impl Delivery {
             attempt: attempt as u32,
             promoted_ms: reply::number_field(fields, "promoted"),
             entry,
+            series: reply::field(fields, "repeat")
+                .map(|spec| String::from_utf8_lossy(spec).into_owned()),
         }
+    }
+
+    /// Whether it is an occurrence of a recurring timer
+    /// ([`Timers::schedule_recurring`](crate::Timers::schedule_recurring)):
+    /// acknowledging it schedules the next occurrence.
+    pub fn is_recurring(&self) -> bool {
+        self.series.is_some()
     }
 }
 

@@ -20,6 +20,9 @@
 //!   handler extends its delivery's visibility.
 //! * [`StopHandle`]: stops a running scheduler or consumer from another
 //!   thread, even while it waits.
+//! * `aio` (feature `tokio`): the same on tokio: `async fn`s, a
+//!   scheduler node as a future, the consumer as a `Stream` of deliveries
+//!   that acknowledge, retry or extend themselves.
 //!
 //! Every server-side step is bounded (at most
 //! [`MAX_PROMOTE_BATCH`] timers per call), every Redis call has a response
@@ -47,12 +50,19 @@
 //! # Ok::<(), purgatorio_redis::Error>(())
 //! ```
 
+#[cfg(feature = "tokio")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+pub mod aio;
+mod calls;
+#[cfg(feature = "cluster")]
+mod cluster;
 mod config;
 mod consumer;
 mod delivery;
 mod error;
 mod link;
 mod manage;
+mod recurring;
 mod reply;
 mod scheduler;
 mod scripts;
@@ -60,14 +70,15 @@ mod stop;
 mod timers;
 
 pub use config::{
-    Config, Misfire, MAX_DEADLINE_MS, MAX_DELAY_MS, MAX_NAMESPACE, MAX_PAYLOAD_LIMIT,
-    MAX_PROMOTE_BATCH,
+    Config, Misfire, ReplicaAck, MAX_DEADLINE_MS, MAX_DELAY_MS, MAX_NAMESPACE, MAX_PAYLOAD_LIMIT,
+    MAX_PROMOTE_BATCH, MAX_REPLICA_WAIT,
 };
 pub use consumer::{Consumer, MAX_BLOCK, MAX_CONSUMER_NAME};
 pub use delivery::{Backoff, Delivery, Verdict};
 pub use error::Error;
 pub use link::MAX_BACKOFF;
-pub use manage::{DeadLetter, Pending, MAX_LIST};
+pub use manage::{DeadLetter, DeadLetterRetry, InFlight, Pending, MAX_LIST};
+pub use recurring::Recurrence;
 pub use scheduler::{Scheduler, MAX_SLEEP};
 pub use stop::StopHandle;
 pub use timers::{Metrics, Timers};

@@ -24,6 +24,8 @@ pub(crate) struct Keys {
     pub(crate) dead: String,
     /// The counters.
     pub(crate) stats: String,
+    /// Recurring timers: id → series.
+    pub(crate) repeat: String,
     /// The Pub/Sub channel that wakes scheduler nodes.
     pub(crate) wake: String,
     /// The stream's consumer group.
@@ -41,6 +43,7 @@ impl Keys {
             stream: key("stream"),
             dead: key("dead"),
             stats: key("stats"),
+            repeat: key("repeat"),
             wake: key("wake"),
             group: "purgatorio".to_string(),
             prefix,
@@ -68,13 +71,27 @@ pub(crate) struct Scripts {
     pub(crate) promote: redis::Script,
     /// [`scripts::misfire`].
     pub(crate) misfire: redis::Script,
+    /// [`recurring::acknowledge`](crate::recurring).
+    pub(crate) recur: redis::Script,
+    /// [`recurring::revive`](crate::recurring).
+    pub(crate) revive: redis::Script,
+}
+
+/// Where a namespace's connections go.
+enum Route {
+    /// One Redis. Its client opens connections with no handshake, so that
+    /// nothing is read from a new connection before its timeouts are set.
+    Single(redis::Client),
+    /// The master of the namespace's slot in a Redis Cluster, asked for
+    /// each new connection.
+    #[cfg(feature = "cluster")]
+    Cluster(crate::cluster::Seeds),
 }
 
 /// What every handle of one namespace shares.
 pub(crate) struct Link {
-    /// Opens connections; with no handshake, so that nothing is read from a
-    /// new connection before its timeouts are set.
-    client: redis::Client,
+    /// Where connections go.
+    route: Route,
     /// The handshake of the url (`AUTH`, `SELECT`), sent by
     /// [`connect`](Self::connect) under the response timeout.
     handshake: redis::RedisConnectionInfo,
@@ -210,7 +227,15 @@ fn transient_kind(error: &redis::RedisError) -> bool {
         || error.is_timeout()
         || matches!(
             error.kind(),
-            redis::ErrorKind::BusyLoadingError | redis::ErrorKind::TryAgain
+            redis::ErrorKind::BusyLoadingError
+                | redis::ErrorKind::TryAgain
+                // A failover or resharding under way: the next connection
+                // asks the cluster where the namespace's slot went.
+                | redis::ErrorKind::Moved
+                | redis::ErrorKind::Ask
+                | redis::ErrorKind::ClusterDown
+                | redis::ErrorKind::MasterDown
+                | redis::ErrorKind::ReadOnly
         )
 }
 
@@ -218,6 +243,46 @@ impl Link {
     /// A link to the Redis at `url` for `config`'s namespace; connects
     /// lazily.
     pub(crate) fn open(url: &str, config: Config) -> Result<Link, Error> {
+        let (client, handshake) = Link::client(url, &config)?;
+        Ok(Link::with_route(Route::Single(client), handshake, config))
+    }
+
+    /// A link to the master of `config`'s namespace in the Redis Cluster
+    /// that `seeds` belong to (their handshake is the first one's);
+    /// connects lazily.
+    #[cfg(feature = "cluster")]
+    pub(crate) fn open_cluster(seeds: &[&str], config: Config) -> Result<Link, Error> {
+        let mut clients = Vec::new();
+        let mut handshake = None;
+        for url in seeds {
+            let (client, its) = Link::client(url, &config)?;
+            if its.db != 0 {
+                return Err(Error::InvalidUrl {
+                    preview: preview(url),
+                    source: redis::RedisError::from((
+                        redis::ErrorKind::InvalidClientConfig,
+                        "a Redis Cluster has only database 0",
+                    )),
+                });
+            }
+            handshake.get_or_insert(its);
+            clients.push(client);
+        }
+        let Some(handshake) = handshake else {
+            return Err(Error::InvalidArgument {
+                name: "seeds",
+                why: "must name at least one cluster node",
+            });
+        };
+        let seeds = crate::cluster::Seeds::new(&Keys::new(&config.namespace).prefix, clients);
+        Ok(Link::with_route(Route::Cluster(seeds), handshake, config))
+    }
+
+    /// A client for `url` with no handshake, and the handshake.
+    fn client(
+        url: &str,
+        config: &Config,
+    ) -> Result<(redis::Client, redis::RedisConnectionInfo), Error> {
         #[cfg(not(feature = "tls"))]
         if url.starts_with("rediss://") {
             return Err(Error::TlsUnsupported);
@@ -234,9 +299,17 @@ impl Link {
             None => redis::Client::open(info).map_err(invalid)?,
         };
         #[cfg(not(feature = "tls"))]
-        let client = redis::Client::open(info).map_err(invalid)?;
-        Ok(Link {
-            client,
+        let client = {
+            let _ = config;
+            redis::Client::open(info).map_err(invalid)?
+        };
+        Ok((client, handshake))
+    }
+
+    /// The link itself.
+    fn with_route(route: Route, handshake: redis::RedisConnectionInfo, config: Config) -> Link {
+        Link {
+            route,
             handshake,
             keys: Keys::new(&config.namespace),
             config,
@@ -250,10 +323,35 @@ impl Link {
                 earliest: redis::Script::new(&scripts::earliest()),
                 promote: redis::Script::new(&scripts::promote()),
                 misfire: redis::Script::new(&scripts::misfire()),
+                recur: redis::Script::new(&crate::recurring::acknowledge()),
+                revive: redis::Script::new(&crate::recurring::revive()),
             },
             idle: Mutex::new(Vec::new()),
             round_trips: AtomicU64::new(0),
-        })
+        }
+    }
+
+    /// A client for connections that send the url's handshake (`AUTH`,
+    /// `SELECT`) themselves, within their own connection timeout: those of
+    /// the async face, whose connection manager reconnects on its own.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn client_with_handshake(&self) -> redis::RedisResult<redis::Client> {
+        let client = match &self.route {
+            Route::Single(client) => client,
+            // The async face connects with `Timers::connect` only.
+            #[cfg(feature = "cluster")]
+            Route::Cluster(_) => {
+                return Err(redis::RedisError::from((
+                    redis::ErrorKind::ClientError,
+                    "the async face does not follow a Redis Cluster yet",
+                )))
+            }
+        };
+        let mut info = client.get_connection_info().clone();
+        info.redis = self.handshake.clone();
+        // The address keeps the TLS settings (a private CA) the client was
+        // built with.
+        redis::Client::open(info)
     }
 
     /// Round trips answered so far.
@@ -275,11 +373,22 @@ impl Link {
         self.call(Tries::Config, call)
     }
 
-    /// A fresh connection whose every call is bounded by the response
+    /// A fresh connection to the namespace's Redis (in a cluster, to the
+    /// master of its slot) whose every call is bounded by the response
     /// timeout.
     pub(crate) fn connect(&self) -> redis::RedisResult<redis::Connection> {
+        match &self.route {
+            Route::Single(client) => self.connect_to(client),
+            #[cfg(feature = "cluster")]
+            Route::Cluster(seeds) => self.connect_to(&seeds.master(|node| self.connect_to(node))?),
+        }
+    }
+
+    /// A fresh connection to `client`'s node, with the response timeout
+    /// and the url's handshake.
+    fn connect_to(&self, client: &redis::Client) -> redis::RedisResult<redis::Connection> {
         let timeout = self.config.response_timeout;
-        let mut connection = self.client.get_connection_with_timeout(timeout)?;
+        let mut connection = client.get_connection_with_timeout(timeout)?;
         connection.set_read_timeout(Some(timeout))?;
         connection.set_write_timeout(Some(timeout))?;
         let handshake = &self.handshake;

@@ -18,9 +18,15 @@ use purgatorio_redis::{Config, Consumer, Misfire, Scheduler, Timers, Verdict};
     about = "Durable timers on Redis: scheduler nodes and consumers"
 )]
 struct Cli {
-    /// The Redis to use.
+    /// The Redis to use; with `--cluster`, nodes of the Redis Cluster,
+    /// comma-separated.
     #[arg(long, default_value = "redis://127.0.0.1:6379", global = true)]
     url: String,
+    /// `--url` names nodes of a Redis Cluster: the namespace's calls go to
+    /// the master of its slot (not for `bench`, which measures one Redis).
+    #[cfg(feature = "cluster")]
+    #[arg(long, global = true)]
+    cluster: bool,
     /// The namespace of the timers (one hash tag).
     #[arg(long, default_value = "timers", global = true)]
     namespace: String,
@@ -131,6 +137,17 @@ fn main() {
     }
 }
 
+/// Connects to `--url`: one Redis, or with `--cluster` the Redis Cluster
+/// its comma-separated nodes belong to.
+fn connect(cli: &Cli, config: Config) -> Result<Timers, purgatorio_redis::Error> {
+    #[cfg(feature = "cluster")]
+    if cli.cluster {
+        let seeds: Vec<&str> = cli.url.split(',').collect();
+        return Timers::connect_cluster(&seeds, config);
+    }
+    Timers::connect(&cli.url, config)
+}
+
 fn run(cli: Cli) -> Result<(), purgatorio_redis::Error> {
     let mut config = Config::new(&cli.namespace);
     config.response_timeout = Duration::from_millis(cli.response_timeout_ms);
@@ -142,23 +159,23 @@ fn run(cli: Cli) -> Result<(), purgatorio_redis::Error> {
         });
         config.tls_ca_pem = Some(pem);
     }
-    match cli.command {
+    match &cli.command {
         Command::Scheduler { misfire } => {
             config.misfire = match misfire.as_str() {
                 "skip" => Misfire::Skip,
                 "reschedule" => Misfire::Reschedule(Duration::from_secs(1)),
                 _ => Misfire::FireNow,
             };
-            let timers = Timers::connect(&cli.url, config)?;
+            let timers = connect(&cli, config)?;
             Scheduler::new(timers).run()
         }
         Command::Consumer {
             name,
             visibility_ms,
         } => {
-            config.visibility_timeout = Duration::from_millis(visibility_ms);
-            let timers = Timers::connect(&cli.url, config)?;
-            let consumer = Consumer::new(timers, &name)?;
+            config.visibility_timeout = Duration::from_millis(*visibility_ms);
+            let timers = connect(&cli, config)?;
+            let consumer = Consumer::new(timers, name)?;
             let stdout = std::io::stdout();
             consumer.run(|delivery| {
                 // Redis's clock when the timer was promoted: the judge of
@@ -180,6 +197,12 @@ fn run(cli: Cli) -> Result<(), purgatorio_redis::Error> {
             spread_ms,
             poller,
         } => {
+            #[cfg(feature = "cluster")]
+            if cli.cluster {
+                eprintln!("error: bench measures one Redis: run it without --cluster");
+                std::process::exit(2);
+            }
+            let (count, schedulers, spread_ms, poller) = (*count, *schedulers, *spread_ms, *poller);
             let timers = Timers::connect(&cli.url, config)?;
             let mut redis = redis::Client::open(cli.url.as_str())
                 .and_then(|client| client.get_connection())
@@ -199,7 +222,8 @@ fn run(cli: Cli) -> Result<(), purgatorio_redis::Error> {
             spread_ms,
             prefix,
         } => {
-            let timers = Timers::connect(&cli.url, config)?;
+            let (count, start_ms, spread_ms) = (*count, *start_ms, *spread_ms);
+            let timers = connect(&cli, config)?;
             let out_of_range = purgatorio_redis::Error::DeadlineOutOfRange {
                 at_ms: u64::MAX,
                 max_ms: purgatorio_redis::MAX_DEADLINE_MS,

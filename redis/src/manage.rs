@@ -3,7 +3,7 @@
 
 use redis::Value;
 
-use crate::{reply, Error, Timers};
+use crate::{calls, Error, Timers};
 
 /// A pending timer, as [`Timers::get`] reads it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -27,6 +27,51 @@ pub struct DeadLetter {
     pub deadline_ms: u64,
     /// The last attempt, the one that failed.
     pub attempt: u32,
+    /// Its entry in the dead-letter stream.
+    pub(crate) entry: String,
+}
+
+/// A delivered timer not yet acknowledged (BullMQ's "active" job), as
+/// [`Timers::in_flight`] lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InFlight {
+    /// The timer's id.
+    pub id: String,
+    /// The consumer holding it.
+    pub consumer: String,
+    /// How long since it was delivered or its visibility last extended, ms.
+    pub idle_ms: u64,
+    /// How many times the consumer group delivered it (take-overs
+    /// included).
+    pub deliveries: u32,
+    /// Its deadline, ms since the Unix epoch by Redis's clock.
+    pub deadline_ms: u64,
+    /// Its attempt.
+    pub attempt: u32,
+}
+
+/// What [`Timers::retry_dead_letter`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeadLetterRetry {
+    /// The timer is pending again, due now, as a first attempt; it left
+    /// the dead-letter stream.
+    Pending,
+    /// No such dead letter (retried or removed already): nothing changed.
+    Gone,
+    /// A timer of its id is pending (scheduled again meanwhile): nothing
+    /// changed, so that it is not overwritten.
+    IdPending,
+}
+
+impl DeadLetterRetry {
+    /// The outcome the revive script answered.
+    pub(crate) fn from_reply(reply: i64) -> DeadLetterRetry {
+        match reply {
+            1 => DeadLetterRetry::Pending,
+            -1 => DeadLetterRetry::IdPending,
+            _ => DeadLetterRetry::Gone,
+        }
+    }
 }
 
 /// The most timers [`Timers::earliest`] and [`Timers::dead_letters`] list
@@ -34,7 +79,7 @@ pub struct DeadLetter {
 pub const MAX_LIST: usize = 1_000;
 
 /// Refuses a listing of 0 or more than [`MAX_LIST`].
-fn check_list(max: usize) -> Result<(), Error> {
+pub(crate) fn check_list(max: usize) -> Result<(), Error> {
     if max == 0 || max > MAX_LIST {
         return Err(Error::InvalidArgument {
             name: "count",
@@ -64,25 +109,9 @@ impl Timers {
     /// ```
     pub fn get(&self, id: &str) -> Result<Option<Pending>, Error> {
         self.check_id(id)?;
-        let (keys, scripts) = (&self.link.keys, &self.link.scripts);
-        let found: Option<(String, u32, Vec<u8>)> = self.link.with_connection(|c| {
-            scripts
-                .get
-                .key(&keys.buckets)
-                .key(&keys.timer)
-                .arg(&keys.prefix)
-                .arg(id)
-                .invoke(c)
-        })?;
-        found
-            .map(|(deadline, attempt, payload)| {
-                Ok(Pending {
-                    deadline_ms: reply::millis(&deadline)? as u64,
-                    attempt,
-                    payload,
-                })
-            })
-            .transpose()
+        let get = calls::get(&self.link, id);
+        let found = self.link.with_connection(|c| get.invoke(c))?;
+        calls::pending(found)
     }
 
     /// Moves pending timer `id` to `at_ms`, keeping its payload and
@@ -111,19 +140,8 @@ impl Timers {
 
     /// Moves pending timer `id` to `at` (ms, or `now`: Redis's `TIME`).
     fn move_to(&self, id: &str, at: &str) -> Result<bool, Error> {
-        let (keys, scripts) = (&self.link.keys, &self.link.scripts);
-        let moved: i64 = self.link.with_connection(|c| {
-            scripts
-                .reschedule
-                .key(&keys.buckets)
-                .key(&keys.timer)
-                .arg(&keys.prefix)
-                .arg(id)
-                .arg(at)
-                .arg(self.link.config.bucket_ms)
-                .arg(&keys.wake)
-                .invoke(c)
-        })?;
+        let reschedule = calls::reschedule(&self.link, id, at);
+        let moved: i64 = self.link.with_connection(|c| reschedule.invoke(c))?;
         Ok(moved == 1)
     }
 
@@ -161,21 +179,70 @@ impl Timers {
     /// ```
     pub fn earliest(&self, max: usize) -> Result<Vec<(String, u64)>, Error> {
         check_list(max)?;
-        let (keys, scripts) = (&self.link.keys, &self.link.scripts);
-        let flat: Vec<String> = self.link.with_connection(|c| {
-            scripts
-                .earliest
-                .key(&keys.buckets)
-                .arg(&keys.prefix)
-                .arg(max)
-                .invoke(c)
+        let earliest = calls::earliest(&self.link, max);
+        let flat: Vec<String> = self.link.with_connection(|c| earliest.invoke(c))?;
+        calls::listing(&flat)
+    }
+
+    /// Up to `max` (at most [`MAX_LIST`]) pending timers that are due by
+    /// Redis's clock and not yet moved to the stream (waiting for a
+    /// scheduler node), earliest first, as `(id, deadline_ms)`. Two round
+    /// trips: Redis's `TIME`, then [`earliest`](Self::earliest).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for `max` of 0 or over [`MAX_LIST`];
+    /// [`Error::Unavailable`] after the retries.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use purgatorio_redis::*;
+    /// # let timers = Timers::connect("redis://127.0.0.1:6379", Config::new("payments"))?;
+    /// if !timers.due(1)?.is_empty() {
+    ///     eprintln!("timers are due and no scheduler node moves them: is one running?");
+    /// }
+    /// # Ok::<(), purgatorio_redis::Error>(())
+    /// ```
+    pub fn due(&self, max: usize) -> Result<Vec<(String, u64)>, Error> {
+        check_list(max)?;
+        let now = self.server_time_ms()?;
+        Ok(calls::due(self.earliest(max)?, now))
+    }
+
+    /// Up to `max` (at most [`MAX_LIST`]) delivered timers not yet
+    /// acknowledged, oldest delivery first. Two round trips (`XPENDING`, then
+    /// one pipeline of `XRANGE`s).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for `max` of 0 or over [`MAX_LIST`];
+    /// [`Error::Unavailable`] after the retries.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use purgatorio_redis::*;
+    /// # let timers = Timers::connect("redis://127.0.0.1:6379", Config::new("payments"))?;
+    /// for held in timers.in_flight(100)? {
+    ///     println!("{} held by {} for {} ms", held.id, held.consumer, held.idle_ms);
+    /// }
+    /// # Ok::<(), purgatorio_redis::Error>(())
+    /// ```
+    pub fn in_flight(&self, max: usize) -> Result<Vec<InFlight>, Error> {
+        check_list(max)?;
+        let held = calls::held(&self.link, max);
+        let rows: Value = self.link.with_connection(|c| match held.query(c) {
+            Err(e) if calls::no_group(&e) => Ok(Value::Nil), // nothing delivered yet
+            other => other,
         })?;
-        flat.chunks(2)
-            .map(|pair| match pair {
-                [id, at] => Ok((id.clone(), reply::millis(at)? as u64)),
-                _ => Err(Error::Protocol("an odd listing".into())),
-            })
-            .collect()
+        let rows = calls::held_rows(&rows);
+        if rows.is_empty() {
+            return Ok(Vec::new());
+        }
+        let read = calls::read_entries(&self.link, &rows);
+        let entries: Vec<Value> = self.link.with_connection(|c| read.query(c))?;
+        Ok(calls::in_flight_of(rows, &entries))
     }
 
     /// Up to `max` (at most [`MAX_LIST`]) timers of the dead-letter stream,
@@ -187,27 +254,33 @@ impl Timers {
     /// [`Error::Unavailable`] after the retries.
     pub fn dead_letters(&self, max: usize) -> Result<Vec<DeadLetter>, Error> {
         check_list(max)?;
-        let keys = &self.link.keys;
-        let read: Value = self.link.with_connection(|c| {
-            redis::cmd("XRANGE")
-                .arg(&keys.dead)
-                .arg("-")
-                .arg("+")
-                .arg("COUNT")
-                .arg(max)
-                .query(c)
-        })?;
-        Ok(reply::entries(&read)
-            .into_iter()
-            .map(|(_, fields)| DeadLetter {
-                id: String::from_utf8_lossy(reply::field(&fields, "id").unwrap_or_default())
-                    .into_owned(),
-                payload: reply::field(&fields, "payload")
-                    .unwrap_or_default()
-                    .to_vec(),
-                deadline_ms: reply::number_field(&fields, "deadline"),
-                attempt: u32::try_from(reply::number_field(&fields, "attempt")).unwrap_or(u32::MAX),
-            })
-            .collect())
+        let read = calls::dead_letters(&self.link, max);
+        let read: Value = self.link.with_connection(|c| read.query(c))?;
+        Ok(calls::dead_letters_of(&read))
+    }
+
+    /// Moves dead letter `letter` back to pending, due now by Redis's
+    /// clock, as a first attempt (its payload kept), and removes it from
+    /// the dead-letter stream, in one atomic step.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Unavailable`] after the retries.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use purgatorio_redis::*;
+    /// # let timers = Timers::connect("redis://127.0.0.1:6379", Config::new("payments"))?;
+    /// // The payment gateway is back: try every failed charge again.
+    /// for letter in timers.dead_letters(100)? {
+    ///     timers.retry_dead_letter(&letter)?;
+    /// }
+    /// # Ok::<(), purgatorio_redis::Error>(())
+    /// ```
+    pub fn retry_dead_letter(&self, letter: &DeadLetter) -> Result<DeadLetterRetry, Error> {
+        let revive = calls::revive(&self.link, &letter.entry);
+        let reply: i64 = self.link.with_connection(|c| revive.invoke(c))?;
+        Ok(DeadLetterRetry::from_reply(reply))
     }
 }

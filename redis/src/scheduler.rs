@@ -20,7 +20,7 @@ use crate::timers::MisfirePage;
 use crate::{Error, StopHandle, Timers};
 
 /// How late a timer must be, when a node starts, to count as misfired.
-const MISFIRE_AFTER: Duration = Duration::from_secs(1);
+pub(crate) const MISFIRE_AFTER: Duration = Duration::from_secs(1);
 
 /// A scheduler node: moves due timers to the stream. Run any number.
 pub struct Scheduler {
@@ -39,7 +39,7 @@ pub const MAX_SLEEP: Duration = Duration::from_secs(60);
 /// How long to sleep until `next_ms` when Redis's clock reads `now_ms`:
 /// their difference measured in Redis's clock (this node's clock is never
 /// read), saturating, at most [`MAX_SLEEP`].
-fn sleep_until(next_ms: u64, now_ms: u64) -> Duration {
+pub(crate) fn sleep_until(next_ms: u64, now_ms: u64) -> Duration {
     Duration::from_millis(next_ms.saturating_sub(now_ms)).min(MAX_SLEEP)
 }
 
@@ -116,7 +116,7 @@ impl Scheduler {
             let wait = match step {
                 Ok(step) => {
                     health.answered();
-                    if step.moved as usize >= self.timers.config().promote_batch {
+                    if step.full {
                         continue; // more may be due: no sleep
                     }
                     // The node's own clock is never read: the wait is

@@ -12,6 +12,7 @@
 //! | `{ns}:stream` | stream | due timers, for the consumer group |
 //! | `{ns}:dead` | stream | timers that failed every attempt |
 //! | `{ns}:stats` | hash | `promoted`, `lag_ms`, `redelivered`, `misfired` |
+//! | `{ns}:repeat` | hash | recurring timer id → its series (see `recurring.rs`) |
 //! | `{ns}:wake` | channel | a deadline earlier than every other was scheduled |
 //!
 //! One hash field per timer holds everything but its deadline (the score in
@@ -23,27 +24,31 @@
 //!
 //! | script | work per call |
 //! |---|---|
-//! | schedule | `n` timers ≤ [`SCHEDULE_BATCH`]: `O(n log N)`, one `ZADD` and one `ZADD LT` per bucket touched |
+//! | schedule | `n` timers ≤ [`SCHEDULE_BATCH`] and ≤ [`BATCH_BYTES`] of ids and payloads (a larger timer alone): `O(n log N)`, one `ZADD` and one `ZADD LT` per bucket touched |
 //! | cancel, get, reschedule | one timer: `O(log N)` |
 //! | earliest (listing) | ≤ 1,000 timers from ≤ 1,000 buckets |
-//! | promote | ≤ `promote_batch` ≤ [`MAX_PROMOTE_BATCH`](crate::MAX_PROMOTE_BATCH) timers: one `XADD` each, `O(log N)` per bucket |
-//! | misfire | ≤ [`MISFIRE_PAGE`] timers; called again while a page comes back full |
-//! | remove (acknowledge, dead-letter) | ≤ [`REMOVE_BATCH`] entries, then one `XTRIM MINID ~` |
+//! | promote | ≤ `promote_batch` ≤ [`MAX_PROMOTE_BATCH`](crate::MAX_PROMOTE_BATCH) timers, as many buckets looked at, and ≤ [`BATCH_BYTES`] of records beyond the first: one `XADD` each, `O(log N)` per bucket; called again while a call stops at a limit |
+//! | misfire | ≤ [`MISFIRE_PAGE`] timers (and, rescheduling, ≤ [`BATCH_BYTES`] beyond the first); called again while a page stops at a limit |
+//! | remove (acknowledge, dead-letter) | ≤ [`REMOVE_BATCH`] entries, then one `XTRIM MINID ~`, which frees at most 100 stream nodes (Redis's own cap for `~`) |
 
 /// The most timers one schedule script takes ([`Timers::schedule_many`](crate::Timers::schedule_many)
 /// splits a longer list).
 pub(crate) const SCHEDULE_BATCH: usize = 500;
 
-/// The most payload bytes one schedule script takes (a longer batch is
-/// split), so that no call copies more than this inside Redis.
-pub(crate) const SCHEDULE_BATCH_BYTES: usize = 1 << 20;
+/// The most record bytes (payloads, with ids) one script call writes: a
+/// schedule call takes this much payload (a longer batch is split), a
+/// promote or misfire call moves this much beyond its first timer. With
+/// the default 64 KiB payloads a full batch of 500 would otherwise copy
+/// 32 MiB inside Redis in one call (190–280 ms measured, `docs/redis.md`);
+/// 256 KiB costs about 1 ms.
+pub(crate) const BATCH_BYTES: usize = 256 << 10;
 
 /// The most misfired timers one misfire script handles.
 pub(crate) const MISFIRE_PAGE: usize = 1_000;
 
 /// Shared Lua helpers: bucket keys, re-keying a bucket to its earliest
 /// deadline (or dropping it once empty), reading a timer's record.
-const HELPERS: &str = r"
+pub(crate) const HELPERS: &str = r"
 local prefix = ARGV[1]
 local function bucket_key(b) return prefix .. ':b:' .. b end
 local function refresh(b)
@@ -126,15 +131,16 @@ return #ids
     )
 }
 
-/// KEYS: buckets, timer. ARGV: prefix, id. 1 if `id` was pending and is
-/// now gone, else 0.
+/// KEYS: buckets, timer, repeat. ARGV: prefix, id. Cancels timer `id` and
+/// ends its series if it recurs. 1 if it was pending or recurring, else 0.
 pub(crate) fn cancel() -> String {
     format!(
         "{HELPERS}{}",
         r"
 local id = ARGV[2]
+local series = redis.call('HDEL', KEYS[3], id)
 local record = redis.call('HGET', KEYS[2], id)
-if not record then return 0 end
+if not record then return series end
 local b = parse(record)
 redis.call('ZREM', bucket_key(b), id)
 refresh(b)
@@ -220,28 +226,41 @@ return 1
 /// each entry. Returns how many were acknowledged.
 pub(crate) fn remove() -> String {
     r"
+--TRIM--
 local k = tonumber(ARGV[2])
 if k > 0 then redis.call('XADD', KEYS[2], '*', unpack(ARGV, 3, 2 + k)) end
 local entries = {unpack(ARGV, 3 + k)}
 local acked = redis.call('XACK', KEYS[1], ARGV[1], unpack(entries))
-local pending = redis.call('XPENDING', KEYS[1], ARGV[1])
-local minid = pending[2]
-if pending[1] == 0 then
-  -- Nothing pending: everything the group delivered is acknowledged.
-  for _, group in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
-    local name, last
-    for i = 1, #group, 2 do
-      if group[i] == 'name' then name = group[i + 1] end
-      if group[i] == 'last-delivered-id' then last = group[i + 1] end
-    end
-    if name == ARGV[1] then minid = last end
-  end
-end
-if minid then redis.call('XTRIM', KEYS[1], 'MINID', '~', minid) end
+trim(KEYS[1], ARGV[1])
 return acked
 "
-    .to_string()
+    .replace("--TRIM--", TRIM)
 }
+
+/// Lua: `trim(stream, group)` trims the stream below the oldest entry
+/// still pending (with none pending, below the group's last delivered
+/// entry). Shared by [`remove`] and the recurring timers' acknowledgement.
+pub(crate) const TRIM: &str = r"
+local function trim(stream, group_name)
+  local pending = redis.call('XPENDING', stream, group_name)
+  local minid = pending[2]
+  if pending[1] == 0 then
+    -- Nothing pending: everything the group delivered is acknowledged.
+    for _, group in ipairs(redis.call('XINFO', 'GROUPS', stream)) do
+      local name, last
+      for i = 1, #group, 2 do
+        if group[i] == 'name' then name = group[i + 1] end
+        if group[i] == 'last-delivered-id' then last = group[i + 1] end
+      end
+      if name == group_name then minid = last end
+    end
+  end
+  -- With `~` and no LIMIT, Redis frees at most 100 stream nodes' worth of
+  -- entries (100 x stream-node-max-entries, 10,000 by default) per call: a
+  -- trim held back by one long-pending entry catches up over the next calls.
+  if minid then redis.call('XTRIM', stream, 'MINID', '~', minid) end
+end
+";
 
 /// The most entries one [`remove`] call takes.
 pub(crate) const REMOVE_BATCH: usize = 1_000;
@@ -260,53 +279,80 @@ return 1
     .to_string()
 }
 
-/// KEYS: buckets, timer, stream, stats. ARGV: prefix, limit, how late a
-/// timer must be to count as misfired (ms). Moves up to `limit` timers whose
-/// deadline is at or before the server's `TIME` to the stream, in one atomic
-/// step. Returns `{timers taken from the buckets, next deadline or -1,
-/// server time}`.
+/// KEYS: buckets, timer, stream, stats, repeat. ARGV: prefix, limit, how
+/// late a timer must be to count as misfired (ms), byte budget. A recurring
+/// timer's entry carries its series (`repeat`), for the acknowledgement
+/// that schedules the next occurrence. Moves up to `limit` timers whose
+/// deadline is at or before the server's `TIME` to the stream, in one
+/// atomic step, and stops early once the records moved pass the byte
+/// budget (the first timer always moves, whatever its size). Returns
+/// `{timers taken from the buckets, next deadline or -1, server time, 1 if
+/// it stopped at a limit (call again) else 0}`.
 pub(crate) fn promote() -> String {
     format!(
         "{HELPERS}{}",
         r"
 local now = server_ms()
-local limit, misfire_ms = tonumber(ARGV[2]), tonumber(ARGV[3])
-local moved, promoted, lag, misfired = 0, 0, 0, 0
+local limit, misfire_ms, budget = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local moved, promoted, lag, misfired, bytes, full = 0, 0, 0, 0, 0, 0
+-- Buckets looked at: a stale bucket score (none is left stale by any
+-- step, but one could be written by hand) costs a look and moves nothing,
+-- so looks are bounded too.
+local looks = 0
 local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-while moved < limit and #first > 0 and tonumber(first[2]) <= now do
+while full == 0 and moved < limit and looks < limit and #first > 0 and tonumber(first[2]) <= now do
+  looks = looks + 1
   local b = first[1]
   local due = redis.call('ZRANGEBYSCORE', bucket_key(b), '-inf', now, 'WITHSCORES', 'LIMIT', 0, limit - moved)
   if #due == 0 then
     refresh(b) -- a stale bucket score: fix it and look again
   else
-    local ids = {}
-    for i = 1, #due, 2 do ids[#ids + 1] = due[i] end
-    local records = redis.call('HMGET', KEYS[2], unpack(ids))
-    local gone = {}
-    for k, id in ipairs(ids) do
-      local record = records[k]
-      local rb, attempt, payload
-      if record then rb, attempt, payload = parse(record) end
-      -- No record, or one that says another bucket: a stale member.
-      if rb == b then
-        local deadline = due[2 * k]
-        redis.call('XADD', KEYS[3], '*', 'id', id, 'payload', payload, 'deadline', deadline,
-          'attempt', attempt, 'promoted', string.format('%d', now))
-        gone[#gone + 1] = id
-        local late = now - tonumber(deadline)
-        if late > lag then lag = late end
-        if late > misfire_ms then misfired = misfired + 1 end
+    -- Records are read 4, 8, 16, … (at most 64) at a time, so that a call
+    -- stopped by the byte budget has read at most twice what it used.
+    local n, gone, taken, step = #due / 2, {}, 0, 4
+    while full == 0 and taken < n do
+      local ids = {}
+      for k = taken + 1, math.min(taken + step, n) do ids[#ids + 1] = due[2 * k - 1] end
+      step = math.min(step * 2, 64)
+      local records = redis.call('HMGET', KEYS[2], unpack(ids))
+      local series = redis.call('HMGET', KEYS[5], unpack(ids))
+      for j, id in ipairs(ids) do
+        local record = records[j]
+        local rb, attempt, payload
+        if record then rb, attempt, payload = parse(record) end
+        -- No record, or one that says another bucket: a stale member.
+        if rb == b then
+          if bytes + #record > budget and promoted + #gone > 0 then
+            full = 1
+            break
+          end
+          bytes = bytes + #record
+          local deadline = due[2 * (taken + 1)]
+          local entry = {'id', id, 'payload', payload, 'deadline', deadline,
+            'attempt', attempt, 'promoted', string.format('%d', now)}
+          if series[j] then
+            entry[#entry + 1] = 'repeat'
+            entry[#entry + 1] = series[j]
+          end
+          redis.call('XADD', KEYS[3], '*', unpack(entry))
+          gone[#gone + 1] = id
+          local late = now - tonumber(deadline)
+          if late > lag then lag = late end
+          if late > misfire_ms then misfired = misfired + 1 end
+        end
+        taken = taken + 1
       end
     end
-    -- The due timers are the bucket's first by score.
-    redis.call('ZREMRANGEBYRANK', bucket_key(b), 0, #ids - 1)
+    -- The timers taken are the bucket's first by score.
+    if taken > 0 then redis.call('ZREMRANGEBYRANK', bucket_key(b), 0, taken - 1) end
     if #gone > 0 then redis.call('HDEL', KEYS[2], unpack(gone)) end
-    moved = moved + #ids
+    moved = moved + taken
     promoted = promoted + #gone
     refresh(b)
   end
   first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 end
+if moved >= limit or looks >= limit then full = 1 end
 if promoted > 0 then
   redis.call('HINCRBY', KEYS[4], 'promoted', promoted)
   redis.call('HSET', KEYS[4], 'lag_ms', string.format('%d', lag))
@@ -314,17 +360,21 @@ if promoted > 0 then
 end
 local next_deadline = '-1'
 if #first > 0 then next_deadline = first[2] end
-return {moved, next_deadline, string.format('%d', now)}
+return {moved, next_deadline, string.format('%d', now), full}
 "
     )
 }
 
-/// KEYS: buckets, timer, stats. ARGV: prefix, policy (`skip` or
+/// KEYS: buckets, timer, stats, repeat. ARGV: prefix, policy (`skip` or
 /// `reschedule`), how late a timer must be to count as misfired (ms), the
-/// delay for `reschedule` (ms), bucket width (ms), limit. Applies the policy
-/// to up to `limit` misfired timers, earliest first; returns how many (a
-/// full page means: call again). Each handled timer leaves the overdue
-/// range, so a second node never counts it again.
+/// delay for `reschedule` (ms), bucket width (ms), limit, byte budget.
+/// Applies the policy to up to `limit` misfired timers, earliest first,
+/// stopping early once the records rescheduled pass the byte budget (the
+/// first always moves); returns `{how many, 1 if it stopped at a limit
+/// (call again) else 0}`. Each handled timer leaves the overdue range, so a
+/// second node never counts it again. `skip` drops no recurring timer: its
+/// occurrence is made due now instead, so that the acknowledgement of its
+/// delivery goes on with the series (dropped, the series would end unseen).
 pub(crate) fn misfire() -> String {
     format!(
         "{HELPERS}{}",
@@ -332,10 +382,11 @@ pub(crate) fn misfire() -> String {
 local policy, now = ARGV[2], server_ms()
 local cutoff = now - tonumber(ARGV[3])
 local later, width, limit = now + tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local budget = tonumber(ARGV[7])
 local later_s = string.format('%d', later)
 local nb = string.format('%d', math.floor(later / width))
-local found = 0
-while found < limit do
+local found, bytes, full = 0, 0, 0
+while full == 0 and found < limit do
   local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
   if #first == 0 or tonumber(first[2]) > cutoff then break end
   local b = first[1]
@@ -344,32 +395,76 @@ while found < limit do
     refresh(b)
     break
   end
-  local records = redis.call('HMGET', KEYS[2], unpack(late))
-  redis.call('ZREMRANGEBYRANK', bucket_key(b), 0, #late - 1)
+  local members, moved, recurring = {}, {}, {}
   if policy == 'skip' then
-    redis.call('HDEL', KEYS[2], unpack(late))
-  else
-    local members, moved = {}, {}
+    local series = redis.call('HMGET', KEYS[4], unpack(late))
+    local drop = {}
     for k, id in ipairs(late) do
-      if records[k] then
-        local _, attempt, payload = parse(records[k])
-        members[#members + 1] = later_s
-        members[#members + 1] = id
-        moved[#moved + 1] = id
-        moved[#moved + 1] = nb .. ' ' .. attempt .. ' ' .. payload
+      if series[k] then recurring[#recurring + 1] = id else drop[#drop + 1] = id end
+    end
+    if #drop > 0 then redis.call('HDEL', KEYS[2], unpack(drop)) end
+  else
+    -- Only the records that fit the budget move in this call; they are
+    -- read 4, 8, 16, … (at most 64) at a time, as in promote.
+    local taken, step = 0, 4
+    while full == 0 and taken < #late do
+      local ids = {}
+      for k = taken + 1, math.min(taken + step, #late) do ids[#ids + 1] = late[k] end
+      step = math.min(step * 2, 64)
+      local records = redis.call('HMGET', KEYS[2], unpack(ids))
+      for j, id in ipairs(ids) do
+        local record = records[j]
+        if record then
+          if bytes + #record > budget and found + taken > 0 then
+            full = 1
+            break
+          end
+          bytes = bytes + #record
+          local _, attempt, payload = parse(record)
+          members[#members + 1] = later_s
+          members[#members + 1] = id
+          moved[#moved + 1] = id
+          moved[#moved + 1] = nb .. ' ' .. attempt .. ' ' .. payload
+        end
+        taken = taken + 1
       end
     end
-    if #members > 0 then
-      redis.call('ZADD', bucket_key(nb), unpack(members))
-      redis.call('ZADD', KEYS[1], 'LT', later_s, nb)
-      redis.call('HSET', KEYS[2], unpack(moved))
+    late = {unpack(late, 1, taken)}
+  end
+  -- The late timers are the bucket's first by score: they leave it before
+  -- any goes back in (the new bucket may be this one).
+  if #late > 0 then redis.call('ZREMRANGEBYRANK', bucket_key(b), 0, #late - 1) end
+  if #members > 0 then
+    redis.call('ZADD', bucket_key(nb), unpack(members))
+    redis.call('ZADD', KEYS[1], 'LT', later_s, nb)
+    redis.call('HSET', KEYS[2], unpack(moved))
+  end
+  if #recurring > 0 then
+    local records = redis.call('HMGET', KEYS[2], unpack(recurring))
+    local now_s = string.format('%d', now)
+    local nowb = string.format('%d', math.floor(now / width))
+    local due, kept = {}, {}
+    for k, id in ipairs(recurring) do
+      if records[k] then
+        local _, attempt, payload = parse(records[k])
+        due[#due + 1] = now_s
+        due[#due + 1] = id
+        kept[#kept + 1] = id
+        kept[#kept + 1] = nowb .. ' ' .. attempt .. ' ' .. payload
+      end
+    end
+    if #due > 0 then
+      redis.call('ZADD', bucket_key(nowb), unpack(due))
+      redis.call('ZADD', KEYS[1], 'LT', now_s, nowb)
+      redis.call('HSET', KEYS[2], unpack(kept))
     end
   end
   found = found + #late
   refresh(b)
 end
+if found >= limit then full = 1 end
 if found > 0 then redis.call('HINCRBY', KEYS[3], 'misfired', found) end
-return found
+return {found, full}
 "
     )
 }

@@ -9,8 +9,8 @@ use redis::Value;
 
 use crate::error::preview;
 use crate::link::{Link, Tries};
-use crate::scripts::{MISFIRE_PAGE, SCHEDULE_BATCH, SCHEDULE_BATCH_BYTES};
-use crate::{reply, Config, Error, Misfire, MAX_DEADLINE_MS};
+use crate::scripts::{BATCH_BYTES, SCHEDULE_BATCH};
+use crate::{calls, Config, Error, MAX_DEADLINE_MS};
 
 /// The figures of a namespace, read from Redis.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -34,12 +34,13 @@ pub struct Metrics {
 /// What one promotion step did.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Promotion {
-    /// Timers moved to the stream.
-    pub(crate) moved: u64,
     /// The earliest deadline still pending, ms by Redis's clock.
     pub(crate) next_deadline_ms: Option<u64>,
     /// Redis's clock during the step, ms.
     pub(crate) now_ms: u64,
+    /// The step stopped at its count or byte limit: more may be due, call
+    /// again at once.
+    pub(crate) full: bool,
 }
 
 /// Whether a misfire page left more to do.
@@ -52,8 +53,8 @@ pub(crate) enum MisfirePage {
 }
 
 /// Splits `timers` into chunks of at most [`SCHEDULE_BATCH`] timers and
-/// [`SCHEDULE_BATCH_BYTES`] of payload (a single larger payload goes alone).
-fn chunks<'a, 'b>(
+/// [`BATCH_BYTES`] of ids and payloads (a single larger timer goes alone).
+pub(crate) fn chunks<'a, 'b>(
     timers: &'a [(&'b str, u64, &'b [u8])],
 ) -> impl Iterator<Item = &'a [(&'b str, u64, &'b [u8])]> {
     let mut rest = timers;
@@ -63,11 +64,12 @@ fn chunks<'a, 'b>(
         }
         let mut bytes = 0;
         let mut len = 0;
-        for (_, _, payload) in rest.iter().take(SCHEDULE_BATCH) {
-            if len > 0 && bytes + payload.len() > SCHEDULE_BATCH_BYTES {
+        for (id, _, payload) in rest.iter().take(SCHEDULE_BATCH) {
+            let size = id.len() + payload.len();
+            if len > 0 && bytes + size > BATCH_BYTES {
                 break;
             }
-            bytes += payload.len();
+            bytes += size;
             len += 1;
         }
         let (chunk, tail) = rest.split_at(len);
@@ -123,6 +125,43 @@ impl Timers {
         Ok(timers)
     }
 
+    /// Connects to the master of `config`'s namespace in the Redis Cluster
+    /// that the nodes at `seeds` belong to (`redis://host:port` urls, or
+    /// `rediss://` with the `tls` feature; database 0, a cluster's only
+    /// one). A namespace's keys share one hash tag, so they live in one
+    /// slot: its every call goes to the master of that slot, found by
+    /// asking the nodes (`CLUSTER SLOTS`) for each new connection, again
+    /// after a failover or a `MOVED`. Spread the load over the masters with
+    /// several namespaces (their tags hash to different slots). Scheduler
+    /// nodes and consumers run as with one Redis.
+    ///
+    /// # Errors
+    ///
+    /// As [`connect`](Self::connect); [`Error::InvalidArgument`] for no
+    /// seed; [`Error::InvalidUrl`] for a url naming a database other than
+    /// 0.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use purgatorio_redis::{Config, Timers};
+    ///
+    /// let seeds = ["redis://10.0.0.1:7000", "redis://10.0.0.2:7000"];
+    /// let payments = Timers::connect_cluster(&seeds, Config::new("payments"))?;
+    /// let emails = Timers::connect_cluster(&seeds, Config::new("emails"))?;
+    /// # Ok::<(), purgatorio_redis::Error>(())
+    /// ```
+    #[cfg(feature = "cluster")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "cluster")))]
+    pub fn connect_cluster(seeds: &[&str], config: Config) -> Result<Timers, Error> {
+        config.validate()?;
+        let timers = Timers {
+            link: Arc::new(Link::open_cluster(seeds, config)?),
+        };
+        timers.server_time_ms()?;
+        Ok(timers)
+    }
+
     /// Round trips to Redis made through this handle and its clones so far
     /// (a pipeline counts once).
     pub fn round_trips(&self) -> u64 {
@@ -141,9 +180,8 @@ impl Timers {
     ///
     /// [`Error::Unavailable`] if Redis cannot be reached.
     pub fn server_time_ms(&self) -> Result<u64, Error> {
-        let (secs, micros): (u64, u64) =
-            self.link.with_connection(|c| redis::cmd("TIME").query(c))?;
-        Ok(secs * 1000 + micros / 1000)
+        let time = self.link.with_connection(|c| calls::time().query(c))?;
+        Ok(calls::time_ms(time))
     }
 
     /// Refuses a bad id before Redis is asked.
@@ -191,7 +229,8 @@ impl Timers {
     ///
     /// [`Error::InvalidId`], [`Error::DeadlineOutOfRange`] (past
     /// [`MAX_DEADLINE_MS`]), [`Error::PayloadTooLarge`] before Redis is
-    /// asked; [`Error::Unavailable`] after the retries.
+    /// asked; [`Error::Unavailable`] after the retries;
+    /// [`Error::ReplicasNotReached`] with [`Config::replicas_to_ack`].
     ///
     /// # Examples
     ///
@@ -220,7 +259,7 @@ impl Timers {
     }
 
     /// Schedules many timers in one round trip: one atomic step per
-    /// 500 timers (or 1 MiB of payloads),
+    /// 500 timers (or 256 KiB of payloads),
     /// pipelined. Every item is checked before anything is sent; an id
     /// listed twice ends at its last entry.
     ///
@@ -252,38 +291,38 @@ impl Timers {
         if timers.is_empty() {
             return Ok(());
         }
-        let (keys, scripts) = (&self.link.keys, &self.link.scripts);
-        let hash = scripts.schedule.get_hash();
-        let mut pipe = redis::pipe();
-        for chunk in chunks(timers) {
-            let command = pipe
-                .cmd("EVALSHA")
-                .arg(hash)
-                .arg(2)
-                .arg(&keys.buckets)
-                .arg(&keys.timer)
-                .arg(&keys.prefix)
-                .arg(self.link.config.bucket_ms)
-                .arg(&keys.wake);
-            for (id, at_ms, payload) in chunk {
-                command.arg(*id).arg(*at_ms).arg(attempt).arg(*payload);
-            }
-            command.ignore();
-        }
-        self.link.with_connection(|c| match pipe.query::<()>(c) {
-            Err(e) if e.kind() == redis::ErrorKind::NoScriptError => {
-                redis::cmd("SCRIPT")
-                    .arg("LOAD")
-                    .arg(crate::scripts::schedule())
-                    .query::<String>(c)?;
-                pipe.query::<()>(c)
-            }
-            other => other,
-        })
+        self.send_schedule_pipe(&calls::schedule(&self.link, timers, attempt))
     }
 
-    /// Cancels timer `id`; `true` if it was pending (not yet moved to the
-    /// stream).
+    /// Sends a pipeline of schedule calls, loading the script first if
+    /// Redis lost it (it restarted, or `SCRIPT FLUSH`); with
+    /// [`Config::replicas_to_ack`], then waits for the replicas (`WAIT`).
+    pub(crate) fn send_schedule_pipe(&self, pipe: &redis::Pipeline) -> Result<(), Error> {
+        let mut pipe = pipe.clone();
+        let wait = calls::add_wait(&mut pipe, &self.link);
+        let response_timeout = self.link.config.response_timeout;
+        let acked: Vec<u32> = self.link.with_connection(|c| {
+            if let Some(ack) = wait {
+                c.set_read_timeout(Some(response_timeout.saturating_add(ack.timeout)))?;
+            }
+            let sent = match pipe.query(c) {
+                Err(e) if calls::no_script(&e) => {
+                    calls::load_schedule().query::<String>(c)?;
+                    pipe.query(c)
+                }
+                other => other,
+            };
+            if wait.is_some() {
+                c.set_read_timeout(Some(response_timeout))?;
+            }
+            sent
+        })?;
+        calls::replicas_reached(wait, &acked)
+    }
+
+    /// Cancels timer `id`, and ends its series if it recurs (an occurrence
+    /// in flight is the last one); `true` if it was pending (not yet moved
+    /// to the stream) or recurring.
     ///
     /// # Errors
     ///
@@ -301,77 +340,33 @@ impl Timers {
     /// ```
     pub fn cancel(&self, id: &str) -> Result<bool, Error> {
         self.check_id(id)?;
-        let (keys, scripts) = (&self.link.keys, &self.link.scripts);
-        let removed: i64 = self.link.with_connection(|c| {
-            scripts
-                .cancel
-                .key(&keys.buckets)
-                .key(&keys.timer)
-                .arg(&keys.prefix)
-                .arg(id)
-                .invoke(c)
-        })?;
+        let cancel = calls::cancel(&self.link, id);
+        let removed: i64 = self.link.with_connection(|c| cancel.invoke(c))?;
         Ok(removed == 1)
     }
 
     /// Moves the due timers to the stream, one atomic step of at most
-    /// [`Config::promote_batch`] timers; one try (the scheduler's loop
+    /// [`Config::promote_batch`] timers and about 256 KiB of records
+    /// ([`BATCH_BYTES`]); one try (the scheduler's loop
     /// handles outages). Timers promoted more than `misfire_after` late are
     /// counted in [`Metrics::misfired`].
     pub(crate) fn promote(&self, misfire_after: Duration) -> Result<Promotion, Error> {
-        let (keys, scripts) = (&self.link.keys, &self.link.scripts);
-        let (moved, next, now): (u64, String, String) = self.link.call(Tries::Once, |c| {
-            scripts
-                .promote
-                .key(&keys.buckets)
-                .key(&keys.timer)
-                .key(&keys.stream)
-                .key(&keys.stats)
-                .arg(&keys.prefix)
-                .arg(self.link.config.promote_batch)
-                .arg(misfire_after.as_millis() as u64)
-                .invoke(c)
-        })?;
-        let next = reply::millis(&next)?;
-        Ok(Promotion {
-            moved,
-            next_deadline_ms: (next >= 0.0).then_some(next as u64),
-            now_ms: reply::millis(&now)? as u64,
-        })
+        let promote = calls::promote(&self.link, misfire_after);
+        let step = self.link.call(Tries::Once, |c| promote.invoke(c))?;
+        calls::promotion(step)
     }
 
     /// Applies the misfire policy to up to one page of timers more than
-    /// `late` overdue; one try. Returns how many: a full page
-    /// ([`MISFIRE_PAGE`](crate::scripts)) means there may be more.
+    /// `late` overdue, and about 256 KiB of records ([`BATCH_BYTES`]);
+    /// one try. [`MisfirePage::More`] when the page stopped at either limit.
     /// [`Misfire::FireNow`] sends nothing: promotion delivers and counts
     /// them.
     pub(crate) fn handle_misfires(&self, late: Duration) -> Result<MisfirePage, Error> {
-        let (keys, scripts) = (&self.link.keys, &self.link.scripts);
-        let config = &self.link.config;
-        let (policy, delay) = match config.misfire {
-            Misfire::FireNow => return Ok(MisfirePage::Done),
-            Misfire::Skip => ("skip", 0),
-            Misfire::Reschedule(d) => ("reschedule", d.as_millis() as u64),
+        let Some(misfire) = calls::misfire(&self.link, late) else {
+            return Ok(MisfirePage::Done);
         };
-        let found: usize = self.link.call(Tries::Once, |c| {
-            scripts
-                .misfire
-                .key(&keys.buckets)
-                .key(&keys.timer)
-                .key(&keys.stats)
-                .arg(&keys.prefix)
-                .arg(policy)
-                .arg(late.as_millis() as u64)
-                .arg(delay)
-                .arg(config.bucket_ms)
-                .arg(MISFIRE_PAGE)
-                .invoke(c)
-        })?;
-        Ok(if found >= MISFIRE_PAGE {
-            MisfirePage::More
-        } else {
-            MisfirePage::Done
-        })
+        let page: calls::MisfireReply = self.link.call(Tries::Once, |c| misfire.invoke(c))?;
+        Ok(calls::misfire_page(page))
     }
 
     /// The namespace's figures.
@@ -390,47 +385,19 @@ impl Timers {
     /// # Ok::<(), purgatorio_redis::Error>(())
     /// ```
     pub fn metrics(&self) -> Result<Metrics, Error> {
-        let keys = &self.link.keys;
-        let (pending, stats, dead, unacked): (u64, Vec<(String, u64)>, u64, Value) =
-            self.link.with_connection(|c| {
-                redis::pipe()
-                    .cmd("HLEN")
-                    .arg(&keys.timer)
-                    .cmd("HGETALL")
-                    .arg(&keys.stats)
-                    .cmd("XLEN")
-                    .arg(&keys.dead)
-                    .cmd("XPENDING")
-                    .arg(&keys.stream)
-                    .arg(&keys.group)
-                    .query(c)
-                    .or_else(|e| {
-                        // No group yet: nothing delivered.
-                        if e.code() == Some("NOGROUP") {
-                            let (p, s, d): (u64, Vec<(String, u64)>, u64) = redis::pipe()
-                                .cmd("HLEN")
-                                .arg(&keys.timer)
-                                .cmd("HGETALL")
-                                .arg(&keys.stats)
-                                .cmd("XLEN")
-                                .arg(&keys.dead)
-                                .query(c)?;
-                            Ok((p, s, d, Value::Nil))
-                        } else {
-                            Err(e)
-                        }
-                    })
-            })?;
-        let stat = |name: &str| stats.iter().find(|(k, _)| k == name).map_or(0, |(_, v)| *v);
-        Ok(Metrics {
-            pending,
-            promoted: stat("promoted"),
-            promotion_lag_ms: stat("lag_ms"),
-            redelivered: stat("redelivered"),
-            dead_letters: dead,
-            misfired: stat("misfired"),
-            unacknowledged: reply::pending_count(&unacked),
-        })
+        let (with_group, without) = (
+            calls::metrics(&self.link, true),
+            calls::metrics(&self.link, false),
+        );
+        let (figures, unacked) = self.link.with_connection(|c| {
+            match with_group.query::<calls::MetricsGroupReply>(c) {
+                Ok((p, s, d, unacked)) => Ok(((p, s, d), unacked)),
+                // No group yet: nothing delivered.
+                Err(e) if calls::no_group(&e) => Ok((without.query(c)?, Value::Nil)),
+                Err(e) => Err(e),
+            }
+        })?;
+        Ok(calls::metrics_of(figures, &unacked))
     }
 }
 
@@ -444,7 +411,7 @@ mod tests {
         let timers: Vec<(&str, u64, &[u8])> = (0..1_201).map(|_| ("a", 1, &small[..])).collect();
         let sizes: Vec<usize> = chunks(&timers).map(<[_]>::len).collect();
         assert_eq!(sizes, [500, 500, 201]);
-        let big = vec![0u8; SCHEDULE_BATCH_BYTES / 2 + 1];
+        let big = vec![0u8; BATCH_BYTES / 2 + 1];
         let timers: Vec<(&str, u64, &[u8])> = (0..3).map(|_| ("a", 1, &big[..])).collect();
         let sizes: Vec<usize> = chunks(&timers).map(<[_]>::len).collect();
         assert_eq!(sizes, [1, 1, 1]);

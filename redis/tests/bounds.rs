@@ -86,8 +86,8 @@ fn script_durations(server: &Server) -> HashMap<String, Vec<i64>> {
             continue;
         }
         let name = match text(args.get(2)).as_str() {
-            "4" => "promote",
-            "3" => "misfire",
+            "5" => "promote",
+            "4" => "misfire",
             _ => "schedule",
         };
         out.entry(name.to_string()).or_default().push(*us);
@@ -96,6 +96,29 @@ fn script_durations(server: &Server) -> HashMap<String, Vec<i64>> {
         durations.sort_unstable();
     }
     out
+}
+
+/// The redis-server's process id.
+fn server_pid(server: &Server) -> u32 {
+    let mut c = server.raw().unwrap();
+    let info: String = redis::cmd("INFO").arg("server").query(&mut c).unwrap();
+    info.lines()
+        .find_map(|line| line.strip_prefix("process_id:"))
+        .and_then(|pid| pid.trim().parse().ok())
+        .expect("INFO server: process_id")
+}
+
+/// How many times the kernel took the CPU from process `pid`'s main
+/// thread (`nonvoluntary_ctxt_switches`; `None` off Linux): a call that
+/// lost the CPU is slow by the machine's load, not by its work.
+fn descheduled(pid: u32) -> Option<u64> {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()?
+        .lines()
+        .find_map(|line| line.strip_prefix("nonvoluntary_ctxt_switches:"))?
+        .trim()
+        .parse()
+        .ok()
 }
 
 fn config_set(server: &Server, key: &str, value: &str) {
@@ -129,6 +152,8 @@ fn scripts_stay_bounded_with_a_large_backlog() {
         .arg("RESET")
         .query::<()>(&mut c)
         .unwrap();
+    let pid = server_pid(&server);
+    let descheduled_before = descheduled(pid);
 
     // Two nodes start at once with the backlog overdue: skipped in pages,
     // counted once.
@@ -150,6 +175,7 @@ fn scripts_stay_bounded_with_a_large_backlog() {
     });
     stop(nodes);
     assert_eq!(metrics.pending, pending);
+    let preempted = descheduled(pid).zip(descheduled_before).map(|(b, a)| b - a);
     let durations = script_durations(&server);
     let batch = timers.config().promote_batch as u64;
     let scripts = [
@@ -169,9 +195,11 @@ fn scripts_stay_bounded_with_a_large_backlog() {
         // added (a call descheduled is slow by the machine, not by its work).
         let full = &calls[calls.len() - full_calls as usize..];
         let (median, max) = (full[full.len() / 2], full[full.len() - 1]);
+        let p99 = full[full.len() * 99 / 100];
         eprintln!(
             "{pending} pending, {backlog} overdue then {backlog} due: {} {script} calls, \
-             the {full_calls} full ones µs median {median} max {max}",
+             the {full_calls} full ones µs median {median} p99 {p99} max {max} \
+             (redis-server descheduled {preempted:?} times meanwhile)",
             calls.len()
         );
         assert!(
@@ -195,4 +223,115 @@ fn two_starting_schedulers_count_a_fired_backlog_once() {
     thread::sleep(Duration::from_millis(100));
     stop(nodes);
     assert_eq!(timers.metrics().unwrap().misfired, 3_000, "{metrics:?}");
+}
+
+/// Timers of `payload_len` bytes each: `n` of them, due at `at_ms`.
+fn fill_big(timers: &Timers, prefix: &str, n: usize, at_ms: u64, payload_len: usize) {
+    let payload = vec![b'x'; payload_len];
+    let ids: Vec<String> = (0..n).map(|i| format!("{prefix}{i}")).collect();
+    let batch: Vec<(&str, u64, &[u8])> = ids
+        .iter()
+        .map(|id| (id.as_str(), at_ms, &payload[..]))
+        .collect();
+    timers.schedule_many(&batch).unwrap();
+}
+
+/// Starts slow-logging every call.
+fn log_every_call(server: &Server) {
+    config_set(server, "slowlog-log-slower-than", "0");
+    config_set(server, "slowlog-max-len", "100000");
+    let mut c = server.raw().unwrap();
+    redis::cmd("SLOWLOG")
+        .arg("RESET")
+        .query::<()>(&mut c)
+        .unwrap();
+}
+
+/// Big payloads move in steps of about 256 KiB: 300 timers of 64 KiB (the
+/// default `max_payload`) due at once take at least 60 promotion calls
+/// (20 MiB at most 256 KiB and one timer each), not one call copying all of
+/// them; scheduling them takes as many calls.
+#[test]
+fn big_payloads_are_scheduled_and_promoted_in_small_steps() {
+    let server = Server::start("no");
+    let timers = server.timers("bigp");
+    let now = timers.server_time_ms().unwrap();
+    log_every_call(&server);
+    fill_big(&timers, "big", 300, now, 64 * 1024);
+    let nodes = schedulers(&timers, 1);
+    wait_for("the promotions", PATIENCE, || {
+        (timers.metrics().ok()?.promoted == 300).then_some(())
+    });
+    stop(nodes);
+    let durations = script_durations(&server);
+    for script in ["schedule", "promote"] {
+        let calls = &durations[script];
+        eprintln!(
+            "300 timers of 64 KiB: {} {script} calls, µs median {} max {}",
+            calls.len(),
+            calls[calls.len() / 2],
+            calls[calls.len() - 1]
+        );
+    }
+    for script in ["schedule", "promote"] {
+        let calls = durations[script].len();
+        assert!(calls >= 60, "{calls} {script} calls");
+    }
+}
+
+/// The misfire step reschedules big payloads in steps of about 256 KiB too,
+/// and a page cut short by bytes is followed by the next one (none of the
+/// overdue timers is promoted instead of rescheduled).
+#[test]
+fn big_misfired_payloads_are_rescheduled_in_small_steps() {
+    let server = Server::start("no");
+    let mut config = Config::new("bigm");
+    config.misfire = Misfire::Reschedule(Duration::from_secs(3_600));
+    let timers = Timers::connect(&server.url(), config).unwrap();
+    let now = timers.server_time_ms().unwrap();
+    fill_big(&timers, "late", 300, now - 10_000, 64 * 1024);
+    log_every_call(&server);
+    let nodes = schedulers(&timers, 1);
+    wait_for("the misfires", PATIENCE, || {
+        (timers.metrics().ok()?.misfired == 300).then_some(())
+    });
+    thread::sleep(Duration::from_millis(200));
+    stop(nodes);
+    let metrics = timers.metrics().unwrap();
+    assert_eq!((metrics.pending, metrics.promoted), (300, 0), "{metrics:?}");
+    let calls = &script_durations(&server)["misfire"];
+    eprintln!(
+        "300 misfired timers of 64 KiB: {} misfire calls, µs median {} max {}",
+        calls.len(),
+        calls[calls.len() / 2],
+        calls[calls.len() - 1]
+    );
+    assert!(calls.len() >= 60, "{} misfire calls", calls.len());
+}
+
+/// A promote call looks at no more buckets than `promote_batch`, even when
+/// bucket scores say "due" and their buckets are empty (none of the steps
+/// leaves one so; this writes 3,000 by hand): the node calls again until it
+/// reaches the due timer.
+#[test]
+fn stale_bucket_scores_cost_bounded_looks() {
+    let server = Server::start("no");
+    let timers = server.timers("stale");
+    let mut c = server.raw().unwrap();
+    let mut stale = redis::cmd("ZADD");
+    stale.arg("{stale}:buckets");
+    for b in 0..3_000 {
+        stale.arg(1 + b).arg(b);
+    }
+    stale.query::<()>(&mut c).unwrap();
+    let now = timers.server_time_ms().unwrap();
+    timers.schedule("due", now, b"p").unwrap();
+    log_every_call(&server);
+    let nodes = schedulers(&timers, 1);
+    wait_for("the due timer", PATIENCE, || {
+        (timers.metrics().ok()?.promoted == 1).then_some(())
+    });
+    stop(nodes);
+    let calls = script_durations(&server)["promote"].len();
+    assert!(calls >= 6, "{calls} promote calls for 3,000 stale buckets");
 }

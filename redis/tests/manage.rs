@@ -185,3 +185,83 @@ fn pending_timers_are_listed_earliest_first() {
     }
     assert!(timers.dead_letters(10).unwrap().is_empty());
 }
+
+#[test]
+fn due_and_in_flight_timers_are_listed() {
+    let server = Server::start("no");
+    let timers = server.timers("lists");
+    let now = timers.server_time_ms().unwrap();
+    // Nothing delivered yet, no consumer group: nothing in flight.
+    assert!(timers.in_flight(10).unwrap().is_empty());
+    timers.schedule("late", now - 2_000, b"").unwrap();
+    timers.schedule("now", now, b"").unwrap();
+    timers.schedule("later", now + 600_000, b"").unwrap();
+    // No scheduler node runs: two are due and waiting.
+    let due = timers.due(10).unwrap();
+    assert_eq!(
+        due,
+        [("late".to_string(), now - 2_000), ("now".to_string(), now)]
+    );
+    assert_eq!(timers.due(1).unwrap().len(), 1);
+    assert!(timers.due(0).is_err());
+
+    let node = Scheduler::new(timers.clone());
+    let stop = node.stop_handle();
+    let running = thread::spawn(move || node.run().unwrap());
+    let consumer = Consumer::new(timers.clone(), "c").unwrap();
+    let mut held = Vec::new();
+    while held.len() < 2 {
+        held.extend(consumer.poll(Duration::from_millis(100), 10).unwrap());
+    }
+    assert!(timers.due(10).unwrap().is_empty());
+    let in_flight = timers.in_flight(10).unwrap();
+    let ids: Vec<&str> = in_flight.iter().map(|h| h.id.as_str()).collect();
+    assert_eq!(ids, ["late", "now"]);
+    for h in &in_flight {
+        assert_eq!((h.consumer.as_str(), h.deliveries, h.attempt), ("c", 1, 1));
+    }
+    assert_eq!(in_flight[0].deadline_ms, now - 2_000);
+    consumer.ack_all(&held[..1]).unwrap();
+    assert_eq!(timers.in_flight(10).unwrap().len(), 1);
+    assert!(timers.in_flight(1_001).is_err());
+    stop.stop();
+    running.join().unwrap();
+}
+
+#[test]
+fn a_misfired_timer_rescheduled_into_its_own_bucket_is_not_lost() {
+    use purgatorio_redis::Misfire;
+
+    let server = Server::start("no");
+    // Buckets of 10 minutes: a timer 2 s overdue, rescheduled 100 ms from
+    // now, stays in its bucket.
+    let mut config = Config::new("own-bucket");
+    config.bucket_ms = 600_000;
+    config.misfire = Misfire::Reschedule(Duration::from_millis(100));
+    let timers = Timers::connect(&server.url(), config).unwrap();
+    let now = timers.server_time_ms().unwrap();
+    let bucket_start = now - now % 600_000;
+    if now - bucket_start < 3_000 || bucket_start + 600_000 - now < 3_000 {
+        // Too near a bucket's edge for the timers to share one: nothing
+        // to check this time.
+        return;
+    }
+    timers.schedule("late", now - 2_000, b"").unwrap();
+    timers.schedule("later", now + 2_000, b"").unwrap();
+    let node = Scheduler::new(timers.clone());
+    let stop = node.stop_handle();
+    let running = thread::spawn(move || node.run().unwrap());
+    let consumer = Consumer::new(timers.clone(), "c").unwrap();
+    let mut seen = Vec::new();
+    while seen.len() < 2 {
+        let read = wait_for("both timers", PATIENCE, || {
+            let read = consumer.poll(Duration::from_millis(100), 10).unwrap();
+            (!read.is_empty()).then_some(read)
+        });
+        seen.extend(read.into_iter().map(|d| d.id));
+    }
+    assert_eq!(seen, ["late", "later"]);
+    assert_eq!(timers.metrics().unwrap().misfired, 1);
+    stop.stop();
+    running.join().unwrap();
+}

@@ -269,3 +269,46 @@ fn ca_settings_that_cannot_work_are_typed_errors() {
         other => panic!("{other:?}"),
     }
 }
+
+/// The async face over TLS: its connection manager, a consumer's reading
+/// connection and a scheduler's Pub/Sub connection all trust the CA in
+/// the config; a server whose CA is not trusted is refused at once.
+#[cfg(feature = "tokio")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_async_face_speaks_tls() {
+    use futures_util::StreamExt;
+    use purgatorio_redis::aio;
+
+    let certificates = Certificates::new();
+    certificates.make_ca("other");
+    let server = tokio::task::block_in_place(|| TlsServer::start(&certificates));
+    let timers = aio::Timers::connect(&server.url(), trusting(&certificates, "async-tls"))
+        .await
+        .unwrap();
+    let node = tokio::spawn(aio::Scheduler::new(timers.clone()).run());
+    let consumer = aio::Consumer::new(timers.clone(), "worker-1")
+        .await
+        .unwrap();
+    let at = timers.server_time_ms().await.unwrap() + 100;
+    timers.schedule("over-tls", at, b"sealed").await.unwrap();
+    let delivery = tokio::time::timeout(PATIENCE, consumer.deliveries().next())
+        .await
+        .expect("the delivery over TLS")
+        .unwrap()
+        .unwrap();
+    assert_eq!(delivery.id, "over-tls");
+    assert_eq!(delivery.payload, b"sealed");
+    assert!(delivery.promoted_ms >= at);
+    delivery.ack().await.unwrap();
+    assert_eq!(timers.metrics().await.unwrap().unacknowledged, 0);
+    node.abort();
+
+    let mut other = Config::new("async-tls");
+    other.tls_ca_pem = Some(certificates.read("other.crt"));
+    match aio::Timers::connect(&server.url(), other).await {
+        Err(e @ Error::TlsCertificate(_)) => {
+            assert!(e.to_string().contains("Config::tls_ca_pem"), "{e}");
+        }
+        other => panic!("{other:?}"),
+    }
+}

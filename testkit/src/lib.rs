@@ -119,6 +119,53 @@ pub fn python_with(packages: &[&str]) -> PathBuf {
     python
 }
 
+/// A directory `target/<name>` with the npm packages `packages` (npm specs,
+/// such as `"bullmq@5"`) installed in its `node_modules`, installing what is
+/// missing; `None` when `node` or `npm` is not on the `PATH`.
+///
+/// The one component the tests do not install themselves: a Node.js
+/// toolchain is large, and what needs it (the side-by-side comparison with a
+/// JavaScript library) is a measurement, not a check of our code.
+pub fn node_modules_with(name: &str, packages: &[&str]) -> Option<PathBuf> {
+    which("node")?;
+    let npm = which("npm")?;
+    let dir = target_dir().join(name);
+    fs::create_dir_all(&dir).expect("create the npm directory under target/");
+    // Installed once: a package already in node_modules is not asked of
+    // the registry again.
+    let missing: Vec<&str> = packages
+        .iter()
+        .copied()
+        .filter(|spec| !dir.join("node_modules").join(npm_name(spec)).is_dir())
+        .collect();
+    if !missing.is_empty() {
+        let list = missing
+            .iter()
+            .map(|p| format!("'{p}'"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        run_locked(
+            "npm.lock",
+            &format!(
+                "set -e; cd '{dir}'; [ -f package.json ] || '{npm}' init -y >/dev/null; \
+                 '{npm}' install --silent --no-audit --no-fund {list}",
+                dir = dir.display(),
+                npm = npm.display(),
+            ),
+        );
+    }
+    Some(dir)
+}
+
+/// The package name of an npm spec: `bullmq` of `bullmq@5`, `@scope/x` of
+/// `@scope/x@1`.
+fn npm_name(spec: &str) -> &str {
+    match spec.rfind('@') {
+        Some(at) if at > 0 => &spec[..at],
+        _ => spec,
+    }
+}
+
 /// A loopback port that was free a moment ago (bound, read and released).
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -275,9 +322,267 @@ pub fn wait_for<T>(what: &str, limit: Duration, mut ready: impl FnMut() -> Optio
     }
 }
 
+/// One `redis-server` of a [`RedisCluster`].
+#[derive(Debug)]
+pub struct ClusterNode {
+    /// Its client port on 127.0.0.1.
+    pub port: u16,
+    /// The process, until killed.
+    guard: Option<ChildGuard>,
+}
+
+/// A real Redis Cluster of `redis-server` processes on loopback ports, in a
+/// temporary directory, made with `redis-cli --cluster create` and stopped
+/// by PID on drop (installed with apt when missing).
+///
+/// The nodes keep nothing on disk (no RDB, no AOF), sync replicas at once
+/// (`repl-diskless-sync-delay 0`), and let any replica fail over
+/// (`cluster-replica-validity-factor 0`), so that a test's failover is
+/// decided by `cluster-node-timeout` alone.
+#[derive(Debug)]
+pub struct RedisCluster {
+    /// The nodes, masters first.
+    nodes: Vec<ClusterNode>,
+    /// Their directories.
+    dir: TempDir,
+}
+
+impl RedisCluster {
+    /// Starts `masters` masters with `replicas` replicas each and a node
+    /// timeout of `node_timeout_ms`; returns once every node reports
+    /// `cluster_state:ok` and every replica is in sync with its master.
+    /// One master alone (no replica) takes every slot itself; otherwise
+    /// `redis-cli --cluster create` needs at least 3 masters.
+    ///
+    /// # Panics
+    ///
+    /// When `redis-server` or `redis-cli` is missing and cannot be
+    /// installed, for 2 masters or 1 with replicas, or when the cluster is
+    /// not ready within a minute.
+    pub fn start(masters: usize, replicas: usize, node_timeout_ms: u64) -> RedisCluster {
+        let server = require_program("redis-server", "redis-server");
+        let dir = TempDir::new("purgatorio-cluster");
+        let nodes: Vec<ClusterNode> = (0..masters * (1 + replicas))
+            .map(|_| {
+                let (port, bus) = (free_port(), free_port());
+                let node_dir = dir.path().join(port.to_string());
+                fs::create_dir_all(&node_dir).expect("create a node's directory");
+                let child = Command::new(&server)
+                    .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+                    .args([
+                        "--cluster-enabled",
+                        "yes",
+                        "--cluster-port",
+                        &bus.to_string(),
+                    ])
+                    .args(["--cluster-config-file", "nodes.conf"])
+                    .args(["--cluster-node-timeout", &node_timeout_ms.to_string()])
+                    .args(["--cluster-replica-validity-factor", "0"])
+                    .args(["--repl-diskless-sync-delay", "0"])
+                    .args(["--appendonly", "no", "--save", ""])
+                    .arg("--dir")
+                    .arg(&node_dir)
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .expect("start redis-server");
+                ClusterNode {
+                    port,
+                    guard: Some(ChildGuard::new(child)),
+                }
+            })
+            .collect();
+        let cluster = RedisCluster { nodes, dir };
+        for node in &cluster.nodes {
+            wait_for("a cluster node to answer", Duration::from_secs(30), || {
+                (cluster.cli(node.port, &["PING"]).trim() == "PONG").then_some(())
+            });
+        }
+        if masters == 1 && replicas == 0 {
+            // `redis-cli --cluster create` needs 3 masters: one takes
+            // every slot itself.
+            let port = cluster.nodes[0].port;
+            let out = cluster.cli(port, &["CLUSTER", "ADDSLOTSRANGE", "0", "16383"]);
+            assert_eq!(out.trim(), "OK", "CLUSTER ADDSLOTSRANGE: {out}");
+        } else {
+            assert!(
+                masters >= 3,
+                "redis-cli --cluster create needs 3 masters or more"
+            );
+            let mut create = Command::new(require_program("redis-cli", "redis-tools"));
+            create.arg("--cluster").arg("create");
+            for node in &cluster.nodes {
+                create.arg(format!("127.0.0.1:{}", node.port));
+            }
+            create.args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"]);
+            let out = output_within(&mut create, Duration::from_secs(60));
+            assert!(
+                out.status.success(),
+                "redis-cli --cluster create failed:\n{}\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        cluster.wait_until_ready(Duration::from_secs(60));
+        cluster
+    }
+
+    /// Waits until every live node reports `cluster_state:ok` and every live
+    /// replica's link to its master is up.
+    ///
+    /// # Panics
+    ///
+    /// When that takes longer than `limit`.
+    pub fn wait_until_ready(&self, limit: Duration) {
+        wait_for("the cluster to be ready", limit, || {
+            self.live_ports()
+                .into_iter()
+                .all(|port| {
+                    let replication = self.cli(port, &["INFO", "replication"]);
+                    self.cli(port, &["CLUSTER", "INFO"])
+                        .contains("cluster_state:ok")
+                        && (replication.contains("role:master")
+                            || replication.contains("master_link_status:up"))
+                })
+                .then_some(())
+        });
+    }
+
+    /// The client ports of the nodes still running.
+    pub fn live_ports(&self) -> Vec<u16> {
+        self.nodes
+            .iter()
+            .filter(|node| node.guard.is_some())
+            .map(|node| node.port)
+            .collect()
+    }
+
+    /// `redis://127.0.0.1:<port>` for every node still running.
+    pub fn urls(&self) -> Vec<String> {
+        self.live_ports()
+            .into_iter()
+            .map(|port| format!("redis://127.0.0.1:{port}"))
+            .collect()
+    }
+
+    /// Runs `redis-cli -p <port> <args>` and returns what it printed
+    /// (panics if it runs longer than 15 s).
+    pub fn cli(&self, port: u16, args: &[&str]) -> String {
+        let mut command = Command::new(require_program("redis-cli", "redis-tools"));
+        command.args(["-p", &port.to_string()]).args(args);
+        let out = output_within(&mut command, Duration::from_secs(15));
+        String::from_utf8_lossy(&out.stdout).replace('\r', "")
+    }
+
+    /// The master of hash slot `slot` as a live node sees it
+    /// (`CLUSTER NODES`), if any.
+    pub fn master_of_slot(&self, slot: u16) -> Option<u16> {
+        let asked = *self.live_ports().first()?;
+        let nodes = self.cli(asked, &["CLUSTER", "NODES"]);
+        nodes.lines().find_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let flags = fields.get(2)?;
+            if !flags.split(',').any(|f| f == "master") || flags.contains("fail") {
+                return None;
+            }
+            let port: u16 = fields.get(1)?.split(['@', ':']).nth(1)?.parse().ok()?;
+            fields.iter().skip(8).find_map(|range| {
+                let (start, end) = match range.split_once('-') {
+                    Some((start, end)) => (start.parse().ok()?, end.parse().ok()?),
+                    None => {
+                        let only: u16 = range.parse().ok()?;
+                        (only, only)
+                    }
+                };
+                (start..=end).contains(&slot).then_some(port)
+            })
+        })
+    }
+
+    /// The client ports of the replicas of the master at `port`, as it
+    /// reports them (`INFO replication`).
+    pub fn replicas_of(&self, port: u16) -> Vec<u16> {
+        self.cli(port, &["INFO", "replication"])
+            .lines()
+            .filter(|line| line.starts_with("slave"))
+            .filter_map(|line| {
+                line.split(',')
+                    .find_map(|field| field.strip_prefix("port="))?
+                    .parse()
+                    .ok()
+            })
+            .collect()
+    }
+
+    /// The hash slot of `key` (`CLUSTER KEYSLOT`).
+    pub fn slot_of(&self, key: &str) -> u16 {
+        let asked = self.live_ports()[0];
+        self.cli(asked, &["CLUSTER", "KEYSLOT", key])
+            .trim()
+            .parse()
+            .expect("CLUSTER KEYSLOT answers a number")
+    }
+
+    /// The node at `port`'s PID.
+    ///
+    /// # Panics
+    ///
+    /// When it is not running.
+    pub fn pid(&self, port: u16) -> u32 {
+        self.node(port).guard.as_ref().expect("running").id()
+    }
+
+    /// Sends `signal` (`STOP`, `CONT`) to the node at `port`.
+    ///
+    /// # Panics
+    ///
+    /// When it is not running.
+    pub fn signal(&self, port: u16, signal: &str) {
+        self.node(port)
+            .guard
+            .as_ref()
+            .expect("running")
+            .signal(signal);
+    }
+
+    /// Kills the node at `port` with `SIGKILL`, by PID.
+    ///
+    /// # Panics
+    ///
+    /// When it is not running.
+    pub fn kill(&mut self, port: u16) {
+        let node = self
+            .nodes
+            .iter_mut()
+            .find(|node| node.port == port)
+            .expect("a node of the cluster");
+        node.guard.take().expect("running").kill();
+    }
+
+    /// Where the nodes keep their files.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn node(&self, port: u16) -> &ClusterNode {
+        self.nodes
+            .iter()
+            .find(|node| node.port == port)
+            .expect("a node of the cluster")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_npm_spec_names_its_package() {
+        assert_eq!(npm_name("bullmq@5"), "bullmq");
+        assert_eq!(npm_name("bullmq"), "bullmq");
+        assert_eq!(npm_name("@scope/pkg@1.2"), "@scope/pkg");
+        assert_eq!(npm_name("@scope/pkg"), "@scope/pkg");
+    }
 
     #[test]
     fn a_temporary_directory_is_removed_on_drop() {

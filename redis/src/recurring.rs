@@ -1,0 +1,406 @@
+//! Recurring timers: a fixed interval or a cron expression, one timer id
+//! for the whole series.
+//!
+//! A series is stored beside its pending occurrence (`{ns}:repeat`, id →
+//! series) and the promotion step copies it into the occurrence's stream
+//! entry. The next occurrence is scheduled **by the acknowledgement of the
+//! current one, in the same atomic step** (the `acknowledge` script), and
+//! not at promotion:
+//!
+//! * at least once: an occurrence whose consumer died is taken over and
+//!   acknowledged later, and only then is the next one scheduled, so a
+//!   crash never loses the series;
+//! * no double fire: only the acknowledgement that removes the entry from
+//!   the group's pending list (`XACK` answering 1) schedules the next one,
+//!   so a take-over racing a slow handler schedules it once, and never over
+//!   a pending timer of the same id (a retry of this occurrence keeps the
+//!   id until it succeeds);
+//! * no drift: occurrences are computed from the series' anchor (interval)
+//!   or its expression (cron), never from when a handler finished; the next
+//!   one is the first strictly after both the delivered deadline and its
+//!   promotion by Redis's clock, so occurrences missed during an outage are
+//!   skipped, not fired in a burst, and none is early;
+//! * a cancel by id ends the series: it removes the series with the
+//!   pending occurrence, and an in-flight occurrence's acknowledgement then
+//!   finds no series and schedules nothing.
+//!
+//! Cron expressions are read by the `croner` crate in UTC: five fields
+//! (minute granularity) or six (seconds first).
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use croner::Cron;
+
+use crate::scripts::{HELPERS, TRIM};
+use crate::{calls, Error, Timers, MAX_DEADLINE_MS, MAX_DELAY_MS};
+
+/// How a recurring timer repeats.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Recurrence {
+    /// Every `interval` (at least 1 ms, at most
+    /// [`MAX_DELAY_MS`](crate::MAX_DELAY_MS)), the first one `interval`
+    /// after it is scheduled, by Redis's clock.
+    Every(Duration),
+    /// At the times of a cron expression, in UTC: `"*/5 * * * *"` (every
+    /// five minutes), `"0 9 * * MON-FRI"`, or with a seconds field first,
+    /// `"*/10 * * * * *"`.
+    Cron(String),
+}
+
+/// A series as stored in Redis and read back: its recurrence, and the
+/// Redis time it was scheduled at (the interval's phase, and what tells two
+/// series of one id apart).
+#[derive(Clone, Debug)]
+pub(crate) struct Series {
+    /// When it was scheduled, ms by Redis's clock.
+    anchor_ms: u64,
+    /// How it repeats.
+    kind: Kind,
+}
+
+/// A parsed [`Recurrence`].
+#[derive(Clone, Debug)]
+enum Kind {
+    /// Every this many ms.
+    Every(u64),
+    /// At the times of this expression (and its text, as given).
+    Cron(Box<Cron>, String),
+}
+
+/// The longest cron expression accepted, bytes.
+const MAX_CRON: usize = 256;
+
+impl Series {
+    /// The series of `recurrence` scheduled at `anchor_ms`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for an interval of 0 or over
+    /// [`MAX_DELAY_MS`], a cron expression that does not parse, or a
+    /// series with no occurrence before [`MAX_DEADLINE_MS`] (the 30th of
+    /// February).
+    pub(crate) fn new(recurrence: &Recurrence, anchor_ms: u64) -> Result<Series, Error> {
+        let invalid = |why| Error::InvalidArgument {
+            name: "recurrence",
+            why,
+        };
+        let kind = match recurrence {
+            Recurrence::Every(interval) => {
+                let ms = u64::try_from(interval.as_millis()).unwrap_or(u64::MAX);
+                if ms == 0 || ms > MAX_DELAY_MS {
+                    return Err(invalid("the interval must be from 1 ms to 100 years"));
+                }
+                Kind::Every(ms)
+            }
+            Recurrence::Cron(expression) => {
+                if expression.len() > MAX_CRON || expression.chars().any(char::is_control) {
+                    return Err(invalid(
+                        "a cron expression is at most 256 bytes, no control character",
+                    ));
+                }
+                let cron = Cron::from_str(expression)
+                    .map_err(|_| invalid("the cron expression does not parse"))?;
+                Kind::Cron(Box::new(cron), expression.clone())
+            }
+        };
+        let series = Series { anchor_ms, kind };
+        if series.next_after(anchor_ms).is_none() {
+            return Err(invalid(
+                "no occurrence comes before the latest deadline accepted",
+            ));
+        }
+        Ok(series)
+    }
+
+    /// The series as stored: `every <ms> <anchor>` or `cron <anchor>
+    /// <expression>`.
+    pub(crate) fn spec(&self) -> String {
+        match &self.kind {
+            Kind::Every(ms) => format!("every {ms} {}", self.anchor_ms),
+            Kind::Cron(_, expression) => format!("cron {} {expression}", self.anchor_ms),
+        }
+    }
+
+    /// A stored series read back; `None` if it is not one.
+    pub(crate) fn parse(spec: &str) -> Option<Series> {
+        let (kind, rest) = spec.split_once(' ')?;
+        match kind {
+            "every" => {
+                let (ms, anchor) = rest.split_once(' ')?;
+                let ms: u64 = ms.parse().ok()?;
+                let anchor_ms = anchor.parse().ok()?;
+                (ms > 0).then_some(Series {
+                    anchor_ms,
+                    kind: Kind::Every(ms),
+                })
+            }
+            "cron" => {
+                let (anchor, expression) = rest.split_once(' ')?;
+                let cron = Cron::from_str(expression).ok()?;
+                Some(Series {
+                    anchor_ms: anchor.parse().ok()?,
+                    kind: Kind::Cron(Box::new(cron), expression.to_string()),
+                })
+            }
+            _ => None,
+        }
+    }
+
+    /// The first occurrence strictly after `after_ms`, ms since the Unix
+    /// epoch; `None` if there is none before [`MAX_DEADLINE_MS`].
+    pub(crate) fn next_after(&self, after_ms: u64) -> Option<u64> {
+        let next = match &self.kind {
+            Kind::Every(ms) => {
+                // The first anchor + k·ms (k ≥ 1) past `after_ms`.
+                let periods = after_ms.saturating_sub(self.anchor_ms) / ms + 1;
+                self.anchor_ms.checked_add(periods.checked_mul(*ms)?)?
+            }
+            Kind::Cron(cron, _) => {
+                let after = chrono::DateTime::from_timestamp_millis(i64::try_from(after_ms).ok()?)?;
+                let next = cron.find_next_occurrence(&after, false).ok()?;
+                let next = u64::try_from(next.timestamp_millis()).ok()?;
+                // Cron has whole seconds; never at or before `after_ms`.
+                if next <= after_ms {
+                    return None;
+                }
+                next
+            }
+        };
+        (next <= MAX_DEADLINE_MS).then_some(next)
+    }
+}
+
+/// The stored form of `recurrence`'s series scheduled at `now_ms`, and its
+/// first occurrence.
+///
+/// # Errors
+///
+/// As [`Series::new`].
+pub(crate) fn first(recurrence: &Recurrence, now_ms: u64) -> Result<(String, u64), Error> {
+    let series = Series::new(recurrence, now_ms)?;
+    let first = series
+        .next_after(now_ms)
+        .expect("Series::new checked that one comes");
+    Ok((series.spec(), first))
+}
+
+impl Timers {
+    /// Schedules recurring timer `id`: every occurrence is delivered with
+    /// `payload` under the same id, the first one after Redis's now.
+    /// Acknowledging an occurrence schedules the next one in the same
+    /// atomic step: the first time strictly after both the delivered
+    /// deadline and its promotion, so occurrences missed while nothing ran
+    /// are skipped, never fired in a burst, and none is early. A retry of an
+    /// occurrence keeps the series; a dead-lettered occurrence does not
+    /// end it. Scheduling the id again replaces its series (the pending
+    /// occurrence moves); [`cancel`](Self::cancel) ends it. Returns the
+    /// first occurrence's deadline, ms by Redis's clock.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for an interval of 0 or over
+    /// [`MAX_DELAY_MS`], or a cron expression that does not parse or never
+    /// comes; [`Error::InvalidId`], [`Error::PayloadTooLarge`];
+    /// [`Error::Unavailable`] after the retries.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use purgatorio_redis::{Config, Recurrence, Timers};
+    ///
+    /// let timers = Timers::connect("redis://127.0.0.1:6379", Config::new("reports"))?;
+    /// timers.schedule_recurring("heartbeat", &Recurrence::Every(Duration::from_secs(30)), b"")?;
+    /// timers.schedule_recurring("nightly", &Recurrence::Cron("0 3 * * *".into()), b"compact")?;
+    /// // … the consumers acknowledge each occurrence as usual; to stop a series:
+    /// timers.cancel("nightly")?;
+    /// # Ok::<(), purgatorio_redis::Error>(())
+    /// ```
+    pub fn schedule_recurring(
+        &self,
+        id: &str,
+        recurrence: &Recurrence,
+        payload: &[u8],
+    ) -> Result<u64, Error> {
+        self.check(id, 0, payload)?;
+        let now = self.server_time_ms()?;
+        let (spec, first) = first(recurrence, now)?;
+        self.send_schedule_pipe(&calls::schedule_recurring(
+            &self.link, id, &spec, first, payload,
+        ))?;
+        Ok(first)
+    }
+}
+
+/// The deadline of the occurrence after a delivered one: the first
+/// strictly after both its deadline and its promotion (Redis's clock), so
+/// that missed occurrences are skipped and none is early. `None` if the
+/// series is unreadable or has no next occurrence: the series ends.
+pub(crate) fn next_occurrence(spec: &str, deadline_ms: u64, promoted_ms: u64) -> Option<u64> {
+    let series = Series::parse(spec);
+    if series.is_none() {
+        log::warn!("a recurring timer's series {spec:?} is unreadable; it ends");
+    }
+    series?.next_after(deadline_ms.max(promoted_ms))
+}
+
+/// Lua: `put(id, at, payload, width, wake)` schedules timer `id` (not
+/// pending) at `at` as its first attempt; publishes on `wake` when it is
+/// the earliest of all. KEYS[1], KEYS[2]: buckets, timer.
+const PUT: &str = r"
+local function put(id, at, payload, width, wake)
+  local d = tonumber(at)
+  local earliest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+  local b = string.format('%d', math.floor(d / width))
+  redis.call('ZADD', bucket_key(b), at, id)
+  redis.call('ZADD', KEYS[1], 'LT', at, b)
+  redis.call('HSET', KEYS[2], id, b .. ' 1 ' .. payload)
+  if #earliest == 0 or d < tonumber(earliest[2]) then
+    redis.call('PUBLISH', wake, at)
+  end
+end
+";
+
+/// KEYS: buckets, timer, repeat, stream, dead. ARGV: prefix, bucket width
+/// ms, wake channel, group, id, series, next deadline ms (`""`: none),
+/// payload, `k` (0, or 8 for a dead letter), `k` field-value arguments of
+/// the dead letter, the entry. Acknowledges a recurring timer's occurrence
+/// (adding the dead letter if any) and, if this call removed the entry
+/// from the group's pending list, the series is still the delivered one,
+/// and no timer of the id is pending (a retry), schedules the next
+/// occurrence; then trims the stream as `remove` does. Returns 1 if the
+/// entry was acknowledged here.
+pub(crate) fn acknowledge() -> String {
+    format!(
+        "{HELPERS}{TRIM}{PUT}{}",
+        r"
+local width, wake, group = tonumber(ARGV[2]), ARGV[3], ARGV[4]
+local id, series, nxt, payload = ARGV[5], ARGV[6], ARGV[7], ARGV[8]
+local k = tonumber(ARGV[9])
+if k > 0 then redis.call('XADD', KEYS[5], '*', unpack(ARGV, 10, 9 + k)) end
+local entry = ARGV[10 + k]
+local acked = redis.call('XACK', KEYS[4], group, entry)
+if acked == 1 and nxt ~= '' and redis.call('HGET', KEYS[3], id) == series
+    and redis.call('HEXISTS', KEYS[2], id) == 0 then
+  put(id, nxt, payload, width, wake)
+end
+trim(KEYS[4], group)
+return acked
+"
+    )
+}
+
+/// KEYS: buckets, timer, dead. ARGV: prefix, bucket width ms, wake channel,
+/// dead-letter entry, deadline ms (or `now`: Redis's `TIME`). Moves the
+/// dead letter back to pending as a first attempt and removes it from the
+/// dead-letter stream. 1 if moved, 0 if no such dead letter, -1 if a timer
+/// of its id is pending (left alone).
+pub(crate) fn revive() -> String {
+    format!(
+        "{HELPERS}{PUT}{}",
+        r"
+local entry = ARGV[4]
+local found = redis.call('XRANGE', KEYS[3], entry, entry)
+if #found == 0 then return 0 end
+local fields, id, payload = found[1][2], nil, ''
+for i = 1, #fields, 2 do
+  if fields[i] == 'id' then id = fields[i + 1] end
+  if fields[i] == 'payload' then payload = fields[i + 1] end
+end
+if not id then return 0 end
+if redis.call('HEXISTS', KEYS[2], id) == 1 then return -1 end
+local at = ARGV[5]
+if at == 'now' then at = string.format('%d', server_ms()) end
+put(id, at, payload, tonumber(ARGV[2]), ARGV[3])
+redis.call('XDEL', KEYS[3], entry)
+return 1
+"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn every(ms: u64, anchor_ms: u64) -> Series {
+        Series::new(&Recurrence::Every(Duration::from_millis(ms)), anchor_ms).unwrap()
+    }
+
+    #[test]
+    fn an_interval_keeps_its_phase_and_skips_what_was_missed() {
+        let series = every(1_000, 10_500);
+        assert_eq!(series.next_after(10_500), Some(11_500));
+        assert_eq!(series.next_after(11_499), Some(11_500));
+        assert_eq!(series.next_after(11_500), Some(12_500));
+        // A handler that finished late, or an outage: the phase stays.
+        assert_eq!(series.next_after(15_750), Some(16_500));
+        assert_eq!(series.next_after(0), Some(11_500));
+        assert_eq!(
+            every(1, MAX_DEADLINE_MS - 1).next_after(MAX_DEADLINE_MS),
+            None
+        );
+        let overflowing = Series {
+            anchor_ms: u64::MAX - 5,
+            kind: Kind::Every(MAX_DELAY_MS),
+        };
+        assert_eq!(overflowing.next_after(u64::MAX), None);
+        assert!(Series::new(&Recurrence::Every(Duration::from_secs(1)), u64::MAX - 5).is_err());
+    }
+
+    #[test]
+    fn a_cron_expression_gives_its_next_time_in_utc() {
+        let cron = Recurrence::Cron("*/5 * * * *".into());
+        // 2026-01-01T00:00:00Z.
+        let start = 1_767_225_600_000;
+        let series = Series::new(&cron, start).unwrap();
+        assert_eq!(series.next_after(start), Some(start + 300_000));
+        assert_eq!(series.next_after(start + 299_999), Some(start + 300_000));
+        assert_eq!(series.next_after(start + 300_000), Some(start + 600_000));
+        let seconds = Series::new(&Recurrence::Cron("*/10 * * * * *".into()), start).unwrap();
+        assert_eq!(seconds.next_after(start + 500), Some(start + 10_000));
+    }
+
+    #[test]
+    fn a_series_round_trips_through_its_stored_form() {
+        for series in [
+            every(250, 42),
+            Series::new(&Recurrence::Cron("0 9 * * MON-FRI".into()), 7).unwrap(),
+        ] {
+            let back = Series::parse(&series.spec()).expect("parses");
+            assert_eq!(back.spec(), series.spec());
+            assert_eq!(back.next_after(1_000_000), series.next_after(1_000_000));
+        }
+        for bad in [
+            "",
+            "every",
+            "every x 1",
+            "every 0 1",
+            "cron 1 nonsense",
+            "weekly 1 2",
+        ] {
+            assert!(Series::parse(bad).is_none(), "{bad}");
+        }
+        assert_eq!(next_occurrence("garbage", 1, 2), None);
+    }
+
+    #[test]
+    fn recurrences_that_cannot_work_are_refused() {
+        for bad in [
+            Recurrence::Every(Duration::ZERO),
+            Recurrence::Every(Duration::MAX),
+            Recurrence::Cron("not cron".into()),
+            Recurrence::Cron("* * * * * * * * *".into()),
+            Recurrence::Cron("0 0 30 2 *".into()),
+            Recurrence::Cron("*".repeat(300)),
+            Recurrence::Cron("* * *\n* *".into()),
+        ] {
+            match Series::new(&bad, 1_000) {
+                Err(Error::InvalidArgument {
+                    name: "recurrence", ..
+                }) => {}
+                other => panic!("{bad:?}: {other:?}"),
+            }
+        }
+    }
+}
