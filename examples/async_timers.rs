@@ -5,13 +5,24 @@
 //! cargo run --release --example async_timers -- --quick # 100,000, 1 round
 //! ```
 //!
+//! Tokio's alternative, per-worker timer (`Builder::enable_alt_timer`) is a
+//! third subject when the example is built with `--cfg tokio_unstable`
+//! (tokio's unstable features are opt-in at build time; a separate target
+//! directory keeps that build apart):
+//!
+//! ```text
+//! RUSTFLAGS="--cfg tokio_unstable" CARGO_TARGET_DIR=target/tokio-unstable \
+//!     cargo run --release --example async_timers
+//! ```
+//!
 //! Two cases, each subject in a fresh child process (so CPU and RSS are its
 //! own), subjects alternating round by round:
 //!
 //! * **timeouts**: 1,000,000 `timeout`s around futures that are pending at
 //!   first, all registered at once (1,000,000 pending timers), then the
 //!   futures finish first and the timeouts are dropped: the request-timeout
-//!   pattern, on the runtime's thread that creates and polls them.
+//!   pattern, in one task on one of the runtime's workers, which creates and
+//!   polls them.
 //!   Reported: CPU per timeout (create, register, cancel; that thread's CPU
 //!   time, the futures alone subtracted), the
 //!   timer's bytes per pending timeout (RSS growth beside the same futures
@@ -86,13 +97,16 @@ enum Case {
     Sleeps,
 }
 
-/// The two timers under test.
+/// The timers under test.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum Subject {
     /// purgatorio's `Timer::timeout` and `Timer::sleep_until`.
     Purgatorio,
     /// `tokio::time`.
     Tokio,
+    /// `tokio::time` on tokio's alternative, per-worker timer (only in a
+    /// build with `--cfg tokio_unstable`).
+    TokioAlt,
 }
 
 impl Subject {
@@ -100,7 +114,17 @@ impl Subject {
         match self {
             Subject::Purgatorio => "purgatorio",
             Subject::Tokio => "tokio::time",
+            Subject::TokioAlt => "tokio::time, alt timer",
         }
+    }
+
+    /// The subjects this build can run.
+    fn all() -> Vec<Subject> {
+        let mut all = vec![Subject::Purgatorio, Subject::Tokio];
+        if cfg!(tokio_unstable) {
+            all.push(Subject::TokioAlt);
+        }
+        all
     }
 }
 
@@ -118,12 +142,21 @@ struct Figures {
     early: u64,
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_time()
-        .build()
-        .expect("runtime")
+/// A multi-thread runtime with 2 workers; with tokio's alternative timer
+/// for [`Subject::TokioAlt`].
+fn runtime(subject: Option<Subject>) -> Result<tokio::runtime::Runtime, String> {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.worker_threads(2).enable_time();
+    if subject == Some(Subject::TokioAlt) {
+        #[cfg(tokio_unstable)]
+        builder.enable_alt_timer();
+        #[cfg(not(tokio_unstable))]
+        return Err(
+            "tokio's alternative timer needs a build with RUSTFLAGS=\"--cfg tokio_unstable\""
+                .into(),
+        );
+    }
+    builder.build().map_err(|e| format!("runtime: {e}"))
 }
 
 /// Polls every future once with a no-op waker.
@@ -145,16 +178,19 @@ fn poll_all<F: Future>(futures: &mut [F]) -> usize {
 
 /// The timeouts case: `n` pending at once, then all finishing first.
 /// `None` as the subject measures the futures alone (the baseline).
-fn timeouts(subject: Option<Subject>, n: usize) -> Figures {
-    let runtime = runtime();
+fn timeouts(subject: Option<Subject>, n: usize) -> Result<Figures, String> {
+    let runtime = runtime(subject)?;
     let timer = Timer::builder().build().expect("timer");
     let open = Arc::new(AtomicBool::new(false));
     let rss_before = rss_bytes();
-    // Creating, registering and cancelling all happen on this thread, for
-    // both timers: its own CPU time, to the nanosecond.
-    let cpu_start = thread_cpu_seconds();
     let limit = Duration::from_secs(60);
-    let (cpu, rss_pending, ready) = runtime.block_on(async {
+    // One task on a worker thread (where a per-worker timer keeps its
+    // wheel) creates, registers and cancels them all without yielding, so
+    // it stays on that thread: its CPU time, to the nanosecond.
+    let task_timer = timer.clone();
+    let task = async move {
+        let (timer, open) = (task_timer, open);
+        let cpu_start = thread_cpu_seconds();
         macro_rules! run {
             ($make:expr) => {{
                 let mut futures: Vec<_> = (0..n).map(|_| $make).collect();
@@ -169,24 +205,29 @@ fn timeouts(subject: Option<Subject>, n: usize) -> Figures {
         }
         match subject {
             Some(Subject::Purgatorio) => run!(timer.timeout(limit, Gate(Arc::clone(&open)))),
-            Some(Subject::Tokio) => run!(tokio::time::timeout(limit, Gate(Arc::clone(&open)))),
+            Some(Subject::Tokio | Subject::TokioAlt) => {
+                run!(tokio::time::timeout(limit, Gate(Arc::clone(&open))))
+            }
             None => run!(Gate(Arc::clone(&open))),
         }
-    });
+    };
+    let (cpu, rss_pending, ready) = runtime
+        .block_on(runtime.spawn(task))
+        .map_err(|e| format!("timeouts task: {e}"))?;
     assert_eq!(ready, 0, "nothing is ready at the first poll");
-    Figures {
+    Ok(Figures {
         cpu_ns: cpu * 1e9 / n as f64,
         bytes: rss_pending.saturating_sub(rss_before) as f64 / n as f64,
         left_pending: timer.len() as u64,
         rss_before_mib: rss_before as f64 / (1 << 20) as f64,
         rss_after_mib: rss_bytes() as f64 / (1 << 20) as f64,
         ..Figures::default()
-    }
+    })
 }
 
 /// The sleeps case: `n` tasks sleeping until deadlines in [1, 2,000] ms.
-fn sleeps(subject: Subject, n: usize) -> Figures {
-    let runtime = runtime();
+fn sleeps(subject: Subject, n: usize) -> Result<Figures, String> {
+    let runtime = runtime(Some(subject))?;
     let timer = Timer::builder().build().expect("timer");
     let lateness: Arc<Vec<AtomicU64>> = Arc::new((0..n).map(|_| AtomicU64::new(0)).collect());
     let early = Arc::new(AtomicU64::new(0));
@@ -206,7 +247,7 @@ fn sleeps(subject: Subject, n: usize) -> Figures {
                     let deadline = Instant::now() + Duration::from_micros(delay_us);
                     match subject {
                         Subject::Purgatorio => timer.sleep_until(deadline).await,
-                        Subject::Tokio => {
+                        Subject::Tokio | Subject::TokioAlt => {
                             tokio::time::sleep_until(tokio::time::Instant::from_std(deadline)).await
                         }
                     }
@@ -227,7 +268,7 @@ fn sleeps(subject: Subject, n: usize) -> Figures {
     let mut late: Vec<u64> = lateness.iter().map(|l| l.load(Ordering::Relaxed)).collect();
     late.sort_unstable();
     let at = |q: f64| late[((late.len() - 1) as f64 * q) as usize] as f64 / 1000.0;
-    Figures {
+    Ok(Figures {
         cpu_ns: cpu * 1e9 / n as f64,
         p50_ms: at(0.5),
         p99_ms: at(0.99),
@@ -235,7 +276,7 @@ fn sleeps(subject: Subject, n: usize) -> Figures {
         early: early.load(Ordering::Relaxed),
         left_pending: timer.len() as u64,
         ..Figures::default()
-    }
+    })
 }
 
 /// Runs one case in a child process and reads its figures.
@@ -267,8 +308,8 @@ fn value_name(value: impl ValueEnum) -> String {
 /// The hidden `child` mode: runs one case here and prints its figures.
 fn run_child(case: Case, subject: Option<Subject>, n: usize) -> Result<(), String> {
     let f = match (case, subject) {
-        (Case::Timeouts, subject) => timeouts(subject, n),
-        (Case::Sleeps, Some(subject)) => sleeps(subject, n),
+        (Case::Timeouts, subject) => timeouts(subject, n)?,
+        (Case::Sleeps, Some(subject)) => sleeps(subject, n)?,
         (Case::Sleeps, None) => return Err("the sleeps case needs a subject".into()),
     };
     println!(
@@ -308,9 +349,9 @@ fn main() -> ExitCode {
 /// Runs every case for both subjects and prints the tables.
 fn compare(quick: bool) -> Result<(), Box<dyn std::error::Error>> {
     let (n, rounds) = if quick { (100_000, 1) } else { (1_000_000, 3) };
-    let subjects = [Subject::Purgatorio, Subject::Tokio];
-    let mut timeout_runs: Vec<Vec<Figures>> = vec![Vec::new(); 2];
-    let mut sleep_runs: Vec<Vec<Figures>> = vec![Vec::new(); 2];
+    let subjects = Subject::all();
+    let mut timeout_runs: Vec<Vec<Figures>> = vec![Vec::new(); subjects.len()];
+    let mut sleep_runs: Vec<Vec<Figures>> = vec![Vec::new(); subjects.len()];
     let mut baseline = Vec::new();
     for round in 0..rounds {
         eprintln!("round {}/{rounds}", round + 1);

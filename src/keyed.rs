@@ -1,7 +1,7 @@
 //! Keyed timers: timers addressed by a user key (session timeouts).
 //!
 //! go-zero's `SetTimer / MoveTimer / RemoveTimer / Drain`, on the thread-safe
-//! [`Timer`]. Each key maps to one entry `(key, value, id, timer handle)` in
+//! [`Timer`]. Each key maps to one entry `(key, value, id, timer entry)` in
 //! a sharded hash table; a call hashes its key once, for the shard and the
 //! table both, and looks it up by any borrowed form (`&str` for a `String`
 //! key). Resetting a key's deadline (a heartbeat) is a lookup and a
@@ -31,7 +31,7 @@ use crate::publish::{KeyEvent, KeyedFigures};
 use crate::sharded::Sharded;
 use crate::sync::AtomicBool;
 use crate::sync::{AtomicU64, HashState};
-use crate::timer::{BoxTask, Job, Timer, TimerBuilder, TimerHandle};
+use crate::timer::{BoxTask, Driver, Entry as TimerEntry, Job, Timer, TimerBuilder};
 use hashbrown::HashTable;
 
 /// The callback a [`KeyedTimer`] calls with each expired key and value.
@@ -45,8 +45,8 @@ struct Entry<K, V> {
     value: V,
     /// Distinguishes this entry from a later one under the same key.
     id: u64,
-    /// The entry's timer.
-    handle: TimerHandle,
+    /// The entry's timer, in the keyed timer's [`Driver`].
+    timer: TimerEntry,
 }
 
 /// The keyed timer's map, its id source and its callback: what its handles
@@ -58,6 +58,9 @@ struct KeyMap<K, V> {
     next_id: AtomicU64,
     /// Called with each expired key and value, outside every lock.
     on_expire: Box<OnExpire<K, V>>,
+    /// The timer's shards, where the entries' timers are cancelled and
+    /// moved (by [`TimerEntry`], without a shard reference per key).
+    driver: Arc<Driver<BoxTask>>,
     /// Set by `shutdown`: `set` refuses from then on.
     closed: AtomicBool,
     /// Whether the timer is the keyed timer's own, to stop on shutdown.
@@ -149,16 +152,17 @@ impl<K, V> Drop for KeyMap<K, V> {
         for shard in self.shards.iter() {
             let entries = std::mem::take(&mut *shard.lock());
             for entry in entries {
-                entry.cancel_timer();
+                entry.cancel_timer(&self.driver);
             }
         }
     }
 }
 
 impl<K, V> Entry<K, V> {
-    /// Cancels the entry's timer; its job is dropped without running.
-    fn cancel_timer(&self) {
-        if let Some(task) = self.handle.cancel() {
+    /// Cancels the entry's timer in `driver`; its job is dropped without
+    /// running.
+    fn cancel_timer(&self, driver: &Driver<BoxTask>) {
+        if let Some(task) = driver.cancel(self.timer) {
             task.disarm();
         }
     }
@@ -361,6 +365,7 @@ where
             shards: Sharded::new(16 * cores, HashTable::new),
             next_id: AtomicU64::new(0),
             on_expire,
+            driver: Arc::clone(timer.driver()),
             closed: AtomicBool::new(false),
             owns_timer,
             stats: Stats::default(),
@@ -397,7 +402,7 @@ where
         let hash = shared.shards.hash(&key);
         let mut shard = shared.shards.shard_of(hash).lock();
         if let Some(entry) = shard.find_mut(hash, |entry| entry.key == key) {
-            if entry.handle.reschedule(delay) {
+            if shared.driver.reschedule(entry.timer, delay) {
                 let old = std::mem::replace(&mut entry.value, value);
                 drop(shard);
                 shared.record(KeyEvent::Moved, 1);
@@ -417,13 +422,13 @@ where
             hash,
             id,
         });
-        match self.timer.schedule(delay, BoxTask::job(job)) {
-            Ok(handle) => {
+        match self.timer.schedule_entry(delay, BoxTask::job(job)) {
+            Ok(timer) => {
                 let entry = Entry {
                     key,
                     value,
                     id,
-                    handle,
+                    timer,
                 };
                 let replaced = match shard.find_mut(hash, |e| e.key == entry.key) {
                     Some(slot) => Some(std::mem::replace(slot, entry)),
@@ -473,7 +478,7 @@ where
             let shard = self.shared.shards.shard_of(hash).lock();
             shard
                 .find(hash, |entry| entry.key.borrow() == key)
-                .is_some_and(|entry| entry.handle.reschedule(delay))
+                .is_some_and(|entry| self.shared.driver.reschedule(entry.timer, delay))
         };
         if moved {
             self.shared.record(KeyEvent::Moved, 1);
@@ -503,7 +508,7 @@ where
             let found = shard.find_entry(hash, |entry| entry.key.borrow() == key);
             found.ok()?.remove().0
         };
-        entry.cancel_timer();
+        entry.cancel_timer(&self.shared.driver);
         self.shared.record(KeyEvent::Removed, 1);
         Some(entry.value)
     }
@@ -545,7 +550,7 @@ where
         for shard in self.shared.shards.iter() {
             let entries = std::mem::take(&mut *shard.lock());
             for entry in entries {
-                entry.cancel_timer();
+                entry.cancel_timer(&self.shared.driver);
                 out.push((entry.key, entry.value));
             }
         }

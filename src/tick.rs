@@ -151,19 +151,81 @@ fn check_wheel_size(size: usize) -> Result<u64, Invalid> {
 
 /// The tick length and the conversions between time and ticks.
 ///
-/// Ticks count whole tick lengths since an origin (time zero).
+/// Ticks count whole tick lengths since an origin (time zero). The threaded
+/// timer converts a clock reading on every schedule, so the hot conversions
+/// work on whole nanoseconds in 64 bits and divide by the tick with a
+/// multiplication by its precomputed reciprocal, corrected to be exact
+/// ([`Resolution::split`]): no 128-bit arithmetic and no hardware division.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Resolution {
     /// Length of one tick in nanoseconds (≥ 1).
     tick_ns: u64,
+    /// `⌊(2^64 − 1) / tick_ns⌋`: the quotient estimate's multiplier.
+    reciprocal: u64,
+}
+
+/// `d` in whole nanoseconds; `None` past `u64::MAX` (about 584 years).
+#[inline]
+pub(crate) fn nanos(d: Duration) -> Option<u64> {
+    d.as_secs()
+        .checked_mul(1_000_000_000)?
+        .checked_add(u64::from(d.subsec_nanos()))
 }
 
 impl Resolution {
     /// A resolution of `tick`, which the caller has validated (1 ns ≤ tick,
     /// and whole nanoseconds fit a `u64`).
     pub(crate) fn new(tick: Duration) -> Self {
-        let tick_ns = u64::try_from(tick.as_nanos()).unwrap_or(u64::MAX).max(1);
-        Resolution { tick_ns }
+        let tick_ns = nanos(tick).unwrap_or(u64::MAX).max(1);
+        Resolution {
+            tick_ns,
+            reciprocal: u64::MAX / tick_ns,
+        }
+    }
+
+    /// `ns / tick_ns` and `ns % tick_ns`, exactly.
+    ///
+    /// The estimate `⌊ns · r / 2^64⌋`, with `r = ⌊(2^64 − 1) / d⌋ > 2^64/d − 1`,
+    /// is never above the quotient and below it by less than
+    /// `1 + ns/2^64 < 2`, so at most two corrections make it exact.
+    #[inline]
+    pub(crate) fn split(&self, ns: u64) -> (u64, u64) {
+        let mut q = ((u128::from(ns) * u128::from(self.reciprocal)) >> 64) as u64;
+        let mut r = ns - q * self.tick_ns;
+        // At most twice (see above); a loop the compiler keeps short.
+        while r >= self.tick_ns {
+            q += 1;
+            r -= self.tick_ns;
+        }
+        (q, r)
+    }
+
+    /// The tick a reading `ns` nanoseconds after the origin falls in:
+    /// rounded down, and never [`NEVER`].
+    #[inline]
+    pub(crate) fn now_tick_ns(&self, ns: u64) -> u64 {
+        self.split(ns).0.min(LATEST_NOW)
+    }
+
+    /// The tick at which a timer due `ns` nanoseconds after the origin may
+    /// fire: rounded up.
+    #[inline]
+    pub(crate) fn deadline_tick_ns(&self, ns: u64) -> u64 {
+        let (q, r) = self.split(ns);
+        q + u64::from(r > 0)
+    }
+
+    /// [`due_tick`](Self::due_tick) in whole nanoseconds since the origin;
+    /// `None` as the deadline: past what a `u64` holds, so [`NEVER`].
+    #[inline]
+    pub(crate) fn due_tick_ns(&self, deadline: Option<u64>, now: u64) -> u64 {
+        match deadline {
+            None => NEVER,
+            Some(deadline) if deadline <= now => {
+                self.deadline_tick_ns(deadline).min(self.now_tick_ns(now))
+            }
+            Some(deadline) => self.deadline_tick_ns(deadline),
+        }
     }
 
     /// The tick length.
@@ -175,10 +237,7 @@ impl Resolution {
     /// fire: rounded up; [`NEVER`] when out of range.
     #[inline]
     pub(crate) fn deadline_tick(&self, deadline: Duration) -> u64 {
-        match u64::try_from(deadline.as_nanos()) {
-            Ok(ns) => ns.div_ceil(self.tick_ns),
-            Err(_) => NEVER,
-        }
+        nanos(deadline).map_or(NEVER, |ns| self.deadline_tick_ns(ns))
     }
 
     /// The tick at which a timer due at `deadline` may fire when the clock
@@ -201,10 +260,7 @@ impl Resolution {
     /// never [`NEVER`].
     #[inline]
     pub(crate) fn now_tick(&self, now: Duration) -> u64 {
-        match u64::try_from(now.as_nanos()) {
-            Ok(ns) => (ns / self.tick_ns).min(LATEST_NOW),
-            Err(_) => LATEST_NOW,
-        }
+        nanos(now).map_or(LATEST_NOW, |ns| self.now_tick_ns(ns))
     }
 
     /// The time (since the origin) at which `tick` begins, saturating at
@@ -312,5 +368,67 @@ mod tests {
         let big = Resolution::new(Duration::from_secs(3600));
         assert_eq!(big.tick_start(NEVER), Duration::MAX);
         assert_eq!(big.tick_start(2), Duration::from_secs(7200));
+    }
+
+    #[test]
+    fn the_reciprocal_divides_exactly() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            // xorshift64: enough spread for edge-free values.
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut ticks = vec![
+            1,
+            2,
+            3,
+            7,
+            1_000,
+            999_999,
+            1_000_000,
+            3_600_000_000_000,
+            u64::MAX,
+        ];
+        ticks.extend((0..200).map(|_| (next() >> (next() % 64)).max(1)));
+        for d in ticks {
+            let r = Resolution {
+                tick_ns: d,
+                reciprocal: u64::MAX / d,
+            };
+            let mut values = vec![0, 1, d - 1, d, d.saturating_add(1), u64::MAX - 1, u64::MAX];
+            values.extend((0..200).map(|_| next() >> (next() % 64)));
+            for ns in values {
+                assert_eq!(r.split(ns), (ns / d, ns % d), "{ns} / {d}");
+            }
+        }
+    }
+
+    #[test]
+    fn nanosecond_conversions_agree_with_durations() {
+        for tick_ns in [1u64, 7, 1_000_000, 3_600_000_000_000] {
+            let r = Resolution::new(Duration::from_nanos(tick_ns));
+            for ns in [
+                0u64,
+                1,
+                tick_ns - 1,
+                tick_ns,
+                tick_ns + 1,
+                1 << 40,
+                u64::MAX,
+            ] {
+                let d = Duration::from_nanos(ns);
+                assert_eq!(nanos(d), Some(ns));
+                assert_eq!(r.now_tick_ns(ns), r.now_tick(d));
+                assert_eq!(r.deadline_tick_ns(ns), r.deadline_tick(d));
+                for now in [0u64, ns / 2, ns, ns.saturating_add(tick_ns)] {
+                    let want = r.due_tick(d, Duration::from_nanos(now));
+                    assert_eq!(r.due_tick_ns(Some(ns), now), want);
+                }
+            }
+        }
+        assert_eq!(nanos(Duration::MAX), None);
+        assert_eq!(Resolution::new(MS).due_tick_ns(None, 5), NEVER);
     }
 }

@@ -1,14 +1,18 @@
 //! Measures `purgatorio-broker` from outside, as a client would:
 //! produce-to-consume latency with a long-poll fetch, the broker's CPU per
-//! message, its wake-ups and CPU while 1,000 fetches sit parked, and what
+//! message, its wake-ups and CPU while 1,000 fetches sit parked, what
 //! idle long-polling consumers cost (CPU and context switches per expired
-//! fetch, from `/proc/PID/task/*`).
+//! fetch, from `/proc/PID/task/*`), and, on request, its memory while
+//! gigabytes pass through it and its restart time beside that data
+//! (`--only volume`).
 //!
 //! ```text
 //! cargo build --release -p purgatorio-broker
 //! cargo run --release -p purgatorio-broker --example bench -- --help
 //! cargo run --release -p purgatorio-broker --example bench
 //! cargo run --release -p purgatorio-broker --example bench -- --only idle --bin OTHER-BUILD
+//! cargo run --release -p purgatorio-broker --example bench -- --only volume --volume-gib 10 \
+//!     --data-dir /tmp/pg-volume --segment-bytes 268435456 --retention-bytes 4294967296
 //! ```
 
 use std::io::{BufRead, BufReader, Write};
@@ -21,10 +25,11 @@ use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes, BytesMut};
 use clap::{Parser, ValueEnum};
+use kafka_protocol::messages::ProduceResponse;
 use kafka_protocol::messages::{
     fetch_request, produce_request, ApiKey, FetchRequest, ProduceRequest, TopicName,
 };
-use kafka_protocol::protocol::{Encodable, StrBytes};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 #[path = "../tests/common/wire.rs"]
 mod wire;
 use wire::frame;
@@ -34,6 +39,15 @@ use kafka_protocol::records::{
 };
 
 fn produce(topic: &str, records: usize) -> Bytes {
+    produce_values(
+        topic,
+        records,
+        Bytes::from_static(b"0123456789abcdef0123456789abcdef"),
+    )
+}
+
+/// A produce (acks=1) of `records` records of `value` in one batch.
+fn produce_values(topic: &str, records: usize, value: Bytes) -> Bytes {
     let batch: Vec<Record> = (0..records)
         .map(|i| Record {
             transactional: false,
@@ -44,9 +58,12 @@ fn produce(topic: &str, records: usize) -> Bytes {
             timestamp_type: TimestampType::Creation,
             offset: i as i64,
             sequence: -1,
-            timestamp: 0,
+            // Now: retention by time (7 days) keeps them.
+            timestamp: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as i64),
             key: None,
-            value: Some(Bytes::from_static(b"0123456789abcdef0123456789abcdef")),
+            value: Some(value.clone()),
             headers: Default::default(),
         })
         .collect();
@@ -122,6 +139,11 @@ enum Scenario {
     Parked,
     /// Idle long-polling consumers: CPU and context switches per expiry.
     Idle,
+    /// Gigabytes through the broker (1 MB batches, a consumer reading
+    /// behind the producer): its RSS along the way, then its restart time
+    /// on that data beside an empty data directory. Not in the default
+    /// set.
+    Volume,
 }
 
 /// The bench's command line.
@@ -143,6 +165,20 @@ struct Args {
     /// How long the idle scenario measures, s.
     #[arg(long, default_value_t = 10)]
     idle_secs: u64,
+    /// How much the volume scenario produces, GiB.
+    #[arg(long, default_value_t = 10)]
+    volume_gib: u64,
+    /// The volume scenario's data directory (emptied first); without it,
+    /// the broker runs without --data-dir and no restart is measured.
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// The volume scenario's --retention-bytes (what stays on disk; not
+    /// passed if not given, for builds without it).
+    #[arg(long)]
+    retention_bytes: Option<u64>,
+    /// The volume scenario's --segment-bytes (not passed if not given).
+    #[arg(long)]
+    segment_bytes: Option<u64>,
 }
 
 /// Context switches of every thread of `pid` so far (voluntary and not).
@@ -171,9 +207,165 @@ fn stat(line: &str, name: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// A status figure of `pid`, KiB (`VmRSS:`, `VmHWM:`).
+fn status_kib(pid: u32, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// A broker started with `extra` arguments on a free port, until it
+/// listens; returns it, its address, and how long it took to listen.
+fn start(bin: &str, extra: &[String]) -> (std::process::Child, String, Duration) {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let started = Instant::now();
+    let mut child = Command::new(bin)
+        .args(["--listen", &addr, "--stats-ms", "60000"])
+        .args(extra)
+        .stderr(Stdio::inherit())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("start {bin}: {e}"));
+    while TcpStream::connect(&addr).is_err() {
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("{bin} {extra:?} exited before listening: {status}");
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    (child, addr, started.elapsed())
+}
+
+/// The volume scenario: `args.volume_gib` GiB of 1 MB batches (1,000
+/// records of 1,000 bytes, acks=1) produced while a consumer fetches
+/// behind them, 1 MiB at a time; the broker's RSS every GiB, its peak;
+/// then, with a data directory, its restart time on what is kept beside
+/// one on an empty directory (three restarts each, alternated).
+fn volume(args: &Args) {
+    let bin = args.bin.display().to_string();
+    let mut extra: Vec<String> = Vec::new();
+    if let Some(bytes) = args.segment_bytes {
+        extra.extend(["--segment-bytes".into(), bytes.to_string()]);
+    }
+    if let Some(bytes) = args.retention_bytes {
+        extra.extend([
+            "--retention-bytes".into(),
+            bytes.to_string(),
+            "--retention-check-interval-ms".into(),
+            "1000".into(),
+        ]);
+    }
+    if let Some(dir) = &args.data_dir {
+        let _ = std::fs::remove_dir_all(dir);
+        extra.extend(["--data-dir".into(), dir.display().to_string()]);
+    }
+    let (mut child, addr, _) = start(&bin, &extra);
+    let pid = child.id();
+    let connect = || {
+        let s = TcpStream::connect(&addr).unwrap();
+        s.set_nodelay(true).unwrap();
+        s
+    };
+    let (mut producer, mut consumer) = (connect(), connect());
+    let request = produce_values("volume", 1_000, Bytes::from(vec![b'v'; 1_000]));
+    let per_request = request.len() as u64;
+    let requests = (args.volume_gib << 30) / per_request;
+    let started = Instant::now();
+    let mut read = 0u64;
+    let mut offset = 0i64;
+    for i in 1..=requests {
+        producer.write_all(&request).unwrap();
+        let mut answer = read_frame(&mut producer);
+        answer.advance(4); // correlation id
+        let produced = ProduceResponse::decode(&mut answer, 7).expect("a produce answer");
+        let code = produced.responses[0].partition_responses[0].error_code;
+        assert_eq!(code, 0, "produce {i} refused: error {code}");
+        // The consumer reads the batch just produced (from the page cache).
+        consumer.write_all(&fetch("volume", offset, 0)).unwrap();
+        let mut answer = read_frame(&mut consumer);
+        answer.advance(4);
+        read += answer.len() as u64;
+        offset += 1_000;
+        if (i * per_request) >> 30 != ((i - 1) * per_request) >> 30 {
+            let rss = status_kib(pid, "VmRSS:");
+            println!(
+                "volume: {} GiB produced, {} GiB fetched, RSS {} MiB, {:.0} MB/s",
+                (i * per_request) >> 30,
+                read >> 30,
+                rss / 1024,
+                (i * per_request) as f64 / started.elapsed().as_secs_f64() / 1e6
+            );
+        }
+    }
+    println!(
+        "volume: {:.2} GB produced and {:.2} GB fetched in {:.1} s; broker RSS at the end {} MiB, peak {} MiB (VmHWM)",
+        (requests * per_request) as f64 / 1e9,
+        read as f64 / 1e9,
+        started.elapsed().as_secs_f64(),
+        status_kib(pid, "VmRSS:") / 1024,
+        status_kib(pid, "VmHWM:") / 1024,
+    );
+    drop((producer, consumer));
+    let _ = child.kill();
+    let _ = child.wait();
+    let Some(dir) = &args.data_dir else {
+        return;
+    };
+    let kept: u64 = walk(dir);
+    let empty = dir.with_extension("empty");
+    let _ = std::fs::remove_dir_all(&empty);
+    for round in 1..=3 {
+        for (name, data) in [("kept", dir), ("empty", &empty)] {
+            let (mut child, _, took) =
+                start(&bin, &["--data-dir".into(), data.display().to_string()]);
+            println!(
+                "restart {round}: {name} data directory ({:.2} GB): listening after {took:?}",
+                if name == "kept" {
+                    kept as f64 / 1e9
+                } else {
+                    0.0
+                }
+            );
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+    let _ = std::fs::remove_dir_all(&empty);
+}
+
+/// The bytes of the files under `dir`.
+fn walk(dir: &std::path::Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .map(|e| match e.metadata() {
+                    Ok(m) if m.is_dir() => walk(&e.path()),
+                    Ok(m) => m.len(),
+                    Err(_) => 0,
+                })
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
 fn main() {
     let args = Args::parse();
-    let wants = |s: Scenario| args.only.is_empty() || args.only.contains(&s);
+    if args.only.contains(&Scenario::Volume) {
+        volume(&args);
+    }
+    let wants =
+        |s: Scenario| s != Scenario::Volume && (args.only.is_empty() || args.only.contains(&s));
+    if !args.only.is_empty() && args.only.iter().all(|s| *s == Scenario::Volume) {
+        return;
+    }
     let bin = args.bin.display().to_string();
 
     let port = TcpListener::bind("127.0.0.1:0")

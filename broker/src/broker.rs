@@ -16,7 +16,7 @@ use crate::api::fetch::DelayedFetch;
 use crate::api::groups::DelayedCommit;
 use crate::api::produce::DelayedProduce;
 use crate::coordinator::Coordinator;
-use crate::log::{Log, Topic, TopicPartition};
+use crate::log::{Log, LogConfig, Place, Topic, TopicPartition};
 use crate::producers::ProducerIds;
 use crate::store::{OffsetsKey, Store};
 use crate::wire::Limits;
@@ -45,6 +45,12 @@ pub struct Config {
     pub fetch_max_bytes: usize,
     /// How long the first rebalance of an empty group waits for members.
     pub initial_rebalance_delay: std::time::Duration,
+    /// How partitions' logs are kept: segment size and retention.
+    pub log: LogConfig,
+    /// How often retention looks for segments to delete.
+    pub retention_check: std::time::Duration,
+    /// The most members a consumer group holds.
+    pub group_max_size: usize,
 }
 
 /// Everything the connections share.
@@ -67,6 +73,8 @@ pub struct Broker {
     pub timer: Timer,
     /// Record batches appended so far.
     pub batches: AtomicU64,
+    /// Segments deleted by retention so far.
+    pub segments_deleted: AtomicU64,
     /// Consumer groups.
     pub groups: Arc<Coordinator>,
     /// Connections closed over what their client sent (a bad frame or
@@ -138,7 +146,14 @@ impl Broker {
             Some(store) => store
                 .create(name, partitions)
                 .map_err(|_| ResponseError::KafkaStorageError)?,
-            None => (0..partitions).map(|_| Log::default()).collect(),
+            None => (0..partitions)
+                .map(|_| {
+                    Log::create(
+                        Place::Anonymous(std::env::temp_dir()),
+                        self.config.log.segment_bytes,
+                    )
+                })
+                .collect(),
         };
         let topic = Arc::new(Topic::new(logs));
         topics.insert(name.to_string(), Arc::clone(&topic));
@@ -214,7 +229,8 @@ impl std::error::Error for StartError {}
 pub async fn start(config: &Config) -> Result<Arc<Broker>, StartError> {
     let (store, recovered, commits) = match &config.data_dir {
         Some(dir) => {
-            let (store, recovered) = Store::open(dir.clone()).map_err(StartError::Store)?;
+            let (store, recovered) =
+                Store::open(dir.clone(), config.log.segment_bytes).map_err(StartError::Store)?;
             (Some(store), recovered.topics, recovered.commits)
         }
         None => (None, HashMap::new(), Vec::new()),
@@ -248,8 +264,12 @@ pub async fn start(config: &Config) -> Result<Arc<Broker>, StartError> {
         .shared_timer(&timer)
         .build()
         .map_err(StartError::Timer)?;
-    let groups =
-        Coordinator::new(&timer, config.initial_rebalance_delay).map_err(StartError::Timer)?;
+    let groups = Coordinator::new(
+        &timer,
+        config.initial_rebalance_delay,
+        config.group_max_size,
+    )
+    .map_err(StartError::Timer)?;
     groups.restore(commits);
     let producer_ids = match &store {
         Some(store) => {
@@ -284,6 +304,7 @@ pub async fn start(config: &Config) -> Result<Arc<Broker>, StartError> {
         commits: commit_waits,
         timer,
         batches: AtomicU64::new(0),
+        segments_deleted: AtomicU64::new(0),
         refused: AtomicU64::new(0),
         idle_closed: AtomicU64::new(0),
         encode_errors: AtomicU64::new(0),
@@ -296,6 +317,7 @@ pub async fn start(config: &Config) -> Result<Arc<Broker>, StartError> {
     if broker.store.is_some() {
         tokio::spawn(crate::store::group_commit(Arc::clone(&broker)));
     }
+    tokio::spawn(crate::cleaner::retain(Arc::clone(&broker)));
     tokio::spawn(crate::connection::accept(listener, Arc::clone(&broker)));
     Ok(broker)
 }

@@ -14,9 +14,12 @@
 //! purgatory until a produce completes it or `max_wait_ms` passes, never
 //! earlier), ListOffsets (earliest and latest), and consumer groups (see
 //! `group`: joins and syncs wait in a purgatory, sessions are keyed timers).
-//! With `--data-dir`, partitions are append-only files and an acks=-1
-//! produce waits for the group-commit fsync (`store`); without it they are
-//! in memory. Committed offsets are in memory either way. A request of an
+//! Partitions are segment files read through sparse offset and time
+//! indexes (`log`), deleted by `--retention-ms` / `--retention-bytes`.
+//! With `--data-dir` they are kept there, an acks=-1 produce waits for the
+//! group-commit fsync (`store`), and committed offsets are kept too;
+//! without it the segments are anonymous temporary files and nothing
+//! survives a restart. A request of an
 //! API or version it does not serve closes the connection, as Kafka does
 //! for an unknown one.
 //!
@@ -28,7 +31,8 @@
 //! | [`api`] | one module per request family, one `async fn` per request |
 //! | [`connection`] | the accept loop and each connection's loop |
 //! | [`coordinator`] | consumer groups: joins and syncs parked, sessions as keyed timers |
-//! | [`log`] | a partition's log and the record-batch header arithmetic |
+//! | [`log`] | partitions' logs: segment files, their indexes, retention |
+//! | [`cleaner`] | the retention task |
 //! | [`producers`] | idempotent producers: ids, epochs, the last five sequences |
 //! | [`store`] | `--data-dir` files and the group commit |
 //! | [`offsets`] | `--data-dir`: the committed offsets' internal log |
@@ -41,6 +45,7 @@ use clap::{CommandFactory, Parser};
 
 mod api;
 mod broker;
+mod cleaner;
 mod connection;
 mod coordinator;
 mod log;
@@ -49,11 +54,15 @@ mod producers;
 mod store;
 mod wire;
 
+/// `--retention-bytes` when not given and there is no `--data-dir`:
+/// 1 GiB per partition.
+const IN_MEMORY_RETENTION_BYTES: u64 = 1024 * 1024 * 1024;
+
 /// The broker's command line.
 #[derive(Parser, Debug)]
 #[command(
     version,
-    about = "A single-node broker that speaks the Kafka wire protocol; fetches, joins and syncs wait in purgatorio purgatories, sessions are keyed timers. Without --data-dir, partitions are in memory and nothing survives a restart; committed offsets are in memory either way."
+    about = "A single-node broker that speaks the Kafka wire protocol; fetches, joins and syncs wait in purgatorio purgatories, sessions are keyed timers. Partitions are segment files; without --data-dir they are anonymous temporary files and nothing survives a restart."
 )]
 struct Args {
     /// Address to listen on.
@@ -62,11 +71,30 @@ struct Args {
     /// Partitions of a topic created on first use.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(i32).range(1..=i64::from(broker::MAX_PARTITIONS)))]
     partitions: i32,
-    /// Keep partitions as append-only files here (recovered at start; an
-    /// acks=-1 produce is answered once a group-commit fsync covers it).
-    /// Without it, partitions are in memory and nothing survives a restart.
+    /// Keep partitions (segment files) and committed offsets here
+    /// (recovered at start; an acks=-1 produce is answered once a
+    /// group-commit fsync covers it). Without it, segments are anonymous
+    /// files in the temporary directory and nothing survives a restart.
     #[arg(long)]
     data_dir: Option<std::path::PathBuf>,
+    /// Roll a partition's segment when it would pass this size, bytes
+    /// (Kafka's log.segment.bytes).
+    #[arg(long, default_value_t = 1024 * 1024 * 1024, value_parser = clap::value_parser!(u64).range(1024..=i32::MAX as u64))]
+    segment_bytes: u64,
+    /// Delete a closed segment once its newest record is older than this,
+    /// ms; -1: never (Kafka's log.retention.ms, 7 days).
+    #[arg(long, default_value_t = 7 * 24 * 60 * 60 * 1000, allow_negative_numbers = true, value_parser = clap::value_parser!(i64).range(-1..))]
+    retention_ms: i64,
+    /// Delete a partition's oldest closed segments while the rest still
+    /// holds this many bytes; -1: no bound (Kafka's log.retention.bytes).
+    /// Default: -1 with --data-dir; without it, 1 GiB (nothing survives a
+    /// restart there, so the temporary files are bounded too).
+    #[arg(long, allow_negative_numbers = true, value_parser = clap::value_parser!(i64).range(-1..))]
+    retention_bytes: Option<i64>,
+    /// How often retention looks for segments to delete, ms (Kafka's
+    /// log.retention.check.interval.ms).
+    #[arg(long, default_value_t = 300_000, value_parser = clap::value_parser!(u64).range(1..))]
+    retention_check_interval_ms: u64,
     /// The largest request accepted, bytes (Kafka's
     /// socket.request.max.bytes); a larger one closes its connection.
     #[arg(long, default_value_t = 100 * 1024 * 1024, value_parser = clap::value_parser!(u32).range(8..=i32::MAX as i64))]
@@ -93,6 +121,11 @@ struct Args {
     /// members to join it, ms (Kafka's group.initial.rebalance.delay.ms).
     #[arg(long, default_value_t = 3_000)]
     group_initial_rebalance_delay_ms: u64,
+    /// The most members a consumer group holds (Kafka's group.max.size,
+    /// unbounded by default there); a join beyond is answered
+    /// GROUP_MAX_SIZE_REACHED.
+    #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u32).range(1..))]
+    group_max_size: u32,
     /// Print a stats line (batches, parked fetches, timer wake-ups) to
     /// stderr this often, ms.
     #[arg(long, default_value_t = 10_000)]
@@ -118,6 +151,19 @@ async fn main() {
         message_max_bytes: args.message_max_bytes,
         fetch_max_bytes: args.fetch_max_bytes,
         initial_rebalance_delay: Duration::from_millis(args.group_initial_rebalance_delay_ms),
+        log: log::LogConfig {
+            segment_bytes: args.segment_bytes,
+            retention: log::Retention {
+                ms: u64::try_from(args.retention_ms).ok(),
+                bytes: match args.retention_bytes {
+                    Some(bytes) => u64::try_from(bytes).ok(),
+                    None if args.data_dir.is_some() => None,
+                    None => Some(IN_MEMORY_RETENTION_BYTES),
+                },
+            },
+        },
+        retention_check: Duration::from_millis(args.retention_check_interval_ms),
+        group_max_size: args.group_max_size as usize,
         limits: wire::Limits::new(
             max_request,
             usize::try_from(args.queued_max_request_bytes).unwrap_or(usize::MAX),
@@ -138,7 +184,7 @@ async fn main() {
             dir.display()
         ),
         None => println!(
-            "purgatorio-broker listening on {} (in-memory partitions)",
+            "purgatorio-broker listening on {} (partitions in anonymous temporary files)",
             broker.addr
         ),
     }
@@ -151,8 +197,9 @@ async fn main() {
         let f = broker.fetches.metrics();
         let groups = broker.groups.figures();
         eprintln!(
-            "stats: seq={seq} batches={} parked={} satisfied={} expired={} cancelled={} timer_wakeups={} group_waits={} group_satisfied={} group_expired={} sessions_expired={} durable_acks={} refused={} idle_closed={} budget_free={} encode_errors={}",
+            "stats: seq={seq} batches={} segments_deleted={} parked={} satisfied={} expired={} cancelled={} timer_wakeups={} group_waits={} group_satisfied={} group_expired={} sessions_expired={} durable_acks={} refused={} idle_closed={} budget_free={} encode_errors={}",
             broker.batches.load(Ordering::Relaxed),
+            broker.segments_deleted.load(Ordering::Relaxed),
             broker.fetches.delayed(),
             f.satisfied,
             f.expired,

@@ -14,8 +14,11 @@
 //! | anything else (a gap, a reorder) | OUT_OF_ORDER_SEQUENCE_NUMBER |
 //!
 //! The state lives in each partition's [`Log`](crate::log::Log), under its
-//! lock, and is rebuilt at start from the batches themselves (their headers
-//! keep id, epoch and sequences). Producer ids come from
+//! lock. With `--data-dir` it is snapshotted when a segment rolls and
+//! every eighth of a segment (`<offset>.snapshot`: the state before that
+//! offset; see [`crate::log::partition`]) and rebuilt at start from the
+//! newest snapshot and the batches after it (their headers keep id, epoch
+//! and sequences). Producer ids come from
 //! [`ProducerIds`]: with `--data-dir`, blocks of ids are reserved in a file
 //! before any id of the block is handed out, so no id is given twice across
 //! restarts.
@@ -28,7 +31,7 @@ use std::path::{Path, PathBuf};
 use kafka_protocol::ResponseError;
 use parking_lot::Mutex;
 
-use crate::log::BatchHeader;
+use crate::log::batch::BatchHeader;
 
 /// How many of a producer's last batches a partition keeps (Kafka's five:
 /// the most a producer may have in flight).
@@ -151,6 +154,58 @@ impl Producers {
     /// The largest producer id seen, if any.
     pub fn max_id(&self) -> Option<i64> {
         self.by_id.keys().copied().max()
+    }
+
+    /// Its state as bytes, for a snapshot file: per producer its id,
+    /// epoch and kept batches, then a CRC-32C of it all.
+    pub fn snapshot(&self) -> Vec<u8> {
+        let mut bytes = (self.by_id.len() as u32).to_be_bytes().to_vec();
+        for (id, producer) in &self.by_id {
+            bytes.extend(id.to_be_bytes());
+            bytes.extend(producer.epoch.to_be_bytes());
+            bytes.push(producer.kept.len() as u8);
+            for kept in &producer.kept {
+                bytes.extend(kept.first.to_be_bytes());
+                bytes.extend(kept.last.to_be_bytes());
+                bytes.extend(kept.base_offset.to_be_bytes());
+            }
+        }
+        let crc = crc32c::crc32c(&bytes);
+        bytes.extend(crc.to_be_bytes());
+        bytes
+    }
+
+    /// The state a [`snapshot`](Self::snapshot) holds; `None` if the bytes
+    /// are not a whole, intact snapshot.
+    pub fn from_snapshot(bytes: &[u8]) -> Option<Producers> {
+        let (body, crc) = bytes.split_at_checked(bytes.len().checked_sub(4)?)?;
+        if crc32c::crc32c(body).to_be_bytes() != crc {
+            return None;
+        }
+        let mut rest = body;
+        let mut take = |n: usize| -> Option<&[u8]> {
+            let (taken, after) = rest.split_at_checked(n)?;
+            rest = after;
+            Some(taken)
+        };
+        let count = u32::from_be_bytes(take(4)?.try_into().ok()?);
+        let mut by_id = HashMap::new();
+        for _ in 0..count {
+            let id = i64::from_be_bytes(take(8)?.try_into().ok()?);
+            let epoch = i16::from_be_bytes(take(2)?.try_into().ok()?);
+            let n = take(1)?[0];
+            let mut kept = VecDeque::new();
+            for _ in 0..n.min(KEPT_BATCHES as u8) {
+                let field = take(16)?;
+                kept.push_back(Kept {
+                    first: i32::from_be_bytes(field[..4].try_into().ok()?),
+                    last: i32::from_be_bytes(field[4..8].try_into().ok()?),
+                    base_offset: i64::from_be_bytes(field[8..].try_into().ok()?),
+                });
+            }
+            by_id.insert(id, Producer { epoch, kept });
+        }
+        Some(Producers { by_id })
     }
 }
 

@@ -1,31 +1,35 @@
-//! `--data-dir`: partitions as append-only files, and the group commit.
+//! `--data-dir`: the partitions' directories, and the group commit.
 //!
-//! Each partition is `<dir>/<topic>/<partition>.log`: its record batches, as
-//! served, one after another. A produce appends under the partition's lock
-//! and marks the partition dirty; one task fsyncs every dirty partition
-//! (one fsync covers every produce since the last: a group commit), then
-//! completes the acks=-1 produces that the fsync covered. At start the files
-//! are read back; a batch cut short by a crash is cut off.
+//! Each partition is a directory `<dir>/<topic>/<partition>/` of segments
+//! (see [`crate::log`]). A produce appends under the partition's lock and
+//! marks the partition dirty; one task fsyncs every dirty partition's
+//! active segment (one fsync covers every produce since the last: a group
+//! commit; a segment that rolled was fsynced as it closed), then completes
+//! the acks=-1 produces that the fsync covered. At start each partition
+//! reads only its last segment's tail ([`Log::open`]). A data directory of
+//! the earlier layout (`<topic>/<partition>.log`, one file per partition)
+//! is moved into the new one: the file becomes the partition's first
+//! segment, indexed at that first start.
 
 use std::collections::{HashMap, HashSet};
-use std::fs::{self, File, OpenOptions};
-use std::io::Read;
+use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use bytes::Bytes;
 use parking_lot::Mutex;
 
 use crate::broker::Broker;
-use crate::log::{batch_len, BatchHeader, Log, Stored, TopicPartition};
+use crate::log::segment::file_name;
+use crate::log::{Log, TopicPartition};
 use crate::offsets::{GroupCommit, OffsetsLog};
-use crate::producers::Producers;
 
 /// Where partitions are kept, and which need an fsync.
 pub struct Store {
     /// The data directory.
     dir: PathBuf,
+    /// The size past which a segment rolls, bytes.
+    segment_bytes: u64,
     /// Partitions appended to since their last fsync.
     dirty: Mutex<HashSet<TopicPartition>>,
     /// Committed offsets.
@@ -89,13 +93,14 @@ impl<T> Context<T> for std::io::Result<T> {
 }
 
 impl Store {
-    /// Opens `dir` (creating it) and reads back every partition in it.
+    /// Opens `dir` (creating it) and every partition in it, with segments
+    /// of `segment_bytes`.
     ///
     /// # Errors
     ///
     /// [`OpenError`] naming the directory or file that could not be created,
     /// listed, read or truncated.
-    pub fn open(dir: PathBuf) -> Result<(Store, Recovered), OpenError> {
+    pub fn open(dir: PathBuf, segment_bytes: u64) -> Result<(Store, Recovered), OpenError> {
         fs::create_dir_all(&dir).doing("create the data directory", &dir)?;
         let mut topics = HashMap::new();
         for entry in fs::read_dir(&dir).doing("list the data directory", &dir)? {
@@ -105,38 +110,36 @@ impl Store {
                 continue;
             }
             let name = entry.file_name().to_string_lossy().into_owned();
-            let mut logs: Vec<(usize, Log)> = Vec::new();
+            let mut count = 0usize;
             for file in fs::read_dir(&path).doing("list the topic directory", &path)? {
                 let file = file.doing("list the topic directory", &path)?.path();
-                let index = file
+                let Some(index) = file
                     .file_stem()
                     .and_then(|s| s.to_str())
-                    .and_then(|s| s.parse::<usize>().ok());
-                if let (Some(index), Some("log")) =
-                    (index, file.extension().and_then(|e| e.to_str()))
-                {
-                    logs.push((index, recover(&file)?));
+                    .and_then(|s| s.parse::<usize>().ok())
+                else {
+                    continue;
+                };
+                match file.extension().and_then(|e| e.to_str()) {
+                    None if file.is_dir() => {}
+                    Some("log") => migrate(&file, &path.join(index.to_string()))?,
+                    _ => continue,
                 }
+                count = count.max(index + 1);
             }
-            logs.sort_by_key(|(i, _)| *i);
             // Partitions are numbered from 0 without gaps; recreate any lost.
-            let count = logs.last().map_or(0, |(i, _)| i + 1);
-            let mut by_index: HashMap<usize, Log> = logs.into_iter().collect();
-            let mut all = Vec::with_capacity(count);
-            for i in 0..count {
-                match by_index.remove(&i) {
-                    Some(log) => all.push(log),
-                    None => all.push(open_log(&path.join(format!("{i}.log")))?),
-                }
-            }
-            if !all.is_empty() {
-                topics.insert(name, all);
+            let logs = (0..count)
+                .map(|i| open_partition(&path.join(i.to_string()), segment_bytes))
+                .collect::<Result<Vec<_>, _>>()?;
+            if !logs.is_empty() {
+                topics.insert(name, logs);
             }
         }
         let offsets_path = dir.join("@offsets.log");
         let (offsets, commits) = OffsetsLog::open(&offsets_path).doing("read", &offsets_path)?;
         let store = Store {
             dir,
+            segment_bytes,
             dirty: Mutex::default(),
             offsets: Mutex::new(offsets),
             offsets_dirty: AtomicBool::new(false),
@@ -145,16 +148,15 @@ impl Store {
         Ok((store, Recovered { topics, commits }))
     }
 
-    /// Creates the files of a new topic.
+    /// Creates the directories of a new topic.
     ///
     /// # Errors
     ///
     /// [`OpenError`] naming the directory or file that could not be made.
     pub fn create(&self, topic: &str, partitions: i32) -> Result<Vec<Log>, OpenError> {
         let dir = self.dir.join(topic);
-        fs::create_dir_all(&dir).doing("create the topic directory", &dir)?;
         (0..partitions)
-            .map(|i| open_log(&dir.join(format!("{i}.log"))))
+            .map(|i| open_partition(&dir.join(i.to_string()), self.segment_bytes))
             .collect()
     }
 
@@ -201,61 +203,26 @@ impl Store {
     }
 }
 
-/// An empty log on a fresh (or truncated) file at `path`.
-fn open_log(path: &Path) -> Result<Log, OpenError> {
-    let file = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .doing("open", path)?;
-    Ok(Log {
-        file: Some(file),
-        ..Log::default()
-    })
+/// The partition directory `dir`, made if missing, opened.
+fn open_partition(dir: &Path, segment_bytes: u64) -> Result<Log, OpenError> {
+    fs::create_dir_all(dir).doing("create the partition directory", dir)?;
+    Log::open(dir, segment_bytes).doing("open the partition", dir)
 }
 
-/// Reads a partition's file back; a batch cut short (a crash mid-write) and
-/// anything after it are cut off the file.
-fn recover(path: &Path) -> Result<Log, OpenError> {
-    let mut bytes = Vec::new();
-    File::open(path)
-        .and_then(|mut f| f.read_to_end(&mut bytes))
-        .doing("read", path)?;
-    let bytes = Bytes::from(bytes);
-    let mut batches = Vec::new();
-    let mut producers = Producers::default();
-    let mut at = 0usize;
-    let mut next = 0i64;
-    while let Some(total) = batch_len(&bytes[at..]) {
-        let batch = bytes.slice(at..at + total);
-        let base = i64::from_be_bytes(batch[..8].try_into().expect("a whole header"));
-        if base != next {
-            break;
-        }
-        let stored = Stored { base, bytes: batch };
-        next = stored.last_offset() + 1;
-        producers.appended(&BatchHeader::of(&stored.bytes), base);
-        batches.push(stored);
-        at += total;
+/// Moves a partition file of the earlier layout, `old`, into the
+/// partition directory `dir` as its first segment (its indexes are built
+/// as the last segment's are at every start).
+fn migrate(old: &Path, dir: &Path) -> Result<(), OpenError> {
+    fs::create_dir_all(dir).doing("create the partition directory", dir)?;
+    let first = file_name(dir, 0, "log");
+    if first.exists() {
+        return Err(OpenError {
+            action: "move into its partition directory",
+            path: old.to_path_buf(),
+            source: std::io::Error::from(std::io::ErrorKind::AlreadyExists),
+        });
     }
-    if at < bytes.len() {
-        OpenOptions::new()
-            .write(true)
-            .open(path)
-            .and_then(|f| f.set_len(at as u64))
-            .doing("truncate the torn tail of", path)?;
-    }
-    let file = OpenOptions::new()
-        .append(true)
-        .open(path)
-        .doing("open", path)?;
-    Ok(Log {
-        batches,
-        next,
-        file: Some(file),
-        durable: next,
-        producers,
-    })
+    fs::rename(old, &first).doing("move into its partition directory", old)
 }
 
 /// The key of every OffsetCommit waiting for the offsets log's fsync.
@@ -274,11 +241,8 @@ pub async fn group_commit(broker: Arc<Broker>) {
         let dirty: Vec<TopicPartition> = store.dirty.lock().drain().collect();
         for at in dirty {
             // What is written now is what this fsync covers.
-            let target = broker.with_log(&at.topic, at.partition, |log| {
-                let file = log.file.as_ref().and_then(|f| f.try_clone().ok());
-                (file, log.next)
-            });
-            let Some((Some(file), covered)) = target else {
+            let target = broker.with_log(&at.topic, at.partition, |log| log.sync_target());
+            let Some(Some((file, covered))) = target else {
                 continue;
             };
             let synced = tokio::task::spawn_blocking(move || file.sync_data()).await;

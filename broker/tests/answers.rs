@@ -6,75 +6,19 @@
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use bytes::Buf;
 use kafka_protocol::messages::{
-    fetch_request, metadata_request, ApiKey, FetchRequest, FetchResponse, MetadataRequest,
-    MetadataResponse, TopicName,
+    fetch_request, metadata_request, ApiKey, FetchRequest, FetchResponse, JoinGroupResponse,
+    MetadataRequest, MetadataResponse, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
-use purgatorio_testkit::require_program;
+use kafka_protocol::ResponseError;
 
 mod common;
-use common::{broker_bin, frame, read_frame, Broker, PATIENCE};
-
-/// The Python Kafka client, as in `clients.rs`.
-const KAFKA_PYTHON: &str = "kafka-python>=3";
-
-/// Runs kcat with `args` on `input`; returns (success, stdout, stderr).
-fn kcat(args: &[&str], input: &[u8]) -> (bool, String, String) {
-    let mut child = Command::new(require_program("kcat", "kcat"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run kcat");
-    child.stdin.take().unwrap().write_all(input).unwrap();
-    let started = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        assert!(started.elapsed() < PATIENCE, "kcat {args:?} hung");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let output = child.wait_with_output().unwrap();
-    (
-        output.status.success(),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
-}
-
-/// Runs `probe_client.py` with `args`; returns its stdout.
-fn probe(args: &[&str]) -> String {
-    let python = purgatorio_testkit::python_with(&[KAFKA_PYTHON]);
-    let mut child = Command::new(python)
-        .arg(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/probe_client.py"
-        ))
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run probe_client.py");
-    let started = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        assert!(
-            started.elapsed() < PATIENCE,
-            "probe_client.py {args:?} hung"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let output = child.wait_with_output().unwrap();
-    assert!(
-        output.status.success(),
-        "probe_client.py {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
+use common::{broker_bin, frame, join_frame, join_frame_of, kcat, probe, read_frame, Broker};
 
 #[test]
 fn a_message_over_message_max_bytes_is_answered_message_too_large() {
@@ -291,12 +235,14 @@ fn topics_are_created_with_their_own_partition_counts_and_deleted() {
             "PARTITIONS five 5",
             "PARTITIONS one 1",
             "AGAIN TopicAlreadyExistsError",
+            "HUGE InvalidPartitionsError",
             "AFTER five none"
         ],
         "{out}"
     );
     assert!(!dir.path().join("five").exists(), "its files stayed");
-    assert!(dir.path().join("one").join("0.log").exists());
+    // Its partition directory; segment files come with the first record.
+    assert!(dir.path().join("one/0").is_dir());
 }
 
 #[test]
@@ -341,4 +287,180 @@ fn the_topics_dot_and_dot_dot_are_refused_and_touch_no_directory() {
     assert!(!dir.path().join("0.log").exists());
     assert!(!data.join("0.log").exists());
     assert!(data.exists());
+}
+
+/// Members joining group `group` (rebalance timeout `rebalance_ms`) at
+/// these times after `start`, each on its own connection: each answer's
+/// generation, the number of members the leader was given, and when it
+/// came.
+fn join_at(
+    broker: &Broker,
+    group: &'static str,
+    rebalance_ms: i32,
+    start: Instant,
+    at_ms: &[u64],
+) -> Vec<std::thread::JoinHandle<(i32, usize, Duration)>> {
+    at_ms
+        .iter()
+        .map(|&at| {
+            let mut s = broker.connect();
+            std::thread::spawn(move || {
+                let due = start + Duration::from_millis(at);
+                std::thread::sleep(due.saturating_duration_since(Instant::now()));
+                s.write_all(&join_frame(group, "", rebalance_ms)).unwrap();
+                let mut answer = read_frame(&mut s).expect("a JoinGroup answer");
+                answer.advance(4); // correlation id
+                let r = JoinGroupResponse::decode(&mut answer, 1).unwrap();
+                assert_eq!(r.error_code, 0);
+                (r.generation_id, r.members.len(), start.elapsed())
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn the_initial_delay_is_extended_while_new_members_join_up_to_the_rebalance_timeout() {
+    let broker = Broker::start_with(1, None, &["--group-initial-rebalance-delay-ms", "3000"]);
+    let start = Instant::now();
+    // Joins at 0, 1 s (in the first delay) and 4 s (in the second): each
+    // delay with a new member is followed by another, so the rebalance
+    // completes when the third delay ends, at 9 s. (Each join has 2 s of
+    // room to be late.)
+    let growing = join_at(&broker, "growing", 60_000, start, &[0, 1_000, 4_000]);
+    // Joins at 0 and 1 s with a 4.5 s rebalance timeout: the extension
+    // stops there (at 4.5 s, not 6 s).
+    let capped = join_at(&broker, "capped", 4_500, start, &[0, 1_000]);
+    for (name, joins, members, earliest, latest) in [
+        ("growing", growing, 3, 9_000, None),
+        ("capped", capped, 2, 4_500, Some(6_000)),
+    ] {
+        let answers: Vec<(i32, usize, Duration)> =
+            joins.into_iter().map(|j| j.join().unwrap()).collect();
+        assert!(
+            answers.iter().all(|a| a.0 == 1),
+            "{name}: one generation: {answers:?}"
+        );
+        assert_eq!(
+            answers.iter().map(|a| a.1).max(),
+            Some(members),
+            "{name}: the leader was given every member: {answers:?}"
+        );
+        for (_, _, when) in &answers {
+            assert!(
+                *when >= Duration::from_millis(earliest),
+                "{name}: answered after {when:?}"
+            );
+            if let Some(latest) = latest {
+                assert!(
+                    *when < Duration::from_millis(latest),
+                    "{name}: extended past the rebalance timeout: {when:?}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn the_initial_delay_ends_even_if_the_member_that_started_it_went_away() {
+    let broker = Broker::start_with(1, None, &["--group-initial-rebalance-delay-ms", "3000"]);
+    let start = Instant::now();
+    // A starts the delay and goes away; B joins within it.
+    let mut a = broker.connect();
+    a.write_all(&join_frame("orphan", "", 60_000)).unwrap();
+    broker.wait_stat("group_waits", |n| n == 1);
+    drop(a);
+    let b = join_at(&broker, "orphan", 60_000, start, &[0]);
+    let (generation, members, when) = b.into_iter().next().unwrap().join().unwrap();
+    // The group's own timer ended the delay (extended once, by B's join),
+    // not B's 60 s rebalance timeout; A, whose session runs, is in it and
+    // leads (B, not the leader, is given no member list).
+    assert_eq!((generation, members), (1, 0));
+    assert!(when >= Duration::from_millis(6_000), "after {when:?}");
+}
+
+/// Sends a JoinGroup of `version` on `s` and reads its answer: (error
+/// code, generation, member id).
+fn join_on(
+    s: &mut std::net::TcpStream,
+    version: i16,
+    group: &str,
+    member: &str,
+    rebalance_ms: i32,
+) -> (i16, i32, String) {
+    s.write_all(&join_frame_of(version, group, member, rebalance_ms))
+        .unwrap();
+    let mut answer = read_frame(s).expect("a JoinGroup answer");
+    answer.advance(4); // correlation id (no tags before v6)
+    let r = JoinGroupResponse::decode(&mut answer, version).unwrap();
+    (r.error_code, r.generation_id, r.member_id.to_string())
+}
+
+#[test]
+fn joins_need_a_member_id_from_v4_and_a_group_holds_at_most_group_max_size() {
+    let broker = Broker::start_with(
+        1,
+        None,
+        &[
+            "--group-initial-rebalance-delay-ms",
+            "0",
+            "--group-max-size",
+            "2",
+        ],
+    );
+    let mut a = broker.connect();
+    // v4, no member id: MEMBER_ID_REQUIRED with the id to join with.
+    let (error, generation, id) = join_on(&mut a, 4, "capped", "", 60_000);
+    assert_eq!(error, ResponseError::MemberIdRequired.code());
+    assert_eq!(generation, -1);
+    assert!(!id.is_empty());
+    // Joining with it: the group's first generation, A alone.
+    assert_eq!(
+        join_on(&mut a, 4, "capped", &id, 60_000),
+        (0, 1, id.clone())
+    );
+    // An id the group neither has nor handed out.
+    let mut stranger = broker.connect();
+    let (error, _, _) = join_on(&mut stranger, 4, "capped", "made-up", 60_000);
+    assert_eq!(error, ResponseError::UnknownMemberId.code());
+    // B (v1: an id at once) makes two; its join waits for A to rejoin.
+    let mut b = broker.connect();
+    b.write_all(&join_frame("capped", "", 60_000)).unwrap();
+    broker.wait_stat("group_waits", |n| n == 1);
+    // A third member, in either version, is one too many.
+    let mut c = broker.connect();
+    let (error, _, _) = join_on(&mut c, 4, "capped", "", 60_000);
+    assert_eq!(error, ResponseError::GroupMaxSizeReached.code());
+    let (error, _, _) = join_on(&mut c, 1, "capped", "", 60_000);
+    assert_eq!(error, ResponseError::GroupMaxSizeReached.code());
+    // A rejoins: generation 2, A and B; C's pending id never counted.
+    let (error, generation, _) = join_on(&mut a, 4, "capped", &id, 60_000);
+    assert_eq!((error, generation), (0, 2));
+}
+
+#[test]
+fn a_member_leaving_during_a_rebalance_lets_it_complete_with_those_who_rejoined() {
+    use kafka_protocol::messages::LeaveGroupRequest;
+    let broker = Broker::start_with(1, None, &["--group-initial-rebalance-delay-ms", "0"]);
+    let mut a = broker.connect();
+    let (error, generation, a_id) = join_on(&mut a, 1, "leaving", "", 60_000);
+    assert_eq!((error, generation), (0, 1));
+    // B's join starts a rebalance that waits for A to rejoin (up to 60 s)...
+    let mut b = broker.connect();
+    b.write_all(&join_frame("leaving", "", 60_000)).unwrap();
+    broker.wait_stat("group_waits", |n| n == 1);
+    // ... and A leaves instead: B, the only member left, has rejoined, so
+    // the rebalance completes at once (it used to start over, and B's
+    // join waited out its rebalance timeout).
+    let mut leave = LeaveGroupRequest::default();
+    leave.group_id = StrBytes::from_static_str("leaving").into();
+    leave.member_id = StrBytes::from_string(a_id);
+    a.write_all(&frame(ApiKey::LeaveGroup, 0, |buf| {
+        leave.encode(buf, 0).unwrap()
+    }))
+    .unwrap();
+    assert!(read_frame(&mut a).is_some());
+    let mut answer = read_frame(&mut b).expect("B's join answered");
+    answer.advance(4);
+    let r = JoinGroupResponse::decode(&mut answer, 1).unwrap();
+    assert_eq!((r.error_code, r.generation_id), (0, 2));
 }

@@ -14,8 +14,8 @@ use purgatorio_testkit::wait_for;
 
 mod common;
 use common::{
-    api_versions_frame, assert_closed_without_answer, broker_bin, frame, read_frame, Broker,
-    PATIENCE,
+    api_versions_frame, assert_closed_without_answer, broker_bin, frame, join_frame, read_frame,
+    Broker, PATIENCE,
 };
 
 /// Requests whose first array claims 2^31 - 1 elements and holds none, for
@@ -264,34 +264,16 @@ fn help_runs_nothing_and_unknown_arguments_exit_2_with_usage() {
     wait_for("nothing", Duration::from_secs(1), || Some(()));
 }
 
-/// A JoinGroup v1 of `member` (empty: a new member) to group "g" with a
-/// rebalance timeout of `rebalance_ms`.
-fn join_frame(member: &str, rebalance_ms: i32) -> bytes::Bytes {
-    use kafka_protocol::messages::{join_group_request, JoinGroupRequest};
-    use kafka_protocol::protocol::{Encodable, StrBytes};
-    let mut protocol = join_group_request::JoinGroupRequestProtocol::default();
-    protocol.name = StrBytes::from_static_str("range");
-    protocol.metadata = bytes::Bytes::from_static(b"\0\0\0\0\0\0");
-    let mut request = JoinGroupRequest::default();
-    request.group_id = StrBytes::from_static_str("g").into();
-    request.session_timeout_ms = 60_000;
-    request.rebalance_timeout_ms = rebalance_ms;
-    request.member_id = StrBytes::from_string(member.to_string());
-    request.protocol_type = StrBytes::from_static_str("consumer");
-    request.protocols = vec![protocol];
-    frame(ApiKey::JoinGroup, 1, |b| request.encode(b, 1).unwrap())
-}
-
 #[test]
 fn a_join_whose_client_goes_away_leaves_no_wait_behind() {
     let broker = Broker::start_with(1, None, &["--group-initial-rebalance-delay-ms", "0"]);
     // A joins alone: answered at once, generation 1.
     let mut a = broker.connect();
-    a.write_all(&join_frame("", 60_000)).unwrap();
+    a.write_all(&join_frame("g", "", 60_000)).unwrap();
     assert!(read_frame(&mut a).is_some());
     // B's join starts a rebalance that waits for A (for up to 24 days)...
     let mut b = broker.connect();
-    b.write_all(&join_frame("", i32::MAX)).unwrap();
+    b.write_all(&join_frame("g", "", i32::MAX)).unwrap();
     broker.wait_stat("group_waits", |v| v == 1);
     // ... and B goes away: its wait goes with it (the sessions, 60 s, and
     // the rebalance timeout are far off).

@@ -9,10 +9,19 @@ one line per answer for the Rust test to check.
         produces ten records in one batch with timestamps 1000..10000, then
         prints `AT ts offset` from offsets_for_times for 0, 3500, 10000 and
         20000.
+    probe_client.py produce_timed BOOTSTRAP TOPIC COUNT FIRST_TS STEP_MS
+        produces COUNT records `v<i>` to TOPIC[0] with timestamps FIRST_TS +
+        i * STEP_MS (FIRST_TS "now-N": N ms before now), in small batches
+        (about 30 records each), prints `DONE`.
+    probe_client.py at BOOTSTRAP TOPIC TS...
+        prints `EARLIEST n` and `LATEST n` of TOPIC[0], then `AT ts offset
+        timestamp` (or `AT ts none`) from offsets_for_times for each TS.
     probe_client.py topics BOOTSTRAP
         creates "five" (5 partitions) and "one" (1) with the admin client,
         prints `PARTITIONS name n` for each, tries "five" again and prints
-        `AGAIN ErrorName`, deletes "five" and prints `AFTER five n|none`.
+        `AGAIN ErrorName`, tries "huge" with 100,001 partitions (one past the
+        broker's bound) and prints `HUGE ErrorName`, deletes "five" and
+        prints `AFTER five n|none`.
     probe_client.py groups BOOTSTRAP TOPIC
         joins group "watchers" as client "probe-1" on TOPIC, then with the
         admin client prints `LISTED group state`, `DESCRIBED group state
@@ -59,6 +68,32 @@ def times(bootstrap, topic):
     consumer.close()
 
 
+def produce_timed(bootstrap, topic, count, first_ts, step_ms):
+    if first_ts.startswith("now-"):
+        first_ts = int(time.time() * 1000) - int(first_ts[4:])
+    first_ts, step_ms = int(first_ts), int(step_ms)
+    producer = KafkaProducer(bootstrap_servers=bootstrap, batch_size=1024, linger_ms=5)
+    for i in range(int(count)):
+        producer.send(topic, value=b"v%d" % i, partition=0, timestamp_ms=first_ts + i * step_ms)
+    producer.flush()
+    producer.close()
+    print("DONE", flush=True)
+
+
+def at(bootstrap, topic, *stamps):
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
+    tp = TopicPartition(topic, 0)
+    print("EARLIEST %d" % consumer.beginning_offsets([tp])[tp], flush=True)
+    print("LATEST %d" % consumer.end_offsets([tp])[tp], flush=True)
+    for ts in stamps:
+        found = consumer.offsets_for_times({tp: int(ts)})[tp]
+        if found is None:
+            print("AT %s none" % ts, flush=True)
+        else:
+            print("AT %s %d %d" % (ts, found.offset, found.timestamp), flush=True)
+    consumer.close()
+
+
 def topics(bootstrap):
     from kafka.admin import KafkaAdminClient, NewTopic
 
@@ -72,6 +107,11 @@ def topics(bootstrap):
         print("AGAIN created", flush=True)
     except Exception as e:
         print("AGAIN %s" % type(e).__name__, flush=True)
+    try:
+        admin.create_topics([NewTopic("huge", 100001, 1)])
+        print("HUGE created", flush=True)
+    except Exception as e:
+        print("HUGE %s" % type(e).__name__, flush=True)
     admin.delete_topics(["five"])
     consumer.close()
     # A fresh client: no cached metadata.
@@ -105,4 +145,11 @@ def groups(bootstrap, topic):
 
 
 if __name__ == "__main__":
-    {"commit": commit, "times": times, "topics": topics, "groups": groups}[sys.argv[1]](*sys.argv[2:])
+    {
+        "commit": commit,
+        "times": times,
+        "produce_timed": produce_timed,
+        "at": at,
+        "topics": topics,
+        "groups": groups,
+    }[sys.argv[1]](*sys.argv[2:])

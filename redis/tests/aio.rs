@@ -553,18 +553,35 @@ async fn a_scheduler_node_stops_when_its_shutdown_completes() {
     assert_eq!(timers.metrics().await.unwrap().promoted, 1);
 }
 
-/// What the async face does not do yet is refused by name: `WAIT`
-/// (`Config::replicas_to_ack`), before Redis is asked.
-#[tokio::test]
-async fn replicas_to_ack_is_refused_by_the_async_face() {
-    let config = Config::new("ns").replicas_to_ack(1, Duration::from_millis(100));
-    let connected = aio::Timers::connect("redis://127.0.0.1:1", config).await;
+/// `Config::replicas_to_ack` holds on the async face too: a schedule ends
+/// with `WAIT`, and the connection's timeout leaves room for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schedule_waits_for_replicas_on_the_async_face_too() {
+    let server = Server::start_volatile();
+    // A server with no replica: WAIT 1 counts none after its 300 ms, longer
+    // than the 200 ms response timeout.
+    let mut config = Config::new("async-wait").replicas_to_ack(1, Duration::from_millis(300));
+    config.response_timeout = Duration::from_millis(200);
+    let timers = aio::Timers::connect(&server.url(), config).await.unwrap();
+    let now = timers.server_time_ms().await.unwrap();
+    let started = Instant::now();
+    match timers.schedule("t", now + 60_000, b"").await {
+        Err(Error::ReplicasNotReached {
+            acked: 0,
+            wanted: 1,
+        }) => {}
+        other => panic!("{other:?}"),
+    }
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    // The master has it: scheduling again is safe.
+    assert_eq!(
+        timers.get("t").await.unwrap().unwrap().deadline_ms,
+        now + 60_000
+    );
+    let every = purgatorio_redis::Recurrence::Every(Duration::from_secs(60));
     assert!(matches!(
-        connected,
-        Err(Error::InvalidConfig {
-            field: "replica_ack",
-            ..
-        })
+        timers.schedule_recurring("r", &every, b"").await,
+        Err(Error::ReplicasNotReached { .. })
     ));
 }
 

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use std::sync::Arc;
 
-use crate::timer::{BoxTask, Driver, Timer, TimerHandle};
+use crate::timer::{BoxTask, Driver, Entry, Timer};
 
 use crate::tick::NEVER;
 
@@ -22,6 +22,23 @@ const FAR: Duration = Duration::from_secs(86_400 * 365 * 30);
 /// [`Timer::schedule`], whose timer then never fires.
 fn deadline_after(now: Instant, delay: Duration) -> Option<Instant> {
     now.checked_add(delay)
+}
+
+/// Which waker the wheel holds for a sleep: its data and vtable addresses,
+/// what [`Waker::will_wake`] compares. The sleep keeps this rather than a
+/// second clone of the waker: a clone costs an atomic increment of the
+/// task's count, and its drop a decrement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct WakerId(usize, usize);
+
+impl WakerId {
+    /// The identity of `waker`.
+    fn of(waker: &Waker) -> Self {
+        WakerId(
+            waker.data() as usize,
+            std::ptr::from_ref(waker.vtable()) as usize,
+        )
+    }
 }
 
 /// A future that completes once the timer's clock passes a deadline; from
@@ -77,8 +94,9 @@ pub struct Sleep {
     /// Whether the deadline is past what an `Instant` holds: the sleep then
     /// never elapses, and its entry waits at the tick that never comes.
     never: bool,
-    /// Its entry in the wheel and the waker stored there, once polled.
-    entry: Option<(TimerHandle, Waker)>,
+    /// Its entry in the wheel and which waker is stored there, once
+    /// polled.
+    entry: Option<(Entry, WakerId)>,
     /// Whether it completed.
     done: bool,
 }
@@ -156,8 +174,8 @@ impl Sleep {
         self.deadline = deadline;
         self.never = false;
         self.done = false;
-        let moved = match &self.entry {
-            Some((handle, _)) => handle.reschedule_at(deadline),
+        let moved = match self.entry {
+            Some((entry, _)) => self.driver.reschedule_at(entry, deadline),
             None => true,
         };
         if !moved {
@@ -168,11 +186,10 @@ impl Sleep {
 
     /// Removes the sleep's entry, if it has one, without waking anyone.
     fn cancel(&mut self) {
-        if let Some((handle, waker)) = self.entry.take() {
-            if let Some(task) = handle.cancel() {
+        if let Some((entry, _)) = self.entry.take() {
+            if let Some(task) = self.driver.cancel(entry) {
                 task.disarm();
             }
-            drop(waker);
         }
     }
 
@@ -198,17 +215,20 @@ impl Future for Sleep {
         if !this.never && instant >= this.deadline {
             return this.complete();
         }
-        if let Some((handle, waker)) = this.entry.take() {
-            if waker.will_wake(cx.waker()) {
-                this.entry = Some((handle, waker));
+        if let Some((entry, waker)) = this.entry.take() {
+            let polled_by = WakerId::of(cx.waker());
+            if waker == polled_by {
+                this.entry = Some((entry, waker));
                 return Poll::Pending;
             }
             // Polled from another task: swap the waker in place.
-            let new = cx.waker().clone();
-            match handle.replace(BoxTask::waker(new.clone())) {
+            match this
+                .driver
+                .replace(entry, BoxTask::waker(cx.waker().clone()))
+            {
                 Ok(old) => {
                     old.disarm();
-                    this.entry = Some((handle, new));
+                    this.entry = Some((entry, polled_by));
                     return Poll::Pending;
                 }
                 Err(task) => task.disarm(),
@@ -227,13 +247,10 @@ impl Future for Sleep {
         } else {
             time.due_at(now, this.deadline)
         };
-        let waker = cx.waker().clone();
-        match this
-            .driver
-            .schedule_tick(tick, now.tick, BoxTask::waker(waker.clone()))
-        {
-            Ok(handle) => {
-                this.entry = Some((handle, waker));
+        let waker = BoxTask::waker(cx.waker().clone());
+        match this.driver.insert(tick, now.tick, waker) {
+            Ok(entry) => {
+                this.entry = Some((entry, WakerId::of(cx.waker())));
                 Poll::Pending
             }
             Err(refused) => {

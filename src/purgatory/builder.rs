@@ -282,6 +282,7 @@ where
         let core = Arc::new(Core::new(
             self.watch_shards,
             self.purge_interval,
+            &timer,
             !owns_timer,
             self.hasher,
             &self.name,

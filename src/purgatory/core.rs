@@ -32,11 +32,12 @@ where
     O: DelayedRequest,
     S: BuildHasher + Send + Sync + 'static,
 {
-    /// Empty watch lists in `watch_shards` shards; a purge once more than
-    /// `purge_interval` done entries linger.
+    /// Empty watch lists in `watch_shards` shards, for operations on
+    /// `timer`; a purge once more than `purge_interval` done entries linger.
     pub(super) fn new(
         watch_shards: usize,
         purge_interval: usize,
+        timer: &Timer,
         shared_timer: bool,
         hasher: S,
         name: &str,
@@ -45,6 +46,7 @@ where
             watchers: Watchers::new(watch_shards, hasher),
             counters: Arc::new(OpCounters {
                 count_delayed: shared_timer,
+                timer: Some(Arc::clone(timer.driver())),
                 figures: PurgatoryFigures::new(name),
                 ..OpCounters::default()
             }),

@@ -8,6 +8,8 @@ use std::sync::atomic::Ordering;
 use super::operation::Completion;
 use crate::publish::PurgatoryFigures;
 use crate::sync::{AtomicU64, AtomicUsize};
+use crate::timer::{BoxTask, Driver};
+use std::sync::Arc;
 
 /// A value alone on its cache lines (two, for the adjacent-line
 /// prefetcher): counters that different threads write do not slow each other
@@ -61,6 +63,12 @@ pub(crate) struct OpCounters {
     pub(crate) cancelled: AtomicU64,
     /// Panics caught in callbacks.
     pub(crate) panics: AtomicU64,
+    /// The timer's shards, where a finished operation cancels its timer by
+    /// its [`Entry`](crate::timer::Entry): reached through this `Arc`,
+    /// which every operation holds anyway, rather than through a shard
+    /// reference of each operation's own, whose count the parking and the
+    /// completing threads would both move. `None` only in a default value.
+    pub(crate) timer: Option<Arc<Driver<BoxTask>>>,
 }
 
 impl OpCounters {

@@ -43,7 +43,7 @@ use super::outcome::{decode, encode, Ended, AWAITED, GONE};
 use super::request::{in_callback, Depth, Request, RETRY_NESTED};
 use crate::rendezvous::WakerSlot;
 use crate::sync::{AtomicBool, AtomicU8, AtomicUsize, Mutex, MutexGuard};
-use crate::timer::{Job, TimerHandle};
+use crate::timer::{Entry, Job};
 
 /// What an operation's lock protects.
 struct OpState<O: DelayedRequest> {
@@ -51,7 +51,7 @@ struct OpState<O: DelayedRequest> {
     /// was handed back by `cancel_for_key`.
     op: Option<O>,
     /// The operation's timer, added while registration held the lock.
-    timer: Option<TimerHandle>,
+    timer: Option<Entry>,
     /// What `answer` returned, until the handle's task takes it (or, with
     /// no handle left, until it is dropped after the lock).
     answer: Option<O::Output>,
@@ -207,15 +207,15 @@ impl<'a, O: DelayedRequest> Locked<'a, O> {
             .lingering
             .fetch_add(self.op.watches.load(Ordering::Relaxed), Ordering::Relaxed);
         self.op.done.store(true, Ordering::Release);
-        if let Some(timer) = self.state.timer.take() {
+        if let Some(entry) = self.state.timer.take() {
             if counters.count_delayed {
                 counters.delayed.fetch_sub(1, Ordering::Relaxed);
             }
-            if cancel_timer {
+            if let (true, Some(timer)) = (cancel_timer, &counters.timer) {
                 // op lock → timer shard is the one nesting; the timer never
                 // takes an operation's lock. The cancelled job holds an
                 // `Arc` of this operation, never the last one.
-                timer.cancel();
+                drop(timer.cancel(entry));
             }
         }
     }
@@ -319,7 +319,7 @@ impl<O: DelayedRequest> Op<O> {
     pub(crate) fn register(
         &self,
         watch: impl FnOnce(),
-        arm: impl FnOnce() -> Option<TimerHandle>,
+        arm: impl FnOnce() -> Option<Entry>,
     ) -> bool {
         let completed = {
             let mut locked = self.lock();
@@ -334,11 +334,11 @@ impl<O: DelayedRequest> Op<O> {
                 } else {
                     if !self.is_done() {
                         match arm() {
-                            Some(handle) => {
+                            Some(entry) => {
                                 if self.counters.count_delayed {
                                     self.counters.delayed.fetch_add(1, Ordering::Relaxed);
                                 }
-                                locked.state.timer = Some(handle);
+                                locked.state.timer = Some(entry);
                             }
                             None => {
                                 locked.finish(Completion::ShutDown);

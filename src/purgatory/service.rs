@@ -229,7 +229,7 @@ where
         // no handle, and `register` completes the operation as shut down.
         let arm = || {
             let job: Arc<dyn Job> = Arc::clone(&cell) as Arc<dyn Job>;
-            timer.schedule(delay, BoxTask::job(job)).ok()
+            timer.schedule_entry(delay, BoxTask::job(job)).ok()
         };
         let completed = cell.register(watch, arm);
         // Shut down while this registered: the shutdown's drain may have

@@ -13,7 +13,7 @@ use super::service::{Owner, Timer};
 use super::shard::{Shard, ShardState};
 use super::signal::Signal;
 use super::task::{BoxTask, Task};
-use super::time::TimeSource;
+use super::time::{is_system, TimeSource};
 use super::timing::Timing;
 use crate::clock::{Clock, ClockWaker, SystemClock, Wake};
 use crate::error::BuildError;
@@ -49,6 +49,8 @@ pub struct TimerBuilder<T: Task = BoxTask> {
     workers: usize,
     /// Time source.
     clock: Arc<dyn Clock>,
+    /// Whether `clock` is the [`SystemClock`].
+    system_clock: bool,
     /// Prefix of thread names.
     thread_name: String,
     /// Whether to start a driver thread.
@@ -82,6 +84,7 @@ impl<T: Task> Default for TimerBuilder<T> {
             shards: (2 * cores).min(MAX_SHARDS),
             workers: cores.min(MAX_WORKERS),
             clock: Arc::new(SystemClock),
+            system_clock: true,
             thread_name: String::from("purgatorio"),
             driver_thread: true,
             executor: Executor::Pool,
@@ -150,6 +153,7 @@ impl<T: Task> TimerBuilder<T> {
     /// # drop(t);
     /// ```
     pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.system_clock = is_system(&clock);
         self.clock = Arc::new(clock);
         self
     }
@@ -229,7 +233,7 @@ impl<T: Task> TimerBuilder<T> {
         }
         let signal = Arc::new(Signal::default());
         let timing = Arc::new(Timing {
-            time: TimeSource::new(Arc::clone(&self.clock), resolution),
+            time: TimeSource::new(Arc::clone(&self.clock), self.system_clock, resolution),
             signal: Arc::clone(&signal),
             next_wake: AtomicU64::new(u64::MAX),
             closed: AtomicBool::new(false),

@@ -29,14 +29,14 @@ use std::time::{Duration, Instant};
 use super::executor::Runner;
 use super::handle::TimerHandle;
 use super::hooks::ShutdownHooks;
-use super::pool::{self, Due};
+use super::pool;
 use super::shard::{shard_index, Shard};
 use super::task::Task;
 use super::time::TimeSource;
 use super::timing::Timing;
 use crate::error::ScheduleError;
 use crate::sync::Mutex;
-use crate::wheel::TimerKey;
+use crate::wheel::{Fired, TimerKey};
 
 /// The most expirations moved out of a shard under one hold of its lock.
 pub(crate) const BATCH: usize = 1024;
@@ -47,6 +47,17 @@ fn earlier<T: Ord>(a: Option<T>, b: Option<T>) -> Option<T> {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     }
+}
+
+/// A scheduled timer named by its shard's number and its key there: a
+/// [`TimerHandle`] without the shard's reference count, for an owner that
+/// holds the [`Driver`] anyway (a [`Sleep`](crate::Sleep)).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Entry {
+    /// The shard's number.
+    shard: usize,
+    /// The timer's key there.
+    key: TimerKey,
 }
 
 /// The driver: the shards, the timing they share, and the pool it hands due
@@ -62,6 +73,15 @@ pub(crate) struct Driver<T> {
     pub(super) pool: Runner<T>,
     /// What else ends at shutdown.
     pub(super) hooks: ShutdownHooks,
+}
+
+impl<T> std::fmt::Debug for Driver<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Driver")
+            .field("shards", &self.shards.len())
+            .field("closed", &self.is_closed())
+            .finish_non_exhaustive()
+    }
 }
 
 impl<T> Driver<T> {
@@ -98,13 +118,29 @@ impl<T: Task> Driver<T> {
         now: u64,
         task: T,
     ) -> Result<TimerHandle<T>, ScheduleError<T>> {
-        let shard = &self.shards[shard_index(self.shards.len())];
+        let entry = self.insert(tick, now, task)?;
+        Ok(TimerHandle::new(
+            Arc::clone(&self.shards[entry.shard]),
+            entry.key,
+        ))
+    }
+
+    /// Schedules `task` at tick `tick`, the clock being at tick `now`, and
+    /// names it by an [`Entry`].
+    #[inline]
+    pub(crate) fn insert(&self, tick: u64, now: u64, task: T) -> Result<Entry, ScheduleError<T>> {
+        let index = shard_index(self.shards.len());
+        let shard = &self.shards[index];
         let timing = &self.timing;
         if tick <= now && !self.pool.runs_inline() {
             // Already due: straight to the workers (Kafka's "expired, run
             // now"). An inline executor would run it on this thread, so
             // then it goes through the wheel to the driver instead.
-            return self.run_now(shard, tick, task);
+            self.run_now(shard, tick, task)?;
+            return Ok(Entry {
+                shard: index,
+                key: TimerKey::DEAD,
+            });
         }
         let key = {
             let mut state = shard.state.lock();
@@ -116,21 +152,38 @@ impl<T: Task> Driver<T> {
         };
         timing.counters.figures.scheduled(1);
         timing.wake_if_earlier(tick);
-        Ok(TimerHandle::new(Arc::clone(shard), key))
+        Ok(Entry { shard: index, key })
+    }
+
+    /// Cancels `entry` and hands its task back; `None` if it is no longer
+    /// pending.
+    #[inline]
+    pub(crate) fn cancel(&self, entry: Entry) -> Option<T> {
+        self.shards[entry.shard].cancel(entry.key)
+    }
+
+    /// Swaps the task of `entry` for `task`, handing the old one back;
+    /// `Err(task)` if it is no longer pending.
+    pub(crate) fn replace(&self, entry: Entry, task: T) -> Result<T, T> {
+        self.shards[entry.shard].replace(entry.key, task)
+    }
+
+    /// Moves `entry` to `delay` from now; `false` if it is no longer
+    /// pending.
+    pub(crate) fn reschedule(&self, entry: Entry, delay: Duration) -> bool {
+        let time = self.time();
+        self.shards[entry.shard].reschedule(entry.key, time.due_after(time.now(), delay))
+    }
+
+    /// Moves `entry` to `deadline`; `false` if it is no longer pending.
+    pub(crate) fn reschedule_at(&self, entry: Entry, deadline: Instant) -> bool {
+        let time = self.time();
+        self.shards[entry.shard].reschedule(entry.key, time.due_at(time.now(), deadline))
     }
 
     /// Hands a task that is already due to the workers.
-    fn run_now(
-        &self,
-        shard: &Arc<Shard<T>>,
-        tick: u64,
-        task: T,
-    ) -> Result<TimerHandle<T>, ScheduleError<T>> {
-        let job = Due {
-            task,
-            deadline: tick,
-        };
-        match self.pool.submit(vec![job]) {
+    fn run_now(&self, shard: &Shard<T>, tick: u64, task: T) -> Result<(), ScheduleError<T>> {
+        match self.pool.submit(vec![Fired::untracked(tick, task)]) {
             Ok(()) => {
                 let mut state = shard.state.lock();
                 state.scheduled += 1;
@@ -139,9 +192,9 @@ impl<T: Task> Driver<T> {
                 let figures = &self.timing.counters.figures;
                 figures.scheduled(1);
                 figures.expired(1);
-                Ok(TimerHandle::new(Arc::clone(shard), TimerKey::DEAD))
+                Ok(())
             }
-            Err(mut batch) => Err(ScheduleError::new(batch.pop().expect("one job").task)),
+            Err(mut batch) => Err(ScheduleError::new(batch.pop().expect("one task").value)),
         }
     }
 
@@ -191,10 +244,7 @@ impl<T: Task> Driver<T> {
                     let mut state = shard.state.lock();
                     while batch.len() < BATCH {
                         match state.wheel.poll(now) {
-                            Some(fired) => batch.push(Due {
-                                task: fired.value,
-                                deadline: fired.deadline,
-                            }),
+                            Some(fired) => batch.push(fired),
                             None => break,
                         }
                     }
@@ -222,10 +272,12 @@ impl<T: Task> Driver<T> {
     /// task, so the hop to a worker would cost more than it saves. Returns
     /// the rest, for the workers.
     fn wake_here(&self, mut batch: pool::Batch<T>) -> pool::Batch<T> {
-        let wakes: Vec<Due<T>> = batch.extract_if(.., |due| due.task.wakes_only()).collect();
-        for due in wakes {
-            self.timing.record_lag(due.deadline);
-            let task = due.task;
+        let wakes: Vec<Fired<T>> = batch
+            .extract_if(.., |fired| fired.value.wakes_only())
+            .collect();
+        for fired in wakes {
+            self.timing.record_lag(fired.deadline);
+            let task = fired.value;
             if std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || task.run())).is_err() {
                 self.timing.counters.record_panic();
             }

@@ -74,25 +74,7 @@ impl<T: Task> TimerHandle<T> {
     /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
     /// ```
     pub fn cancel(&self) -> Option<T> {
-        let task = {
-            let mut state = self.shard.state.lock();
-            let task = state.wheel.remove(self.key);
-            state.cancelled += u64::from(task.is_some());
-            task
-        };
-        if task.is_some() {
-            self.shard.timing.counters.figures.cancelled();
-        }
-        task
-    }
-
-    /// Swaps the pending task for `task` and returns the old one, to drop
-    /// outside the lock; `Err(task)` if the task is no longer pending.
-    pub(crate) fn replace(&self, task: T) -> Result<T, T> {
-        match self.shard.state.lock().wheel.get_mut(self.key) {
-            Some(slot) => Ok(std::mem::replace(slot, task)),
-            None => Err(task),
-        }
+        self.shard.cancel(self.key)
     }
 
     /// Moves the task to `delay` from now; `false` if it is no longer pending.
@@ -106,10 +88,9 @@ impl<T: Task> TimerHandle<T> {
     /// assert!(session.reschedule(Duration::from_secs(30))); // heartbeat
     /// ```
     pub fn reschedule(&self, delay: Duration) -> bool {
-        let timing = &self.shard.timing;
-        let time = timing.time();
-        let tick = time.due_after(time.now(), delay);
-        self.reschedule_tick(tick)
+        let time = self.shard.timing.time();
+        self.shard
+            .reschedule(self.key, time.due_after(time.now(), delay))
     }
 
     /// Moves the task to `deadline`; `false` if it is no longer pending.
@@ -123,19 +104,9 @@ impl<T: Task> TimerHandle<T> {
     /// assert!(h.reschedule_at(timer.now() + Duration::from_secs(60)));
     /// ```
     pub fn reschedule_at(&self, deadline: Instant) -> bool {
-        let timing = &self.shard.timing;
-        let time = timing.time();
-        let tick = time.due_at(time.now(), deadline);
-        self.reschedule_tick(tick)
-    }
-
-    /// Moves the task to tick `tick`.
-    fn reschedule_tick(&self, tick: u64) -> bool {
-        let moved = self.shard.state.lock().wheel.reschedule(self.key, tick);
-        if moved {
-            self.shard.timing.wake_if_earlier(tick);
-        }
-        moved
+        let time = self.shard.timing.time();
+        self.shard
+            .reschedule(self.key, time.due_at(time.now(), deadline))
     }
 
     /// Whether the task is still waiting in the wheel.
@@ -149,6 +120,6 @@ impl<T: Task> TimerHandle<T> {
     /// assert!(h.is_pending());
     /// ```
     pub fn is_pending(&self) -> bool {
-        self.shard.state.lock().wheel.contains(self.key)
+        self.shard.contains(self.key)
     }
 }

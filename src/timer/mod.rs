@@ -48,7 +48,7 @@ mod time;
 mod timing;
 
 pub use builder::TimerBuilder;
-pub(crate) use driver::Driver;
+pub(crate) use driver::{Driver, Entry};
 pub use executor::Executor;
 pub use handle::TimerHandle;
 pub(crate) use hooks::OnShutdown;

@@ -16,20 +16,15 @@ use super::task::Task;
 use super::timing::Timing;
 use crate::error::BuildError;
 use crate::sync::Mutex;
+use crate::wheel::Fired;
 
 /// The deadline of an internal job that never was a timer: no lag recorded.
 pub(crate) const UNTIMED: u64 = u64::MAX;
 
-/// A due task on its way to a worker.
-pub(crate) struct Due<T> {
-    /// The task.
-    pub(super) task: T,
-    /// Its deadline in ticks, for the lag metric, or [`UNTIMED`].
-    pub(super) deadline: u64,
-}
-
-/// A batch of expired tasks.
-pub(crate) type Batch<T> = Vec<Due<T>>;
+/// A batch of fired tasks on their way to the workers: the wheel's own
+/// [`Fired`] items, whose `deadline` the workers use for the lag metric
+/// ([`UNTIMED`]: none).
+pub(crate) type Batch<T> = Vec<Fired<T>>;
 
 /// The sending side of the pool and its threads.
 pub(crate) struct Pool<T> {
@@ -145,11 +140,11 @@ fn work<T: Task>(receiver: &Receiver<Batch<T>>, timing: &Timing) {
 pub(crate) fn run_batch<T: Task>(batch: Batch<T>, timing: &Timing) -> usize {
     let ran = batch.len();
     timing.counters.dequeued(ran);
-    for job in batch {
-        if job.deadline != UNTIMED {
-            timing.record_lag(job.deadline);
+    for fired in batch {
+        if fired.deadline != UNTIMED {
+            timing.record_lag(fired.deadline);
         }
-        let task = job.task;
+        let task = fired.value;
         if catch_unwind(AssertUnwindSafe(move || task.run())).is_err() {
             timing.counters.record_panic();
         }

@@ -6,14 +6,15 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::driver::Driver;
+use super::driver::{Driver, Entry};
 use super::handle::TimerHandle;
 use super::hooks::OnShutdown;
 use super::metrics::Metrics;
-use super::pool::Due;
+use super::pool::UNTIMED;
 use super::task::{BoxTask, Task};
 use crate::error::ScheduleError;
 use crate::sync::Mutex;
+use crate::wheel::Fired;
 
 /// Owns the threads; dropping the last [`Timer`] drops it, which shuts down.
 pub(crate) struct Owner<T: Task> {
@@ -175,6 +176,21 @@ impl<T: Task> Timer<T> {
         self.driver().schedule_tick(tick, now.tick, task.into())
     }
 
+    /// [`schedule`](Self::schedule) for the crate's own entries: names the
+    /// timer by an [`Entry`] rather than a [`TimerHandle`], whose shard
+    /// reference would be one more count to move per timer.
+    #[inline]
+    pub(crate) fn schedule_entry(
+        &self,
+        delay: Duration,
+        task: T,
+    ) -> Result<Entry, ScheduleError<T>> {
+        let time = self.driver().time();
+        let now = time.now();
+        self.driver()
+            .insert(time.due_after(now, delay), now.tick, task)
+    }
+
     /// Runs `task` on a worker once the timer's clock reaches `deadline`.
     ///
     /// # Errors
@@ -207,14 +223,10 @@ impl<T: Task> Timer<T> {
     /// enters a wheel, so it shows in no gauge and waits for no tick. Gives
     /// the task back if the timer is shut down.
     pub(crate) fn execute(&self, task: T) -> Result<(), T> {
-        let job = Due {
-            task,
-            deadline: super::pool::UNTIMED,
-        };
         self.driver()
             .pool
-            .submit(vec![job])
-            .map_err(|mut batch| batch.pop().expect("one job").task)
+            .submit(vec![Fired::untracked(UNTIMED, task)])
+            .map_err(|mut batch| batch.pop().expect("one task").value)
     }
 
     /// Number of timers linked in the wheels, not yet handed to the workers.

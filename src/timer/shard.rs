@@ -5,9 +5,10 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use super::task::Task;
 use super::timing::Timing;
 use crate::sync::Mutex;
-use crate::wheel::Wheel;
+use crate::wheel::{TimerKey, Wheel};
 
 /// One shard: a wheel and its counters behind a lock.
 pub(crate) struct Shard<T> {
@@ -29,6 +30,48 @@ pub(crate) struct ShardState<T> {
     pub(super) expired: u64,
     /// Set by shutdown; the wheel is drained and accepts nothing more.
     pub(super) closed: bool,
+}
+
+impl<T: Task> Shard<T> {
+    /// Cancels the timer `key` and hands its task back; `None` if it is no
+    /// longer pending.
+    pub(super) fn cancel(&self, key: TimerKey) -> Option<T> {
+        let task = {
+            let mut state = self.state.lock();
+            let task = state.wheel.remove(key);
+            state.cancelled += u64::from(task.is_some());
+            task
+        };
+        if task.is_some() {
+            self.timing.counters.figures.cancelled();
+        }
+        task
+    }
+
+    /// Swaps the task of the pending timer `key` for `task` and returns the
+    /// old one, to drop outside the lock; `Err(task)` if it is no longer
+    /// pending.
+    pub(super) fn replace(&self, key: TimerKey, task: T) -> Result<T, T> {
+        match self.state.lock().wheel.get_mut(key) {
+            Some(slot) => Ok(std::mem::replace(slot, task)),
+            None => Err(task),
+        }
+    }
+
+    /// Moves the timer `key` to tick `tick`; `false` if it is no longer
+    /// pending.
+    pub(super) fn reschedule(&self, key: TimerKey, tick: u64) -> bool {
+        let moved = self.state.lock().wheel.reschedule(key, tick);
+        if moved {
+            self.timing.wake_if_earlier(tick);
+        }
+        moved
+    }
+
+    /// Whether the timer `key` is still waiting in the wheel.
+    pub(super) fn contains(&self, key: TimerKey) -> bool {
+        self.state.lock().wheel.contains(key)
+    }
 }
 
 thread_local! {

@@ -8,23 +8,32 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::clock::Clock;
-use crate::tick::Resolution;
+use crate::clock::{Clock, SystemClock};
+use crate::tick::{nanos, Resolution};
 
 /// A reading of the timer's clock: the time since the origin and the tick
 /// it falls in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Now {
-    /// Time since the origin.
-    pub(crate) elapsed: Duration,
+    /// Whole nanoseconds since the origin (saturating at `u64::MAX`,
+    /// 584 years).
+    pub(crate) ns: u64,
     /// The tick the reading falls in, rounded down.
     pub(crate) tick: u64,
 }
 
 /// Where a timer's time comes from, and how it becomes ticks.
+///
+/// Every schedule reads the clock and converts two times, so this is the
+/// hot path of [`Timer::schedule`](crate::Timer::schedule): the system
+/// clock is read without a virtual call, and conversions run on whole
+/// nanoseconds in 64 bits ([`Resolution`]).
 pub(crate) struct TimeSource {
     /// Where time comes from.
     clock: Arc<dyn Clock>,
+    /// Whether `clock` is the [`SystemClock`], read as [`Instant::now`]
+    /// directly.
+    system: bool,
     /// The clock's reading when the timer was built: tick 0.
     origin: Instant,
     /// Tick length and conversions.
@@ -32,11 +41,13 @@ pub(crate) struct TimeSource {
 }
 
 impl TimeSource {
-    /// A time source on `clock` whose tick 0 starts now.
-    pub(crate) fn new(clock: Arc<dyn Clock>, resolution: Resolution) -> Self {
+    /// A time source on `clock` whose tick 0 starts now; `system`: the
+    /// clock is the [`SystemClock`] (see [`is_system`]).
+    pub(crate) fn new(clock: Arc<dyn Clock>, system: bool, resolution: Resolution) -> Self {
         let origin = clock.now();
         TimeSource {
             clock,
+            system,
             origin,
             resolution,
         }
@@ -53,36 +64,51 @@ impl TimeSource {
     }
 
     /// The clock's instant now (one clock reading).
+    #[inline]
     pub(crate) fn instant(&self) -> Instant {
-        self.clock.now()
+        if self.system {
+            Instant::now()
+        } else {
+            self.clock.now()
+        }
     }
 
     /// The clock read now, in ticks.
+    #[inline]
     pub(crate) fn now(&self) -> Now {
-        self.ticks(self.clock.now())
+        self.ticks(self.instant())
     }
 
     /// `at`, a reading of the clock, in ticks: the one conversion of an
     /// instant the clock gave.
+    #[inline]
     pub(crate) fn ticks(&self, at: Instant) -> Now {
         let elapsed = at.saturating_duration_since(self.origin);
-        Now {
-            elapsed,
-            tick: self.resolution.now_tick(elapsed),
+        match nanos(elapsed) {
+            Some(ns) => Now {
+                ns,
+                tick: self.resolution.now_tick_ns(ns),
+            },
+            None => Now {
+                ns: u64::MAX,
+                tick: self.resolution.now_tick(elapsed),
+            },
         }
     }
 
     /// The tick at which a task due `delay` after `now` may fire.
+    #[inline]
     pub(crate) fn due_after(&self, now: Now, delay: Duration) -> u64 {
-        self.resolution
-            .due_tick(now.elapsed.saturating_add(delay), now.elapsed)
+        let deadline = nanos(delay).and_then(|delay| now.ns.checked_add(delay));
+        self.resolution.due_tick_ns(deadline, now.ns)
     }
 
     /// The tick at which a task due at `deadline` may fire, the clock
     /// reading `now`: due now if the deadline has passed.
+    #[inline]
     pub(crate) fn due_at(&self, now: Now, deadline: Instant) -> u64 {
-        let deadline = deadline.saturating_duration_since(self.origin);
-        self.resolution.due_tick(deadline, now.elapsed)
+        let deadline = nanos(deadline.saturating_duration_since(self.origin));
+        self.resolution.due_tick_ns(deadline, now.ns)
     }
 
     /// The instant at which `tick` begins, if representable.
@@ -92,10 +118,14 @@ impl TimeSource {
 
     /// How long after its tick `deadline` began the clock reads now.
     pub(crate) fn lag(&self, deadline: u64) -> Duration {
-        self.now()
-            .elapsed
-            .saturating_sub(self.resolution.tick_start(deadline))
+        Duration::from_nanos(self.now().ns).saturating_sub(self.resolution.tick_start(deadline))
     }
+}
+
+/// Whether a clock of type `C` is the [`SystemClock`], which a
+/// [`TimeSource`] reads without a virtual call.
+pub(crate) fn is_system<C: Clock>(_: &C) -> bool {
+    std::any::TypeId::of::<C>() == std::any::TypeId::of::<SystemClock>()
 }
 
 #[cfg(all(test, not(purgatorio_loom)))]
@@ -106,7 +136,10 @@ mod tests {
     fn source(tick_ms: u64) -> (ManualClock, TimeSource) {
         let clock = ManualClock::new();
         let resolution = Resolution::new(Duration::from_millis(tick_ms));
-        (clock.clone(), TimeSource::new(Arc::new(clock), resolution))
+        (
+            clock.clone(),
+            TimeSource::new(Arc::new(clock), false, resolution),
+        )
     }
 
     #[test]
@@ -114,7 +147,7 @@ mod tests {
         let (clock, time) = source(10);
         clock.advance(Duration::from_millis(15));
         let now = time.now();
-        assert_eq!((now.elapsed, now.tick), (Duration::from_millis(15), 1));
+        assert_eq!((now.ns, now.tick), (15_000_000, 1));
         // Due 5 ms from 15 ms: 20 ms starts tick 2, never earlier.
         assert_eq!(time.due_after(now, Duration::from_millis(5)), 2);
         // Due 6 ms from 15 ms: 21 ms, so the tick that starts at 30 ms.

@@ -153,7 +153,10 @@ struct Level {
     last: u64,
 }
 
-/// A timer that came due.
+/// A timer that came due: the one item that travels from a bucket to
+/// whoever runs it (the driver's batches to the workers carry it as is;
+/// [`LocalTimer`](crate::LocalTimer) hands it to the user as
+/// [`Expired`](crate::Expired), in time rather than ticks).
 #[derive(Debug)]
 pub(crate) struct Fired<T> {
     /// Its key (now stale).
@@ -162,6 +165,18 @@ pub(crate) struct Fired<T> {
     pub(crate) deadline: u64,
     /// Its payload.
     pub(crate) value: T,
+}
+
+impl<T> Fired<T> {
+    /// `value`, due at tick `deadline`, that never had a key in a wheel (a
+    /// task due at once, or an internal job).
+    pub(crate) fn untracked(deadline: u64, value: T) -> Self {
+        Fired {
+            key: TimerKey::DEAD,
+            deadline,
+            value,
+        }
+    }
 }
 
 /// The hierarchical timing wheel: schedule, cancel, reschedule and poll in

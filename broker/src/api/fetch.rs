@@ -6,7 +6,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{BufMut, BytesMut};
 use kafka_protocol::messages::{
     fetch_response, list_offsets_response, FetchRequest, FetchResponse, ListOffsetsRequest,
     ListOffsetsResponse,
@@ -16,7 +15,7 @@ use purgatorio::{Completion, DelayedOperation};
 
 use super::RequestError;
 use crate::broker::Broker;
-use crate::log::{Position, Timed, TopicPartition};
+use crate::log::{Position, Timed, TopicPartition, Unreadable};
 
 /// ListOffsets' timestamp asking for the high watermark.
 const LATEST: i64 = -1;
@@ -41,18 +40,23 @@ pub struct DelayedFetch {
 }
 
 impl DelayedFetch {
-    /// Bytes available to it now.
-    fn available(&self) -> usize {
-        self.wants
-            .iter()
-            .map(|want| {
-                self.broker
-                    .with_log(&want.at.topic, want.at.partition, |log| {
+    /// Whether `min_bytes` are available to it now. With `min_bytes` 1,
+    /// any record past an offset is enough and no file is read.
+    fn enough(&self) -> bool {
+        let mut available = 0u64;
+        self.wants.iter().any(|want| {
+            available += self
+                .broker
+                .with_log(&want.at.topic, want.at.partition, |log| {
+                    if self.min_bytes <= 1 {
+                        u64::from(want.offset < log.next() && want.offset >= log.start())
+                    } else {
                         log.bytes_from(want.offset)
-                    })
-                    .unwrap_or(0)
-            })
-            .sum()
+                    }
+                })
+                .unwrap_or(0);
+            available >= self.min_bytes as u64
+        })
     }
 }
 
@@ -61,7 +65,7 @@ impl DelayedOperation for DelayedFetch {
         self.max_wait
     }
     fn try_complete(&mut self) -> bool {
-        self.available() >= self.min_bytes
+        self.enough()
     }
     // The connection's task answers once the parked fetch resolves.
     fn on_complete(&mut self, _: Completion) {}
@@ -129,29 +133,35 @@ fn response(broker: &Broker, request: &FetchRequest) -> FetchResponse {
             let limit = usize::try_from(partition.partition_max_bytes)
                 .unwrap_or(0)
                 .min(budget);
+            // Where to read, under the partition's lock; the read after.
             let found = broker.with_log(&topic.topic, partition.partition, |log| {
-                p.high_watermark = log.next;
-                p.last_stable_offset = log.next;
-                p.log_start_offset = 0;
-                if partition.fetch_offset > log.next || partition.fetch_offset < 0 {
-                    p.error_code = ResponseError::OffsetOutOfRange.code();
-                    return;
-                }
-                let start = log.first_batch_from(partition.fetch_offset);
-                let mut records = BytesMut::new();
-                for batch in &log.batches[start..] {
-                    let first_of_answer = records.is_empty() && !*answered;
-                    if !first_of_answer && records.len() + batch.bytes.len() > limit {
-                        break;
-                    }
-                    records.put_slice(&batch.bytes);
-                }
-                budget = budget.saturating_sub(records.len());
-                *answered |= !records.is_empty();
-                p.records = Some(records.freeze());
+                p.high_watermark = log.next();
+                p.last_stable_offset = log.next();
+                p.log_start_offset = log.start();
+                log.slice(partition.fetch_offset)
             });
-            if found.is_none() {
-                p.error_code = ResponseError::UnknownTopicOrPartition.code();
+            let read = match found {
+                None => Err(ResponseError::UnknownTopicOrPartition),
+                Some(Err(Unreadable::OutOfRange)) => Err(ResponseError::OffsetOutOfRange),
+                Some(Err(Unreadable::Io(e))) => {
+                    eprintln!(
+                        "warning: cannot read {}-{}: {e}",
+                        topic.topic.as_str(),
+                        partition.partition
+                    );
+                    Err(ResponseError::KafkaStorageError)
+                }
+                Some(Ok(slice)) => slice
+                    .read(limit, !*answered)
+                    .map_err(|_| ResponseError::KafkaStorageError),
+            };
+            match read {
+                Ok(records) => {
+                    budget = budget.saturating_sub(records.len());
+                    *answered |= !records.is_empty();
+                    p.records = Some(records);
+                }
+                Err(error) => p.error_code = error.code(),
             }
             t.partitions.push(p);
         }
@@ -161,8 +171,9 @@ fn response(broker: &Broker, request: &FetchRequest) -> FetchResponse {
 }
 
 /// ListOffsets: latest (-1) is the high watermark, earliest (-2) the log
-/// start, max-timestamp (-3) the record with the largest timestamp, and a
-/// timestamp the first record at or after it (offset -1 if none).
+/// start (which retention moves), max-timestamp (-3) the record with the
+/// largest timestamp, and a timestamp the first record at or after it
+/// (offset -1 if none), found through the segments' time indexes.
 pub fn list_offsets(broker: &Broker, request: &ListOffsetsRequest) -> ListOffsetsResponse {
     let mut response = ListOffsetsResponse::default();
     for topic in &request.topics {
@@ -174,29 +185,35 @@ pub fn list_offsets(broker: &Broker, request: &ListOffsetsRequest) -> ListOffset
             p.partition_index = partition.partition_index;
             let found = broker.with_log(&topic.name, partition.partition_index, |log| {
                 let timed = match partition.timestamp {
-                    LATEST => Some(Timed {
-                        offset: log.next,
+                    LATEST => Ok(Some(Timed {
+                        offset: log.next(),
                         timestamp: -1,
-                    }),
-                    EARLIEST => Some(Timed {
-                        offset: 0,
+                    })),
+                    EARLIEST => Ok(Some(Timed {
+                        offset: log.start(),
                         timestamp: -1,
-                    }),
+                    })),
                     MAX_TIMESTAMP => log.offset_of_max_time(),
                     at => log.offset_for_time(at),
                 };
-                timed.unwrap_or(Timed {
-                    offset: -1,
-                    timestamp: -1,
+                timed.map(|t| {
+                    t.unwrap_or(Timed {
+                        offset: -1,
+                        timestamp: -1,
+                    })
                 })
             });
             match found {
-                Some(timed) => {
+                Some(Ok(timed)) => {
                     p.offset = timed.offset;
                     p.timestamp = timed.timestamp;
                 }
-                None => {
-                    p.error_code = ResponseError::UnknownTopicOrPartition.code();
+                failed => {
+                    let error = match failed {
+                        None => ResponseError::UnknownTopicOrPartition,
+                        _ => ResponseError::KafkaStorageError,
+                    };
+                    p.error_code = error.code();
                     p.offset = -1;
                     p.timestamp = -1;
                 }

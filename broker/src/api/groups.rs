@@ -39,10 +39,13 @@ pub fn find_coordinator(broker: &Broker) -> FindCoordinatorResponse {
 }
 
 /// JoinGroup: answered once the rebalance completes (every known member
-/// rejoined, or the rebalance timeout passed).
+/// rejoined, or the rebalance timeout passed); in `version` 4+, a first
+/// join (empty member id) is answered at once MEMBER_ID_REQUIRED with the
+/// id to join with, as Kafka answers it.
 pub async fn join_group(
     broker: &Broker,
     client: &Client,
+    version: i16,
     request: JoinGroupRequest,
 ) -> JoinGroupResponse {
     let session = Duration::from_millis(u64::try_from(request.session_timeout_ms).unwrap_or(0));
@@ -54,6 +57,7 @@ pub async fn join_group(
     let join = Join {
         group_id: request.group_id.to_string(),
         member_id: request.member_id.to_string(),
+        require_member_id: version >= 4,
         protocol_type: request.protocol_type.to_string(),
         protocols: request
             .protocols

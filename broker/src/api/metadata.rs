@@ -182,18 +182,27 @@ fn topic_configs(broker: &Broker) -> Vec<ConfigEntry> {
             value: broker.message_max_bytes.to_string(),
             default: false,
         },
-        // Nothing is deleted yet: an unbounded retention.
         ConfigEntry {
             name: "retention.ms",
-            value: "-1".into(),
-            default: true,
+            value: signed(broker.config.log.retention.ms),
+            default: false,
         },
         ConfigEntry {
             name: "retention.bytes",
-            value: "-1".into(),
-            default: true,
+            value: signed(broker.config.log.retention.bytes),
+            default: false,
+        },
+        ConfigEntry {
+            name: "segment.bytes",
+            value: broker.config.log.segment_bytes.to_string(),
+            default: false,
         },
     ]
+}
+
+/// A bound as Kafka writes it: -1 for none.
+fn signed(bound: Option<u64>) -> String {
+    bound.map_or_else(|| "-1".to_string(), |b| b.to_string())
 }
 
 /// The broker's configs: the limits it was started with.
@@ -223,6 +232,14 @@ fn broker_configs(broker: &Broker) -> Vec<ConfigEntry> {
         set(
             "group.initial.rebalance.delay.ms",
             c.initial_rebalance_delay.as_millis().to_string(),
+        ),
+        set("group.max.size", c.group_max_size.to_string()),
+        set("log.segment.bytes", c.log.segment_bytes.to_string()),
+        set("log.retention.ms", signed(c.log.retention.ms)),
+        set("log.retention.bytes", signed(c.log.retention.bytes)),
+        set(
+            "log.retention.check.interval.ms",
+            c.retention_check.as_millis().to_string(),
         ),
         set(
             "log.dirs",

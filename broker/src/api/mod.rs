@@ -254,7 +254,7 @@ pub async fn serve(
             ResponseKind::FindCoordinator(groups::find_coordinator(broker))
         }
         RequestKind::JoinGroup(r) => {
-            ResponseKind::JoinGroup(groups::join_group(broker, &client, r).await)
+            ResponseKind::JoinGroup(groups::join_group(broker, &client, version, r).await)
         }
         RequestKind::ListGroups(r) => ResponseKind::ListGroups(groups::list_groups(broker, &r)),
         RequestKind::DescribeGroups(r) => {

@@ -17,7 +17,8 @@ use purgatorio::{Completion, DelayedOperation};
 
 use super::RequestError;
 use crate::broker::Broker;
-use crate::log::{split_batches, stored_at, BatchHeader, Log, Position, TopicPartition};
+use crate::log::batch::split_batches;
+use crate::log::{BatchHeader, Log, Position, TopicPartition};
 use crate::producers::{Verdict, NO_PRODUCER};
 
 /// A produce with acks = -1 waiting until the fsyncs cover its offsets.
@@ -139,10 +140,11 @@ struct Appended {
 ///
 /// # Errors
 ///
-/// CORRUPT_MESSAGE for malformed batches, MESSAGE_TOO_LARGE for a batch
-/// over `--message-max-bytes`, the producer's refusal
-/// (OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH), or
-/// KAFKA_STORAGE_ERROR if the file cannot be written.
+/// CORRUPT_MESSAGE for malformed batches (or a CRC that does not match),
+/// MESSAGE_TOO_LARGE for a batch over `--message-max-bytes`, the
+/// producer's refusal (OUT_OF_ORDER_SEQUENCE_NUMBER,
+/// INVALID_PRODUCER_EPOCH), or KAFKA_STORAGE_ERROR if the segment files
+/// cannot be written.
 fn append_partition(
     broker: &Broker,
     at: &TopicPartition,
@@ -165,16 +167,11 @@ fn append_partition(
             }
             Verdict::Append => {}
         }
-        let stored = stored_at(batch, log.next);
-        if let Some(file) = log.file.as_mut() {
-            std::io::Write::write_all(file, &stored.bytes)
-                .map_err(|_| ResponseError::KafkaStorageError)?;
-            wrote = true;
-        }
-        base_offset.get_or_insert(stored.base);
-        log.producers.appended(&header, stored.base);
-        log.next = stored.last_offset() + 1;
-        log.batches.push(stored);
+        let base = log
+            .append(batch)
+            .map_err(|_| ResponseError::KafkaStorageError)?;
+        wrote = true;
+        base_offset.get_or_insert(base);
         broker.batches.fetch_add(1, Ordering::Relaxed);
     }
     if wrote {
@@ -185,8 +182,8 @@ fn append_partition(
     // A duplicate's answer, too, waits until the log is durable up to here
     // (its original may not be yet).
     Ok(Appended {
-        base_offset: base_offset.unwrap_or(log.next),
-        next: log.next,
+        base_offset: base_offset.unwrap_or(log.next()),
+        next: log.next(),
     })
 }
 

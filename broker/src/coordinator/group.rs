@@ -1,7 +1,7 @@
 //! One group's state: its members, its phase in a rebalance, and the
 //! wait of a JoinGroup or SyncGroup on it.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -68,11 +68,20 @@ pub(super) struct Group {
     pub(super) leader: String,
     /// Its members, by id.
     pub(super) members: BTreeMap<String, Member>,
+    /// Member ids handed out with MEMBER_ID_REQUIRED, not yet joined
+    /// with (each goes when it joins or its session passes).
+    pub(super) pending: HashSet<String>,
     /// Committed offsets.
     pub(super) offsets: HashMap<TopicPartition, Committed>,
     /// Whether the rebalance under way is the initial one of an empty
     /// group, completed only once the initial delay passed.
     pub(super) initial: bool,
+    /// Whether a new member joined since the initial delay started or was
+    /// last extended.
+    pub(super) new_member_added: bool,
+    /// How much longer the initial delay may be extended (what is left of
+    /// the rebalance timeout).
+    pub(super) initial_remaining: Duration,
 }
 
 impl Group {
@@ -85,8 +94,11 @@ impl Group {
             protocol: String::new(),
             leader: String::new(),
             members: BTreeMap::new(),
+            pending: HashSet::new(),
             offsets: HashMap::new(),
             initial: false,
+            new_member_added: false,
+            initial_remaining: Duration::ZERO,
         }
     }
 
@@ -101,6 +113,22 @@ impl Group {
             member.joined = false;
             member.assignment = None;
         }
+    }
+
+    /// Removes `member_id` (whose session ended, or who left); whether it
+    /// was a member. The others rebalance; a rebalance under way goes on
+    /// without it (those who rejoined stay rejoined), and completes if
+    /// every member left has rejoined.
+    pub(super) fn remove_member(&mut self, member_id: &str) -> bool {
+        if self.members.remove(member_id).is_none() {
+            return false;
+        }
+        if self.phase != Phase::Joining {
+            self.start_rebalance();
+        } else if !self.initial && self.members.values().all(|m| m.joined) {
+            self.complete_join();
+        }
+        true
     }
 
     /// Completes the rebalance under way with the members that joined.

@@ -11,12 +11,24 @@
 //!   [`KeyedTimer`]; a heartbeat (or any request of the member) resets it;
 //!   its expiry removes the member and starts a rebalance, never before
 //!   `session_timeout_ms`.
-//! * **Initial delay.** The join that finds a group empty waits
-//!   `group.initial.rebalance.delay.ms` before completing the first
-//!   rebalance, so members starting together join one generation.
+//! * **Initial delay.** The join that finds a group empty starts a timer
+//!   of the group's, `group.initial.rebalance.delay.ms`, whose expiry
+//!   completes the first rebalance, so members starting together join one
+//!   generation; as in
+//!   Kafka, each delay in which a new member joined is followed by another
+//!   (the initial delay again, within what is left of the rebalance
+//!   timeout), so the rebalance completes after one delay without a new
+//!   member.
+//!
+//! * **Caps.** A first JoinGroup of v4+ (empty member id) is answered
+//!   MEMBER_ID_REQUIRED with an id, kept pending for a session, to join
+//!   with; a join with an id the group neither has nor handed out is
+//!   UNKNOWN_MEMBER_ID; a group holds at most `group.max.size` members and
+//!   pending ids (GROUP_MAX_SIZE_REACHED beyond), as Kafka does.
 //!
 //! `group` holds one group's state machine, `types` what callers exchange
-//! with the coordinator.
+//! with the coordinator, `views` its committed offsets and what ListGroups
+//! and DescribeGroups show.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -28,10 +40,9 @@ use kafka_protocol::ResponseError;
 use parking_lot::Mutex;
 use purgatorio::{BuildError, Completion, KeyedTimer, Purgatory, Timer};
 
-use crate::log::TopicPartition;
-
 mod group;
 mod types;
+mod views;
 
 pub use group::GroupWait;
 use group::{Group, Member, Phase};
@@ -58,8 +69,13 @@ pub struct Coordinator {
     groups: Mutex<HashMap<String, Arc<Mutex<Group>>>>,
     /// Joins and syncs waiting, keyed by group id.
     waits: Purgatory<String, GroupWait>,
+    /// The most members (and pending member ids) a group holds (Kafka's
+    /// `group.max.size`).
+    max_size: usize,
     /// Members' sessions.
     sessions: KeyedTimer<SessionKey, ()>,
+    /// The initial delays of groups' first rebalances, by group id.
+    initial_delays: KeyedTimer<String, ()>,
     /// The number in the next member id assigned.
     next_member: AtomicU64,
     /// How long the first rebalance of an empty group waits for more
@@ -87,29 +103,40 @@ impl SessionKey {
 
 impl Coordinator {
     /// A coordinator on `timer`, delaying the first rebalance of an empty
-    /// group by `initial_delay`.
+    /// group by `initial_delay`, with at most `max_size` members a group.
     ///
     /// # Errors
     ///
     /// The [`BuildError`] of its purgatory.
-    pub fn new(timer: &Timer, initial_delay: Duration) -> Result<Arc<Coordinator>, BuildError> {
+    pub fn new(
+        timer: &Timer,
+        initial_delay: Duration,
+        max_size: usize,
+    ) -> Result<Arc<Coordinator>, BuildError> {
         let waits = Purgatory::builder()
             .name("group")
             .shared_timer(timer)
             .build()?;
         Ok(Arc::new_cyclic(|me: &Weak<Coordinator>| {
-            let me = me.clone();
+            let (me, also) = (me.clone(), me.clone());
             let sessions = KeyedTimer::on_timer(timer, move |key: SessionKey, ()| {
                 if let Some(coordinator) = me.upgrade() {
                     coordinator.expire(&key.group, &key.member);
+                }
+            });
+            let initial_delays = KeyedTimer::on_timer(timer, move |group: String, ()| {
+                if let Some(coordinator) = also.upgrade() {
+                    coordinator.initial_delay_passed(&group);
                 }
             });
             Coordinator {
                 groups: Mutex::default(),
                 waits,
                 sessions,
+                initial_delays,
                 next_member: AtomicU64::new(1),
                 initial_delay,
+                max_size,
             }
         }))
     }
@@ -137,13 +164,16 @@ impl Coordinator {
         let kept_alive = {
             let mut g = group.lock();
             match g.members.get(member) {
-                None => return,
+                // A pending id never joined with: it goes.
+                None => {
+                    g.pending.remove(member);
+                    return;
+                }
                 // Waiting in its JoinGroup (as Kafka keeps a member whose
                 // join is pending): the session goes on.
                 Some(m) if g.phase == Phase::Joining && m.joined => Some(m.session),
                 Some(_) => {
-                    g.members.remove(member);
-                    g.start_rebalance();
+                    g.remove_member(member);
                     None
                 }
             }
@@ -168,12 +198,16 @@ impl Coordinator {
     ///
     /// # Errors
     ///
-    /// INVALID_SESSION_TIMEOUT, INCONSISTENT_GROUP_PROTOCOL, or
-    /// COORDINATOR_NOT_AVAILABLE when the purgatory is shut down.
+    /// INVALID_SESSION_TIMEOUT, INCONSISTENT_GROUP_PROTOCOL,
+    /// UNKNOWN_MEMBER_ID for an id the group neither has nor handed out,
+    /// GROUP_MAX_SIZE_REACHED, or COORDINATOR_NOT_AVAILABLE when the
+    /// purgatory is shut down. (MEMBER_ID_REQUIRED is an answer: it
+    /// carries the id to join with.)
     pub fn join(&self, join: Join) -> Result<Joining, ResponseError> {
         let Join {
             group_id,
             member_id,
+            require_member_id,
             protocol_type,
             protocols,
             session,
@@ -186,7 +220,8 @@ impl Coordinator {
             return Err(ResponseError::InvalidSessionTimeout);
         }
         let group = self.group(group_id);
-        let member_id = if member_id.is_empty() {
+        let first_join = member_id.is_empty();
+        let member_id = if first_join {
             format!(
                 "member-{}",
                 self.next_member.fetch_add(1, Ordering::Relaxed)
@@ -194,8 +229,34 @@ impl Coordinator {
         } else {
             member_id.to_string()
         };
-        let (waiting_generation, complete_now, delay) = {
+        if first_join && require_member_id {
+            {
+                let mut g = group.lock();
+                if g.members.len() + g.pending.len() >= self.max_size {
+                    return Err(ResponseError::GroupMaxSizeReached);
+                }
+                g.pending.insert(member_id.clone());
+            }
+            self.touch(group_id, &member_id, session);
+            return Ok(Joining::Done(Joined {
+                error: Some(ResponseError::MemberIdRequired),
+                generation: -1,
+                protocol: String::new(),
+                leader: String::new(),
+                member_id,
+                members: Vec::new(),
+            }));
+        }
+        let (waiting_generation, complete_now, starts_initial) = {
             let mut g = group.lock();
+            let known = g.members.contains_key(&member_id);
+            let was_pending = g.pending.remove(&member_id);
+            if !known && !was_pending && !first_join {
+                return Err(ResponseError::UnknownMemberId);
+            }
+            if !known && g.members.len() + g.pending.len() >= self.max_size {
+                return Err(ResponseError::GroupMaxSizeReached);
+            }
             if !g.members.is_empty() && g.protocol_type != protocol_type {
                 return Err(ResponseError::InconsistentGroupProtocol);
             }
@@ -205,6 +266,10 @@ impl Coordinator {
             let starts_initial = g.phase == Phase::Empty && !self.initial_delay.is_zero();
             if starts_initial {
                 g.initial = true;
+                g.new_member_added = false;
+                g.initial_remaining = rebalance.saturating_sub(self.initial_delay.min(rebalance));
+            } else if g.initial && !g.members.contains_key(&member_id) {
+                g.new_member_added = true;
             }
             if !g.members.contains_key(&member_id) || g.phase != Phase::Joining {
                 // A new member, or a rejoin of a settled group: rebalance.
@@ -230,30 +295,19 @@ impl Coordinator {
             if all {
                 g.complete_join();
             }
-            // The join that started the initial delay ends it: its wait
-            // expires after the delay and completes the rebalance.
-            let delay = if starts_initial {
-                self.initial_delay.min(rebalance)
-            } else {
-                rebalance
-            };
-            (generation, all, delay)
+            (generation, all, starts_initial)
         };
         self.touch(group_id, &member_id, session);
+        if starts_initial {
+            // The group's own timer, not this member's wait: the delay
+            // ends (or is extended) whatever becomes of this request.
+            let delay = self.initial_delay.min(rebalance);
+            let _ = self.initial_delays.set(group_id.to_string(), (), delay);
+        }
         if complete_now {
             let _ = self.waits.check_and_complete(group_id);
             return Ok(Joining::Done(group.lock().joined(&member_id)));
         }
-        let wait = GroupWait {
-            group: Arc::clone(&group),
-            generation: waiting_generation,
-            sync_of: None,
-            delay,
-        };
-        let parked = self
-            .waits
-            .park(wait, [group_id.to_string()])
-            .map_err(|_| ResponseError::CoordinatorNotAvailable)?;
         let joined = Joined {
             error: None,
             generation: waiting_generation,
@@ -262,6 +316,31 @@ impl Coordinator {
             member_id,
             members: Vec::new(),
         };
+        self.park_join(&group, group_id, joined, rebalance)
+    }
+
+    /// Parks `joined`'s member's join on its group for `delay`.
+    ///
+    /// # Errors
+    ///
+    /// COORDINATOR_NOT_AVAILABLE when the purgatory is shut down.
+    fn park_join(
+        &self,
+        group: &Arc<Mutex<Group>>,
+        group_id: &str,
+        joined: Joined,
+        delay: Duration,
+    ) -> Result<Joining, ResponseError> {
+        let wait = GroupWait {
+            group: Arc::clone(group),
+            generation: joined.generation,
+            sync_of: None,
+            delay,
+        };
+        let parked = self
+            .waits
+            .park(wait, [group_id.to_string()])
+            .map_err(|_| ResponseError::CoordinatorNotAvailable)?;
         Ok(Joining::Waiting { joined, parked })
     }
 
@@ -291,6 +370,39 @@ impl Coordinator {
             return gone;
         }
         g.joined(&waited.member_id)
+    }
+
+    /// The initial delay of `group_id`'s first rebalance passed: another
+    /// delay if a new member joined during it (and the rebalance timeout
+    /// leaves room), else the rebalance completes with the members that
+    /// joined. Runs on the timer's thread; no user code.
+    fn initial_delay_passed(&self, group_id: &str) {
+        let Some(group) = self.find(group_id) else {
+            return;
+        };
+        let again = {
+            let mut g = group.lock();
+            if !g.initial || g.phase != Phase::Joining {
+                return;
+            }
+            let delay = self.initial_delay.min(g.initial_remaining);
+            if g.new_member_added && !delay.is_zero() {
+                g.initial_remaining -= delay;
+                g.new_member_added = false;
+                Some(delay)
+            } else {
+                g.complete_join();
+                None
+            }
+        };
+        match again {
+            Some(delay) => {
+                let _ = self.initial_delays.set(group_id.to_string(), (), delay);
+            }
+            None => {
+                let _ = self.waits.check_and_complete(group_id);
+            }
+        }
     }
 
     /// SyncGroup: the leader's assignments are stored; a member's own is
@@ -435,100 +547,11 @@ impl Coordinator {
         };
         {
             let mut g = group.lock();
-            if g.members.remove(member_id).is_none() {
+            if !g.remove_member(member_id) {
                 return Err(ResponseError::UnknownMemberId);
             }
-            g.start_rebalance();
         }
         let _ = self.waits.check_and_complete(group_id);
         Ok(())
-    }
-
-    /// Puts back the commits a data directory kept.
-    pub fn restore(&self, commits: Vec<crate::offsets::GroupCommit>) {
-        for commit in commits {
-            self.commit(&commit.group, commit.committed);
-        }
-    }
-
-    /// OffsetCommit of one partition: its offset and metadata string.
-    pub fn commit(&self, group_id: &str, committed: Committed) {
-        let at = TopicPartition::new(committed.topic.clone(), committed.partition);
-        self.group(group_id).lock().offsets.insert(at, committed);
-    }
-
-    /// The committed offset of a partition, if any.
-    pub fn committed(&self, group_id: &str, at: &TopicPartition) -> Option<Committed> {
-        self.find(group_id)?.lock().offsets.get(at).cloned()
-    }
-
-    /// Every committed offset of a group.
-    pub fn all_committed(&self, group_id: &str) -> Vec<Committed> {
-        self.find(group_id)
-            .map(|g| g.lock().offsets.values().cloned().collect())
-            .unwrap_or_default()
-    }
-
-    /// Every group, as ListGroups shows them.
-    pub fn list(&self) -> Vec<GroupListing> {
-        let groups: Vec<(String, Arc<Mutex<Group>>)> = self
-            .groups
-            .lock()
-            .iter()
-            .map(|(id, g)| (id.clone(), Arc::clone(g)))
-            .collect();
-        groups
-            .into_iter()
-            .map(|(group_id, g)| {
-                let g = g.lock();
-                GroupListing {
-                    group_id,
-                    protocol_type: g.protocol_type.clone(),
-                    state: g.phase.state(),
-                }
-            })
-            .collect()
-    }
-
-    /// The group `id`, as DescribeGroups shows it, if it exists.
-    pub fn describe(&self, id: &str) -> Option<GroupDescription> {
-        let group = self.find(id)?;
-        let g = group.lock();
-        Some(GroupDescription {
-            state: g.phase.state(),
-            protocol_type: g.protocol_type.clone(),
-            protocol: g.protocol.clone(),
-            members: g
-                .members
-                .iter()
-                .map(|(member_id, m)| MemberDescription {
-                    member_id: member_id.clone(),
-                    client_id: m.client_id.clone(),
-                    client_host: m.client_host.clone(),
-                    metadata: m
-                        .protocols
-                        .iter()
-                        .find(|p| p.name == g.protocol)
-                        .map(|p| p.metadata.clone())
-                        .unwrap_or_default(),
-                    assignment: m.assignment.clone().unwrap_or_default(),
-                })
-                .collect(),
-        })
-    }
-
-    /// The group purgatory's figures.
-    pub fn figures(&self) -> GroupFigures {
-        let m = self.waits.metrics();
-        GroupFigures {
-            parked: self.waits.delayed(),
-            satisfied: m.satisfied,
-            expired: m.expired,
-        }
-    }
-
-    /// Members whose session expired so far.
-    pub fn sessions_expired(&self) -> u64 {
-        self.sessions.metrics().expired
     }
 }

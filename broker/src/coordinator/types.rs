@@ -51,6 +51,9 @@ pub struct Join {
     pub group_id: String,
     /// The member's id, empty on its first join.
     pub member_id: String,
+    /// Whether a first join (empty member id) is answered
+    /// MEMBER_ID_REQUIRED with an id to join with (JoinGroup v4+).
+    pub require_member_id: bool,
     /// The protocol type ("consumer").
     pub protocol_type: String,
     /// The protocols it offers, in its order of preference.

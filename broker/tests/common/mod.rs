@@ -181,3 +181,84 @@ pub fn assert_closed_without_answer(broker: &Broker, bytes: &[u8]) {
         Err(e) => assert_ne!(e.kind(), std::io::ErrorKind::WouldBlock, "hung"),
     }
 }
+
+/// The Python Kafka client, as in `clients.rs`.
+pub const KAFKA_PYTHON: &str = "kafka-python>=3";
+
+/// Runs kcat with `args` on `input`; returns (success, stdout, stderr).
+pub fn kcat(args: &[&str], input: &[u8]) -> (bool, String, String) {
+    let mut child = Command::new(purgatorio_testkit::require_program("kcat", "kcat"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run kcat");
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    let started = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        assert!(started.elapsed() < PATIENCE, "kcat {args:?} hung");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let output = child.wait_with_output().unwrap();
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// Runs `probe_client.py` with `args`; returns its stdout.
+pub fn probe(args: &[&str]) -> String {
+    let python = purgatorio_testkit::python_with(&[KAFKA_PYTHON]);
+    let mut child = Command::new(python)
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/probe_client.py"
+        ))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run probe_client.py");
+    let started = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        assert!(
+            started.elapsed() < PATIENCE,
+            "probe_client.py {args:?} hung"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let output = child.wait_with_output().unwrap();
+    assert!(
+        output.status.success(),
+        "probe_client.py {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// A JoinGroup v1 of `member` (empty: a new member) to `group` with a
+/// rebalance timeout of `rebalance_ms`.
+pub fn join_frame(group: &str, member: &str, rebalance_ms: i32) -> bytes::Bytes {
+    join_frame_of(1, group, member, rebalance_ms)
+}
+
+/// A JoinGroup of `version` (1 to 5), as [`join_frame`].
+pub fn join_frame_of(version: i16, group: &str, member: &str, rebalance_ms: i32) -> bytes::Bytes {
+    use kafka_protocol::messages::{join_group_request, JoinGroupRequest};
+    use kafka_protocol::protocol::{Encodable, StrBytes};
+    let mut protocol = join_group_request::JoinGroupRequestProtocol::default();
+    protocol.name = StrBytes::from_static_str("range");
+    protocol.metadata = bytes::Bytes::from_static(b"\0\0\0\0\0\0");
+    let mut request = JoinGroupRequest::default();
+    request.group_id = StrBytes::from_string(group.to_string()).into();
+    request.session_timeout_ms = 60_000;
+    request.rebalance_timeout_ms = rebalance_ms;
+    request.member_id = StrBytes::from_string(member.to_string());
+    request.protocol_type = StrBytes::from_static_str("consumer");
+    request.protocols = vec![protocol];
+    frame(ApiKey::JoinGroup, version, |b| {
+        request.encode(b, version).unwrap()
+    })
+}

@@ -53,9 +53,7 @@ impl Timers {
     /// # Errors
     ///
     /// As [`crate::Timers::connect`]: [`Error::InvalidNamespace`],
-    /// [`Error::InvalidConfig`] (also for
-    /// [`Config::replicas_to_ack`](crate::Config::replicas_to_ack), not
-    /// supported here yet), [`Error::InvalidUrl`],
+    /// [`Error::InvalidConfig`], [`Error::InvalidUrl`],
     /// [`Error::TlsUnsupported`], [`Error::TlsCertificate`], or
     /// [`Error::Unavailable`] if Redis cannot be reached.
     ///
@@ -71,16 +69,15 @@ impl Timers {
     /// ```
     pub async fn connect(url: &str, config: Config) -> Result<Timers, Error> {
         config.validate()?;
-        if config.replica_ack.is_some() {
-            // Its connection manager's response timeout is fixed, and a
-            // WAIT would have to fit in it.
-            return Err(Error::InvalidConfig {
-                field: "replica_ack",
-                why: "is not supported by the async face yet",
-            });
-        }
         let link = Arc::new(Link::open(url, config)?);
-        let timeout = link.config.response_timeout;
+        // The manager's response timeout is one for every call: a
+        // schedule's `WAIT` (`Config::replicas_to_ack`) may take its own
+        // timeout on top.
+        let wait = link
+            .config
+            .replica_ack
+            .map_or(std::time::Duration::ZERO, |ack| ack.timeout);
+        let timeout = link.config.response_timeout.saturating_add(wait);
         let connection = Connection::open_with(Arc::clone(&link), timeout, Tries::Config).await?;
         let timers = Timers {
             checks: crate::Timers { link },
@@ -213,9 +210,13 @@ impl Timers {
     /// Sends a pipeline of schedule calls, loading the script first if
     /// Redis lost it.
     async fn send_schedule_pipe(&self, pipe: &redis::Pipeline) -> Result<(), Error> {
-        self.connection
+        let mut pipe = pipe.clone();
+        let wait = calls::add_wait(&mut pipe, self.link());
+        let pipe = &pipe;
+        let acked: Vec<u32> = self
+            .connection
             .call(Tries::Config, |mut c| async move {
-                match pipe.query_async::<()>(&mut c).await {
+                match pipe.query_async(&mut c).await {
                     Err(e) if calls::no_script(&e) => {
                         calls::load_schedule().query_async::<String>(&mut c).await?;
                         pipe.query_async(&mut c).await
@@ -223,7 +224,8 @@ impl Timers {
                     other => other,
                 }
             })
-            .await
+            .await?;
+        calls::replicas_reached(wait, &acked)
     }
 
     /// Schedules recurring timer `id`: every occurrence is delivered with

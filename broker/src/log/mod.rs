@@ -1,0 +1,87 @@
+//! The partitions' logs, kept in segment files rather than in memory.
+//!
+//! | module | job |
+//! |---|---|
+//! | [`batch`] | the record-batch header arithmetic, CRC, records by time |
+//! | [`index`] | a segment's sparse offset and time indexes, searched in their files |
+//! | [`segment`] | one segment: append, lookups by offset and time, recovery of a torn tail |
+//! | [`read`] | reading a log file: a fetch's slice, the chunked header scans |
+//! | [`partition`] | a partition's segments, rolling, reads, the producers' snapshots |
+//! | [`retention`] | which closed segments `--retention-ms` / `--retention-bytes` give up |
+//!
+//! A produce appends each batch, as it arrived but for its base offset,
+//! to the active segment's file; a fetch finds the batch's position with
+//! the sparse offset index and reads the file from there, after the
+//! partition's lock is released (the page cache does the caching). What
+//! stays in memory per partition is a few figures per segment and its
+//! descriptors (three per segment; none for a partition that never had a
+//! record), so memory is bounded by the number of segments, not the bytes
+//! in them. Without `--data-dir` the segments are
+//! anonymous files in the temporary directory (unlinked as they are made,
+//! freed by the kernel when the broker exits, however it exits): the same
+//! bounded memory, nothing kept across a restart.
+
+pub mod batch;
+pub mod index;
+pub mod partition;
+pub mod read;
+pub mod retention;
+pub mod segment;
+
+pub use batch::{BatchHeader, Timed};
+pub use partition::{Log, Unreadable};
+pub use retention::Retention;
+pub use segment::Place;
+
+/// A topic and partition: the key of every wait on a partition.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TopicPartition {
+    /// The topic's name.
+    pub topic: String,
+    /// The partition's index.
+    pub partition: i32,
+}
+
+impl TopicPartition {
+    /// The key of `topic`'s `partition`.
+    pub fn new(topic: impl Into<String>, partition: i32) -> TopicPartition {
+        TopicPartition {
+            topic: topic.into(),
+            partition,
+        }
+    }
+}
+
+/// A position in a partition: what a waiting fetch or produce needs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Position {
+    /// The partition.
+    pub at: TopicPartition,
+    /// The offset.
+    pub offset: i64,
+}
+
+/// A topic: its partitions.
+pub struct Topic {
+    /// Its partitions' logs, by index.
+    pub partitions: Vec<parking_lot::Mutex<Log>>,
+}
+
+impl Topic {
+    /// A topic of these logs.
+    pub fn new(logs: Vec<Log>) -> Topic {
+        Topic {
+            partitions: logs.into_iter().map(parking_lot::Mutex::new).collect(),
+        }
+    }
+}
+
+/// How a partition's log is kept.
+#[derive(Clone, Debug)]
+pub struct LogConfig {
+    /// The size past which a segment rolls, bytes (Kafka's
+    /// `log.segment.bytes`).
+    pub segment_bytes: u64,
+    /// What retention deletes.
+    pub retention: Retention,
+}
