@@ -96,7 +96,7 @@ pub struct Config {
 
 impl Config {
     /// The defaults for `namespace`: 1 s buckets, 64 KiB payloads, 256-byte
-    /// ids, a 30 s visibility timeout, 5 attempts, 500 timers per step,
+    /// ids, a 30 s visibility timeout, 5 attempts, 250 timers per step,
     /// 5 tries per call, a 2 s response timeout, misfires fired at once.
     ///
     /// # Examples
@@ -113,7 +113,7 @@ impl Config {
             max_id: 256,
             visibility_timeout: Duration::from_secs(30),
             max_attempts: 5,
-            promote_batch: 500,
+            promote_batch: 250,
             retries: 5,
             response_timeout: Duration::from_secs(2),
             misfire: Misfire::FireNow,

@@ -33,18 +33,19 @@
 
 /// The most timers one schedule script takes ([`Timers::schedule_many`](crate::Timers::schedule_many)
 /// splits a longer list).
-pub(crate) const SCHEDULE_BATCH: usize = 500;
+pub(crate) const SCHEDULE_BATCH: usize = 250;
 
 /// The most record bytes (payloads, with ids) one script call writes: a
 /// schedule call takes this much payload (a longer batch is split), a
 /// promote or misfire call moves this much beyond its first timer. With
-/// the default 64 KiB payloads a full batch of 500 would otherwise copy
-/// 32 MiB inside Redis in one call (190–280 ms measured, `docs/redis.md`);
+/// the default 64 KiB payloads a full batch of 250 would otherwise copy
+/// 16 MiB inside Redis in one call (32 MiB, a batch of 500, took
+/// 190–280 ms, `docs/redis.md`);
 /// 256 KiB costs about 1 ms.
 pub(crate) const BATCH_BYTES: usize = 256 << 10;
 
 /// The most misfired timers one misfire script handles.
-pub(crate) const MISFIRE_PAGE: usize = 1_000;
+pub(crate) const MISFIRE_PAGE: usize = 500;
 
 /// Shared Lua helpers: bucket keys, re-keying a bucket to its earliest
 /// deadline (or dropping it once empty), reading a timer's record.

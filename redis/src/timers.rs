@@ -259,7 +259,7 @@ impl Timers {
     }
 
     /// Schedules many timers in one round trip: one atomic step per
-    /// 500 timers (or 256 KiB of payloads),
+    /// 250 timers (or 256 KiB of payloads),
     /// pipelined. Every item is checked before anything is sent; an id
     /// listed twice ends at its last entry.
     ///
@@ -410,7 +410,7 @@ mod tests {
         let small = [0u8; 10];
         let timers: Vec<(&str, u64, &[u8])> = (0..1_201).map(|_| ("a", 1, &small[..])).collect();
         let sizes: Vec<usize> = chunks(&timers).map(<[_]>::len).collect();
-        assert_eq!(sizes, [500, 500, 201]);
+        assert_eq!(sizes, [250, 250, 250, 250, 201]);
         let big = vec![0u8; BATCH_BYTES / 2 + 1];
         let timers: Vec<(&str, u64, &[u8])> = (0..3).map(|_| ("a", 1, &big[..])).collect();
         let sizes: Vec<usize> = chunks(&timers).map(<[_]>::len).collect();

@@ -180,8 +180,8 @@ fn scripts_stay_bounded_with_a_large_backlog() {
     let batch = timers.config().promote_batch as u64;
     let scripts = [
         ("promote", backlog / batch),
-        ("misfire", backlog / 1_000),
-        ("schedule", backlog / 500),
+        ("misfire", backlog / 500),
+        ("schedule", backlog / 250),
     ];
     for (script, full_calls) in scripts {
         let calls = &durations[script];
