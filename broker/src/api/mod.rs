@@ -228,7 +228,9 @@ pub async fn serve(
         version,
         correlation_id: decoded.correlation_id,
     };
-    let client = Client {
+    // Only a join keeps who asked: every other request (a long poll
+    // expiring, above all) skips formatting the peer's address.
+    let client = || Client {
         id: decoded.client_id.as_deref().unwrap_or_default().to_string(),
         host: format!("/{}", peer.ip()),
     };
@@ -254,7 +256,7 @@ pub async fn serve(
             ResponseKind::FindCoordinator(groups::find_coordinator(broker))
         }
         RequestKind::JoinGroup(r) => {
-            ResponseKind::JoinGroup(groups::join_group(broker, &client, version, r).await)
+            ResponseKind::JoinGroup(groups::join_group(broker, &client(), version, r).await)
         }
         RequestKind::ListGroups(r) => ResponseKind::ListGroups(groups::list_groups(broker, &r)),
         RequestKind::DescribeGroups(r) => {
