@@ -214,8 +214,11 @@ impl<'a, O: DelayedRequest> Locked<'a, O> {
             if let (true, Some(timer)) = (cancel_timer, &counters.timer) {
                 // op lock → timer shard is the one nesting; the timer never
                 // takes an operation's lock. The cancelled job holds an
-                // `Arc` of this operation, never the last one.
-                drop(timer.cancel(entry));
+                // `Arc` of this operation, never the last one; disarmed, it
+                // is dropped without the abandonment a lost expiry gets.
+                if let Some(job) = timer.cancel(entry) {
+                    job.disarm();
+                }
             }
         }
     }

@@ -110,19 +110,10 @@ impl<T> Driver<T> {
 }
 
 impl<T: Task> Driver<T> {
-    /// Schedules `task` at tick `tick`, the clock being at tick `now`.
+    /// The user's handle of `entry`: its shard's reference and its key.
     #[inline]
-    pub(crate) fn schedule_tick(
-        &self,
-        tick: u64,
-        now: u64,
-        task: T,
-    ) -> Result<TimerHandle<T>, ScheduleError<T>> {
-        let entry = self.insert(tick, now, task)?;
-        Ok(TimerHandle::new(
-            Arc::clone(&self.shards[entry.shard]),
-            entry.key,
-        ))
+    pub(crate) fn handle(&self, entry: Entry) -> TimerHandle<T> {
+        TimerHandle::new(Arc::clone(&self.shards[entry.shard]), entry.key)
     }
 
     /// Schedules `task` at tick `tick`, the clock being at tick `now`, and
@@ -171,14 +162,12 @@ impl<T: Task> Driver<T> {
     /// Moves `entry` to `delay` from now; `false` if it is no longer
     /// pending.
     pub(crate) fn reschedule(&self, entry: Entry, delay: Duration) -> bool {
-        let time = self.time();
-        self.shards[entry.shard].reschedule(entry.key, time.due_after(time.now(), delay))
+        self.shards[entry.shard].reschedule_after(entry.key, delay)
     }
 
     /// Moves `entry` to `deadline`; `false` if it is no longer pending.
     pub(crate) fn reschedule_at(&self, entry: Entry, deadline: Instant) -> bool {
-        let time = self.time();
-        self.shards[entry.shard].reschedule(entry.key, time.due_at(time.now(), deadline))
+        self.shards[entry.shard].reschedule_at(entry.key, deadline)
     }
 
     /// Hands a task that is already due to the workers.

@@ -88,9 +88,7 @@ impl<T: Task> TimerHandle<T> {
     /// assert!(session.reschedule(Duration::from_secs(30))); // heartbeat
     /// ```
     pub fn reschedule(&self, delay: Duration) -> bool {
-        let time = self.shard.timing.time();
-        self.shard
-            .reschedule(self.key, time.due_after(time.now(), delay))
+        self.shard.reschedule_after(self.key, delay)
     }
 
     /// Moves the task to `deadline`; `false` if it is no longer pending.
@@ -104,9 +102,7 @@ impl<T: Task> TimerHandle<T> {
     /// assert!(h.reschedule_at(timer.now() + Duration::from_secs(60)));
     /// ```
     pub fn reschedule_at(&self, deadline: Instant) -> bool {
-        let time = self.shard.timing.time();
-        self.shard
-            .reschedule(self.key, time.due_at(time.now(), deadline))
+        self.shard.reschedule_at(self.key, deadline)
     }
 
     /// Whether the task is still waiting in the wheel.

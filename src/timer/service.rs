@@ -170,10 +170,8 @@ impl<T: Task> Timer<T> {
         delay: Duration,
         task: impl Into<T>,
     ) -> Result<TimerHandle<T>, ScheduleError<T>> {
-        let timing = &self.driver().timing;
-        let now = timing.time().now();
-        let tick = timing.time().due_after(now, delay);
-        self.driver().schedule_tick(tick, now.tick, task.into())
+        let entry = self.schedule_entry(delay, task.into())?;
+        Ok(self.driver().handle(entry))
     }
 
     /// [`schedule`](Self::schedule) for the crate's own entries: names the
@@ -213,10 +211,12 @@ impl<T: Task> Timer<T> {
         deadline: Instant,
         task: impl Into<T>,
     ) -> Result<TimerHandle<T>, ScheduleError<T>> {
-        let timing = &self.driver().timing;
-        let now = timing.time().now();
-        let tick = timing.time().due_at(now, deadline);
-        self.driver().schedule_tick(tick, now.tick, task.into())
+        let time = self.driver().time();
+        let now = time.now();
+        let entry = self
+            .driver()
+            .insert(time.due_at(now, deadline), now.tick, task.into())?;
+        Ok(self.driver().handle(entry))
     }
 
     /// Hands an internal task (a purge) straight to the workers: it never

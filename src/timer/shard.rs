@@ -4,6 +4,7 @@
 use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use super::task::Task;
 use super::timing::Timing;
@@ -58,9 +59,23 @@ impl<T: Task> Shard<T> {
         }
     }
 
+    /// Moves the timer `key` to `delay` from now; `false` if it is no
+    /// longer pending.
+    pub(super) fn reschedule_after(&self, key: TimerKey, delay: Duration) -> bool {
+        let time = self.timing.time();
+        self.reschedule(key, time.due_after(time.now(), delay))
+    }
+
+    /// Moves the timer `key` to `deadline`; `false` if it is no longer
+    /// pending.
+    pub(super) fn reschedule_at(&self, key: TimerKey, deadline: Instant) -> bool {
+        let time = self.timing.time();
+        self.reschedule(key, time.due_at(time.now(), deadline))
+    }
+
     /// Moves the timer `key` to tick `tick`; `false` if it is no longer
     /// pending.
-    pub(super) fn reschedule(&self, key: TimerKey, tick: u64) -> bool {
+    fn reschedule(&self, key: TimerKey, tick: u64) -> bool {
         let moved = self.state.lock().wheel.reschedule(key, tick);
         if moved {
             self.timing.wake_if_earlier(tick);
