@@ -117,6 +117,9 @@ impl Store {
                     .file_stem()
                     .and_then(|s| s.to_str())
                     .and_then(|s| s.parse::<usize>().ok())
+                    // A stray name past the partition bound is not ours: it
+                    // must not make the start create that many partitions.
+                    .filter(|&index| index < crate::broker::MAX_PARTITIONS as usize)
                 else {
                     continue;
                 };

@@ -339,6 +339,9 @@ fn write_snapshot(dir: &Path, offset: i64, producers: &Producers) -> io::Result<
     let tmp = path.with_extension("snapshot.tmp");
     let mut file = File::create(&tmp)?;
     file.write_all(&producers.snapshot())?;
+    // On disk before its name: after a crash the name never points at a
+    // partial file.
+    file.sync_data()?;
     fs::rename(&tmp, &path)
 }
 

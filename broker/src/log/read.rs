@@ -152,8 +152,19 @@ impl<'a> Reader<'a> {
         Ok(crc == expected)
     }
 
-    /// The whole `len`-byte batch at `pos`.
+    /// The whole `len`-byte batch at `pos`: an error, before anything is
+    /// allocated, if it would end past the readable bytes (a length read
+    /// from a corrupt file).
     pub(super) fn batch(&self, pos: u64, len: usize) -> io::Result<Vec<u8>> {
+        if pos.checked_add(len as u64).is_none_or(|end| end > self.end) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "a batch of {len} bytes at {pos} ends past the segment's {} bytes",
+                    self.end
+                ),
+            ));
+        }
         let mut whole = vec![0u8; len];
         self.file.read_exact_at(&mut whole, pos)?;
         Ok(whole)

@@ -298,16 +298,18 @@ impl Segment {
     pub fn append(&mut self, batch: &[u8]) -> io::Result<()> {
         debug_assert_eq!(base_offset(batch), self.next, "appended out of order");
         let pos = self.size;
-        self.indexed(pos, batch, batch.len() as u64)?;
+        // The bytes first: a failed write (a full disk) leaves the indexes
+        // and the largest timestamp as they were.
         self.log.write_all_at(batch, pos)?;
+        self.indexed(pos, batch, batch.len() as u64)?;
         self.size = pos + batch.len() as u64;
         self.next = base_offset(batch) + last_delta(batch) + 1;
         Ok(())
     }
 
     /// Updates the indexes and figures for the `len`-byte batch at `pos`
-    /// with this header (before the batch's own bytes are written): an
-    /// index entry every [`INDEX_INTERVAL`] bytes.
+    /// with this header, once its bytes are in the file: an index entry
+    /// every [`INDEX_INTERVAL`] bytes.
     fn indexed(&mut self, pos: u64, header: &[u8], len: u64) -> io::Result<()> {
         let base = base_offset(header);
         if self.since_index >= INDEX_INTERVAL {
