@@ -659,3 +659,34 @@ async fn saturated_deliveries_async_beside_blocking() {
         }
     }
 }
+
+/// An error Redis keeps giving (the stream's key holds a string) is
+/// yielded, and the stream goes on after it, but a pause later each time:
+/// a caller that logs and goes on does not spin.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_error_redis_keeps_giving_is_yielded_with_a_pause_between() {
+    let server = Server::start_volatile();
+    let timers = timers(&server, "async-wrong").await;
+    let consumer = aio::Consumer::new(timers.clone(), "w").await.unwrap();
+    tokio::task::block_in_place(|| {
+        let mut c = server.raw().unwrap();
+        redis::cmd("DEL")
+            .arg("{async-wrong}:stream")
+            .query::<()>(&mut c)
+            .unwrap();
+        redis::cmd("SET")
+            .arg("{async-wrong}:stream")
+            .arg("not a stream")
+            .query::<()>(&mut c)
+            .unwrap();
+    });
+    let mut stream = consumer.deliveries();
+    let mut errors = 0;
+    let until = tokio::time::Instant::now() + Duration::from_secs(2);
+    while let Ok(Some(item)) = tokio::time::timeout_at(until, stream.next()).await {
+        assert!(item.is_err(), "a delivery from a key that is no stream");
+        errors += 1;
+    }
+    // 500 ms apart: at most 5 in 2 s (without the pause, thousands).
+    assert!((1..=5).contains(&errors), "{errors} errors in 2 s");
+}

@@ -84,15 +84,15 @@ fn early_lost(report: &str) -> (u64, u64) {
     (counts.next().unwrap(), counts.next().unwrap())
 }
 
+/// A measurement beside a third-party library, run on demand (it needs
+/// node and npm, which the test set-up does not install):
+/// `cargo test -p purgatorio-redis --test bullmq -- --ignored --nocapture`.
 #[test]
+#[ignore = "a measurement beside BullMQ; needs node and npm"]
 fn side_by_side_with_bullmq_on_one_redis_server() {
-    let Some(node_dir) = node_modules_with("bullmq", &[BULLMQ]) else {
-        eprintln!(
-            "node or npm is not installed: no BullMQ to compare with \
-             (redis/bench/compare.sh --bullmq runs the comparison where they are)"
-        );
-        return;
-    };
+    let node_dir = node_modules_with("bullmq", &[BULLMQ]).expect(
+        "node and npm, to install BullMQ (redis/bench/compare.sh --bullmq is the full comparison)",
+    );
     let script = node_dir.join("bullmq.mjs");
     std::fs::copy(
         concat!(env!("CARGO_MANIFEST_DIR"), "/bench/bullmq.mjs"),

@@ -121,7 +121,7 @@ impl Consumer {
     /// logged once each, and a consumer group lost with Redis's data is
     /// created again. It yields an error only when Redis refuses a call for
     /// another reason (a wrong type at one of the namespace's keys), and
-    /// goes on after it. Timers past
+    /// goes on after it, [`MAX_BACKOFF`](crate::MAX_BACKOFF) later. Timers past
     /// [`Config::max_attempts`](crate::Config::max_attempts) go to the
     /// dead-letter stream instead of the stream.
     ///

@@ -41,6 +41,7 @@ impl Deliveries {
             buffer: VecDeque::new(),
             next_take_over: Instant::now(),
             health,
+            pause: false,
         };
         Deliveries {
             inner: Box::pin(futures_util::stream::unfold(feed, Feed::next)),
@@ -66,11 +67,19 @@ struct Feed {
     next_take_over: Instant,
     /// Redis's health, for logging each outage once.
     health: Health,
+    /// Whether the last item was an error: the next read waits
+    /// [`MAX_BACKOFF`](crate::MAX_BACKOFF) first, so a caller that goes on
+    /// after an error Redis keeps giving (a key of the wrong type) does not
+    /// spin.
+    pause: bool,
 }
 
 impl Feed {
     /// The next item, riding out outages.
     async fn next(mut self) -> Option<(Result<Delivery, Error>, Feed)> {
+        if std::mem::take(&mut self.pause) {
+            tokio::time::sleep(crate::MAX_BACKOFF).await;
+        }
         loop {
             if let Some(timer) = self.buffer.pop_front() {
                 let delivery = Delivery::new(timer, Arc::clone(&self.shared));
@@ -89,7 +98,10 @@ impl Feed {
                         tokio::time::sleep(self.health.failed(&e)).await;
                     }
                 }
-                Err(e) => return Some((Err(e), self)),
+                Err(e) => {
+                    self.pause = true;
+                    return Some((Err(e), self));
+                }
             }
         }
     }
