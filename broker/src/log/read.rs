@@ -201,4 +201,19 @@ mod tests {
         assert_eq!(read(10, false), 0);
         assert_eq!(Slice::empty().read(100, true).unwrap().len(), 0);
     }
+
+    #[test]
+    fn a_batch_whose_length_runs_past_the_segment_is_refused_before_allocating() {
+        let file = super::super::segment::Place::Anonymous(std::env::temp_dir())
+            .create_for_test()
+            .unwrap();
+        let a = of(3);
+        file.write_all_at(&a, 0).unwrap();
+        let reader = Reader::new(&file, a.len() as u64);
+        assert_eq!(reader.batch(0, a.len()).unwrap(), a);
+        // A corrupt length of 2 GiB: an error, not a 2 GiB buffer.
+        let error = reader.batch(0, 1 << 31).unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::InvalidData);
+        assert!(reader.batch(u64::MAX, 2).is_err(), "an end past u64");
+    }
 }
