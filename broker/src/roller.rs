@@ -1,0 +1,44 @@
+//! Rolling at work: the slow part of a partition's roll (the closed
+//! segment's fsync, the producers' snapshot file, the next segment's
+//! files; see [`crate::log::partition`]) runs on the blocking pool,
+//! without the partition's lock, so produces and fetches of the partition
+//! go on meanwhile. One task per partition with work due, while there is
+//! some: it takes the work under the lock, runs it off the lock, hands it
+//! back under the lock, then wakes the produces waiting for a segment and
+//! checks the acks=all produces that the fsync may have made durable.
+
+use std::sync::Arc;
+
+use crate::broker::Broker;
+use crate::log::{RollWork, TopicPartition};
+
+/// Runs `work`, taken from `at`'s log, and whatever work follows it,
+/// in a task of its own (it finishes even if the request that started it
+/// goes away).
+pub fn spawn(broker: &Arc<Broker>, at: TopicPartition, work: RollWork) {
+    let broker = Arc::clone(broker);
+    tokio::spawn(async move {
+        let mut work = work;
+        loop {
+            let done = tokio::task::spawn_blocking(move || work.run()).await;
+            let next = broker.with_log(&at.topic, at.partition, |log| match done {
+                // After a failure, the next produce tries again: no loop
+                // on a failing disk.
+                Ok(done) => log.finish(done).then(|| log.take_work()).flatten(),
+                Err(_) => {
+                    log.abandon_work();
+                    None
+                }
+            });
+            if let Some(topic) = broker.existing_topic(&at.topic) {
+                topic.rolled.notify_waiters();
+            }
+            // The closed segment's fsync may complete acks=all produces.
+            let _ = broker.produces.check_and_complete(&at);
+            match next.flatten() {
+                Some(more) => work = more,
+                None => return,
+            }
+        }
+    });
+}
