@@ -10,32 +10,39 @@
 use std::sync::Arc;
 
 use crate::broker::Broker;
-use crate::log::{RollWork, TopicPartition};
+use crate::log::{RollWork, Topic, TopicPartition};
 
-/// Runs `work`, taken from `at`'s log, and whatever work follows it,
-/// in a task of its own (it finishes even if the request that started it
-/// goes away).
-pub fn spawn(broker: &Arc<Broker>, at: TopicPartition, work: RollWork) {
+/// Runs `work`, taken from the log of `topic`'s partition `at`, and
+/// whatever work follows it, in a task of its own (it finishes even if the
+/// request that started it goes away, or the topic is deleted meanwhile).
+pub fn spawn(broker: &Arc<Broker>, topic: Arc<Topic>, at: TopicPartition, work: RollWork) {
     let broker = Arc::clone(broker);
     tokio::spawn(async move {
+        let Some(log) = usize::try_from(at.partition)
+            .ok()
+            .and_then(|i| topic.partitions.get(i))
+        else {
+            return;
+        };
         let mut work = work;
         loop {
             let done = tokio::task::spawn_blocking(move || work.run()).await;
-            let next = broker.with_log(&at.topic, at.partition, |log| match done {
-                // After a failure, the next produce tries again: no loop
-                // on a failing disk.
-                Ok(done) => log.finish(done).then(|| log.take_work()).flatten(),
-                Err(_) => {
-                    log.abandon_work();
-                    None
+            let next = {
+                let mut log = log.lock();
+                match done {
+                    // After a failure, the next produce tries again: no
+                    // loop on a failing disk.
+                    Ok(done) => log.finish(done).then(|| log.take_work()).flatten(),
+                    Err(_) => {
+                        log.abandon_work();
+                        None
+                    }
                 }
-            });
-            if let Some(topic) = broker.existing_topic(&at.topic) {
-                topic.rolled.notify_waiters();
-            }
+            };
+            topic.rolled.notify_waiters();
             // The closed segment's fsync may complete acks=all produces.
             let _ = broker.produces.check_and_complete(&at);
-            match next.flatten() {
+            match next {
                 Some(more) => work = more,
                 None => return,
             }

@@ -112,7 +112,7 @@ async fn append(
             p.log_append_time_ms = -1;
             let at = TopicPartition::new(name.clone(), partition.index);
             let records = partition.records.as_deref().unwrap_or_default();
-            let target = topic.as_deref().and_then(|topic| {
+            let target = topic.as_ref().and_then(|topic| {
                 let log = topic
                     .partitions
                     .get(usize::try_from(partition.index).ok()?)?;
@@ -148,7 +148,7 @@ async fn append(
 #[derive(Clone, Copy)]
 struct Target<'a> {
     /// Its topic (whose `rolled` wakes a produce waiting for a segment).
-    topic: &'a Topic,
+    topic: &'a Arc<Topic>,
     /// Its log.
     log: &'a parking_lot::Mutex<Log>,
     /// Its key.
@@ -208,7 +208,7 @@ async fn append_partition(
             (stalled, log.take_work(), log.next(), log.durable())
         };
         if let Some(work) = work {
-            crate::roller::spawn(broker, target.at.clone(), work);
+            crate::roller::spawn(broker, Arc::clone(target.topic), target.at.clone(), work);
         }
         match stalled {
             Some(Stalled::Rolling) => rolled.await,

@@ -23,14 +23,15 @@
 //! the lock a roll only seals the active segment (its pending index
 //! entries written) and installs the spare made ahead (three renames):
 //!
-//! 1. once the active segment is half full (or there is none), a work
-//!    makes the next segment's files (a [`Spare`]);
+//! 1. once the active segment is half full (or there is none, or it
+//!    just rolled), a work makes the next segment's files (a [`Spare`]);
 //! 2. the append that would pass `--segment-bytes` seals the active
 //!    segment and installs the spare; the sealed segment and a snapshot
 //!    of the producers are handed to the next work, which fsyncs the
 //!    segment, then writes the snapshot;
-//! 3. only then may the next spare be made: at most the segment before the
-//!    active one is ever not on disk, which is what a start checks;
+//! 3. only then is the next spare made (by the same work): at most the
+//!    segment before the active one is ever not on disk, which is what a
+//!    start checks;
 //! 4. an append that finds no spare ready is refused with
 //!    [`AppendError::Rolling`]: its caller waits for the work in flight
 //!    and appends again.
@@ -502,8 +503,12 @@ impl Log {
         if self.working {
             return None;
         }
+        // A partition that just rolled gets its next spare as soon as the
+        // closed segment is on disk (it is busy); another once its active
+        // segment is half full.
         let spare_due = self.spare.is_none()
             && (self.wants_spare
+                || self.sealed.is_some()
                 || self
                     .segments
                     .back()
