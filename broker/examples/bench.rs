@@ -4,7 +4,8 @@
 //! idle long-polling consumers cost (CPU and context switches per expired
 //! fetch, from `/proc/PID/task/*`), and, on request, its memory while
 //! gigabytes pass through it and its restart time beside that data
-//! (`--only volume`).
+//! (`--only volume`), and produce latency while segments roll on a data
+//! directory (`--only roll`).
 //!
 //! ```text
 //! cargo build --release -p purgatorio-broker
@@ -144,6 +145,11 @@ enum Scenario {
     /// on that data beside an empty data directory. Not in the default
     /// set.
     Volume,
+    /// Produce round trips (acks=1, 5 KB batches) on a data directory with
+    /// 1 MiB segments, a roll every ~100 produces: the latency
+    /// percentiles, whose tail is the produces that rolled. Not in the
+    /// default set.
+    Roll,
 }
 
 /// The bench's command line.
@@ -176,7 +182,8 @@ struct Args {
     /// passed if not given, for builds without it).
     #[arg(long)]
     retention_bytes: Option<u64>,
-    /// The volume scenario's --segment-bytes (not passed if not given).
+    /// The volume scenario's --segment-bytes (not passed if not given);
+    /// the roll scenario's (1 MiB if not given).
     #[arg(long)]
     segment_bytes: Option<u64>,
 }
@@ -356,14 +363,63 @@ fn walk(dir: &std::path::Path) -> u64 {
         .unwrap_or(0)
 }
 
+/// The roll scenario: 20,000 produces of 100 records (about 5 KB, acks=1)
+/// to one partition of a broker on a fresh data directory with segments of
+/// `--segment-bytes` (1 MiB: about 190 rolls), each timed from the request
+/// to its answer.
+fn roll(args: &Args) {
+    let bin = args.bin.display().to_string();
+    let dir = std::env::temp_dir().join(format!("pg-bench-roll-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let extra: Vec<String> = vec![
+        "--data-dir".into(),
+        dir.display().to_string(),
+        "--segment-bytes".into(),
+        args.segment_bytes.unwrap_or(1 << 20).to_string(),
+    ];
+    let (mut child, addr, _) = start(&bin, &extra);
+    let mut producer = TcpStream::connect(&addr).unwrap();
+    producer.set_nodelay(true).unwrap();
+    let request = produce("roll", 100);
+    let mut latencies = Vec::with_capacity(20_000);
+    for _ in 0..20_000 {
+        let sent = Instant::now();
+        producer.write_all(&request).unwrap();
+        read_frame(&mut producer);
+        latencies.push(sent.elapsed());
+    }
+    let segments = std::fs::read_dir(dir.join("roll/0"))
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .filter(|e| e.path().extension().is_some_and(|x| x == "log"))
+                .count()
+        })
+        .unwrap_or(0);
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+    latencies.sort();
+    let at = |q: f64| latencies[((latencies.len() - 1) as f64 * q) as usize];
+    println!(
+        "produce round trip while segments roll ({segments} segments, 20,000 produces of 100 records, acks=1, --data-dir): p50 {:?}, p99 {:?}, p99.9 {:?}, max {:?}",
+        at(0.5),
+        at(0.99),
+        at(0.999),
+        at(1.0)
+    );
+}
+
 fn main() {
     let args = Args::parse();
     if args.only.contains(&Scenario::Volume) {
         volume(&args);
     }
-    let wants =
-        |s: Scenario| s != Scenario::Volume && (args.only.is_empty() || args.only.contains(&s));
-    if !args.only.is_empty() && args.only.iter().all(|s| *s == Scenario::Volume) {
+    if args.only.contains(&Scenario::Roll) {
+        roll(&args);
+    }
+    let on_request = |s: Scenario| matches!(s, Scenario::Volume | Scenario::Roll);
+    let wants = |s: Scenario| !on_request(s) && (args.only.is_empty() || args.only.contains(&s));
+    if !args.only.is_empty() && args.only.iter().all(|s| on_request(*s)) {
         return;
     }
     let bin = args.bin.display().to_string();

@@ -33,6 +33,7 @@
 //! | [`coordinator`] | consumer groups: joins and syncs parked, sessions as keyed timers |
 //! | [`log`] | partitions' logs: segment files, their indexes, retention |
 //! | [`cleaner`] | the retention task |
+//! | [`roller`] | rolls' slow work (fsyncs, new segment files) off the partitions' locks |
 //! | [`producers`] | idempotent producers: ids, epochs, the last five sequences |
 //! | [`store`] | `--data-dir` files and the group commit |
 //! | [`offsets`] | `--data-dir`: the committed offsets' internal log |
@@ -51,6 +52,7 @@ mod coordinator;
 mod log;
 mod offsets;
 mod producers;
+mod roller;
 mod store;
 mod wire;
 
@@ -197,7 +199,7 @@ async fn main() {
         let f = broker.fetches.metrics();
         let groups = broker.groups.figures();
         eprintln!(
-            "stats: seq={seq} batches={} segments_deleted={} parked={} satisfied={} expired={} cancelled={} timer_wakeups={} group_waits={} group_satisfied={} group_expired={} sessions_expired={} durable_acks={} refused={} idle_closed={} budget_free={} encode_errors={}",
+            "stats: seq={seq} batches={} segments_deleted={} parked={} satisfied={} expired={} cancelled={} timer_wakeups={} group_waits={} group_satisfied={} group_expired={} sessions_expired={} durable_acks={} refused={} idle_closed={} budget_free={} encode_errors={} partition_fsyncs={}",
             broker.batches.load(Ordering::Relaxed),
             broker.segments_deleted.load(Ordering::Relaxed),
             broker.fetches.delayed(),
@@ -214,6 +216,10 @@ async fn main() {
             broker.idle_closed.load(Ordering::Relaxed),
             broker.limits.budget.available_permits(),
             broker.encode_errors.load(Ordering::Relaxed),
+            broker
+                .store
+                .as_ref()
+                .map_or(0, |s| s.fsyncs.load(Ordering::Relaxed)),
         );
     }
 }

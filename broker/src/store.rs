@@ -1,28 +1,41 @@
 //! `--data-dir`: the partitions' directories, and the group commit.
 //!
 //! Each partition is a directory `<dir>/<topic>/<partition>/` of segments
-//! (see [`crate::log`]). A produce appends under the partition's lock and
-//! marks the partition dirty; one task fsyncs every dirty partition's
-//! active segment (one fsync covers every produce since the last: a group
-//! commit; a segment that rolled was fsynced as it closed), then completes
-//! the acks=-1 produces that the fsync covered. At start each partition
-//! reads only its last segment's tail ([`Log::open`]). A data directory of
-//! the earlier layout (`<topic>/<partition>.log`, one file per partition)
-//! is moved into the new one: the file becomes the partition's first
-//! segment, indexed at that first start.
+//! (see [`crate::log`]). An acks=-1 produce appends under the partition's
+//! lock and marks the partition dirty (acks 0 and 1 do not: they are not
+//! promised the disk); one task fsyncs every dirty partition's active
+//! segment, up to [`CONCURRENT_FSYNCS`] at once on the blocking pool and
+//! beside the offsets log's (one fsync covers every produce since the
+//! last: a group commit; a segment that rolled is fsynced after it closed,
+//! by the roll's work), then completes the acks=-1 produces that the
+//! fsyncs covered. At start each partition reads only its last segments'
+//! tails ([`Log::open`]). A data directory of the earlier layout
+//! (`<topic>/<partition>.log`, one file per partition) is moved into the
+//! new one: the file becomes the partition's first segment, indexed at
+//! that first start; a file over 4 GiB is refused (a segment's positions
+//! are 32-bit), naming it, and left where it is.
 
 use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 
 use crate::broker::Broker;
+use crate::log::partition::SyncTarget;
 use crate::log::segment::file_name;
 use crate::log::{Log, TopicPartition};
 use crate::offsets::{GroupCommit, OffsetsLog};
+
+/// The most partitions' fsyncs a group commit runs at once on the blocking
+/// pool.
+pub const CONCURRENT_FSYNCS: usize = 16;
+
+/// The largest partition file of the earlier layout that can become a
+/// segment, bytes: a segment's index positions are 32-bit.
+const MAX_LEGACY_FILE: u64 = u32::MAX as u64;
 
 /// Where partitions are kept, and which need an fsync.
 pub struct Store {
@@ -30,8 +43,11 @@ pub struct Store {
     dir: PathBuf,
     /// The size past which a segment rolls, bytes.
     segment_bytes: u64,
-    /// Partitions appended to since their last fsync.
+    /// Partitions with acks=-1 produces waiting for an fsync.
     dirty: Mutex<HashSet<TopicPartition>>,
+    /// Partitions' fsyncs done by the group commit (a figure of the stats
+    /// line).
+    pub fsyncs: AtomicU64,
     /// Committed offsets.
     offsets: Mutex<OffsetsLog>,
     /// Whether commits were appended since the last fsync of `offsets`.
@@ -144,6 +160,7 @@ impl Store {
             dir,
             segment_bytes,
             dirty: Mutex::default(),
+            fsyncs: AtomicU64::new(0),
             offsets: Mutex::new(offsets),
             offsets_dirty: AtomicBool::new(false),
             wake: tokio::sync::Notify::new(),
@@ -199,7 +216,8 @@ impl Store {
         fs::remove_dir_all(&dir).doing("remove the topic directory", &dir)
     }
 
-    /// A partition was appended to: the next group commit covers it.
+    /// An acks=-1 produce waits for `at` to be on disk: the next group
+    /// commit covers it.
     pub fn dirty(&self, at: &TopicPartition) {
         self.dirty.lock().insert(at.clone());
         self.wake.notify_one();
@@ -215,7 +233,28 @@ fn open_partition(dir: &Path, segment_bytes: u64) -> Result<Log, OpenError> {
 /// Moves a partition file of the earlier layout, `old`, into the
 /// partition directory `dir` as its first segment (its indexes are built
 /// as the last segment's are at every start).
+///
+/// # Errors
+///
+/// [`OpenError`] naming `old` if it is over 4 GiB (a segment's positions
+/// are 32-bit; the file is left as it is), if the partition directory
+/// already has a first segment, or if it cannot be moved.
 fn migrate(old: &Path, dir: &Path) -> Result<(), OpenError> {
+    let len = fs::metadata(old).doing("inspect", old)?.len();
+    if len > MAX_LEGACY_FILE {
+        return Err(OpenError {
+            action: "move into its partition directory",
+            path: old.to_path_buf(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::FileTooLarge,
+                format!(
+                    "a partition file of the earlier layout of {len} bytes is over the 4 GiB a segment can hold; \
+                     split it at a batch boundary (the later part named by its first offset, as <partition>/<offset>.log) \
+                     or start a broker of the earlier layout on it"
+                ),
+            ),
+        });
+    }
     fs::create_dir_all(dir).doing("create the partition directory", dir)?;
     let first = file_name(dir, 0, "log");
     if first.exists() {
@@ -232,54 +271,94 @@ fn migrate(old: &Path, dir: &Path) -> Result<(), OpenError> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct OffsetsKey;
 
-/// The group commit: fsyncs every dirty partition and the offsets log,
-/// then completes the produces and commits the fsyncs covered. Runs for the
-/// broker's life.
+/// The group commit: fsyncs every dirty partition (several at once) and
+/// the offsets log, then completes the produces and commits the fsyncs
+/// covered. Runs for the broker's life.
 pub async fn group_commit(broker: Arc<Broker>) {
     let Some(store) = broker.store.as_ref() else {
         return;
     };
     loop {
         store.wake.notified().await;
-        let dirty: Vec<TopicPartition> = store.dirty.lock().drain().collect();
-        for at in dirty {
-            // What is written now is what this fsync covers.
-            let target = broker.with_log(&at.topic, at.partition, |log| log.sync_target());
-            let Some(Some((file, covered))) = target else {
-                continue;
-            };
-            let synced = tokio::task::spawn_blocking(move || file.sync_data()).await;
-            if matches!(synced, Ok(Ok(()))) {
-                broker.with_log(&at.topic, at.partition, |log| {
-                    log.durable = log.durable.max(covered);
-                });
-                let _ = broker.produces.check_and_complete(&at);
-            } else {
-                // Try again at the next commit; the produces wait (or time
-                // out, answered REQUEST_TIMED_OUT).
-                store.dirty(&at);
+        tokio::join!(
+            sync_partitions(&broker, store),
+            sync_offsets(&broker, store)
+        );
+    }
+}
+
+/// Fsyncs every dirty partition's active segment, up to
+/// [`CONCURRENT_FSYNCS`] at once, completing the produces each covers as it
+/// returns.
+async fn sync_partitions(broker: &Broker, store: &Store) {
+    let dirty: Vec<TopicPartition> = store.dirty.lock().drain().collect();
+    let mut syncs = tokio::task::JoinSet::new();
+    for at in dirty {
+        if syncs.len() >= CONCURRENT_FSYNCS {
+            if let Some(Ok(done)) = syncs.join_next().await {
+                partition_synced(broker, store, done);
             }
         }
-        if store.offsets_dirty.swap(false, Ordering::AcqRel) {
-            let target = store.offsets.lock().to_sync();
-            let synced = match target {
-                Ok((file, covered)) => tokio::task::spawn_blocking(move || file.sync_data())
-                    .await
-                    .ok()
-                    .and_then(Result::ok)
-                    .map(|()| covered),
-                Err(_) => None,
-            };
-            match synced {
-                Some(covered) => {
-                    let mut offsets = store.offsets.lock();
-                    offsets.durable = offsets.durable.max(covered);
-                    drop(offsets);
-                    let _ = broker.commits.check_and_complete(&OffsetsKey);
-                }
-                // Again at the next commit; the commits wait or time out.
-                None => store.offsets_dirty.store(true, Ordering::Release),
-            }
+        // What is written now is what this fsync covers.
+        let Some(Some(target)) = broker.with_log(&at.topic, at.partition, |log| log.sync_target())
+        else {
+            continue;
+        };
+        syncs.spawn_blocking(move || {
+            let result = target.file.sync_data();
+            (at, target, result)
+        });
+    }
+    while let Some(joined) = syncs.join_next().await {
+        if let Ok(done) = joined {
+            partition_synced(broker, store, done);
         }
+    }
+}
+
+/// Takes back a partition's fsync: its log's durable offset moves, and the
+/// produces it covers complete.
+fn partition_synced(
+    broker: &Broker,
+    store: &Store,
+    (at, target, result): (TopicPartition, SyncTarget, std::io::Result<()>),
+) {
+    store.fsyncs.fetch_add(1, Ordering::Relaxed);
+    if result.is_ok() {
+        broker.with_log(&at.topic, at.partition, |log| {
+            log.synced(target.base, target.covered);
+        });
+        let _ = broker.produces.check_and_complete(&at);
+    } else {
+        // Try again at the next commit; the produces wait (or time out,
+        // answered REQUEST_TIMED_OUT).
+        store.dirty(&at);
+    }
+}
+
+/// Fsyncs the offsets log if commits were appended, then completes the
+/// commits it covers.
+async fn sync_offsets(broker: &Broker, store: &Store) {
+    if !store.offsets_dirty.swap(false, Ordering::AcqRel) {
+        return;
+    }
+    let target = store.offsets.lock().to_sync();
+    let synced = match target {
+        Ok((file, covered)) => tokio::task::spawn_blocking(move || file.sync_data())
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .map(|()| covered),
+        Err(_) => None,
+    };
+    match synced {
+        Some(covered) => {
+            let mut offsets = store.offsets.lock();
+            offsets.durable = offsets.durable.max(covered);
+            drop(offsets);
+            let _ = broker.commits.check_and_complete(&OffsetsKey);
+        }
+        // Again at the next commit; the commits wait or time out.
+        None => store.offsets_dirty.store(true, Ordering::Release),
     }
 }

@@ -15,7 +15,7 @@ use purgatorio::{Completion, DelayedOperation};
 
 use super::RequestError;
 use crate::broker::Broker;
-use crate::log::{Position, Timed, TopicPartition, Unreadable};
+use crate::log::{First, Log, Position, Timed, TopicPartition, Unreadable};
 
 /// ListOffsets' timestamp asking for the high watermark.
 const LATEST: i64 = -1;
@@ -32,30 +32,58 @@ pub struct DelayedFetch {
     /// The broker, whose logs it reads.
     broker: Arc<Broker>,
     /// The partitions and offsets it reads from.
-    wants: Vec<Position>,
+    wants: Vec<Want>,
     /// The request's `min_bytes` (at least 1).
     min_bytes: usize,
     /// The request's `max_wait_ms`.
     max_wait: Duration,
 }
 
+/// A partition a parked fetch reads from.
+struct Want {
+    /// The partition and the offset.
+    position: Position,
+    /// Where the batch holding the offset starts in the partition's bytes,
+    /// once the offset is in the log ([`Log::position_of`]).
+    from: Option<u64>,
+}
+
+impl Want {
+    /// Bytes `log` holds for it. With `min_bytes` 1, any record past its
+    /// offset is enough and no file is read; else the position of its
+    /// batch is looked up once (an index search), and every check after
+    /// that, one per produce to the partition, is a subtraction.
+    fn available(offset: i64, from: &mut Option<u64>, log: &Log, min_bytes: usize) -> u64 {
+        if offset < log.start() || offset > log.next() {
+            return 0;
+        }
+        if min_bytes <= 1 {
+            return u64::from(offset < log.next());
+        }
+        let from = match *from {
+            Some(from) => from,
+            None => match log.position_of(offset) {
+                Ok(Some(position)) => *from.insert(position),
+                _ => return 0,
+            },
+        };
+        log.end_position().saturating_sub(from)
+    }
+}
+
 impl DelayedFetch {
-    /// Whether `min_bytes` are available to it now. With `min_bytes` 1,
-    /// any record past an offset is enough and no file is read.
-    fn enough(&self) -> bool {
+    /// Whether `min_bytes` are available to it now.
+    fn enough(&mut self) -> bool {
         let mut available = 0u64;
-        self.wants.iter().any(|want| {
-            available += self
-                .broker
-                .with_log(&want.at.topic, want.at.partition, |log| {
-                    if self.min_bytes <= 1 {
-                        u64::from(want.offset < log.next() && want.offset >= log.start())
-                    } else {
-                        log.bytes_from(want.offset)
-                    }
+        let (broker, min_bytes) = (&self.broker, self.min_bytes);
+        self.wants.iter_mut().any(|Want { position, from }| {
+            let at = &position.at;
+            available += broker
+                .with_log(&at.topic, at.partition, |log| {
+                    Want::available(position.offset, from, log, min_bytes)
                 })
                 .unwrap_or(0);
-            available >= self.min_bytes as u64
+            available >= min_bytes as u64
         })
     }
 }
@@ -95,7 +123,13 @@ pub async fn fetch(
         let keys: Vec<TopicPartition> = wants.iter().map(|w| w.at.clone()).collect();
         let wait = DelayedFetch {
             broker: Arc::clone(broker),
-            wants,
+            wants: wants
+                .into_iter()
+                .map(|position| Want {
+                    position,
+                    from: None,
+                })
+                .collect(),
             min_bytes: usize::try_from(request.min_bytes).unwrap_or(0).max(1),
             max_wait: Duration::from_millis(u64::try_from(request.max_wait_ms).unwrap_or(0)),
         };
@@ -140,20 +174,31 @@ fn response(broker: &Broker, request: &FetchRequest) -> FetchResponse {
                 p.log_start_offset = log.start();
                 log.slice(partition.fetch_offset)
             });
-            let read = match found {
+            // Only the answer's first batch may pass the limit, and only up
+            // to --message-max-bytes (no stored batch is longer): a corrupt
+            // length is an error, not a buffer of that size.
+            let first = if *answered {
+                First::Within
+            } else {
+                First::Whole {
+                    max: broker.message_max_bytes,
+                }
+            };
+            let read = match found.map(|slice| slice?.read(limit, first)) {
                 None => Err(ResponseError::UnknownTopicOrPartition),
+                Some(Ok(records)) => Ok(records),
                 Some(Err(Unreadable::OutOfRange)) => Err(ResponseError::OffsetOutOfRange),
-                Some(Err(Unreadable::Io(e))) => {
+                Some(Err(e)) => {
                     eprintln!(
                         "warning: cannot read {}-{}: {e}",
                         topic.topic.as_str(),
                         partition.partition
                     );
-                    Err(ResponseError::KafkaStorageError)
+                    Err(match e {
+                        Unreadable::Corrupt { .. } => ResponseError::CorruptMessage,
+                        _ => ResponseError::KafkaStorageError,
+                    })
                 }
-                Some(Ok(slice)) => slice
-                    .read(limit, !*answered)
-                    .map_err(|_| ResponseError::KafkaStorageError),
             };
             match read {
                 Ok(records) => {
@@ -193,8 +238,8 @@ pub fn list_offsets(broker: &Broker, request: &ListOffsetsRequest) -> ListOffset
                         offset: log.start(),
                         timestamp: -1,
                     })),
-                    MAX_TIMESTAMP => log.offset_of_max_time(),
-                    at => log.offset_for_time(at),
+                    MAX_TIMESTAMP => log.offset_of_max_time(broker.message_max_bytes),
+                    at => log.offset_for_time(at, broker.message_max_bytes),
                 };
                 timed.map(|t| {
                     t.unwrap_or(Timed {

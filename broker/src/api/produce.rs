@@ -2,7 +2,12 @@
 //! assigned, an idempotent producer's duplicates answered with their
 //! original offset and its gaps refused (see [`crate::producers`]); with
 //! acks = -1 and `--data-dir`, the answer waits in the produce purgatory
-//! until a group-commit fsync covers every record.
+//! until a group-commit fsync covers every record (only such a produce
+//! asks for one: acks 0 and 1 are answered once the records are written,
+//! as Kafka answers them, and reach the disk with a later fsync or their
+//! segment's). A batch that needs a new segment whose files are still
+//! being made waits for them without the partition's lock
+//! ([`crate::roller`]).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -18,7 +23,7 @@ use purgatorio::{Completion, DelayedOperation};
 use super::RequestError;
 use crate::broker::Broker;
 use crate::log::batch::split_batches;
-use crate::log::{BatchHeader, Log, Position, TopicPartition};
+use crate::log::{AppendError, BatchHeader, Log, Position, Topic, TopicPartition};
 use crate::producers::{Verdict, NO_PRODUCER};
 
 /// A produce with acks = -1 waiting until the fsyncs cover its offsets.
@@ -39,7 +44,7 @@ impl DelayedOperation for DelayedProduce {
         self.wants.iter().all(|want| {
             self.broker
                 .with_log(&want.at.topic, want.at.partition, |log| {
-                    log.durable >= want.offset
+                    log.durable() >= want.offset
                 })
                 .unwrap_or(true)
         })
@@ -58,7 +63,7 @@ pub async fn produce(
     broker: &Arc<Broker>,
     request: ProduceRequest,
 ) -> Result<Option<ProduceResponse>, RequestError> {
-    let (mut response, appended) = append(broker, &request);
+    let (mut response, appended) = append(broker, &request).await;
     if request.acks == 0 {
         return Ok(None);
     }
@@ -90,7 +95,10 @@ pub async fn produce(
 /// Appends every partition's batches; returns the answer and, per partition
 /// appended to, the offset after its records. Completes the fetches waiting
 /// on those partitions.
-fn append(broker: &Broker, request: &ProduceRequest) -> (ProduceResponse, Vec<Position>) {
+async fn append(
+    broker: &Arc<Broker>,
+    request: &ProduceRequest,
+) -> (ProduceResponse, Vec<Position>) {
     let mut response = ProduceResponse::default();
     let mut appended = Vec::new();
     for topic_data in &request.topic_data {
@@ -102,15 +110,25 @@ fn append(broker: &Broker, request: &ProduceRequest) -> (ProduceResponse, Vec<Po
             let mut p = produce_response::PartitionProduceResponse::default();
             p.index = partition.index;
             p.log_append_time_ms = -1;
-            let log = topic
-                .as_ref()
-                .and_then(|t| t.partitions.get(usize::try_from(partition.index).ok()?));
             let at = TopicPartition::new(name.clone(), partition.index);
             let records = partition.records.as_deref().unwrap_or_default();
-            match log.map(|log| append_partition(broker, &at, &mut log.lock(), records)) {
-                None => p.error_code = ResponseError::UnknownTopicOrPartition.code(),
-                Some(Err(error)) => p.error_code = error.code(),
-                Some(Ok(Appended { base_offset, next })) => {
+            let target = topic.as_ref().and_then(|topic| {
+                let log = topic
+                    .partitions
+                    .get(usize::try_from(partition.index).ok()?)?;
+                Some(Target {
+                    topic,
+                    log,
+                    at: &at,
+                })
+            });
+            let outcome = match target {
+                None => Err(ResponseError::UnknownTopicOrPartition),
+                Some(target) => append_partition(broker, target, records, request.acks).await,
+            };
+            match outcome {
+                Err(error) => p.error_code = error.code(),
+                Ok(Appended { base_offset, next }) => {
                     p.base_offset = base_offset;
                     appended.push(Position { at, offset: next });
                 }
@@ -126,6 +144,17 @@ fn append(broker: &Broker, request: &ProduceRequest) -> (ProduceResponse, Vec<Po
     (response, appended)
 }
 
+/// The partition a produce appends to.
+#[derive(Clone, Copy)]
+struct Target<'a> {
+    /// Its topic (whose `rolled` wakes a produce waiting for a segment).
+    topic: &'a Arc<Topic>,
+    /// Its log.
+    log: &'a parking_lot::Mutex<Log>,
+    /// Its key.
+    at: &'a TopicPartition,
+}
+
 /// What a partition's append did.
 struct Appended {
     /// The offset of the first batch (for a duplicate, where it was first
@@ -135,8 +164,19 @@ struct Appended {
     next: i64,
 }
 
+/// Why a partition's batches stopped being appended.
+enum Stalled {
+    /// The next batch waits for a new segment's files.
+    Rolling,
+    /// The produce is refused with this error.
+    Refused(ResponseError),
+}
+
 /// Appends a partition's batches, each unless its producer's sequences say
-/// it is a duplicate (then the answer is the original offset).
+/// it is a duplicate (then the answer is the original offset). A batch
+/// that needs a new segment not made yet waits, without the lock, for the
+/// roll work to come back, then goes on. With acks = -1 the partition is
+/// marked for the group commit.
 ///
 /// # Errors
 ///
@@ -144,47 +184,85 @@ struct Appended {
 /// MESSAGE_TOO_LARGE for a batch over `--message-max-bytes`, the
 /// producer's refusal (OUT_OF_ORDER_SEQUENCE_NUMBER,
 /// INVALID_PRODUCER_EPOCH), or KAFKA_STORAGE_ERROR if the segment files
-/// cannot be written.
-fn append_partition(
-    broker: &Broker,
-    at: &TopicPartition,
-    log: &mut Log,
+/// cannot be written or made.
+async fn append_partition(
+    broker: &Arc<Broker>,
+    target: Target<'_>,
     records: &[u8],
+    acks: i16,
 ) -> Result<Appended, ResponseError> {
     let batches = split_batches(records).ok_or(ResponseError::CorruptMessage)?;
-    let mut base_offset = None;
-    let mut wrote = false;
     if batches.iter().any(|b| b.len() > broker.message_max_bytes) {
         return Err(ResponseError::MessageTooLarge);
     }
-    for batch in batches {
-        let header = BatchHeader::of(batch);
-        match log.producers.check(&header) {
-            Verdict::Refuse(error) => return Err(error),
+    let mut rest = batches.as_slice();
+    let mut base_offset = None;
+    loop {
+        // Made before the log is looked at, so that a roll work coming
+        // back in between still wakes this produce.
+        let rolled = target.topic.rolled.notified();
+        let (stalled, work, next, durable) = {
+            let mut log = target.log.lock();
+            let stalled =
+                append_batches(broker, &mut log, &mut rest, &mut base_offset, target.at).err();
+            (stalled, log.take_work(), log.next(), log.durable())
+        };
+        if let Some(work) = work {
+            crate::roller::spawn(broker, Arc::clone(target.topic), target.at.clone(), work);
+        }
+        match stalled {
+            Some(Stalled::Rolling) => rolled.await,
+            Some(Stalled::Refused(error)) => return Err(error),
+            None => {
+                // A duplicate's answer, too, waits until the log is durable
+                // up to here (its original may not be yet).
+                if acks == -1 && durable < next {
+                    if let Some(store) = &broker.store {
+                        store.dirty(target.at);
+                    }
+                }
+                return Ok(Appended {
+                    base_offset: base_offset.unwrap_or(next),
+                    next,
+                });
+            }
+        }
+    }
+}
+
+/// Appends the batches of `rest` in order under the partition's lock,
+/// moving `rest` past each one appended or found a duplicate.
+fn append_batches(
+    broker: &Broker,
+    log: &mut Log,
+    rest: &mut &[&[u8]],
+    base_offset: &mut Option<i64>,
+    at: &TopicPartition,
+) -> Result<(), Stalled> {
+    while let Some((&batch, after)) = rest.split_first() {
+        match log.producers.check(&BatchHeader::of(batch)) {
+            Verdict::Refuse(error) => return Err(Stalled::Refused(error)),
             Verdict::Duplicate(original) => {
                 base_offset.get_or_insert(original);
-                continue;
             }
-            Verdict::Append => {}
+            Verdict::Append => match log.append(batch) {
+                Ok(base) => {
+                    base_offset.get_or_insert(base);
+                    broker.batches.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(AppendError::Rolling) => return Err(Stalled::Rolling),
+                Err(e @ AppendError::Io(_)) => {
+                    eprintln!(
+                        "warning: cannot append to {}-{}: {e}",
+                        at.topic, at.partition
+                    );
+                    return Err(Stalled::Refused(ResponseError::KafkaStorageError));
+                }
+            },
         }
-        let base = log
-            .append(batch)
-            .map_err(|_| ResponseError::KafkaStorageError)?;
-        wrote = true;
-        base_offset.get_or_insert(base);
-        broker.batches.fetch_add(1, Ordering::Relaxed);
+        *rest = after;
     }
-    if wrote {
-        if let Some(store) = &broker.store {
-            store.dirty(at);
-        }
-    }
-    // A duplicate's answer, too, waits until the log is durable up to here
-    // (its original may not be yet).
-    Ok(Appended {
-        base_offset: base_offset.unwrap_or(log.next()),
-        next: log.next(),
-    })
+    Ok(())
 }
 
 /// InitProducerId: a fresh producer id with epoch 0, or (v3+, for a

@@ -17,6 +17,7 @@
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
+use std::sync::Arc;
 
 /// Bytes of log between two index entries (Kafka's
 /// `log.index.interval.bytes`).
@@ -25,8 +26,9 @@ pub const INDEX_INTERVAL: u64 = 4096;
 /// A file of fixed-size entries, its newest ones possibly still in memory.
 #[derive(Debug)]
 struct Entries<const N: usize> {
-    /// The file.
-    file: File,
+    /// The file (shared with a closed segment's fsync, which runs off the
+    /// partition's lock).
+    file: Arc<File>,
     /// Whole entries in the file.
     written: u64,
     /// Entries after those, not yet written.
@@ -42,7 +44,7 @@ impl<const N: usize> Entries<N> {
             file.set_len(written * N as u64)?;
         }
         Ok(Entries {
-            file,
+            file: Arc::new(file),
             written,
             pending: Vec::new(),
         })
@@ -79,12 +81,6 @@ impl<const N: usize> Entries<N> {
         self.written += self.pending.len() as u64;
         self.pending.clear();
         Ok(())
-    }
-
-    /// Writes the pending entries and fsyncs the file.
-    fn sync(&mut self) -> io::Result<()> {
-        self.flush()?;
-        self.file.sync_data()
     }
 
     /// Keeps the first `len` entries.
@@ -201,13 +197,9 @@ impl OffsetIndex {
             .map(|e| decode_offset(&e)))
     }
 
-    /// Writes what is pending and fsyncs the file (a segment closing).
-    ///
-    /// # Errors
-    ///
-    /// The write or the fsync failed.
-    pub fn sync(&mut self) -> io::Result<()> {
-        self.0.sync()
+    /// The file, for a closed segment's fsync (after [`flush`](Self::flush)).
+    pub fn file(&self) -> Arc<File> {
+        Arc::clone(&self.0.file)
     }
 }
 
@@ -307,13 +299,9 @@ impl TimeIndex {
             .map(|e| decode_time(&e)))
     }
 
-    /// Writes what is pending and fsyncs the file (a segment closing).
-    ///
-    /// # Errors
-    ///
-    /// The write or the fsync failed.
-    pub fn sync(&mut self) -> io::Result<()> {
-        self.0.sync()
+    /// The file, for a closed segment's fsync (after [`flush`](Self::flush)).
+    pub fn file(&self) -> Arc<File> {
+        Arc::clone(&self.0.file)
     }
 }
 
@@ -389,9 +377,9 @@ mod tests {
         assert_eq!(below(101), Some(0));
         assert_eq!(below(300), Some(5));
         assert_eq!(below(i64::MAX), Some(9));
-        // Pending in memory until written together (or synced).
+        // Pending in memory until written together.
         assert_eq!(file.metadata().unwrap().len(), 0);
-        index.sync().unwrap();
+        index.flush().unwrap();
         file.write_all_at(&[1, 2, 3], 36).unwrap();
         let reopened = TimeIndex::open(file).unwrap();
         assert_eq!(reopened.len(), 3);

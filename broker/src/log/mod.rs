@@ -6,7 +6,8 @@
 //! | [`index`] | a segment's sparse offset and time indexes, searched in their files |
 //! | [`segment`] | one segment: append, lookups by offset and time, recovery of a torn tail |
 //! | [`read`] | reading a log file: a fetch's slice, the chunked header scans |
-//! | [`partition`] | a partition's segments, rolling, reads, the producers' snapshots |
+//! | [`partition`] | a partition's segments, appends, reads, what is durable, opening at start |
+//! | [`roll`] | rolling off the lock: the slow part handed out as a [`RollWork`], the producers' snapshot files |
 //! | [`retention`] | which closed segments `--retention-ms` / `--retention-bytes` give up |
 //!
 //! A produce appends each batch, as it arrived but for its base offset,
@@ -26,11 +27,14 @@ pub mod index;
 pub mod partition;
 pub mod read;
 pub mod retention;
+pub mod roll;
 pub mod segment;
 
 pub use batch::{BatchHeader, Timed};
-pub use partition::{Log, Unreadable};
+pub use partition::{AppendError, Log, Unreadable};
+pub use read::First;
 pub use retention::Retention;
+pub use roll::RollWork;
 pub use segment::Place;
 
 /// A topic and partition: the key of every wait on a partition.
@@ -65,6 +69,10 @@ pub struct Position {
 pub struct Topic {
     /// Its partitions' logs, by index.
     pub partitions: Vec<parking_lot::Mutex<Log>>,
+    /// Notified when a roll work of one of its partitions comes back:
+    /// wakes the produces waiting for a new segment
+    /// ([`AppendError::Rolling`]).
+    pub rolled: tokio::sync::Notify,
 }
 
 impl Topic {
@@ -72,6 +80,7 @@ impl Topic {
     pub fn new(logs: Vec<Log>) -> Topic {
         Topic {
             partitions: logs.into_iter().map(parking_lot::Mutex::new).collect(),
+            rolled: tokio::sync::Notify::new(),
         }
     }
 }

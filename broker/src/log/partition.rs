@@ -1,6 +1,6 @@
 //! A partition's log: its segments in offset order, the last one active
 //! (appended to), rolled when it would pass `--segment-bytes`; the
-//! idempotent producers' state; and what the group commit made durable.
+//! idempotent producers' state; and what the fsyncs made durable.
 //!
 //! Memory per partition is its segments' few figures and descriptors and
 //! the producers' state, whatever the bytes in the files. With
@@ -8,32 +8,36 @@
 //! ([`super::segment`]) plus the last two producer snapshots
 //! (`<offset>.snapshot`: the producers' state before that offset, written
 //! when a segment rolls and every [`SNAPSHOT_INTERVAL`] bytes of log), so
-//! that a start reads only the last segment's tail:
+//! that a start reads only the last segments' tails:
 //!
 //! | at start | read |
 //! |---|---|
-//! | each closed segment | its files' lengths and its time index's last entry |
-//! | the last segment | from its last valid offset-index entry on, batch by batch (length, offsets, CRC); a torn tail is cut off |
+//! | each closed segment but the last | its files' lengths and its time index's last entry |
+//! | the last two segments | from their last valid offset-index entry on, batch by batch (length, offsets, CRC); a torn tail is cut off (in the one before the active, with the active after it, whose offsets would no longer follow) |
 //! | the producers | the last snapshot, then the headers of the batches after it (at most [`SNAPSHOT_INTERVAL`] of log) |
-
+//! | `*.tmp` | removed: a snapshot or a spare segment that a crash left half made |
+//!
+//! A roll's slow part (fsyncs, new files) runs off the partition's lock:
+//! see [`super::roll`]. What an acks=all produce waits for,
+//! [`Log::durable`], moves only over contiguous fsynced bytes: a closed
+//! segment's own fsync and the group commit's fsync of the active one
+//! ([`Log::synced`]).
+//!
 use std::collections::VecDeque;
 use std::fs::{self, File};
-use std::io::{self, Write};
-use std::path::{Path, PathBuf};
+use std::io;
+use std::path::Path;
 use std::sync::Arc;
 
 use super::batch::{last_delta, BatchHeader, Timed};
 use super::read::Slice;
-use super::segment::{file_name, Place, Segment};
+use super::roll::{read_snapshot, snapshot_path, Sealed};
+use super::segment::{file_name, Place, Segment, Spare};
 use crate::producers::Producers;
 
 /// The most bytes of log between two snapshots of the producers (an
 /// eighth of a segment if that is less): what a start replays at most.
 pub const SNAPSHOT_INTERVAL: u64 = 64 * 1024 * 1024;
-
-/// How many snapshots a partition keeps (the newest may be past the end
-/// of what a crash left).
-const KEPT_SNAPSHOTS: usize = 2;
 
 /// Why a read could not be served.
 #[derive(Debug)]
@@ -42,12 +46,89 @@ pub enum Unreadable {
     OutOfRange,
     /// The files could not be read.
     Io(io::Error),
+    /// The batch at byte `at` of its segment claims `len` bytes: fewer
+    /// than a header, more than its segment holds, or more than any batch
+    /// the broker accepts (nothing that large is read).
+    Corrupt {
+        /// Where the batch starts in its segment.
+        at: u64,
+        /// Its whole length as its header gives it.
+        len: u64,
+    },
 }
 
 impl From<io::Error> for Unreadable {
     fn from(e: io::Error) -> Unreadable {
         Unreadable::Io(e)
     }
+}
+
+impl std::fmt::Display for Unreadable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unreadable::OutOfRange => write!(f, "offset out of range"),
+            Unreadable::Io(e) => write!(f, "{e}"),
+            Unreadable::Corrupt { at, len } => write!(
+                f,
+                "the batch at byte {at} of its segment claims {len} bytes, which no batch stored has"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Unreadable {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Unreadable::Io(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// Why an append did not happen; either way the log is as it was.
+#[derive(Debug)]
+pub enum AppendError {
+    /// The batch needs a new segment whose files are still being made:
+    /// run (or wait for) the partition's [`RollWork`](super::roll::RollWork), then append again.
+    Rolling,
+    /// A write failed, or the last roll work did (reported once; the next
+    /// append tries again).
+    Io(io::Error),
+}
+
+impl From<io::Error> for AppendError {
+    fn from(e: io::Error) -> AppendError {
+        AppendError::Io(e)
+    }
+}
+
+impl std::fmt::Display for AppendError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AppendError::Rolling => write!(f, "the next segment is not made yet"),
+            AppendError::Io(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for AppendError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            AppendError::Io(e) => Some(e),
+            AppendError::Rolling => None,
+        }
+    }
+}
+
+/// What the group commit fsyncs for a partition.
+#[derive(Debug)]
+pub struct SyncTarget {
+    /// The active segment's log file.
+    pub file: Arc<File>,
+    /// The active segment's first offset.
+    pub base: i64,
+    /// The offset after what is appended now: what the fsync covers.
+    pub covered: i64,
 }
 
 /// One partition's log.
@@ -59,17 +140,33 @@ pub struct Log {
     /// The start and next offset while there is no segment.
     empty_at: i64,
     /// Where new segments are made.
-    place: Place,
+    pub(super) place: Place,
     /// The size past which the active segment rolls, bytes.
-    segment_bytes: u64,
+    pub(super) segment_bytes: u64,
     /// Its idempotent producers' sequences.
     pub producers: Producers,
     /// With `--data-dir`: the offsets of its snapshot files, oldest first.
-    snapshots: VecDeque<i64>,
+    pub(super) snapshots: VecDeque<i64>,
     /// Bytes appended since the last snapshot.
-    since_snapshot: u64,
+    pub(super) since_snapshot: u64,
+    /// The next segment's files, made ahead.
+    pub(super) spare: Option<Spare>,
+    /// Whether an append waits for a spare (there was none when it needed one).
+    pub(super) wants_spare: bool,
+    /// The closed segment not yet fsynced (with `--data-dir`).
+    pub(super) sealed: Option<Sealed>,
+    /// The producers' snapshot due to be written (with `--data-dir`).
+    pub(super) snapshot_due: Option<(i64, Vec<u8>)>,
+    /// Whether a [`RollWork`](super::roll::RollWork) is out (one at a time).
+    pub(super) working: bool,
+    /// Why the last roll work failed, for the next append that needs it.
+    pub(super) failed: Option<io::Error>,
     /// With `--data-dir`: offsets below this are on disk (fsynced).
-    pub durable: i64,
+    durable: i64,
+    /// An fsync past `durable` that does not join it yet (the active
+    /// segment's, while the closed one before it is not on disk): its
+    /// segment's base and the offset it covers.
+    synced_ahead: Option<(i64, i64)>,
 }
 
 impl Log {
@@ -84,7 +181,14 @@ impl Log {
             producers: Producers::default(),
             snapshots: VecDeque::new(),
             since_snapshot: 0,
+            spare: None,
+            wants_spare: false,
+            sealed: None,
+            snapshot_due: None,
+            working: false,
+            failed: None,
             durable: 0,
+            synced_ahead: None,
         }
     }
 
@@ -93,32 +197,73 @@ impl Log {
     ///
     /// # Errors
     ///
-    /// A file could not be listed, opened, read or cut.
+    /// A file could not be listed, opened, read, cut or removed.
     pub fn open(dir: &Path, segment_bytes: u64) -> io::Result<Log> {
-        let (mut bases, mut snapshots) = (Vec::new(), Vec::new());
+        let (mut bases, mut snapshots, mut indexes) = (Vec::new(), Vec::new(), Vec::new());
         for entry in fs::read_dir(dir)? {
-            let name = entry?.file_name();
-            let Some((stem, extension)) = name.to_str().and_then(|n| n.split_once('.')) else {
+            let entry = entry?;
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else {
+                continue;
+            };
+            if name.ends_with(".tmp") {
+                // A snapshot or a spare segment a crash left half made.
+                fs::remove_file(entry.path())?;
+                continue;
+            }
+            let Some((stem, extension)) = name.split_once('.') else {
                 continue;
             };
             match (stem.parse::<i64>(), extension) {
                 (Ok(base), "log") => bases.push(base),
                 (Ok(offset), "snapshot") => snapshots.push(offset),
+                (Ok(base), "index" | "timeindex") => indexes.push((base, entry.path())),
                 _ => {}
             }
         }
         bases.sort_unstable();
         snapshots.sort_unstable();
-        let Some((&last, closed)) = bases.split_last() else {
-            return Ok(Log::create(Place::Dir(dir.to_path_buf()), segment_bytes));
-        };
+        // Indexes without their log: a roll's renames cut short by a crash
+        // (the log is renamed last).
+        for (base, path) in indexes {
+            if bases.binary_search(&base).is_err() {
+                fs::remove_file(path)?;
+            }
+        }
         let mut segments = VecDeque::with_capacity(bases.len());
-        for (i, &base) in closed.iter().enumerate() {
+        let trusted = bases.len().saturating_sub(2);
+        for (i, &base) in bases[..trusted].iter().enumerate() {
             let mut segment = Segment::open_closed(dir, base)?;
             segment.next = bases[i + 1];
             segments.push_back(segment);
         }
-        segments.push_back(Segment::recover(dir, last)?);
+        match bases[trusted..] {
+            [] => return Ok(Log::create(Place::Dir(dir.to_path_buf()), segment_bytes)),
+            [last] => segments.push_back(Segment::recover(dir, last)?),
+            [closed, last] => {
+                // The closed segment's fsync may not have finished.
+                let mut segment = Segment::recover(dir, closed)?;
+                segment.seal()?;
+                segment.files().sync()?;
+                let follows = segment.next == last;
+                segments.push_back(segment);
+                if follows {
+                    segments.push_back(Segment::recover(dir, last)?);
+                } else {
+                    // Its tail was lost: the last segment's offsets no
+                    // longer follow, and it goes.
+                    for extension in ["log", "index", "timeindex"] {
+                        fs::remove_file(file_name(dir, last, extension))?;
+                    }
+                }
+            }
+            _ => unreachable!("at most two segments are recovered"),
+        }
+        let mut origin = 0;
+        for segment in &mut segments {
+            segment.origin = origin;
+            origin += segment.size;
+        }
         let next = segments.back().map_or(0, |s| s.next);
         // A snapshot past what the crash left describes batches that are
         // gone: removed, lest the log grow past it again.
@@ -137,16 +282,12 @@ impl Log {
         for segment in segments.iter().filter(|s| s.next > from) {
             segment.replay_from(from, &mut replay)?;
         }
-        Ok(Log {
-            segments,
-            empty_at: 0,
-            place: Place::Dir(dir.to_path_buf()),
-            segment_bytes,
-            producers,
-            snapshots: snapshots.into(),
-            since_snapshot: 0,
-            durable: next,
-        })
+        let mut log = Log::create(Place::Dir(dir.to_path_buf()), segment_bytes);
+        log.segments = segments;
+        log.producers = producers;
+        log.snapshots = snapshots.into();
+        log.durable = next;
+        Ok(log)
     }
 
     /// The next offset to assign (the high watermark).
@@ -170,87 +311,74 @@ impl Log {
         self.segments.len()
     }
 
+    /// With `--data-dir`: offsets below this are on disk (fsynced).
+    pub fn durable(&self) -> i64 {
+        self.durable
+    }
+
     /// Appends `batch` (whole, checked, and admitted by
-    /// [`Producers::check`]) at the next offset, rolling first if the
-    /// active segment would pass `--segment-bytes` (or its offsets could no
-    /// longer be relative ones), and records it in the producers' state;
-    /// returns its base offset.
+    /// [`Producers::check`]) at the next offset, written from the caller's
+    /// buffer with its base offset rewritten; rolls first if the active
+    /// segment would pass `--segment-bytes` (or its offsets could no longer
+    /// be relative ones); records it in the producers' state; returns its
+    /// base offset. No fsync and no file creation happen here.
     ///
     /// # Errors
     ///
-    /// A write, or a roll's fsync or file creation, failed; the log is as
-    /// it was.
-    pub fn append(&mut self, batch: &[u8]) -> io::Result<i64> {
+    /// [`AppendError::Rolling`] if it needs the next segment's files and
+    /// they are not made yet; [`AppendError::Io`] if a write or a rename
+    /// failed, or the last roll work did. Either way the log is as it was.
+    pub fn append(&mut self, batch: &[u8]) -> Result<i64, AppendError> {
         let base = self.next();
-        match self.segments.back() {
-            None => self.segments.push_back(Segment::create(&self.place, base)?),
-            Some(active)
-                if active.size > 0
-                    && (active.size + batch.len() as u64 > self.segment_bytes
-                        || base + last_delta(batch) - active.base > i64::from(i32::MAX)) =>
-            {
-                self.roll()?;
-            }
-            Some(_) if self.since_snapshot >= (self.segment_bytes / 8).min(SNAPSHOT_INTERVAL) => {
-                self.snapshot()?;
-            }
-            Some(_) => {}
+        let len = batch.len() as u64;
+        let full = self.segments.back().is_none_or(|active| {
+            active.size > 0
+                && (active.size + len > self.segment_bytes
+                    || base + last_delta(batch) - active.base > i64::from(i32::MAX))
+        });
+        if full {
+            self.roll(base)?;
+        } else if self.since_snapshot >= (self.segment_bytes / 8).min(SNAPSHOT_INTERVAL) {
+            self.snapshot(base);
         }
-        let mut stored = batch.to_vec();
-        stored[..8].copy_from_slice(&base.to_be_bytes());
         self.segments
             .back_mut()
             .expect("a log has a segment")
-            .append(&stored)?;
-        self.since_snapshot += stored.len() as u64;
+            .append(batch, base)?;
+        self.since_snapshot += len;
         self.producers.appended(&BatchHeader::of(batch), base);
         Ok(base)
     }
 
-    /// With `--data-dir`, writes the producers' state before the next
-    /// offset, and removes all but the newest [`KEPT_SNAPSHOTS`].
-    fn snapshot(&mut self) -> io::Result<()> {
-        self.since_snapshot = 0;
-        let Place::Dir(dir) = &self.place else {
-            return Ok(());
-        };
-        let next = self.next();
-        write_snapshot(dir, next, &self.producers)?;
-        if self.snapshots.back() != Some(&next) {
-            self.snapshots.push_back(next);
+    /// The group commit's target: the active segment's file and what a
+    /// sync of it covers now (`None` before the first append).
+    pub fn sync_target(&self) -> Option<SyncTarget> {
+        let active = self.segments.back()?;
+        Some(SyncTarget {
+            file: active.log_file(),
+            base: active.base,
+            covered: active.next,
+        })
+    }
+
+    /// The segment starting at `base` is fsynced up to `covered`: moves
+    /// [`durable`](Self::durable) if everything before that segment is on
+    /// disk, else keeps it for when it is.
+    pub fn synced(&mut self, base: i64, covered: i64) {
+        if base > self.durable {
+            self.synced_ahead = Some(match self.synced_ahead {
+                Some((b, c)) if b == base => (b, c.max(covered)),
+                _ => (base, covered),
+            });
+            return;
         }
-        while self.snapshots.len() > KEPT_SNAPSHOTS {
-            if let Some(old) = self.snapshots.pop_front() {
-                // A leftover file costs a few bytes; the next start ignores
-                // it unless it is the newest.
-                let _ = fs::remove_file(snapshot_path(dir, old));
+        self.durable = self.durable.max(covered);
+        if let Some((b, c)) = self.synced_ahead {
+            if b <= self.durable {
+                self.durable = self.durable.max(c);
+                self.synced_ahead = None;
             }
         }
-        Ok(())
-    }
-
-    /// Closes the active segment (fsynced), snapshots the producers, and
-    /// starts a new segment at the next offset.
-    fn roll(&mut self) -> io::Result<()> {
-        let next = self.next();
-        self.segments
-            .back_mut()
-            .expect("a log has a segment")
-            .close()?;
-        self.snapshot()?;
-        self.segments.push_back(Segment::create(&self.place, next)?);
-        // Everything before the new segment was fsynced as its segment
-        // closed.
-        self.durable = self.durable.max(next);
-        Ok(())
-    }
-
-    /// The active segment's file and the offset a sync of it covers (what
-    /// is appended now): the group commit's target (`None` before the
-    /// first append).
-    pub fn sync_target(&self) -> Option<(Arc<File>, i64)> {
-        let active = self.segments.back()?;
-        Some((active.log_file(), active.next))
     }
 
     /// What to read from `offset` on: the rest of the segment holding it
@@ -274,42 +402,55 @@ impl Log {
         }
     }
 
-    /// Bytes available from `offset` on (0 outside the log, or if the
-    /// index cannot be read).
-    pub fn bytes_from(&self, offset: i64) -> u64 {
-        if offset >= self.next() || offset < self.start() {
-            return 0;
+    /// Where the batch holding `offset` starts in the partition's bytes
+    /// (the end, for the next offset); `None` outside the log. With
+    /// [`end_position`](Self::end_position) it gives the bytes a fetch
+    /// from `offset` has: a parked fetch asks once, then only subtracts.
+    ///
+    /// # Errors
+    ///
+    /// The index or the log could not be read.
+    pub fn position_of(&self, offset: i64) -> io::Result<Option<u64>> {
+        if offset > self.next() || offset < self.start() {
+            return Ok(None);
         }
-        let i = self.segments.partition_point(|s| s.base <= offset) - 1;
-        let later: u64 = self.segments.iter().skip(i + 1).map(|s| s.size).sum();
-        let holding = &self.segments[i];
-        holding
-            .position_of(offset)
-            .map_or(0, |pos| holding.size - pos + later)
+        let i = self.segments.partition_point(|s| s.base <= offset);
+        let Some(holding) = i.checked_sub(1).map(|i| &self.segments[i]) else {
+            return Ok(Some(self.end_position()));
+        };
+        Ok(Some(holding.origin + holding.position_of(offset)?))
+    }
+
+    /// Where the partition's bytes end (see [`position_of`](Self::position_of)).
+    pub fn end_position(&self) -> u64 {
+        self.segments.back().map_or(0, |s| s.origin + s.size)
     }
 
     /// The first record with a timestamp at or after `timestamp` (ms), as
     /// ListOffsets answers it: segments are skipped by their largest
-    /// timestamp, then the segment's time index says where to start.
+    /// timestamp, then the segment's time index says where to start; a
+    /// batch is read whole only up to `max_batch` bytes.
     ///
     /// # Errors
     ///
-    /// A read failed.
-    pub fn offset_for_time(&self, timestamp: i64) -> io::Result<Option<Timed>> {
+    /// A read failed, or the batch holding the record claims more than
+    /// `max_batch` bytes.
+    pub fn offset_for_time(&self, timestamp: i64, max_batch: usize) -> io::Result<Option<Timed>> {
         for segment in &self.segments {
-            if let Some(found) = segment.first_at_or_after(timestamp)? {
+            if let Some(found) = segment.first_at_or_after(timestamp, max_batch)? {
                 return Ok(Some(found));
             }
         }
         Ok(None)
     }
 
-    /// The record with the largest timestamp (the first of equals).
+    /// The record with the largest timestamp (the first of equals); its
+    /// batch is read whole only up to `max_batch` bytes.
     ///
     /// # Errors
     ///
-    /// A read failed.
-    pub fn offset_of_max_time(&self) -> io::Result<Option<Timed>> {
+    /// A read failed, or the batch claims more than `max_batch` bytes.
+    pub fn offset_of_max_time(&self, max_batch: usize) -> io::Result<Option<Timed>> {
         let mut best: Option<&Segment> = None;
         for segment in &self.segments {
             let (Some(max), Some(held)) = (
@@ -322,40 +463,44 @@ impl Log {
                 best = Some(segment);
             }
         }
-        best.map_or(Ok(None), Segment::record_of_max_time)
+        best.map_or(Ok(None), |s| s.record_of_max_time(max_batch))
     }
 }
 
-/// The snapshot file of the producers' state before `offset`.
-fn snapshot_path(dir: &Path, offset: i64) -> PathBuf {
-    file_name(dir, offset, "snapshot")
-}
+#[cfg(test)]
+impl Log {
+    /// Appends as the broker does, with the roll work run in place of the
+    /// broker's blocking pool: before the append if it waits for it, and
+    /// after it if some is due.
+    pub fn append_now(&mut self, batch: &[u8]) -> io::Result<i64> {
+        let appended = loop {
+            match self.append(batch) {
+                Err(AppendError::Rolling) => self.work_now(),
+                Err(AppendError::Io(e)) => return Err(e),
+                Ok(base) => break base,
+            }
+        };
+        self.work_now();
+        Ok(appended)
+    }
 
-/// Writes the producers' state before `offset`: to a temporary file, then
-/// renamed, so a snapshot is whole or absent (a start ignores one past
-/// what the log holds, and one whose CRC does not match).
-fn write_snapshot(dir: &Path, offset: i64, producers: &Producers) -> io::Result<()> {
-    let path = snapshot_path(dir, offset);
-    let tmp = path.with_extension("snapshot.tmp");
-    let mut file = File::create(&tmp)?;
-    file.write_all(&producers.snapshot())?;
-    // On disk before its name: after a crash the name never points at a
-    // partial file.
-    file.sync_data()?;
-    fs::rename(&tmp, &path)
-}
-
-/// The producers' state before `offset`, if its snapshot is there and
-/// intact.
-fn read_snapshot(dir: &Path, offset: i64) -> Option<Producers> {
-    Producers::from_snapshot(&fs::read(snapshot_path(dir, offset)).ok()?)
+    /// Runs the roll work due, if any, and takes it back.
+    pub fn work_now(&mut self) {
+        if let Some(work) = self.take_work() {
+            let done = work.run();
+            self.finish(done);
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::super::batch::testing::{of, timed};
+    use super::super::read::First;
+    use super::super::roll::KEPT_SNAPSHOTS;
     use super::*;
     use std::os::unix::fs::FileExt;
+    use std::path::PathBuf;
 
     /// A scratch directory, removed when dropped.
     struct Scratch(PathBuf);
@@ -380,7 +525,11 @@ mod tests {
     fn read_all(log: &Log, mut offset: i64) -> Vec<i64> {
         let mut bases = Vec::new();
         while offset < log.next() {
-            let bytes = log.slice(offset).unwrap().read(usize::MAX, true).unwrap();
+            let bytes = log
+                .slice(offset)
+                .unwrap()
+                .read(usize::MAX, First::Whole { max: usize::MAX })
+                .unwrap();
             let mut at = 0;
             while at < bytes.len() {
                 let batch = &bytes[at..];
@@ -399,10 +548,15 @@ mod tests {
         let mut log = Log::create(Place::Dir(dir.0.clone()), 1000);
         // No file until the first append.
         assert_eq!(log.segment_count(), 0);
-        assert!(log.slice(0).unwrap().read(100, true).unwrap().is_empty());
+        assert!(log
+            .slice(0)
+            .unwrap()
+            .read(100, First::Whole { max: usize::MAX })
+            .unwrap()
+            .is_empty());
         assert!(fs::read_dir(&dir.0).unwrap().next().is_none());
         for _ in 0..100 {
-            log.append(&of(3)).unwrap();
+            log.append_now(&of(3)).unwrap();
         }
         assert!(log.segment_count() > 5, "{} segments", log.segment_count());
         assert_eq!(log.next(), 300);
@@ -411,7 +565,18 @@ mod tests {
         // From the middle of a batch: that batch.
         assert_eq!(read_all(&log, 151)[0], 150);
         assert!(matches!(log.slice(301), Err(Unreadable::OutOfRange)));
-        assert_eq!(log.bytes_from(297), of(3).len() as u64);
+        // The bytes from an offset: a position once, then a subtraction.
+        let from = log.position_of(297).unwrap().unwrap();
+        assert_eq!(log.end_position() - from, of(3).len() as u64);
+        let at_end = log.position_of(300).unwrap().unwrap();
+        assert_eq!(log.end_position(), at_end);
+        log.append_now(&of(2)).unwrap();
+        assert_eq!(
+            log.end_position() - from,
+            (of(3).len() + of(2).len()) as u64
+        );
+        assert_eq!(log.position_of(303).unwrap(), None, "past the end");
+        let bases = read_all(&log, 0);
         let reopened = Log::open(&dir.0, 1000).unwrap();
         assert_eq!(reopened.segment_count(), log.segment_count());
         assert_eq!(read_all(&reopened, 0), bases);
@@ -423,15 +588,18 @@ mod tests {
         let mut log = Log::create(Place::Dir(dir.0.clone()), 4000);
         // 200 batches of two records, timestamps 10 ms apart.
         for i in 0..200i64 {
-            log.append(&timed(&[i * 20, i * 20 + 10])).unwrap();
+            log.append_now(&timed(&[i * 20, i * 20 + 10])).unwrap();
         }
         let check = |log: &Log| {
             for ts in [0, 5, 10, 11, 1_234, 3_990, 3_991] {
-                let found = log.offset_for_time(ts).unwrap().map(|t| t.offset);
+                let found = log
+                    .offset_for_time(ts, usize::MAX)
+                    .unwrap()
+                    .map(|t| t.offset);
                 let expected = (ts + 9) / 10;
                 assert_eq!(found, (expected < 400).then_some(expected), "at {ts}");
             }
-            let max = log.offset_of_max_time().unwrap().unwrap();
+            let max = log.offset_of_max_time(usize::MAX).unwrap().unwrap();
             assert_eq!((max.offset, max.timestamp), (399, 3_990));
         };
         check(&log);
@@ -446,20 +614,23 @@ mod tests {
         // About 2.4 MB in one segment: some index entries written, the
         // newest pending in memory, lost with the process.
         for i in 0..30_000i64 {
-            log.append(&timed(&[i * 2, i * 2 + 1])).unwrap();
+            log.append_now(&timed(&[i * 2, i * 2 + 1])).unwrap();
         }
         let index = fs::metadata(file_name(&dir.0, 0, "index")).unwrap().len();
         assert!(index > 0 && index < 600 * 8, "{index} bytes of index");
         drop(log);
         let log = Log::open(&dir.0, 8 << 20).unwrap();
         assert_eq!(log.next(), 60_000);
-        let max = log.offset_of_max_time().unwrap().unwrap();
+        let max = log.offset_of_max_time(usize::MAX).unwrap().unwrap();
         assert_eq!((max.offset, max.timestamp), (59_999, 59_999));
         for ts in [0, 1, 12_345, 40_000, 59_998, 59_999] {
-            let found = log.offset_for_time(ts).unwrap().map(|t| t.offset);
+            let found = log
+                .offset_for_time(ts, usize::MAX)
+                .unwrap()
+                .map(|t| t.offset);
             assert_eq!(found, Some(ts), "at {ts}");
         }
-        assert_eq!(log.offset_for_time(60_000).unwrap(), None);
+        assert_eq!(log.offset_for_time(60_000, usize::MAX).unwrap(), None);
         assert_eq!(read_all(&log, 0).len(), 30_000);
     }
 
@@ -468,7 +639,7 @@ mod tests {
         let dir = Scratch::new("torn");
         let mut log = Log::create(Place::Dir(dir.0.clone()), 1 << 20);
         for i in 0..500i64 {
-            log.append(&timed(&[i, i])).unwrap();
+            log.append_now(&timed(&[i, i])).unwrap();
         }
         let size = log.size();
         drop(log);
@@ -478,7 +649,7 @@ mod tests {
         file.set_len(size - 20).unwrap();
         let mut log = Log::open(&dir.0, 1 << 20).unwrap();
         assert_eq!(log.next(), 998);
-        assert_eq!(log.append(&of(1)).unwrap(), 998);
+        assert_eq!(log.append_now(&of(1)).unwrap(), 998);
         drop(log);
         // Garbage after the last batch: its CRC does not match.
         let size = fs::metadata(&path).unwrap().len();
@@ -489,10 +660,12 @@ mod tests {
         assert_eq!(fs::metadata(&path).unwrap().len(), size);
         // The torn batch (timestamp 499) is gone from the time index too.
         assert_eq!(
-            log.offset_for_time(498).unwrap().map(|t| t.offset),
+            log.offset_for_time(498, usize::MAX)
+                .unwrap()
+                .map(|t| t.offset),
             Some(996)
         );
-        assert_eq!(log.offset_for_time(499).unwrap(), None);
+        assert_eq!(log.offset_for_time(499, usize::MAX).unwrap(), None);
         assert_eq!(read_all(&log, 0).len(), 500);
     }
 
@@ -511,7 +684,7 @@ mod tests {
                 log.producers.check(&BatchHeader::of(&batch)),
                 crate::producers::Verdict::Append
             );
-            log.append(&batch).unwrap();
+            log.append_now(&batch).unwrap();
         }
         assert!(log.segment_count() >= 2);
         let snapshots = fs::read_dir(&dir.0)
@@ -544,5 +717,135 @@ mod tests {
             Log::open(&dir.0, 1 << 20).unwrap().producers.snapshot(),
             expected
         );
+    }
+
+    /// The files of `dir`, sorted.
+    fn names(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn a_roll_under_the_lock_only_installs_files_made_and_fsyncs_done_off_it() {
+        let dir = Scratch::new("off-lock");
+        let mut log = Log::create(Place::Dir(dir.0.clone()), 1000);
+        // The first append makes no file: it waits for the work.
+        assert!(matches!(log.append(&of(3)), Err(AppendError::Rolling)));
+        assert!(names(&dir.0).is_empty());
+        let work = log.take_work().expect("the first segment's files are due");
+        assert!(log.take_work().is_none(), "one work at a time");
+        // The work owns all it needs: it runs without the log (the lock).
+        let done = std::thread::spawn(move || work.run()).join().unwrap();
+        assert_eq!(
+            names(&dir.0),
+            ["spare.index.tmp", "spare.log.tmp", "spare.timeindex.tmp"]
+        );
+        assert!(log.finish(done));
+        assert_eq!(log.append(&of(3)).unwrap(), 0);
+        // Half full: the next segment's files are due; while they are
+        // made, appends go on until one needs them.
+        let mut appended = 3;
+        let spare = loop {
+            match log.take_work() {
+                Some(work) if work.makes_spare() => break work,
+                // The producers' snapshot, every eighth of a segment.
+                Some(work) => assert!(log.finish(work.run())),
+                None => {}
+            }
+            assert_eq!(log.append(&of(3)).unwrap(), appended);
+            appended += 3;
+        };
+        let last = loop {
+            match log.append(&of(3)) {
+                Ok(base) => assert_eq!(base, appended),
+                Err(e) => break e,
+            }
+            appended += 3;
+        };
+        assert!(matches!(last, AppendError::Rolling), "{last}");
+        assert!(log.take_work().is_none(), "one work at a time");
+        assert_eq!(log.segment_count(), 1);
+        assert!(log.finish(spare.run()));
+        // The roll: the spare installed under its base offset's names; the
+        // closed segment is not yet durable: its fsync is the next work.
+        assert_eq!(log.append(&of(3)).unwrap(), appended);
+        assert_eq!(log.segment_count(), 2);
+        let base = file_name(&dir.0, appended, "log");
+        assert!(base.exists() && !dir.0.join("spare.log.tmp").exists());
+        assert!(log.durable() < appended);
+        // The group commit's fsync of the active segment must not pass the
+        // closed one's.
+        log.synced(appended, appended + 3);
+        assert!(log.durable() < appended);
+        let work = log.take_work().expect("the closed segment's fsync");
+        assert!(!snapshot_path(&dir.0, appended).exists());
+        assert_eq!(
+            log.append(&of(3)).unwrap(),
+            appended + 3,
+            "appends go on meanwhile"
+        );
+        assert!(log.finish(work.run()));
+        assert_eq!(log.durable(), appended + 3, "both fsyncs joined");
+        assert!(
+            snapshot_path(&dir.0, appended).exists(),
+            "the roll's snapshot, written by the work"
+        );
+    }
+
+    #[test]
+    fn a_start_removes_what_a_crash_left_half_made() {
+        let dir = Scratch::new("leftovers");
+        let mut log = Log::create(Place::Dir(dir.0.clone()), 1 << 20);
+        log.append_now(&of(2)).unwrap();
+        drop(log);
+        for leftover in [
+            "00000000000000000002.snapshot.tmp",
+            "spare.log.tmp",
+            "spare.index.tmp",
+        ] {
+            fs::write(dir.0.join(leftover), b"half").unwrap();
+        }
+        // A roll's renames cut short: indexes without their log.
+        fs::write(file_name(&dir.0, 9, "index"), b"").unwrap();
+        fs::write(file_name(&dir.0, 9, "timeindex"), b"").unwrap();
+        let log = Log::open(&dir.0, 1 << 20).unwrap();
+        assert_eq!(log.next(), 2);
+        assert_eq!(
+            names(&dir.0),
+            [
+                "00000000000000000000.index",
+                "00000000000000000000.log",
+                "00000000000000000000.timeindex"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_closed_segment_that_lost_its_tail_takes_the_segment_after_it_along() {
+        let dir = Scratch::new("lost-tail");
+        let mut log = Log::create(Place::Dir(dir.0.clone()), 1000);
+        for _ in 0..30 {
+            log.append_now(&of(1)).unwrap();
+        }
+        let bases: Vec<i64> = log.segments.iter().map(|s| s.base).collect();
+        assert!(bases.len() >= 3, "{bases:?}");
+        drop(log);
+        // A power loss before the closed segment's fsync: its last batch
+        // is gone, so the active segment's offsets no longer follow.
+        let closed = bases[bases.len() - 2];
+        let path = file_name(&dir.0, closed, "log");
+        let len = fs::metadata(&path).unwrap().len();
+        let file = fs::OpenOptions::new().write(true).open(&path).unwrap();
+        file.set_len(len - 1).unwrap();
+        let active = bases[bases.len() - 1];
+        let log = Log::open(&dir.0, 1000).unwrap();
+        assert_eq!(log.next(), active - 1);
+        assert_eq!(log.segment_count(), bases.len() - 1);
+        assert!(!file_name(&dir.0, active, "log").exists());
+        assert_eq!(read_all(&log, 0), (0..active - 1).collect::<Vec<_>>());
     }
 }

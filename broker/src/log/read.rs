@@ -1,7 +1,12 @@
 //! Reading a segment's log file: the [`Slice`] a fetch reads after the
-//! partition's lock is released, and the chunked [`Reader`] that scans
-//! walk batch headers with (recovery, lookups by offset and time, the
-//! producers' replay).
+//! partition's lock is released, and the chunked [`Reader`] whose
+//! [`Walk`] is the one walk over batch headers (recovery, lookups by
+//! offset and time, the producers' replay).
+//!
+//! Every length read from a file is distrusted: a batch is read whole
+//! only if its length is one the broker could have stored (at least a
+//! header, at most the caller's bound and within the file), so a corrupt
+//! length is an error or the end of a walk, never a large buffer.
 
 use std::fs::File;
 use std::io;
@@ -10,7 +15,10 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::batch::{whole_len, BATCH_HEADER, LENGTH_PREFIX};
+use super::batch::{
+    base_offset, last_delta, max_timestamp, whole_len, BATCH_HEADER, LENGTH_PREFIX,
+};
+use super::partition::Unreadable;
 
 /// Bytes read at once when a scan jumps to a batch header: a page, so
 /// that a walk over large batches reads little more than their headers.
@@ -48,23 +56,36 @@ impl Slice {
         self.end.saturating_sub(self.start)
     }
 
-    /// Its whole batches from the start within `limit` bytes; with
-    /// `whole_first`, the first batch even if it is larger.
+    /// Its whole batches from the start within `limit` bytes, and with
+    /// [`First::Whole`] the first batch even if it is larger (up to the
+    /// bound given).
     ///
     /// # Errors
     ///
-    /// A read of the log file failed.
-    pub fn read(&self, limit: usize, whole_first: bool) -> io::Result<Bytes> {
+    /// [`Unreadable::Io`] if a read of the log file failed;
+    /// [`Unreadable::Corrupt`] if the first batch must be whole and its
+    /// length is shorter than a header, runs past the slice, or passes
+    /// the bound (nothing that large is allocated).
+    pub fn read(&self, limit: usize, first: First) -> Result<Bytes, Unreadable> {
         let Some(file) = &self.file else {
             return Ok(Bytes::new());
         };
         let available = self.len();
         let mut want = (limit as u64).min(available);
-        if whole_first && available >= LENGTH_PREFIX as u64 {
-            let mut prefix = [0u8; LENGTH_PREFIX];
-            file.read_exact_at(&mut prefix, self.start)?;
-            let first = whole_len(&prefix).map_or(0, |n| n as u64);
-            want = want.max(first.min(available));
+        if let First::Whole { max } = first {
+            if available >= LENGTH_PREFIX as u64 {
+                let mut prefix = [0u8; LENGTH_PREFIX];
+                file.read_exact_at(&mut prefix, self.start)?;
+                let len = whole_len(&prefix).map_or(0, |n| n as u64);
+                let sound = len >= BATCH_HEADER as u64 && len <= available;
+                if !sound || (len > want && len > max as u64) {
+                    return Err(Unreadable::Corrupt {
+                        at: self.start,
+                        len,
+                    });
+                }
+                want = want.max(len);
+            }
         }
         let mut bytes = vec![0u8; usize::try_from(want).unwrap_or(usize::MAX)];
         file.read_exact_at(&mut bytes, self.start)?;
@@ -79,6 +100,20 @@ impl Slice {
         bytes.truncate(at);
         Ok(Bytes::from(bytes))
     }
+}
+
+/// How a fetch treats the first batch of its answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum First {
+    /// Like the others: only within the limit.
+    Within,
+    /// Whole even past the limit (Kafka's rule, so that a batch larger
+    /// than a fetch's limits is still delivered), up to `max` bytes (the
+    /// broker's `--message-max-bytes`: no batch it stored is larger).
+    Whole {
+        /// The largest first batch read whole, bytes.
+        max: usize,
+    },
 }
 
 /// Reads a log file's bytes in chunks, for scans that walk its batches.
@@ -153,14 +188,14 @@ impl<'a> Reader<'a> {
     }
 
     /// The whole `len`-byte batch at `pos`: an error, before anything is
-    /// allocated, if it would end past the readable bytes (a length read
-    /// from a corrupt file).
-    pub(super) fn batch(&self, pos: u64, len: usize) -> io::Result<Vec<u8>> {
-        if pos.checked_add(len as u64).is_none_or(|end| end > self.end) {
+    /// allocated, if it is longer than `max` or would end past the
+    /// readable bytes (a length read from a corrupt file).
+    pub(super) fn batch(&self, pos: u64, len: usize, max: usize) -> io::Result<Vec<u8>> {
+        if len > max || pos.checked_add(len as u64).is_none_or(|end| end > self.end) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 format!(
-                    "a batch of {len} bytes at {pos} ends past the segment's {} bytes",
+                    "a batch of {len} bytes at {pos} is longer than {max} bytes or ends past the segment's {} bytes",
                     self.end
                 ),
             ));
@@ -168,6 +203,86 @@ impl<'a> Reader<'a> {
         let mut whole = vec![0u8; len];
         self.file.read_exact_at(&mut whole, pos)?;
         Ok(whole)
+    }
+
+    /// The walk over the batches from `pos` on.
+    pub(super) fn walk(self, pos: u64) -> Walk<'a> {
+        Walk { reader: self, pos }
+    }
+}
+
+/// A batch met by a [`Walk`].
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Found {
+    /// Where it starts in the file.
+    pub(super) pos: u64,
+    /// Its header.
+    pub(super) header: [u8; BATCH_HEADER],
+    /// Its whole length, header included (at least a header's).
+    pub(super) len: u64,
+}
+
+impl Found {
+    /// Its base offset.
+    pub(super) fn base(&self) -> i64 {
+        base_offset(&self.header)
+    }
+
+    /// The offset of its last record.
+    pub(super) fn last(&self) -> i64 {
+        self.base() + last_delta(&self.header)
+    }
+
+    /// Its largest timestamp.
+    pub(super) fn max_timestamp(&self) -> i64 {
+        max_timestamp(&self.header)
+    }
+
+    /// Where the batch after it starts.
+    pub(super) fn end(&self) -> u64 {
+        self.pos + self.len
+    }
+}
+
+/// The batches of a log file in order, from a batch's start: each with a
+/// whole header and a length of at least a header. It ends at the end of
+/// the readable bytes or at a length no batch has (what follows cannot be
+/// found); the lengths are not checked against the file, nor the CRCs
+/// (recovery does that).
+pub(super) struct Walk<'a> {
+    /// The file's reader.
+    reader: Reader<'a>,
+    /// Where the next batch starts.
+    pos: u64,
+}
+
+impl<'a> Walk<'a> {
+    /// The reader, for what a walk's user reads besides headers.
+    pub(super) fn reader(&mut self) -> &mut Reader<'a> {
+        &mut self.reader
+    }
+}
+
+impl Iterator for Walk<'_> {
+    type Item = io::Result<Found>;
+
+    fn next(&mut self) -> Option<io::Result<Found>> {
+        let header = match self.reader.header(self.pos) {
+            Ok(header) => header?,
+            Err(e) => {
+                // Nothing more can be read.
+                self.pos = self.reader.end;
+                return Some(Err(e));
+            }
+        };
+        let len = whole_len(&header).filter(|&n| n >= BATCH_HEADER)? as u64;
+        let found = Found {
+            pos: self.pos,
+            header,
+            len,
+        };
+        self.pos = self.pos.saturating_add(len);
+        Some(Ok(found))
     }
 }
 
@@ -190,16 +305,23 @@ mod tests {
             start: 0,
             end: (a.len() + b.len()) as u64,
         };
-        let read = |limit, whole_first| slice.read(limit, whole_first).unwrap().len();
+        let whole = First::Whole { max: 1 << 20 };
+        let read = |limit, first| slice.read(limit, first).unwrap().len();
         assert_eq!(
-            read(a.len() + b.len() - 1, false),
+            read(a.len() + b.len() - 1, First::Within),
             a.len(),
             "the second cut"
         );
-        assert_eq!(read(usize::MAX, false), a.len() + b.len());
-        assert_eq!(read(10, true), a.len(), "the first whole, past the limit");
-        assert_eq!(read(10, false), 0);
-        assert_eq!(Slice::empty().read(100, true).unwrap().len(), 0);
+        assert_eq!(read(usize::MAX, First::Within), a.len() + b.len());
+        assert_eq!(read(10, whole), a.len(), "the first whole, past the limit");
+        assert_eq!(read(10, First::Within), 0);
+        assert_eq!(Slice::empty().read(100, whole).unwrap().len(), 0);
+        // Past the limit and the bound: refused, nothing read.
+        let refused = slice.read(10, First::Whole { max: a.len() - 1 });
+        assert!(
+            matches!(refused, Err(Unreadable::Corrupt { at: 0, len }) if len == a.len() as u64),
+            "{refused:?}"
+        );
     }
 
     #[test]
@@ -210,10 +332,15 @@ mod tests {
         let a = of(3);
         file.write_all_at(&a, 0).unwrap();
         let reader = Reader::new(&file, a.len() as u64);
-        assert_eq!(reader.batch(0, a.len()).unwrap(), a);
+        assert_eq!(reader.batch(0, a.len(), usize::MAX).unwrap(), a);
         // A corrupt length of 2 GiB: an error, not a 2 GiB buffer.
-        let error = reader.batch(0, 1 << 31).unwrap_err();
+        let error = reader.batch(0, 1 << 31, usize::MAX).unwrap_err();
         assert_eq!(error.kind(), io::ErrorKind::InvalidData);
-        assert!(reader.batch(u64::MAX, 2).is_err(), "an end past u64");
+        assert!(
+            reader.batch(u64::MAX, 2, usize::MAX).is_err(),
+            "an end past u64"
+        );
+        // Within the file but past the bound.
+        assert!(reader.batch(0, a.len(), a.len() - 1).is_err());
     }
 }

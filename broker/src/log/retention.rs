@@ -56,7 +56,7 @@ mod tests {
     fn log_of(timestamps: impl Iterator<Item = i64>) -> Log {
         let mut log = Log::create(Place::Anonymous(std::env::temp_dir()), 500);
         for ts in timestamps {
-            log.append(&timed(&[ts])).unwrap();
+            log.append_now(&timed(&[ts])).unwrap();
         }
         log
     }

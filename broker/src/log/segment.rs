@@ -10,29 +10,31 @@
 //!
 //! In memory a segment holds its files and a few figures (size, next
 //! offset, largest timestamp); every read is a positioned read of the
-//! files, which the page cache serves. A closed segment was fsynced when
-//! it closed and its files are trusted at start; the active one is
-//! recovered from its last valid index entry on ([`Segment::recover`]).
+//! files, which the page cache serves. A segment's files are made ahead
+//! of the roll that needs them, as a [`Spare`] (off the partition's lock);
+//! a closed segment is fsynced after it closed, off the lock too, before
+//! the next spare is made, so that at most the segment before the active
+//! one may not be on disk. At start the older closed segments are trusted
+//! as they are, and the last two are recovered from their last valid
+//! index entry on ([`Segment::recover`]).
 
 use std::fs::{File, OpenOptions};
-use std::io;
-use std::os::unix::fs::FileExt;
+use std::io::{self, IoSlice};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::batch::{
-    self, base_offset, last_delta, max_timestamp, whole_len, BatchHeader, Timed, BATCH_HEADER,
-    LENGTH_PREFIX,
+    self, base_offset, last_delta, max_timestamp, BatchHeader, Timed, BATCH_HEADER,
 };
 use super::index::{OffsetEntry, OffsetIndex, TimeEntry, TimeIndex, INDEX_INTERVAL};
+use super::read::{Reader, Slice};
 
 /// Bytes of log after which a segment writes its pending index entries
 /// (at most 64 of them): one index write per 256 KiB of log rather than
 /// per batch. A crash loses at most these entries; recovery rebuilds them
 /// by checking that much log again.
 const INDEX_FLUSH_BYTES: u64 = 64 * INDEX_INTERVAL;
-use super::read::{Reader, Slice};
 
 /// Where a partition's segment files are made.
 #[derive(Clone, Debug)]
@@ -49,20 +51,26 @@ pub enum Place {
 /// A counter making anonymous files' names unique in this process.
 static ANONYMOUS: AtomicU64 = AtomicU64::new(0);
 
+/// The extensions of a segment's files, the log last: a roll renames a
+/// spare's files in this order, so a start that finds a segment's log
+/// finds its indexes too.
+const EXTENSIONS: [&str; 3] = ["index", "timeindex", "log"];
+
 impl Place {
-    /// A fresh, empty file for segment `base`'s `extension`.
-    fn create(&self, base: i64, extension: &str) -> io::Result<File> {
+    /// A fresh, empty file named `name` (with `--data-dir`, in the
+    /// directory; without, unlinked at once).
+    fn fresh(&self, name: &str) -> io::Result<File> {
         match self {
             Place::Dir(dir) => OpenOptions::new()
                 .read(true)
                 .write(true)
                 .create(true)
                 .truncate(true)
-                .open(file_name(dir, base, extension)),
+                .open(dir.join(name)),
             Place::Anonymous(dir) => {
                 let n = ANONYMOUS.fetch_add(1, Ordering::Relaxed);
                 let path = dir.join(format!(
-                    ".purgatorio-broker-{}-{n}.{extension}",
+                    ".purgatorio-broker-{}-{n}.{name}",
                     std::process::id()
                 ));
                 let file = OpenOptions::new()
@@ -75,13 +83,72 @@ impl Place {
             }
         }
     }
+
+    /// The next segment's files, made now (off the partition's lock) and
+    /// named when a roll installs them ([`Segment::install`]). With
+    /// `--data-dir` they are `spare.<extension>.tmp` until then: a crash
+    /// leaves at most those, which a start removes.
+    ///
+    /// # Errors
+    ///
+    /// A file could not be made.
+    pub fn spare(&self) -> io::Result<Spare> {
+        let [index, timeindex, log] = EXTENSIONS.map(|extension| format!("spare.{extension}.tmp"));
+        Ok(Spare {
+            index: self.fresh(&index)?,
+            timeindex: self.fresh(&timeindex)?,
+            log: self.fresh(&log)?,
+            dir: match self {
+                Place::Dir(dir) => Some(dir.clone()),
+                Place::Anonymous(_) => None,
+            },
+        })
+    }
+}
+
+/// A segment's files made ahead of the roll that needs them.
+#[derive(Debug)]
+pub struct Spare {
+    /// The offset index.
+    index: File,
+    /// The time index.
+    timeindex: File,
+    /// The log.
+    log: File,
+    /// With `--data-dir`: the directory holding them under temporary names.
+    dir: Option<PathBuf>,
+}
+
+/// A closed segment's files, for its fsync off the partition's lock.
+#[derive(Clone, Debug)]
+pub struct SegmentFiles {
+    /// The log.
+    log: Arc<File>,
+    /// The time index.
+    times: Arc<File>,
+    /// The offset index.
+    offsets: Arc<File>,
+}
+
+impl SegmentFiles {
+    /// Fsyncs them: the log, then the time index, then the offset index
+    /// (the order in which a segment writes them).
+    ///
+    /// # Errors
+    ///
+    /// An fsync failed.
+    pub fn sync(&self) -> io::Result<()> {
+        self.log.sync_data()?;
+        self.times.sync_data()?;
+        self.offsets.sync_data()
+    }
 }
 
 #[cfg(test)]
 impl Place {
     /// A fresh file, for tests of reading.
     pub fn create_for_test(&self) -> io::Result<File> {
-        self.create(0, "log")
+        self.fresh("test.log")
     }
 }
 
@@ -108,6 +175,10 @@ pub struct Segment {
     pub next: i64,
     /// Its bytes of log.
     pub size: u64,
+    /// Where its first byte sits in the partition's bytes, counted from
+    /// the log start at the partition's opening (what a parked fetch
+    /// measures available bytes with).
+    pub origin: u64,
     /// The log file, shared with reads in flight (a deleted segment's
     /// file stays readable until they finish).
     log: Arc<File>,
@@ -138,34 +209,42 @@ fn open_file(dir: &Path, base: i64, extension: &str) -> io::Result<File> {
 }
 
 impl Segment {
-    /// A new, empty segment starting at `base`.
+    /// The new, empty segment starting at `base`, of `spare`'s files:
+    /// with `--data-dir` they are renamed to `base`'s names, the log last.
     ///
     /// # Errors
     ///
-    /// A file could not be made.
-    pub fn create(place: &Place, base: i64) -> io::Result<Segment> {
+    /// A rename failed (the spare is spent; a start removes what is left).
+    pub fn install(spare: Spare, base: i64) -> io::Result<Segment> {
+        if let Some(dir) = &spare.dir {
+            for extension in EXTENSIONS {
+                std::fs::rename(
+                    dir.join(format!("spare.{extension}.tmp")),
+                    file_name(dir, base, extension),
+                )?;
+            }
+        }
         Ok(Segment {
             base,
             next: base,
             size: 0,
-            log: Arc::new(place.create(base, "log")?),
-            offsets: OffsetIndex::open(place.create(base, "index")?)?,
-            times: TimeIndex::open(place.create(base, "timeindex")?)?,
+            origin: 0,
+            log: Arc::new(spare.log),
+            offsets: OffsetIndex::open(spare.index)?,
+            times: TimeIndex::open(spare.timeindex)?,
             max_time: None,
             last_time_entry: i64::MIN,
             since_index: 0,
             since_flush: 0,
-            dir: match place {
-                Place::Dir(dir) => Some(dir.clone()),
-                Place::Anonymous(_) => None,
-            },
+            dir: spare.dir,
         })
     }
 
-    /// A closed segment of `dir` (fsynced when it closed): its figures come
-    /// from the files' lengths and the time index's last entry, nothing is
-    /// scanned; `next` is set by the caller (the next segment's base). A
-    /// segment whose time index is missing is recovered instead.
+    /// A closed segment of `dir` (fsynced after it closed, before the
+    /// segment after the next was made): its figures come from the files'
+    /// lengths and the time index's last entry, nothing is scanned; `next`
+    /// is set by the caller (the next segment's base). A segment whose time
+    /// index is missing is recovered instead.
     ///
     /// # Errors
     ///
@@ -184,7 +263,8 @@ impl Segment {
             None if segment.size == 0 => Ok(segment),
             None => {
                 let mut segment = Segment::recover(dir, base)?;
-                segment.close()?;
+                segment.seal()?;
+                segment.files().sync()?;
                 Ok(segment)
             }
         }
@@ -198,6 +278,7 @@ impl Segment {
             base,
             next: base,
             size,
+            origin: 0,
             log: Arc::new(log),
             offsets: OffsetIndex::open(open_file(dir, base, "index")?)?,
             times: TimeIndex::open(open_file(dir, base, "timeindex")?)?,
@@ -260,58 +341,55 @@ impl Segment {
             segment.last_time_entry = last.timestamp;
         }
         // From the resume point: every batch checked, indexed again.
-        let (mut pos, mut next) = (u64::from(resume.position), resume_offset);
-        segment.size = pos;
-        segment.next = next;
-        while let Some(header) = reader.header(pos)? {
-            let Some(len) = whole_len(&header).map(|n| n as u64) else {
-                break;
-            };
-            let sound = len >= BATCH_HEADER as u64
-                && pos + len <= file_len
-                && header[16] == 2
-                && last_delta(&header) >= 0
-                && base_offset(&header) == next
-                && reader.crc_matches(pos, len, &header)?;
+        segment.size = u64::from(resume.position);
+        segment.next = resume_offset;
+        let mut walk = reader.walk(segment.size);
+        while let Some(found) = walk.next() {
+            let found = found?;
+            let sound = found.end() <= file_len
+                && found.header[16] == 2
+                && last_delta(&found.header) >= 0
+                && found.base() == segment.next
+                && walk
+                    .reader()
+                    .crc_matches(found.pos, found.len, &found.header)?;
             if !sound {
                 break;
             }
-            segment.indexed(pos, &header, len)?;
-            next += last_delta(&header) + 1;
-            pos += len;
-            segment.size = pos;
-            segment.next = next;
+            segment.indexed(found.pos, found.base(), &found.header, found.len)?;
+            segment.next = found.last() + 1;
+            segment.size = found.end();
         }
-        drop(reader);
+        drop(walk);
         if segment.size < file_len {
             segment.log.set_len(segment.size)?;
         }
         Ok(segment)
     }
 
-    /// Appends `batch` (whole, its base offset rewritten to `next`).
+    /// Appends `batch` (whole) with its base offset rewritten to `base`
+    /// (the segment's next offset), written from the caller's buffer.
     ///
     /// # Errors
     ///
     /// A write failed (the segment is as it was, but for a torn tail that
     /// the next append overwrites).
-    pub fn append(&mut self, batch: &[u8]) -> io::Result<()> {
-        debug_assert_eq!(base_offset(batch), self.next, "appended out of order");
+    pub fn append(&mut self, batch: &[u8], base: i64) -> io::Result<()> {
+        debug_assert_eq!(base, self.next, "appended out of order");
         let pos = self.size;
         // The bytes first: a failed write (a full disk) leaves the indexes
         // and the largest timestamp as they were.
-        self.log.write_all_at(batch, pos)?;
-        self.indexed(pos, batch, batch.len() as u64)?;
+        write_rebased(&self.log, batch, base, pos)?;
+        self.indexed(pos, base, batch, batch.len() as u64)?;
         self.size = pos + batch.len() as u64;
-        self.next = base_offset(batch) + last_delta(batch) + 1;
+        self.next = base + last_delta(batch) + 1;
         Ok(())
     }
 
     /// Updates the indexes and figures for the `len`-byte batch at `pos`
-    /// with this header, once its bytes are in the file: an index entry
-    /// every [`INDEX_INTERVAL`] bytes.
-    fn indexed(&mut self, pos: u64, header: &[u8], len: u64) -> io::Result<()> {
-        let base = base_offset(header);
+    /// with base offset `base` and this header, once its bytes are in the
+    /// file: an index entry every [`INDEX_INTERVAL`] bytes.
+    fn indexed(&mut self, pos: u64, base: i64, header: &[u8], len: u64) -> io::Result<()> {
         if self.since_index >= INDEX_INTERVAL {
             // The time entry first: at recovery, the time entries of
             // batches before a valid offset entry are kept.
@@ -365,21 +443,28 @@ impl Segment {
     }
 
     /// Closes it (a new segment follows): the time index gets its largest
-    /// timestamp, and its files are fsynced, so that at start its files
-    /// are trusted as they are.
+    /// timestamp and both indexes their pending entries, written, not
+    /// fsynced ([`SegmentFiles::sync`] does that off the partition's
+    /// lock). Writing again what is written is harmless, so a failed seal
+    /// may be tried again.
     ///
     /// # Errors
     ///
-    /// A write or an fsync failed.
-    pub fn close(&mut self) -> io::Result<()> {
+    /// A write failed.
+    pub fn seal(&mut self) -> io::Result<()> {
         self.time_entry();
-        if self.dir.is_some() {
-            self.log.sync_data()?;
-            // The time index first, as when pending entries are written.
-            self.times.sync()?;
-            self.offsets.sync()?;
+        // The time index first, as when pending entries are written.
+        self.times.flush()?;
+        self.offsets.flush()
+    }
+
+    /// Its files, for an fsync off the partition's lock.
+    pub fn files(&self) -> SegmentFiles {
+        SegmentFiles {
+            log: Arc::clone(&self.log),
+            times: self.times.file(),
+            offsets: self.offsets.file(),
         }
-        Ok(())
     }
 
     /// The log file, for the group commit's fsync.
@@ -397,17 +482,15 @@ impl Segment {
             return Ok(self.size);
         }
         let relative = self.relative(offset.max(self.base));
-        let mut pos = self
+        let from = self
             .offsets
             .floor(relative)?
             .map_or(0, |e| u64::from(e.position));
-        let mut reader = Reader::new(&self.log, self.size);
-        while let Some(header) = reader.header(pos)? {
-            let len = whole_len(&header).map_or(0, |n| n as u64);
-            if len == 0 || base_offset(&header) + last_delta(&header) >= offset {
-                return Ok(pos);
+        for found in Reader::new(&self.log, self.size).walk(from) {
+            let found = found?;
+            if found.last() >= offset {
+                return Ok(found.pos);
             }
-            pos += len;
         }
         Ok(self.size)
     }
@@ -424,15 +507,10 @@ impl Segment {
         offset: i64,
         each: &mut dyn FnMut(&BatchHeader, i64),
     ) -> io::Result<()> {
-        let mut reader = Reader::new(&self.log, self.size);
-        let mut pos = self.position_of(offset.max(self.base))?;
-        while let Some(header) = reader.header(pos)? {
-            let len = whole_len(&header).map_or(0, |n| n as u64);
-            if len < BATCH_HEADER as u64 {
-                break;
-            }
-            each(&BatchHeader::of(&header), base_offset(&header));
-            pos += len;
+        let from = self.position_of(offset.max(self.base))?;
+        for found in Reader::new(&self.log, self.size).walk(from) {
+            let found = found?;
+            each(&BatchHeader::of(&found.header), found.base());
         }
         Ok(())
     }
@@ -452,12 +530,14 @@ impl Segment {
 
     /// The first record at or after `timestamp`, if this segment holds one:
     /// the time index says which batch to start at, the batches' max
-    /// timestamps which one holds it, its records which record.
+    /// timestamps which one holds it, its records which record (a batch is
+    /// read whole only up to `max_batch` bytes).
     ///
     /// # Errors
     ///
-    /// A read failed.
-    pub fn first_at_or_after(&self, timestamp: i64) -> io::Result<Option<Timed>> {
+    /// A read failed, or the batch holding the record claims more than
+    /// `max_batch` bytes.
+    pub fn first_at_or_after(&self, timestamp: i64, max_batch: usize) -> io::Result<Option<Timed>> {
         if self.max_time.is_none_or(|m| m.timestamp < timestamp) {
             return Ok(None);
         }
@@ -465,40 +545,37 @@ impl Segment {
             .times
             .below(timestamp)?
             .map_or(self.base, |e| self.base + i64::from(e.relative));
-        let mut pos = self.position_of(start)?;
-        let mut reader = Reader::new(&self.log, self.size);
-        while let Some(header) = reader.header(pos)? {
-            let len = whole_len(&header).unwrap_or(0);
-            if len < BATCH_HEADER {
-                break;
-            }
-            if max_timestamp(&header) >= timestamp {
-                let whole = reader.batch(pos, len)?;
+        let mut walk = Reader::new(&self.log, self.size).walk(self.position_of(start)?);
+        while let Some(found) = walk.next() {
+            let found = found?;
+            if found.max_timestamp() >= timestamp {
+                let whole = walk
+                    .reader()
+                    .batch(found.pos, found.len as usize, max_batch)?;
                 return Ok(batch::first_at_or_after(&whole, timestamp));
             }
-            pos += len as u64;
         }
         Ok(None)
     }
 
-    /// The record holding its largest timestamp.
+    /// The record holding its largest timestamp (its batch read whole only
+    /// up to `max_batch` bytes).
     ///
     /// # Errors
     ///
-    /// A read failed.
-    pub fn record_of_max_time(&self) -> io::Result<Option<Timed>> {
+    /// A read failed, or the batch claims more than `max_batch` bytes.
+    pub fn record_of_max_time(&self, max_batch: usize) -> io::Result<Option<Timed>> {
         let Some(max) = self.max_time else {
             return Ok(None);
         };
-        let pos = self.position_of(max.batch)?;
-        let reader = Reader::new(&self.log, self.size);
-        let mut prefix = [0u8; LENGTH_PREFIX];
-        self.log.read_exact_at(&mut prefix, pos)?;
-        let len = whole_len(&prefix).unwrap_or(0);
-        if len < BATCH_HEADER {
+        let mut walk = Reader::new(&self.log, self.size).walk(self.position_of(max.batch)?);
+        let Some(found) = walk.next().transpose()? else {
             return Ok(None);
-        }
-        Ok(Some(batch::record_of_max_time(&reader.batch(pos, len)?)))
+        };
+        let whole = walk
+            .reader()
+            .batch(found.pos, found.len as usize, max_batch)?;
+        Ok(Some(batch::record_of_max_time(&whole)))
     }
 
     /// Removes its files (with `--data-dir`; an anonymous segment's are
@@ -518,4 +595,30 @@ impl Segment {
         }
         Ok(())
     }
+}
+
+/// Writes `batch` at `pos` of `file` with its base offset replaced by
+/// `base`, from the caller's buffer (no copy of the batch): one `pwritev`
+/// of the new base offset and the rest, continued if the kernel writes
+/// less.
+fn write_rebased(file: &File, batch: &[u8], base: i64, pos: u64) -> io::Result<()> {
+    debug_assert!(batch.len() >= BATCH_HEADER, "a {}-byte batch", batch.len());
+    let base = base.to_be_bytes();
+    let mut done = 0usize;
+    while done < batch.len() {
+        let at = pos + done as u64;
+        let written = match batch.get(done.max(base.len())..) {
+            Some(rest) if done < base.len() => {
+                rustix::io::pwritev(file, &[IoSlice::new(&base[done..]), IoSlice::new(rest)], at)
+            }
+            _ => rustix::io::pwrite(file, &batch[done..], at),
+        };
+        match written {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => done += n,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
 }

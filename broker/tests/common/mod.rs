@@ -128,6 +128,11 @@ impl Broker {
         self.status_kib("VmRSS:")
     }
 
+    /// The most the process's resident set has been, KiB (`VmHWM`).
+    pub fn peak_kib(&self) -> u64 {
+        self.status_kib("VmHWM:")
+    }
+
     /// The process's allocated address space, KiB (`VmData`: what it
     /// reserved, touched or not).
     pub fn data_kib(&self) -> u64 {
@@ -186,25 +191,45 @@ pub fn assert_closed_without_answer(broker: &Broker, bytes: &[u8]) {
 pub const KAFKA_PYTHON: &str = "kafka-python>=3";
 
 /// Runs kcat with `args` on `input`; returns (success, stdout, stderr).
+/// Its input is fed and its output drained while it runs, so that more
+/// than a pipe's buffer of either never blocks it.
 pub fn kcat(args: &[&str], input: &[u8]) -> (bool, String, String) {
-    let mut child = Command::new(purgatorio_testkit::require_program("kcat", "kcat"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run kcat");
-    child.stdin.take().unwrap().write_all(input).unwrap();
+    let mut child = ChildGuard::new(
+        Command::new(purgatorio_testkit::require_program("kcat", "kcat"))
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run kcat"),
+    );
+    let mut stdin = child.child().stdin.take().unwrap();
+    let input = input.to_vec();
+    let feed = std::thread::spawn(move || {
+        let _ = stdin.write_all(&input);
+    });
+    let drain = |mut pipe: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = pipe.read_to_end(&mut bytes);
+            String::from_utf8_lossy(&bytes).into_owned()
+        })
+    };
+    let stdout = drain(Box::new(child.child().stdout.take().unwrap()));
+    let stderr = drain(Box::new(child.child().stderr.take().unwrap()));
     let started = Instant::now();
-    while child.try_wait().unwrap().is_none() {
+    let status = loop {
+        if let Some(status) = child.child().try_wait().unwrap() {
+            break status;
+        }
         assert!(started.elapsed() < PATIENCE, "kcat {args:?} hung");
         std::thread::sleep(Duration::from_millis(10));
-    }
-    let output = child.wait_with_output().unwrap();
+    };
+    let _ = feed.join();
     (
-        output.status.success(),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
+        status.success(),
+        stdout.join().unwrap_or_default(),
+        stderr.join().unwrap_or_default(),
     )
 }
 
