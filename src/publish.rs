@@ -56,11 +56,13 @@ impl TimerFigures {
         let _ = n;
     }
 
-    /// A task cancelled.
+    /// `n` tasks cancelled.
     #[inline]
-    pub(crate) fn cancelled(&self) {
+    pub(crate) fn cancelled(&self, n: u64) {
         #[cfg(feature = "metrics")]
-        self.handles.cancelled.increment(1);
+        self.handles.cancelled.increment(n);
+        #[cfg(not(feature = "metrics"))]
+        let _ = n;
     }
 
     /// `n` tasks handed to the executor.

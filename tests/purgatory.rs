@@ -1027,3 +1027,94 @@ fn the_purge_is_not_a_delayed_operation_and_needs_no_tick() {
         assert_eq!(p.delayed(), 0);
     });
 }
+
+/// Operations parked on one thread and completed on another: the
+/// completing thread leaves each expiry for the parking thread or the
+/// driver to remove. The counts never include a given-up expiry, and once
+/// the deadlines have passed none of them fired: the driver removes what
+/// waits before it polls, and the parking thread removes it in batches as
+/// it parks again.
+#[test]
+fn expiries_of_operations_completed_on_another_thread_never_fire() {
+    const OPS: usize = 1_000;
+    let clock = ManualClock::new();
+    // Threads take shards round-robin: with this many, the completing
+    // thread's shard is not this one's.
+    let timer = Timer::builder()
+        .clock(clock.clone())
+        .shards(purgatorio::MAX_SHARDS)
+        .driver_thread(false)
+        .build()
+        .unwrap();
+    let p: Purgatory<&'static str, Gate> =
+        Purgatory::builder().shared_timer(&timer).build().unwrap();
+    // Parks `OPS` operations here and completes them on another thread.
+    let park_and_complete_elsewhere = || {
+        let mut records = Vec::new();
+        let mut handles = Vec::new();
+        for _ in 0..OPS {
+            let (op, ready, record) = gate(ms(100));
+            handles.push(p.park(op, ["k"]).unwrap());
+            records.push((ready, record));
+        }
+        let completed = thread::scope(|s| {
+            s.spawn(|| {
+                for (ready, _) in &records {
+                    ready.store(true, Ordering::SeqCst);
+                }
+                p.check_and_complete(&"k").unwrap()
+            })
+            .join()
+            .unwrap()
+        });
+        assert_eq!(completed, OPS);
+        assert_eq!(p.delayed(), 0);
+        records
+            .into_iter()
+            .map(|(_, record)| record)
+            .collect::<Vec<_>>()
+    };
+    let check = |records: &[Arc<Record>]| {
+        for record in records {
+            assert_eq!(record.completed.load(Ordering::SeqCst), 1);
+            assert_eq!(record.expired.load(Ordering::SeqCst), 0);
+        }
+    };
+
+    // The driver's pass.
+    let first = park_and_complete_elsewhere();
+    let m = timer.metrics();
+    assert_eq!((m.pending, m.cancelled), (0, OPS as u64), "{m:?}");
+    assert_eq!(timer.len(), 0);
+    clock.advance(ms(100));
+    assert_eq!(
+        timer.run_due(),
+        0,
+        "a given-up expiry never reaches a worker"
+    );
+    check(&first);
+
+    // The parking thread, parking again.
+    let second = park_and_complete_elsewhere();
+    let (op, _ready, last) = gate(ms(100));
+    let pending = p.park(op, ["other"]).unwrap();
+    let m = timer.metrics();
+    assert_eq!((m.pending, m.cancelled), (1, 2 * OPS as u64), "{m:?}");
+    clock.advance(ms(100));
+    assert_eq!(
+        timer.run_due(),
+        1,
+        "only the pending operation's expiry runs"
+    );
+    wait_until("the expiry to run on a worker", || {
+        last.expired.load(Ordering::SeqCst) == 1
+    });
+    assert!(pending.is_done());
+    check(&second);
+    let m = timer.metrics();
+    assert_eq!(
+        (m.pending, m.expired, m.cancelled),
+        (0, 1, 2 * OPS as u64),
+        "{m:?}"
+    );
+}

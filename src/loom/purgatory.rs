@@ -124,6 +124,52 @@ fn completion_races_expiry_and_force_complete() {
     });
 }
 
+/// An operation completed by a thread that does not own its timer's shard
+/// leaves its expiry in the shard's inbox: racing the driver's pass (which
+/// removes the waiting expiries before it polls) and the owner parking
+/// again (which removes them once a batch waits), the operation completes
+/// once, the counts never include a given-up timer, and the next pass
+/// removes what still waits before anything fires.
+#[test]
+fn foreign_completion_leaves_the_expiry_to_the_owner() {
+    model("foreign_completion_leaves_the_expiry_to_the_owner", || {
+        let (purgatory, clock) = purgatory();
+        let (op, ready, log) = wait();
+        let parked = purgatory.park(op, ["k"]).unwrap();
+        // Not due yet: the pass below removes the expiry if it finds it
+        // waiting, and otherwise leaves it to the owner or a later pass.
+
+        let expiring = expiring(&purgatory);
+        let completing = {
+            let purgatory = purgatory.clone();
+            thread::spawn(move || {
+                crate::timer::act_as_foreign();
+                ready.store(true, Relaxed);
+                purgatory.check_and_complete(&"k").unwrap()
+            })
+        };
+        let (second, _, second_log) = wait();
+        let later = purgatory.park(second, ["k2"]).unwrap();
+        expiring.join().unwrap();
+        let checked = completing.join().unwrap();
+
+        let expired = purgatory.metrics().expired as usize;
+        assert_eq!(log.completed.load(SeqCst), 1, "on_complete runs once");
+        assert_eq!(checked + expired, 1, "one winner");
+        assert!(parked.is_done());
+        // The second operation is pending, whatever waits in the inbox.
+        assert!(!later.is_done());
+        assert_eq!(purgatory.delayed(), 1);
+        // A pass removes what waits; only the second operation's expiry
+        // can fire.
+        clock.advance(Duration::from_millis(1));
+        purgatory.run_due_here();
+        assert_eq!(second_log.expired.load(SeqCst), 1);
+        assert_eq!(log.completed.load(SeqCst), 1);
+        assert_eq!(purgatory.delayed(), 0);
+    });
+}
+
 /// `cancel_for_key` racing expiry and completion: the operation is handed
 /// back untouched, or completed once; never both.
 #[test]

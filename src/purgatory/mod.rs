@@ -23,7 +23,9 @@
 //!
 //! ## Lock order
 //!
-//! operation → watch shard, and operation → timer shard. Nothing takes an
+//! operation → watch shard, and operation → timer shard (or that shard's
+//! inbox, where a thread that does not own the shard leaves a finished
+//! operation's expiry for the owner to remove). Nothing takes an
 //! operation's lock while holding a shard lock, and the watch path only ever
 //! `try_lock`s operations, so callbacks may re-enter the purgatory.
 

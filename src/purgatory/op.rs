@@ -198,7 +198,7 @@ impl<'a, O: DelayedRequest> Locked<'a, O> {
     }
 
     /// Counts the operation's watch-list entries as lingering, sets `done`,
-    /// and takes the timer handle, cancelling the timer if `cancel_timer`.
+    /// and takes the timer entry, giving the timer up if `cancel_timer`.
     fn mark_done(&mut self, cancel_timer: bool) {
         let counters = self.counters();
         // Count first: whoever removes an entry does so because it saw
@@ -212,13 +212,9 @@ impl<'a, O: DelayedRequest> Locked<'a, O> {
                 counters.delayed.fetch_sub(1, Ordering::Relaxed);
             }
             if let (true, Some(timer)) = (cancel_timer, &counters.timer) {
-                // op lock → timer shard is the one nesting; the timer never
-                // takes an operation's lock. The cancelled job holds an
-                // `Arc` of this operation, never the last one; disarmed, it
-                // is dropped without the abandonment a lost expiry gets.
-                if let Some(job) = timer.cancel(entry) {
-                    job.disarm();
-                }
+                // op lock → timer shard (or its inbox) is the one nesting;
+                // the timer never takes an operation's lock.
+                timer.discard(entry);
             }
         }
     }

@@ -232,6 +232,10 @@ where
             timer.schedule_entry(delay, BoxTask::job(job)).ok()
         };
         let completed = cell.register(watch, arm);
+        // This thread owns the shard the expiry went to: it removes, in a
+        // batch and with no lock held, the expiries other threads gave up
+        // there when their operations completed.
+        timer.driver().collect_discards();
         // Shut down while this registered: the shutdown's drain may have
         // missed the new entries, and a shared timer keeps running, so
         // complete the operation here (exactly once: whoever comes first).

@@ -10,14 +10,14 @@ use super::executor::{Executor, Runner};
 use super::hooks::ShutdownHooks;
 use super::metrics::Counters;
 use super::service::{Owner, Timer};
-use super::shard::{Shard, ShardState};
+use super::shard::Shard;
 use super::signal::Signal;
 use super::task::{BoxTask, Task};
 use super::time::{is_system, TimeSource};
 use super::timing::Timing;
 use crate::clock::{Clock, ClockWaker, SystemClock, Wake};
 use crate::error::BuildError;
-use crate::sync::{AtomicBool, AtomicU64, Mutex};
+use crate::sync::{AtomicBool, AtomicU64};
 use crate::tick::{WheelConfig, MAX_SHARDS, MAX_WORKERS};
 use crate::wheel::Wheel;
 
@@ -241,18 +241,7 @@ impl<T: Task> TimerBuilder<T> {
             name: self.thread_name.clone(),
         });
         let shards = (0..self.shards)
-            .map(|_| {
-                Arc::new(Shard {
-                    state: Mutex::new(ShardState {
-                        wheel: Wheel::new(wheel_size, 0),
-                        scheduled: 0,
-                        cancelled: 0,
-                        expired: 0,
-                        closed: false,
-                    }),
-                    timing: Arc::clone(&timing),
-                })
-            })
+            .map(|_| Arc::new(Shard::new(Wheel::new(wheel_size, 0), Arc::clone(&timing))))
             .collect();
         let pool = Runner::start(&self.executor, self.workers, &self.thread_name, &timing)?;
         let driver = Arc::new(Driver {

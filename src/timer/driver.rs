@@ -30,8 +30,8 @@ use super::executor::Runner;
 use super::handle::TimerHandle;
 use super::hooks::ShutdownHooks;
 use super::pool;
-use super::shard::{shard_index, Shard};
-use super::task::Task;
+use super::shard::{owns, shard_index, Shard};
+use super::task::{BoxTask, Task};
 use super::time::TimeSource;
 use super::timing::Timing;
 use crate::error::ScheduleError;
@@ -153,6 +153,17 @@ impl<T: Task> Driver<T> {
         self.shards[entry.shard].cancel(entry.key)
     }
 
+    /// On a thread that owns a shard: removes the timers other threads
+    /// gave up there ([`discard`](Self::discard)) once enough wait. Call it
+    /// holding none of the crate's locks: their tasks are dropped here.
+    #[inline]
+    pub(crate) fn collect_discards(&self) {
+        let shard = &self.shards[shard_index(self.shards.len())];
+        if shard.inbox_full() {
+            drop(shard.discard_waiting());
+        }
+    }
+
     /// Swaps the task of `entry` for `task`, handing the old one back;
     /// `Err(task)` if it is no longer pending.
     pub(crate) fn replace(&self, entry: Entry, task: T) -> Result<T, T> {
@@ -227,10 +238,15 @@ impl<T: Task> Driver<T> {
         let mut moved = 0;
         let mut earliest: Option<u64> = None;
         for shard in self.shards.iter() {
+            let mut discarded = Vec::new();
             loop {
                 let mut batch = Vec::new();
                 let next = {
                     let mut state = shard.state.lock();
+                    // What other threads gave up leaves before anything is
+                    // polled, so it does not fire; its tasks are dropped
+                    // after the lock.
+                    discarded.append(&mut shard.apply_discards(&mut state));
                     while batch.len() < BATCH {
                         match state.wheel.poll(now) {
                             Some(fired) => batch.push(fired),
@@ -252,6 +268,7 @@ impl<T: Task> Driver<T> {
                     break;
                 }
             }
+            drop(discarded);
         }
         (moved, earliest)
     }
@@ -317,5 +334,30 @@ impl<T: Task> Driver<T> {
         let tasks = pending.into_iter().filter_map(T::into_user_task).collect();
         self.hooks.run();
         tasks
+    }
+}
+
+impl Driver<BoxTask> {
+    /// Gives up the timer `entry`, whose task its owner no longer needs (a
+    /// finished operation's expiry). On the thread that owns the entry's
+    /// shard it is cancelled at once. From another thread its key waits in
+    /// the shard's inbox, removed later by the shard's owner or by the
+    /// driver before its next poll (see [`shard`](super::shard)); if its
+    /// deadline comes first, its job finds the operation done. Takes only
+    /// the shard's locks and drops only the caller's own task, so it may be
+    /// called under an operation's lock.
+    pub(crate) fn discard(&self, entry: Entry) {
+        if entry.key == TimerKey::DEAD {
+            return;
+        }
+        let shard = &self.shards[entry.shard];
+        if !owns(entry.shard, self.shards.len()) && shard.defer_discard(entry.key) {
+            return;
+        }
+        // The task holds a reference of the caller's, never the last one;
+        // disarmed, it is dropped without the abandonment a lost timer gets.
+        if let Some(task) = shard.cancel(entry.key) {
+            task.disarm();
+        }
     }
 }

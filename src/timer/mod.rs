@@ -54,5 +54,7 @@ pub use handle::TimerHandle;
 pub(crate) use hooks::OnShutdown;
 pub use metrics::{Lateness, Metrics};
 pub use service::Timer;
+#[cfg(all(test, purgatorio_loom))]
+pub(crate) use shard::act_as_foreign;
 pub(crate) use task::Job;
 pub use task::{BoxTask, Task};

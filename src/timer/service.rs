@@ -243,7 +243,10 @@ impl<T: Task> Timer<T> {
         self.driver()
             .shards
             .iter()
-            .map(|s| s.state.lock().wheel.len())
+            .map(|s| {
+                let state = s.state.lock();
+                state.wheel.len() - s.given_up(&state)
+            })
             .sum()
     }
 
@@ -271,9 +274,10 @@ impl<T: Task> Timer<T> {
         let mut metrics = Metrics::default();
         for shard in self.driver().shards.iter() {
             let state = shard.state.lock();
-            metrics.pending += state.wheel.len();
+            let given_up = shard.given_up(&state);
+            metrics.pending += state.wheel.len() - given_up;
             metrics.scheduled += state.scheduled;
-            metrics.cancelled += state.cancelled;
+            metrics.cancelled += state.cancelled + given_up as u64;
             metrics.expired += state.expired;
         }
         self.driver().timing.counters.fill(&mut metrics);

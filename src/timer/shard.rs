@@ -1,5 +1,20 @@
-//! A shard: one wheel and its counters behind a lock, and which shard a
-//! thread schedules into.
+//! A shard: one wheel and its counters behind a lock, which shard a
+//! thread schedules into, and the inbox of timers other threads gave up.
+//!
+//! ## Discards from other threads
+//!
+//! A purgatory's operation that completes on another thread than the one
+//! that parked it no longer needs its expiry. Removing it at once would take
+//! the shard's lock, which the parking thread takes for every schedule, and
+//! free an arena slot that thread reuses next: two cache lines moved
+//! between cores per operation. Instead the completing thread leaves the
+//! key in the shard's inbox ([`Shard::defer_discard`]), and the keys are
+//! removed in batches by the thread that owns the shard, on its next
+//! schedule once [`DISCARD_BATCH`] are waiting, or by the driver before it
+//! polls the shard. A timer whose key waits in the inbox is still in the
+//! wheel: if its deadline comes first it fires, and its job finds the
+//! operation done and does nothing. Nothing is dropped under a lock: the
+//! removed tasks are returned to drop after it.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -8,13 +23,32 @@ use std::time::{Duration, Instant};
 
 use super::task::Task;
 use super::timing::Timing;
-use crate::sync::Mutex;
+use crate::sync::{AtomicBool, Mutex};
 use crate::wheel::{TimerKey, Wheel};
+
+/// How many keys wait in a shard's inbox before the shard's owner removes
+/// them on its next schedule.
+#[cfg(not(purgatorio_loom))]
+pub(super) const DISCARD_BATCH: usize = 256;
+/// One in the loom models, so that they reach the owner's removal.
+#[cfg(purgatorio_loom)]
+pub(super) const DISCARD_BATCH: usize = 1;
+
+/// The most keys an inbox holds: past this, a thread gives up its timer by
+/// cancelling it at once, so the inbox stays bounded even if the shard's
+/// owner never schedules again and the driver sleeps.
+pub(super) const DISCARD_MAX: usize = 4 * DISCARD_BATCH;
 
 /// One shard: a wheel and its counters behind a lock.
 pub(crate) struct Shard<T> {
     /// The wheel and the counters updated with it.
     pub(super) state: Mutex<ShardState<T>>,
+    /// Keys of timers that other threads gave up on, still in the wheel
+    /// (see the module docs). Taken after `state` when both are held.
+    inbox: Mutex<Vec<TimerKey>>,
+    /// Set once the inbox holds [`DISCARD_BATCH`] keys; cleared by whoever
+    /// empties it. A hint read without the inbox's lock.
+    inbox_full: AtomicBool,
     /// Shared with the timer.
     pub(super) timing: Arc<Timing>,
 }
@@ -33,6 +67,80 @@ pub(crate) struct ShardState<T> {
     pub(super) closed: bool,
 }
 
+impl<T> Shard<T> {
+    /// A shard of `wheel`, sharing `timing`.
+    pub(super) fn new(wheel: Wheel<T>, timing: Arc<Timing>) -> Self {
+        Shard {
+            state: Mutex::new(ShardState {
+                wheel,
+                scheduled: 0,
+                cancelled: 0,
+                expired: 0,
+                closed: false,
+            }),
+            inbox: Mutex::new(Vec::new()),
+            inbox_full: AtomicBool::new(false),
+            timing,
+        }
+    }
+
+    /// Leaves `key` for the shard's owner to remove (see the module docs);
+    /// `false` if the inbox is full, and the caller must cancel the timer
+    /// itself.
+    pub(super) fn defer_discard(&self, key: TimerKey) -> bool {
+        let mut inbox = self.inbox.lock();
+        if inbox.len() >= DISCARD_MAX {
+            return false;
+        }
+        inbox.push(key);
+        if inbox.len() == DISCARD_BATCH {
+            self.inbox_full.store(true, Ordering::Relaxed);
+        }
+        true
+    }
+
+    /// Whether the inbox asks its owner to empty it.
+    #[inline]
+    pub(super) fn inbox_full(&self) -> bool {
+        self.inbox_full.load(Ordering::Relaxed)
+    }
+
+    /// Removes the timers named in the inbox from the wheel of `state` (this
+    /// shard's, locked by the caller). Returns their tasks, for the caller
+    /// to drop once no lock is held.
+    pub(super) fn apply_discards(&self, state: &mut ShardState<T>) -> Vec<T> {
+        let keys = {
+            let mut inbox = self.inbox.lock();
+            self.inbox_full.store(false, Ordering::Relaxed);
+            std::mem::take(&mut *inbox)
+        };
+        let tasks: Vec<T> = keys
+            .into_iter()
+            .filter_map(|key| state.wheel.remove(key))
+            .collect();
+        state.cancelled += tasks.len() as u64;
+        self.timing.counters.figures.cancelled(tasks.len() as u64);
+        tasks
+    }
+
+    /// Empties the inbox under the shard's lock; returns the removed tasks,
+    /// to drop after it.
+    pub(super) fn discard_waiting(&self) -> Vec<T> {
+        let mut state = self.state.lock();
+        self.apply_discards(&mut state)
+    }
+
+    /// How many timers in the wheel of `state` (this shard's, locked by
+    /// the caller) another thread gave up on: they count as cancelled.
+    pub(super) fn given_up(&self, state: &ShardState<T>) -> usize {
+        let inbox = self.inbox.lock();
+        inbox
+            .iter()
+            .filter(|&&key| state.wheel.contains(key))
+            .count()
+    }
+}
+
 impl<T: Task> Shard<T> {
     /// Cancels the timer `key` and hands its task back; `None` if it is no
     /// longer pending.
@@ -44,7 +152,7 @@ impl<T: Task> Shard<T> {
             task
         };
         if task.is_some() {
-            self.timing.counters.figures.cancelled();
+            self.timing.counters.figures.cancelled(1);
         }
         task
     }
@@ -96,6 +204,30 @@ thread_local! {
 
 /// Next shard number to hand to a new thread.
 static NEXT_SHARD: AtomicUsize = AtomicUsize::new(0);
+
+/// Whether the calling thread owns shard `index` among `shards`: it is the
+/// shard it schedules into.
+#[inline]
+pub(super) fn owns(index: usize, shards: usize) -> bool {
+    #[cfg(purgatorio_loom)]
+    if FOREIGN.with(Cell::get) {
+        return false;
+    }
+    shard_index(shards) == index
+}
+
+#[cfg(purgatorio_loom)]
+crate::sync::thread_local! {
+    /// Set by a loom model thread that plays a thread owning no shard (the
+    /// models' timers have one shard, which every thread would own).
+    static FOREIGN: Cell<bool> = Cell::new(false);
+}
+
+/// Makes the calling loom model thread own no shard.
+#[cfg(all(test, purgatorio_loom))]
+pub(crate) fn act_as_foreign() {
+    FOREIGN.with(|f| f.set(true));
+}
 
 /// The calling thread's shard among `shards`.
 #[inline]
