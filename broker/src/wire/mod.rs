@@ -183,11 +183,22 @@ impl Frames {
         }
     }
 
-    /// Reads once, up to `want` bytes (at most [`READ_CHUNK`]), growing the
-    /// buffer with what arrived; false at the end of the stream.
+    /// Reads once, to make room for `want` more bytes: growing the buffer by
+    /// at most what it holds (from [`SLACK`]) if it lacks that room, then
+    /// reading as much as its room takes (at most [`READ_CHUNK`]); false at
+    /// the end of the stream.
+    ///
+    /// Reading into all the room, not just the `want` bytes of a length
+    /// prefix, takes a small request in one read instead of two, and a
+    /// short read tells tokio the socket is drained, so that
+    /// [`closed`](Self::closed) then waits for readiness without another
+    /// read.
     async fn fill(&mut self, want: usize) -> Result<bool, std::io::Error> {
-        let limit = want.clamp(1, READ_CHUNK);
-        self.buf.reserve(limit.min(self.buf.len().max(SLACK)));
+        let want = want.clamp(1, READ_CHUNK).min(self.buf.len().max(SLACK));
+        if self.buf.capacity() - self.buf.len() < want {
+            self.buf.reserve(want.max(SLACK));
+        }
+        let limit = (self.buf.capacity() - self.buf.len()).min(READ_CHUNK);
         match (&mut self.reader)
             .take(limit as u64)
             .read_buf(&mut self.buf)
@@ -272,9 +283,10 @@ impl Frames {
         }
     }
 
-    /// Resolves once the client goes away; meanwhile reads on, up to the
-    /// end of the next frame, charging what it reads (and only waiting once
-    /// the budget is spent or the next frame is whole). Cancel-safe: bytes
+    /// Resolves once the client goes away; meanwhile reads on until the
+    /// next frame is whole (a read may take more than it lacks, as
+    /// [`fill`](Self::fill) does), charging what it reads (and only waiting
+    /// once the budget is spent or the next frame is whole). Cancel-safe: bytes
     /// read stay buffered for [`next`](Self::next).
     pub async fn closed(&mut self) {
         loop {
