@@ -178,31 +178,3 @@ fn shutdown_races_schedule() {
         assert_eq!(ran.load(SeqCst), 1);
     });
 }
-
-/// A schedule racing the async driver's wait (`Timer::drive`, without a
-/// driver thread, inline executor): the driver runs the due task, whichever
-/// side comes first; a lost wake-up would leave both threads blocked, which
-/// loom reports. Shutdown then ends the driver's future.
-#[test]
-fn schedule_races_async_driver() {
-    model("schedule_races_async_driver", || {
-        let clock = ManualClock::new();
-        let timer = builder(&clock)
-            .executor(crate::timer::Executor::Inline)
-            .build()
-            .expect("valid timer");
-        let driver = timer.clone();
-        let driving = thread::spawn(move || {
-            // A manual clock gives nothing to sleep until: only the signal
-            // wakes the driver.
-            loom::future::block_on(driver.drive(|_| std::future::pending::<()>()));
-        });
-        let (ran, runs) = loom::sync::mpsc::channel();
-        timer
-            .schedule(Duration::ZERO, BoxTask::new(move || ran.send(()).unwrap()))
-            .unwrap();
-        runs.recv().unwrap();
-        assert!(timer.shutdown().is_empty());
-        driving.join().unwrap();
-    });
-}

@@ -48,6 +48,10 @@ pub const SLACK: usize = 4096;
 /// The most a connection reads at once, bytes.
 pub const READ_CHUNK: usize = 64 * 1024;
 
+/// What an answer's buffer starts with beyond a fetch answer's records,
+/// bytes: room for the length prefix, the header and most answers.
+pub const ANSWER_CAPACITY: usize = 256;
+
 /// The bounds on what clients may make the broker hold.
 #[derive(Clone, Debug)]
 pub struct Limits {
@@ -349,7 +353,16 @@ impl Answer {
             version: self.version,
             reason,
         };
-        let mut frame = BytesMut::new();
+        // Sized once: a fetch answer by what it holds (its records are
+        // copied in once, not through every doubling of the buffer), any
+        // other by what most answers take.
+        let body = match &self.response {
+            ResponseKind::Fetch(fetch) => fetch
+                .compute_size(self.version)
+                .map_err(|e| fail(e.to_string()))?,
+            _ => 0,
+        };
+        let mut frame = BytesMut::with_capacity(ANSWER_CAPACITY + body);
         frame.put_i32(0);
         let mut header = ResponseHeader::default();
         header.correlation_id = self.correlation_id;
