@@ -38,6 +38,7 @@
 //! | [`offsets`] | `--data-dir`: the committed offsets' internal log |
 //! | [`broker`] | the shared state, and start-up |
 
+use std::io::Write;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -196,8 +197,10 @@ async fn main() {
         let m = broker.timer.metrics();
         let f = broker.fetches.metrics();
         let groups = broker.groups.figures();
-        eprintln!(
-            "stats: seq={seq} batches={} segments_deleted={} parked={} satisfied={} expired={} cancelled={} timer_wakeups={} group_waits={} group_satisfied={} group_expired={} sessions_expired={} durable_acks={} refused={} idle_closed={} budget_free={} encode_errors={}",
+        // Formatted first, then written at once: stderr is unbuffered, and
+        // `eprintln!` would make a write of each piece (26 a line).
+        let line = format!(
+            "stats: seq={seq} batches={} segments_deleted={} parked={} satisfied={} expired={} cancelled={} timer_wakeups={} group_waits={} group_satisfied={} group_expired={} sessions_expired={} durable_acks={} refused={} idle_closed={} budget_free={} encode_errors={}\n",
             broker.batches.load(Ordering::Relaxed),
             broker.segments_deleted.load(Ordering::Relaxed),
             broker.fetches.delayed(),
@@ -215,5 +218,6 @@ async fn main() {
             broker.limits.budget.available_permits(),
             broker.encode_errors.load(Ordering::Relaxed),
         );
+        let _ = std::io::stderr().write_all(line.as_bytes());
     }
 }
