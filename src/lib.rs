@@ -128,6 +128,12 @@
 //! }
 //! ```
 //!
+//! A server whose waits are all awaited can do without the timer's thread:
+//! built with `.driver_thread(false).executor(Executor::Inline)`, the timer
+//! is driven by a task of the runtime ([`Timer::drive`], given tokio's
+//! sleep), and an expiry wakes its task from the runtime thread that woke
+//! for the deadline, with no hand-off between threads.
+//!
 //! `docs/tokio.md` in the repository is the guide for tokio users: coming
 //! from `tokio::time` and `DelayQueue`, getting answers out of parked
 //! requests, sessions, timeouts, and choosing the executor, tick and threads.

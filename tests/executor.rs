@@ -81,6 +81,77 @@ fn a_timer_without_a_driver_thread_runs_inline_tasks_on_the_caller() {
     assert!(ran.load(Ordering::SeqCst), "ran within run_due");
 }
 
+#[test]
+fn an_async_driver_runs_inline_tasks_where_it_is_polled() {
+    let clock = ManualClock::new();
+    let timer = Timer::builder()
+        .clock(clock.clone())
+        .executor(Executor::Inline)
+        .driver_thread(false)
+        .build()
+        .unwrap();
+    let driver = timer.clone();
+    // A manual clock gives no deadline to sleep until: the driver only
+    // waits for schedules and the clock's jumps, so its sleep never runs.
+    let driving = thread::Builder::new()
+        .name("async-driver".into())
+        .spawn(move || {
+            futures_executor::block_on(
+                driver.drive(|_: Instant| -> std::future::Pending<()> { unreachable!() }),
+            )
+        })
+        .unwrap();
+    let (tx, rx) = mpsc::channel();
+    let later = tx.clone();
+    timer
+        .schedule(ms(5), move || later.send(me()).unwrap())
+        .unwrap();
+    // Due at once: the schedule itself wakes the waiting future.
+    timer
+        .schedule(Duration::ZERO, move || tx.send(me()).unwrap())
+        .unwrap();
+    assert_eq!(rx.recv_timeout(PATIENCE).unwrap(), "async-driver");
+    clock.advance(ms(5));
+    assert_eq!(rx.recv_timeout(PATIENCE).unwrap(), "async-driver");
+    // At least the jump woke it (the schedules may come before its first pass).
+    assert!(timer.metrics().wakeups >= 1);
+    // Shutting down ends the future.
+    assert!(timer.shutdown().is_empty());
+    driving.join().unwrap();
+}
+
+#[test]
+fn an_async_driver_on_tokio_wakes_for_an_earlier_deadline() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let timer = Timer::builder()
+            .executor(Executor::Inline)
+            .driver_thread(false)
+            .build()
+            .unwrap();
+        let driver = timer.clone();
+        let driving =
+            tokio::spawn(
+                async move { driver.drive(|at| tokio::time::sleep_until(at.into())).await },
+            );
+        // The driver sleeps until a minute from now, then a schedule five
+        // milliseconds away must wake it; the sleep ends only if it did.
+        let far = timer.schedule(Duration::from_secs(60), || ()).unwrap();
+        tokio::task::yield_now().await;
+        let started = Instant::now();
+        tokio::time::timeout(PATIENCE, timer.sleep(ms(5)))
+            .await
+            .expect("the driver woke for the earlier deadline");
+        assert!(started.elapsed() >= ms(5), "never early");
+        assert!(far.cancel().is_some());
+        timer.shutdown();
+        driving.await.unwrap();
+    });
+}
+
 #[cfg(feature = "rayon")]
 mod rayon_pool {
     use super::*;

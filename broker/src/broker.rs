@@ -241,14 +241,18 @@ pub async fn start(config: &Config) -> Result<Arc<Broker>, StartError> {
     let addr = listener
         .local_addr()
         .map_err(|e| StartError::Listen(config.listen.clone(), e))?;
-    // Expirations run on the driver thread: each wakes one connection's
-    // task (or resets a group), microseconds, so no hand-off to a worker
-    // pool is worth its context switches.
+    // No timer thread: the timer is driven by a task of this runtime (see
+    // `drive_timer`), and expirations run inline where it runs. Each wakes
+    // one connection's task (or resets a group), microseconds, so an
+    // expired fetch's task is woken on the thread tokio woke for the
+    // deadline, and no other thread is woken on the way.
     let timer = Timer::builder()
         .thread_name("broker-timer")
+        .driver_thread(false)
         .executor(Executor::Inline)
         .build()
         .map_err(StartError::Timer)?;
+    tokio::spawn(drive_timer(timer.clone()));
     let fetches = Purgatory::builder()
         .name("fetch")
         .shared_timer(&timer)
@@ -320,6 +324,13 @@ pub async fn start(config: &Config) -> Result<Arc<Broker>, StartError> {
     tokio::spawn(crate::cleaner::retain(Arc::clone(&broker)));
     tokio::spawn(crate::connection::accept(listener, Arc::clone(&broker)));
     Ok(broker)
+}
+
+/// Drives the broker's timer for its life: passes over what is due, and
+/// between them tokio's sleep until the next due bucket (or a schedule of
+/// an earlier one).
+async fn drive_timer(timer: Timer) {
+    timer.drive(|at| tokio::time::sleep_until(at.into())).await;
 }
 
 #[cfg(test)]

@@ -39,6 +39,7 @@
 //! | [`offsets`] | `--data-dir`: the committed offsets' internal log |
 //! | [`broker`] | the shared state, and start-up |
 
+use std::io::Write;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -198,8 +199,10 @@ async fn main() {
         let m = broker.timer.metrics();
         let f = broker.fetches.metrics();
         let groups = broker.groups.figures();
-        eprintln!(
-            "stats: seq={seq} batches={} segments_deleted={} parked={} satisfied={} expired={} cancelled={} timer_wakeups={} group_waits={} group_satisfied={} group_expired={} sessions_expired={} durable_acks={} refused={} idle_closed={} budget_free={} encode_errors={} partition_fsyncs={}",
+        // Formatted first, then written at once: stderr is unbuffered, and
+        // `eprintln!` would make a write of each piece (26 a line).
+        let line = format!(
+            "stats: seq={seq} batches={} segments_deleted={} parked={} satisfied={} expired={} cancelled={} timer_wakeups={} group_waits={} group_satisfied={} group_expired={} sessions_expired={} durable_acks={} refused={} idle_closed={} budget_free={} encode_errors={} partition_fsyncs={}\n",
             broker.batches.load(Ordering::Relaxed),
             broker.segments_deleted.load(Ordering::Relaxed),
             broker.fetches.delayed(),
@@ -221,5 +224,6 @@ async fn main() {
                 .as_ref()
                 .map_or(0, |s| s.fsyncs.load(Ordering::Relaxed)),
         );
+        let _ = std::io::stderr().write_all(line.as_bytes());
     }
 }

@@ -255,3 +255,43 @@ fn an_awaited_answer_is_handed_over_once() {
         assert_eq!(drops.load(SeqCst), 1);
     });
 }
+
+/// A schedule racing the async driver's pass and wait (`Timer::drive`,
+/// without a driver thread, inline executor): the task runs in that pass,
+/// or the driver's task is woken and its next poll runs it. Never a lost
+/// wake-up.
+#[test]
+fn schedule_races_async_driver() {
+    model("schedule_races_async_driver", || {
+        let clock = ManualClock::new();
+        let timer = builder(&clock)
+            .executor(crate::timer::Executor::Inline)
+            .build()
+            .expect("valid timer");
+        let ran = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&ran);
+        // A manual clock gives nothing to sleep until: only the signal
+        // wakes the driver.
+        let mut driving = Box::pin(timer.drive(|_| std::future::pending::<()>()));
+
+        let scheduler = timer.clone();
+        let scheduling = thread::spawn(move || {
+            let task = crate::timer::BoxTask::new(move || {
+                counted.fetch_add(1, SeqCst);
+            });
+            scheduler.schedule(Duration::ZERO, task).unwrap();
+        });
+        let (count, task) = waker();
+        assert!(poll(&mut driving, &task).is_pending());
+        scheduling.join().unwrap();
+
+        if ran.load(SeqCst) == 0 {
+            assert!(count.0.load(SeqCst) >= 1, "the driver was not woken");
+            assert!(poll(&mut driving, &task).is_pending());
+        }
+        assert_eq!(ran.load(SeqCst), 1);
+        // Shutting down ends the driver's future.
+        timer.shutdown();
+        assert!(poll(&mut driving, &task).is_ready());
+    });
+}

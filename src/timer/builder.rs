@@ -190,7 +190,9 @@ impl<T: Task> TimerBuilder<T> {
 
     /// Whether to start a driver thread (default `true`). Without one, the
     /// caller drives the timer with [`Timer::advance_clock`] or
-    /// [`Timer::run_due`]; expired tasks still run on the worker pool.
+    /// [`Timer::run_due`], or spawns [`Timer::drive`] on its async runtime;
+    /// expired tasks still run on the executor (with
+    /// [`Executor::Inline`], on the driving thread).
     ///
     /// # Examples
     ///

@@ -14,6 +14,12 @@
 //! wake-up, and no wake-up when nothing is pending: with an empty wheel the
 //! driver waits without a timeout.
 //!
+//! The loop runs on the driver thread ([`Driver::drive`]) or, for a timer
+//! built without one, as a future on the application's async runtime
+//! ([`Driver::drive_async`], with the runtime's own sleep): then an
+//! expiry wakes its task from the runtime's thread, with no other thread
+//! woken on the way.
+//!
 //! Locks: a pass holds one shard lock at a time, and at most
 //! [`BATCH`] expirations' worth of work under it; the signal's mutex is never
 //! held with a shard lock. No user code runs on the driver, with one
@@ -21,8 +27,10 @@
 //! so the driver wakes it itself (`wake_here`) instead of handing it to a
 //! worker.
 
+use std::future::Future;
 use std::sync::atomic::Ordering::SeqCst;
 use std::sync::Arc;
+use std::task::Poll;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -207,6 +215,36 @@ impl<T: Task> Driver<T> {
                 return;
             }
             self.timing.signal.wait(seen, until);
+            self.timing.counters.record_wakeup();
+        }
+    }
+
+    /// The driver's loop as a future, for an async runtime to run in place
+    /// of the driver thread: the same passes, the same wake-up protocol,
+    /// with the runtime's `sleep` between them. Ends once the timer is shut
+    /// down.
+    pub(crate) async fn drive_async<S, F>(&self, mut sleep: S)
+    where
+        S: FnMut(Instant) -> F,
+        F: Future<Output = ()>,
+    {
+        while !self.timing.is_closed() {
+            let seen = self.timing.signal.epoch();
+            let (_, until) = self.pass();
+            if self.timing.is_closed() {
+                return;
+            }
+            let mut nap = std::pin::pin!(until.map(&mut sleep));
+            std::future::poll_fn(|cx| {
+                if self.timing.signal.poll_changed(seen, cx).is_ready() {
+                    return Poll::Ready(());
+                }
+                match nap.as_mut().as_pin_mut() {
+                    Some(nap) => nap.poll(cx),
+                    None => Poll::Pending,
+                }
+            })
+            .await;
             self.timing.counters.record_wakeup();
         }
     }

@@ -21,7 +21,9 @@
 //!   schedule that creates an earlier deadline wakes it (see `driver` for the
 //!   protocol). It moves due tasks out of one shard at a time, at most
 //!   [`BATCH`](driver::BATCH) per lock hold, and never runs them (it only
-//!   wakes the async tasks whose sleeps came due, after the lock).
+//!   wakes the async tasks whose sleeps came due, after the lock). Without
+//!   the thread, the same loop runs as a future on an async runtime
+//!   ([`Timer::drive`]), sleeping with the runtime's own sleep.
 //! * **Workers.** A pool of threads runs expired tasks; a panic is caught and
 //!   counted.
 //! * **Lock order.** At most one lock of the timer's is held at any time,

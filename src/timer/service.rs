@@ -2,6 +2,7 @@
 //! timer down.
 
 use std::fmt;
+use std::future::Future;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -350,6 +351,61 @@ impl<T: Task> Timer<T> {
     /// ```
     pub fn run_due(&self) -> usize {
         self.driver().pass().0
+    }
+
+    /// Drives the timer from an async runtime, in place of a driver thread:
+    /// for a timer built with
+    /// [`driver_thread(false)`](crate::TimerBuilder::driver_thread), a
+    /// future to spawn once. It hands what is due to the executor, then
+    /// awaits `sleep(instant)` (your runtime's sleep until that instant)
+    /// for the next due bucket, or a schedule that makes an earlier one,
+    /// or a jump of a [`ManualClock`](crate::ManualClock), and again; with
+    /// nothing pending it sleeps without a timeout. It ends once the timer
+    /// is shut down.
+    ///
+    /// With [`Executor::Inline`](crate::Executor::Inline), expirations then
+    /// run on the runtime's thread, so an expiry that wakes a task (a
+    /// [`Sleep`](crate::Sleep), a [`Parked`](crate::Parked) operation)
+    /// hands no work to any other thread: the runtime wakes for the
+    /// bucket's deadline and the woken tasks run where it woke. Keep the
+    /// callbacks to microseconds, as on a driver thread, since they hold up
+    /// the runtime's thread as well. Expiries are as late as the runtime's
+    /// sleep makes them (tokio's resolution is a millisecond), never early.
+    ///
+    /// The future holds the timer: while it runs, dropping the other
+    /// handles does not shut the timer down; [`shutdown`](Self::shutdown)
+    /// does, and ends the future. Harmless beside a driver thread, like
+    /// [`advance_clock`](Self::advance_clock).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use purgatorio::{Executor, Timer};
+    ///
+    /// # tokio::runtime::Builder::new_multi_thread().enable_time().build()?.block_on(async {
+    /// let timer = Timer::builder()
+    ///     .driver_thread(false)
+    ///     .executor(Executor::Inline)
+    ///     .build()?;
+    /// let driver = timer.clone();
+    /// let driving = tokio::spawn(async move {
+    ///     driver.drive(|at| tokio::time::sleep_until(at.into())).await
+    /// });
+    /// timer.sleep(Duration::from_millis(5)).await;
+    /// timer.shutdown();
+    /// driving.await?;
+    /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+    /// # })
+    /// # .map_err(|e| e as Box<dyn std::error::Error>)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub async fn drive<S, F>(&self, sleep: S)
+    where
+        S: FnMut(Instant) -> F,
+        F: Future<Output = ()>,
+    {
+        self.driver().drive_async(sleep).await;
     }
 
     /// The loom models' driver and worker in one: hands every due task to

@@ -114,7 +114,7 @@ pub async fn fetch(
         .iter()
         .flat_map(|t| {
             t.partitions.iter().map(|p| Position {
-                at: TopicPartition::new(t.topic.to_string(), p.partition),
+                at: TopicPartition::new(t.topic.as_str(), p.partition),
                 offset: p.fetch_offset,
             })
         })

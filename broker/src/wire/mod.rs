@@ -48,6 +48,10 @@ pub const SLACK: usize = 4096;
 /// The most a connection reads at once, bytes.
 pub const READ_CHUNK: usize = 64 * 1024;
 
+/// What an answer's buffer starts with beyond a fetch answer's records,
+/// bytes: room for the length prefix, the header and most answers.
+pub const ANSWER_CAPACITY: usize = 256;
+
 /// The bounds on what clients may make the broker hold.
 #[derive(Clone, Debug)]
 pub struct Limits {
@@ -183,11 +187,22 @@ impl Frames {
         }
     }
 
-    /// Reads once, up to `want` bytes (at most [`READ_CHUNK`]), growing the
-    /// buffer with what arrived; false at the end of the stream.
+    /// Reads once, to make room for `want` more bytes: growing the buffer by
+    /// at most what it holds (from [`SLACK`]) if it lacks that room, then
+    /// reading as much as its room takes (at most [`READ_CHUNK`]); false at
+    /// the end of the stream.
+    ///
+    /// Reading into all the room, not just the `want` bytes of a length
+    /// prefix, takes a small request in one read instead of two, and a
+    /// short read tells tokio the socket is drained, so that
+    /// [`closed`](Self::closed) then waits for readiness without another
+    /// read.
     async fn fill(&mut self, want: usize) -> Result<bool, std::io::Error> {
-        let limit = want.clamp(1, READ_CHUNK);
-        self.buf.reserve(limit.min(self.buf.len().max(SLACK)));
+        let want = want.clamp(1, READ_CHUNK).min(self.buf.len().max(SLACK));
+        if self.buf.capacity() - self.buf.len() < want {
+            self.buf.reserve(want.max(SLACK));
+        }
+        let limit = (self.buf.capacity() - self.buf.len()).min(READ_CHUNK);
         match (&mut self.reader)
             .take(limit as u64)
             .read_buf(&mut self.buf)
@@ -272,9 +287,10 @@ impl Frames {
         }
     }
 
-    /// Resolves once the client goes away; meanwhile reads on, up to the
-    /// end of the next frame, charging what it reads (and only waiting once
-    /// the budget is spent or the next frame is whole). Cancel-safe: bytes
+    /// Resolves once the client goes away; meanwhile reads on until the
+    /// next frame is whole (a read may take more than it lacks, as
+    /// [`fill`](Self::fill) does), charging what it reads (and only waiting
+    /// once the budget is spent or the next frame is whole). Cancel-safe: bytes
     /// read stay buffered for [`next`](Self::next).
     pub async fn closed(&mut self) {
         loop {
@@ -337,7 +353,16 @@ impl Answer {
             version: self.version,
             reason,
         };
-        let mut frame = BytesMut::new();
+        // Sized once: a fetch answer by what it holds (its records are
+        // copied in once, not through every doubling of the buffer), any
+        // other by what most answers take.
+        let body = match &self.response {
+            ResponseKind::Fetch(fetch) => fetch
+                .compute_size(self.version)
+                .map_err(|e| fail(e.to_string()))?,
+            _ => 0,
+        };
+        let mut frame = BytesMut::with_capacity(ANSWER_CAPACITY + body);
         frame.put_i32(0);
         let mut header = ResponseHeader::default();
         header.correlation_id = self.correlation_id;
