@@ -16,7 +16,7 @@ use crossbeam_channel::{Receiver, Sender};
 
 use crate::link::{backoff, Health, Tries};
 use crate::stop::Wake;
-use crate::timers::MisfirePage;
+use crate::timers::{MisfirePage, Promotion};
 use crate::{Error, StopHandle, Timers};
 
 /// How late a timer must be, when a node starts, to count as misfired.
@@ -30,6 +30,50 @@ pub struct Scheduler {
     wake: (Sender<Wake>, Receiver<Wake>),
     /// Set once the node is asked to stop.
     stopped: Arc<AtomicBool>,
+    /// Set once a misfire page came back short: from then on, each step
+    /// promotes.
+    misfires_done: AtomicBool,
+}
+
+/// What one [`Scheduler::step`] leaves the node to do.
+///
+/// # Examples
+///
+/// ```no_run
+/// # use purgatorio_redis::*;
+/// # let timers = Timers::connect("redis://127.0.0.1:6379", Config::new("payments"))?;
+/// let node = Scheduler::new(timers);
+/// match node.step()? {
+///     Step::Again => println!("more is due: step again at once"),
+///     Step::Sleep(wait) => println!("the next deadline is {wait:?} away"),
+///     Step::Idle => println!("nothing pending"),
+/// }
+/// # Ok::<(), purgatorio_redis::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// The step stopped at a limit (a full page of misfires, a full batch
+    /// of promotions) or finished the misfires: step again at once.
+    Again,
+    /// Nothing more is due: the next deadline is this far ahead by Redis's
+    /// clock (at most [`MAX_SLEEP`]); step again then, or when woken.
+    Sleep(Duration),
+    /// Nothing is pending: step again when woken.
+    Idle,
+}
+
+impl Step {
+    /// What a promotion step leaves to do. The node's own clock is never
+    /// read: a wait is Redis's distance to the next deadline.
+    pub(crate) fn after(promotion: Promotion) -> Step {
+        if promotion.full {
+            return Step::Again;
+        }
+        match promotion.next_deadline_ms {
+            Some(next) => Step::Sleep(sleep_until(next, promotion.now_ms)),
+            None => Step::Idle,
+        }
+    }
 }
 
 /// The longest a node sleeps without asking Redis, however far the next
@@ -58,7 +102,41 @@ impl Scheduler {
             timers,
             wake: crossbeam_channel::unbounded(),
             stopped: Arc::new(AtomicBool::new(false)),
+            misfires_done: AtomicBool::new(false),
         }
+    }
+
+    /// One step of the node, one script call in Redis: until a misfire
+    /// page comes back short, a page of the misfire policy (at most 500
+    /// timers); then a promotion of at
+    /// most [`Config::promote_batch`](crate::Config::promote_batch) due
+    /// timers. [`run`](Self::run) is this step in a loop with its waits;
+    /// calling it directly drives a node by hand (a test, or a loop of
+    /// one's own), one try per call.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Unavailable`] if Redis did not answer (one try);
+    /// [`Error::Redis`] if it refused the call.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use purgatorio_redis::*;
+    /// # let timers = Timers::connect("redis://127.0.0.1:6379", Config::new("payments"))?;
+    /// let node = Scheduler::new(timers);
+    /// // Everything due now, in bounded steps:
+    /// while node.step()? == Step::Again {}
+    /// # Ok::<(), purgatorio_redis::Error>(())
+    /// ```
+    pub fn step(&self) -> Result<Step, Error> {
+        if !self.misfires_done.load(Ordering::Relaxed) {
+            if self.timers.handle_misfires(MISFIRE_AFTER)? == MisfirePage::Done {
+                self.misfires_done.store(true, Ordering::Relaxed);
+            }
+            return Ok(Step::Again);
+        }
+        self.timers.promote(MISFIRE_AFTER).map(Step::after)
     }
 
     /// A handle that stops [`run`](Self::run).
@@ -98,32 +176,20 @@ impl Scheduler {
             .map_err(|e| Error::Protocol(e.to_string()))?;
         let listener = self.listen();
         let mut health = Health::new(format!("scheduler of {}", self.timers.config().namespace));
-        let mut misfires_done = false;
         let mut armed: Option<purgatorio::TimerHandle> = None;
         while !self.stopped.load(Ordering::SeqCst) {
-            if !misfires_done {
-                // One bounded page per step, until a page comes back short.
-                match self.timers.handle_misfires(MISFIRE_AFTER) {
-                    Ok(MisfirePage::More) => {
-                        health.answered();
-                        continue;
-                    }
-                    Ok(MisfirePage::Done) => misfires_done = true,
-                    Err(_) => {} // the promotion below fails the same way
-                }
-            }
-            let step = self.timers.promote(MISFIRE_AFTER);
-            let wait = match step {
-                Ok(step) => {
+            let wait = match self.step() {
+                Ok(Step::Again) => {
                     health.answered();
-                    if step.full {
-                        continue; // more may be due: no sleep
-                    }
-                    // The node's own clock is never read: the wait is
-                    // Redis's distance to the next deadline, on the
-                    // monotonic clock.
-                    step.next_deadline_ms
-                        .map(|next| sleep_until(next, step.now_ms))
+                    continue; // more may be due: no sleep
+                }
+                Ok(Step::Sleep(wait)) => {
+                    health.answered();
+                    Some(wait)
+                }
+                Ok(Step::Idle) => {
+                    health.answered();
+                    None
                 }
                 Err(e) => Some(health.failed(&e)),
             };

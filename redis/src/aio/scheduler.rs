@@ -17,7 +17,7 @@ use tokio::sync::Notify;
 
 use crate::aio::Timers;
 use crate::link::{backoff, Health, Link};
-use crate::scheduler::{sleep_until, MISFIRE_AFTER};
+use crate::scheduler::{Step, MISFIRE_AFTER};
 use crate::timers::MisfirePage;
 use crate::{Error, MAX_SLEEP};
 
@@ -130,11 +130,11 @@ impl Scheduler {
             let wait = match self.timers.promote(MISFIRE_AFTER).await {
                 Ok(step) => {
                     health.answered();
-                    if step.full {
-                        continue; // more may be due: no wait
+                    match Step::after(step) {
+                        Step::Again => continue, // more may be due: no wait
+                        Step::Sleep(wait) => Some(wait),
+                        Step::Idle => None,
                     }
-                    step.next_deadline_ms
-                        .map(|next| sleep_until(next, step.now_ms))
                 }
                 Err(e) => Some(health.failed(&e)),
             };
