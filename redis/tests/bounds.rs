@@ -535,3 +535,35 @@ fn stale_bucket_scores_cost_bounded_looks() {
     let calls = script_durations(&server)["promote"].len();
     assert!(calls >= 6, "{calls} promote calls for 3,000 stale buckets");
 }
+
+/// A stale bucket score that says "overdue" while its bucket holds nothing
+/// overdue does not end the misfire pass: the timers overdue behind it are
+/// skipped (not promoted), and 3,000 such scores, written by hand, cost
+/// bounded pages.
+#[test]
+fn stale_bucket_scores_do_not_hide_misfired_timers() {
+    let server = Server::start("no");
+    let mut config = Config::new("stalem");
+    config.misfire = Misfire::Skip;
+    let timers = Timers::connect(&server.url(), config).unwrap();
+    let now = timers.server_time_ms().unwrap();
+    let mut c = server.raw().unwrap();
+    let mut stale = redis::cmd("ZADD");
+    stale.arg("{stalem}:buckets");
+    for b in 0..3_000 {
+        stale.arg(1 + b).arg(b);
+    }
+    stale.query::<()>(&mut c).unwrap();
+    timers.schedule("late", now - 60_000, b"p").unwrap();
+    log_every_call(&server);
+    let node = Scheduler::new(timers.clone());
+    while node.step().unwrap() == Step::Again {}
+    let metrics = timers.metrics().unwrap();
+    assert_eq!(
+        (metrics.misfired, metrics.promoted, metrics.pending),
+        (1, 0, 0),
+        "{metrics:?}"
+    );
+    let calls = script_durations(&server)["misfire"].len();
+    assert!(calls >= 6, "{calls} misfire calls for 3,000 stale buckets");
+}
