@@ -10,11 +10,11 @@ use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 
-use crate::link::{backoff, Health, Tries};
+use crate::link::{backoff, Health, Tries, MAX_BACKOFF};
 use crate::stop::Wake;
 use crate::timers::{MisfirePage, Promotion};
 use crate::{Error, StopHandle, Timers};
@@ -229,7 +229,8 @@ impl Scheduler {
     }
 
     /// Listens on the wake channel on a thread of its own: each message
-    /// wakes the node. Reconnects with backoff if the connection drops.
+    /// wakes the node. A lost subscription is made again with backoff
+    /// ([`Resubscribe`]), logged once per outage.
     fn listen(&self) -> thread::JoinHandle<()> {
         let link = Arc::clone(&self.timers.link);
         let wake = self.wake.0.clone();
@@ -237,26 +238,30 @@ impl Scheduler {
         thread::Builder::new()
             .name("redis-wake".into())
             .spawn(move || {
-                let mut failures = 0;
+                let mut again = Resubscribe::new(&link.config.namespace);
                 while !stopped.load(Ordering::SeqCst) {
+                    if let Some(wait) = again.wait() {
+                        thread::sleep(wait);
+                    }
                     let connection = link.connect().and_then(|c| {
                         // Silence longer than this is a dead link: listen
                         // again on a fresh connection.
                         c.set_read_timeout(Some(MAX_SLEEP))?;
                         Ok(c)
                     });
-                    let Ok(mut connection) = connection else {
-                        failures += 1;
-                        thread::sleep(backoff(failures));
-                        continue;
+                    let mut connection = match connection {
+                        Ok(connection) => connection,
+                        Err(e) => {
+                            again.failed(e);
+                            continue;
+                        }
                     };
                     let mut pubsub = connection.as_pubsub();
-                    if pubsub.subscribe(&link.keys.wake).is_err() {
-                        failures += 1;
-                        thread::sleep(backoff(failures));
+                    if let Err(e) = pubsub.subscribe(&link.keys.wake) {
+                        again.failed(e);
                         continue;
                     }
-                    failures = 0;
+                    let subscribed = again.subscribed();
                     // Subscribed: whatever was scheduled before is seen by
                     // the next promotion step.
                     let _ = wake.send(Wake::Check);
@@ -265,15 +270,95 @@ impl Scheduler {
                     if stopped.load(Ordering::SeqCst) {
                         return;
                     }
-                    while let Ok(_message) = pubsub.get_message() {
-                        if stopped.load(Ordering::SeqCst) {
-                            return;
+                    let lost = loop {
+                        match pubsub.get_message() {
+                            Ok(_message) => {
+                                if stopped.load(Ordering::SeqCst) {
+                                    return;
+                                }
+                                again.heard();
+                                let _ = wake.send(Wake::Check);
+                            }
+                            Err(e) => break e,
                         }
-                        let _ = wake.send(Wake::Check);
-                    }
+                    };
+                    again.lost(subscribed, lost);
                 }
             })
             .expect("spawn the wake listener")
+    }
+}
+
+/// When a wake listener subscribes again, and what it logs.
+///
+/// A subscription that the server ends at once (a proxy or a
+/// `client-output-buffer-limit` that drops it, a `CLIENT KILL` loop) counts
+/// as a failure like a refused connection: the listener backs off (50 ms
+/// doubling, at most [`MAX_BACKOFF`](crate::MAX_BACKOFF)) instead of
+/// subscribing again at once, forever. A subscription counts as good once a
+/// message arrived on it or it lasted [`MAX_BACKOFF`](crate::MAX_BACKOFF);
+/// losing a good one subscribes again at once. The first failure of a run
+/// of them is logged, and the end of the run once a subscription proves
+/// good (its first message, or its end after lasting long enough).
+#[derive(Debug)]
+pub(crate) struct Resubscribe {
+    /// Failures in a row.
+    failures: u32,
+    /// The log of outages.
+    health: Health,
+    /// The current subscription proved good.
+    good: bool,
+}
+
+impl Resubscribe {
+    /// The state of `namespace`'s listener before its first subscription.
+    pub(crate) fn new(namespace: &str) -> Resubscribe {
+        Resubscribe {
+            failures: 0,
+            health: Health::new(format!("wake listener of {namespace}")),
+            good: false,
+        }
+    }
+
+    /// How long to wait before the next subscription, if at all.
+    pub(crate) fn wait(&self) -> Option<Duration> {
+        (self.failures > 0).then(|| backoff(self.failures))
+    }
+
+    /// Connecting or subscribing failed with `error`.
+    pub(crate) fn failed(&mut self, error: redis::RedisError) {
+        self.failures += 1;
+        self.health.failed(&Error::Redis(error));
+    }
+
+    /// Subscribed: returns when, for [`lost`](Self::lost).
+    pub(crate) fn subscribed(&mut self) -> Instant {
+        self.good = false;
+        Instant::now()
+    }
+
+    /// A message arrived: the subscription is good.
+    pub(crate) fn heard(&mut self) {
+        if !self.good {
+            self.good = true;
+            self.failures = 0;
+            self.health.answered();
+        }
+    }
+
+    /// The subscription made at `since` ended with `error`: a good one is
+    /// made again at once (after silence as long as the read timeout, the
+    /// usual end of a quiet one, without a word), a short-lived one after
+    /// a backoff.
+    pub(crate) fn lost(&mut self, since: Instant, error: redis::RedisError) {
+        if !(self.good || since.elapsed() >= MAX_BACKOFF) {
+            self.failed(error);
+            return;
+        }
+        self.heard();
+        if !error.is_timeout() {
+            self.health.failed(&Error::Redis(error));
+        }
     }
 }
 
