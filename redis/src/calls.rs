@@ -12,7 +12,7 @@ use crate::manage::{DeadLetter, InFlight, Pending};
 use crate::recurring;
 use crate::scripts::{BATCH_BYTES, MISFIRE_PAGE, REMOVE_BATCH};
 use crate::timers::{chunks, MisfirePage, Promotion};
-use crate::{reply, Delivery, Error, Metrics, Misfire, ReplicaAck};
+use crate::{reply, Delivery, Error, Metrics, Misfire, ReplicaAck, Verdict};
 
 /// `TIME`: Redis's clock.
 pub(crate) fn time() -> Cmd {
@@ -468,35 +468,104 @@ pub(crate) fn read_group(link: &Link, name: &str, max: usize, block_ms: u64) -> 
     read
 }
 
-/// How many times the group delivered `entry`; read with
-/// [`reply::pending_delivery_count`].
-pub(crate) fn delivery_count(link: &Link, entry: &str) -> Cmd {
+/// What a take-over asks once [`autoclaim`] claimed `claimed`: how many
+/// times the group delivered each entry (`XPENDING` of it; Redis counts
+/// each take-over), and one [`Metrics::redelivered`] count for all, in one
+/// pipeline; read with [`taken_over`].
+pub(crate) fn take_over_counts(link: &Link, claimed: &[reply::Entry]) -> Pipeline {
     let keys = &link.keys;
-    let mut pending = redis::cmd("XPENDING");
-    pending
-        .arg(&keys.stream)
-        .arg(&keys.group)
-        .arg(entry)
-        .arg(entry)
-        .arg(1);
-    pending
+    let mut pipe = redis::pipe();
+    for (entry, _) in claimed {
+        pipe.cmd("XPENDING")
+            .arg(&keys.stream)
+            .arg(&keys.group)
+            .arg(entry)
+            .arg(entry)
+            .arg(1);
+    }
+    pipe.cmd("HINCRBY")
+        .arg(&keys.stats)
+        .arg("redelivered")
+        .arg(claimed.len())
+        .ignore();
+    pipe
 }
 
-/// Counts one take-over in [`Metrics::redelivered`].
-pub(crate) fn count_redelivered(link: &Link) -> Cmd {
-    let mut count = redis::cmd("HINCRBY");
-    count.arg(&link.keys.stats).arg("redelivered").arg(1);
-    count
+/// The entries a consumer took over from another, split by
+/// [`taken_over`].
+#[derive(Debug, Default)]
+pub(crate) struct TakenOver {
+    /// To deliver, as their next attempt.
+    pub(crate) deliveries: Vec<Delivery>,
+    /// Past [`Config::max_attempts`](crate::Config::max_attempts): for the
+    /// dead-letter stream ([`removals`] with each as its own letter).
+    pub(crate) dead: Vec<Delivery>,
 }
 
-/// The attempt of a delivery taken over from another consumer: each
-/// delivery of the entry by the group counts as one (`deliveries`, as
-/// [`delivery_count`] read it).
-pub(crate) fn taken_over(mut delivery: Delivery, deliveries: u32) -> Delivery {
-    delivery.attempt = delivery
-        .attempt
-        .saturating_add(deliveries.saturating_sub(1));
-    delivery
+/// The `claimed` entries as deliveries, by the [`take_over_counts`]
+/// replies `counts` (one per entry): each delivery of an entry by the
+/// group counts as an attempt, and an entry past the last attempt is dead.
+pub(crate) fn taken_over(
+    link: &Link,
+    claimed: Vec<reply::Entry>,
+    counts: &[Value],
+) -> Result<TakenOver, Error> {
+    if counts.len() != claimed.len() {
+        return Err(Error::Protocol(format!(
+            "{} delivery counts for {} entries taken over",
+            counts.len(),
+            claimed.len()
+        )));
+    }
+    let mut out = TakenOver::default();
+    for ((entry, fields), count) in claimed.into_iter().zip(counts) {
+        let deliveries = reply::pending_delivery_count(count)?;
+        let mut delivery = Delivery::from_entry(entry, &fields);
+        delivery.attempt = delivery
+            .attempt
+            .saturating_add(deliveries.saturating_sub(1));
+        if delivery.attempt > link.config.max_attempts {
+            out.dead.push(delivery);
+        } else {
+            out.deliveries.push(delivery);
+        }
+    }
+    Ok(out)
+}
+
+/// What finishing a delivery with a [`Verdict`] takes, the same on both
+/// faces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Finish {
+    /// Acknowledge it ([`removals`]).
+    Ack,
+    /// Its last attempt failed: move it to the dead-letter stream
+    /// ([`removals`] with it as the letter).
+    DeadLetter,
+    /// Schedule its next attempt this many ms after Redis's now (as
+    /// attempt + 1), then acknowledge it.
+    Retry {
+        /// The delay, ms.
+        delay_ms: u64,
+    },
+}
+
+/// What `verdict` on `delivery` takes.
+///
+/// # Errors
+///
+/// [`Error::DeadlineOutOfRange`] for a retry delay past
+/// [`MAX_DELAY_MS`](crate::MAX_DELAY_MS).
+pub(crate) fn finish(link: &Link, delivery: &Delivery, verdict: Verdict) -> Result<Finish, Error> {
+    match verdict {
+        Verdict::Ack => Ok(Finish::Ack),
+        Verdict::RetryLater(_) if delivery.attempt >= link.config.max_attempts => {
+            Ok(Finish::DeadLetter)
+        }
+        Verdict::RetryLater(delay) => Ok(Finish::Retry {
+            delay_ms: retry_delay_ms(delay)?,
+        }),
+    }
 }
 
 /// The calls that remove `deliveries` from the stream, adding `letter` to

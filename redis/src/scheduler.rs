@@ -302,10 +302,12 @@ impl Scheduler {
 /// good (its first message, or its end after lasting long enough).
 #[derive(Debug)]
 pub(crate) struct Resubscribe {
+    /// Who is speaking in the log: `wake listener of payments`.
+    who: String,
     /// Failures in a row.
     failures: u32,
-    /// The log of outages.
-    health: Health,
+    /// When the subscription was lost, until one proves good again.
+    lost_since: Option<Instant>,
     /// The current subscription proved good.
     good: bool,
 }
@@ -314,8 +316,9 @@ impl Resubscribe {
     /// The state of `namespace`'s listener before its first subscription.
     pub(crate) fn new(namespace: &str) -> Resubscribe {
         Resubscribe {
+            who: format!("wake listener of {namespace}"),
             failures: 0,
-            health: Health::new(format!("wake listener of {namespace}")),
+            lost_since: None,
             good: false,
         }
     }
@@ -328,7 +331,19 @@ impl Resubscribe {
     /// Connecting or subscribing failed with `error`.
     pub(crate) fn failed(&mut self, error: redis::RedisError) {
         self.failures += 1;
-        self.health.failed(&Error::Redis(error));
+        self.log_loss(&error);
+    }
+
+    /// Logs a loss, once until a subscription proves good again.
+    fn log_loss(&mut self, error: &redis::RedisError) {
+        if self.lost_since.is_none() {
+            self.lost_since = Some(Instant::now());
+            log::warn!(
+                "{}: subscription lost ({error}); subscribing again with backoff up to {} ms",
+                self.who,
+                MAX_BACKOFF.as_millis()
+            );
+        }
     }
 
     /// Subscribed: returns when, for [`lost`](Self::lost).
@@ -342,7 +357,13 @@ impl Resubscribe {
         if !self.good {
             self.good = true;
             self.failures = 0;
-            self.health.answered();
+            if let Some(since) = self.lost_since.take() {
+                log::warn!(
+                    "{}: subscribed again after {:.1} s",
+                    self.who,
+                    since.elapsed().as_secs_f64()
+                );
+            }
         }
     }
 
@@ -357,7 +378,7 @@ impl Resubscribe {
         }
         self.heard();
         if !error.is_timeout() {
-            self.health.failed(&Error::Redis(error));
+            self.log_loss(&error);
         }
     }
 }

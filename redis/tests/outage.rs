@@ -176,6 +176,17 @@ fn schedulers_and_consumers_ride_out_a_restart_and_a_stall() {
             "{log}: {down} outages and {up} recoveries logged:\n{text}"
         );
     }
+    // The scheduler's wake listener loses its subscription with the
+    // restart (the stall leaves its connection open and quiet), and logs
+    // that once, then once that it listens again (at the next schedule's
+    // message).
+    let text = std::fs::read_to_string(dir.path().join("scheduler.err")).unwrap();
+    let lost = text.matches("subscription lost").count();
+    let again = text.matches("subscribed again").count();
+    assert!(
+        (1..=2).contains(&lost) && lost == again,
+        "the wake listener logged {lost} losses and {again} subscriptions again:\n{text}"
+    );
 }
 
 #[test]
