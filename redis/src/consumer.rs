@@ -10,10 +10,10 @@ use std::time::{Duration, Instant};
 
 use redis::Value;
 
-use crate::link::{backoff, transient, Health, Tries};
-use crate::stop::{Blocked, NOT_BLOCKED};
 use crate::calls::{self, Finish};
+use crate::link::{backoff, transient, Health, Tries};
 use crate::reply;
+use crate::stop::{Blocked, NOT_BLOCKED};
 use crate::{Delivery, Error, StopHandle, Timers, Verdict};
 
 /// A member of the stream's consumer group.

@@ -21,7 +21,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::{Server, PATIENCE};
-use purgatorio_redis::{Config, Misfire, Scheduler, StopHandle, Step, Timers};
+use purgatorio_redis::{Config, Misfire, Scheduler, Step, StopHandle, Timers};
 use purgatorio_testkit::wait_for;
 use redis::Value;
 
@@ -42,13 +42,13 @@ fn fill(timers: &Timers, prefix: &str, n: u64, from_ms: u64, spread_ms: u64) {
 
 /// Timers `ids` (numbers `first…` of `n`) with deadlines from `from_ms`
 /// spread over `spread_ms`.
-fn batch<'a>(
-    ids: &'a [String],
+fn batch(
+    ids: &[String],
     first: usize,
     n: u64,
     from_ms: u64,
     spread_ms: u64,
-) -> Vec<(&'a str, u64, &'static [u8])> {
+) -> Vec<(&str, u64, &'static [u8])> {
     ids.iter()
         .enumerate()
         .map(|(j, id)| {

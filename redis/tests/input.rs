@@ -290,10 +290,16 @@ fn the_cli_schedules_recurring_timers() {
         while node.step().unwrap() == purgatorio_redis::Step::Again {}
         consumer.poll(Duration::from_millis(10), 1).unwrap().pop()
     });
-    assert_eq!((delivery.id.as_str(), &delivery.payload[..]), ("tick", &b"hi"[..]));
+    assert_eq!(
+        (delivery.id.as_str(), &delivery.payload[..]),
+        ("tick", &b"hi"[..])
+    );
     consumer.ack_all(&[delivery]).unwrap();
     let next = timers.get("tick").unwrap().expect("the next occurrence");
-    assert!(next.deadline_ms > first.deadline_ms, "{next:?} after {first:?}");
+    assert!(
+        next.deadline_ms > first.deadline_ms,
+        "{next:?} after {first:?}"
+    );
 
     let out = recurring(&["--id", "bad", "--cron", "not a cron"]);
     assert_eq!(out.status.code(), Some(1), "{out:?}");

@@ -127,11 +127,10 @@ impl TlsServer {
                 Timers::connect(&url, trusting(certificates, "ready")).is_ok()
             },
         );
-        let server = TlsServer {
+        TlsServer {
             _guard: guard,
             port,
-        };
-        server
+        }
     }
 
     /// `rediss://127.0.0.1:<port>`.

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::aio::consumer::Shared;
-use crate::link::Tries;
 use crate::calls::{self, Finish};
+use crate::link::Tries;
 use crate::{Backoff, Error, Verdict};
 
 /// A due timer handed to an async [`Consumer`](super::Consumer), with the handles that

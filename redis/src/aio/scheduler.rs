@@ -188,9 +188,7 @@ async fn listen(link: Arc<Link>, wake: Arc<Notify>) {
                     again.heard();
                     wake.notify_one();
                 }
-                Ok(None) => {
-                    break std::io::Error::from(std::io::ErrorKind::ConnectionReset).into()
-                }
+                Ok(None) => break std::io::Error::from(std::io::ErrorKind::ConnectionReset).into(),
                 Err(_) => break std::io::Error::from(std::io::ErrorKind::TimedOut).into(),
             }
         };
