@@ -303,8 +303,13 @@ fn scripts_stay_bounded_with_a_large_backlog() {
     // main thread 5–6 ms of CPU at this size whatever the scripts do (the
     // fork copies the page tables): Redis's persistence, not a script's
     // work. It is reported apart, and kept out of the measured calls.
-    let forks = persistence(&server);
     config_set(&server, "auto-aof-rewrite-percentage", "0");
+    wait_for("a rewrite under way to end", PATIENCE, || {
+        let mut c = server.raw().ok()?;
+        let info: String = redis::cmd("INFO").arg("persistence").query(&mut c).ok()?;
+        info.contains("aof_rewrite_in_progress:0").then_some(())
+    });
+    let forks = persistence(&server);
     let pid = server_pid(&server);
     let probe = Probe::new(pid);
     if probe.is_none() {
