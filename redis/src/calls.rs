@@ -692,3 +692,70 @@ pub(crate) fn check_consumer_name(name: &str) -> Result<(), Error> {
         why,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A link that never connects (none of these tests calls Redis).
+    fn link() -> Link {
+        Link::open("redis://127.0.0.1:1", crate::Config::new("t")).expect("a valid url")
+    }
+
+    fn entry(id: &str, attempt: u32) -> reply::Entry {
+        let fields = vec![
+            ("id".to_string(), id.as_bytes().to_vec()),
+            ("attempt".to_string(), attempt.to_string().into_bytes()),
+        ];
+        (format!("1-{id}"), fields)
+    }
+
+    /// An `XPENDING` row saying the group delivered the entry `count` times.
+    fn delivered(count: i64) -> Value {
+        Value::Array(vec![Value::Array(vec![
+            Value::BulkString(b"1-0".to_vec()),
+            Value::BulkString(b"c".to_vec()),
+            Value::Int(10),
+            Value::Int(count),
+        ])])
+    }
+
+    #[test]
+    fn each_delivery_of_an_entry_taken_over_is_an_attempt_and_the_last_is_dead() {
+        let link = link(); // max_attempts 5
+        let claimed = vec![entry("a", 1), entry("b", 4), entry("c", 1)];
+        let counts = [delivered(2), delivered(3), Value::Array(vec![])];
+        let taken = taken_over(&link, claimed, &counts).unwrap();
+        let attempts = |ds: &[Delivery]| -> Vec<(String, u32)> {
+            ds.iter().map(|d| (d.id.clone(), d.attempt)).collect()
+        };
+        assert_eq!(
+            attempts(&taken.deliveries),
+            [("a".to_string(), 2), ("c".to_string(), 1)]
+        );
+        assert_eq!(attempts(&taken.dead), [("b".to_string(), 6)]);
+        let short = taken_over(&link, vec![entry("a", 1)], &[]);
+        assert!(matches!(short, Err(Error::Protocol(_))), "{short:?}");
+    }
+
+    #[test]
+    fn a_verdict_is_an_ack_a_retry_or_a_dead_letter() {
+        let link = link();
+        let at = |attempt: u32| {
+            let (entry, fields) = entry("a", attempt);
+            Delivery::from_entry(entry, &fields)
+        };
+        let later = Verdict::RetryLater(Duration::from_millis(250));
+        assert_eq!(finish(&link, &at(1), Verdict::Ack).unwrap(), Finish::Ack);
+        assert_eq!(
+            finish(&link, &at(4), later).unwrap(),
+            Finish::Retry { delay_ms: 250 }
+        );
+        assert_eq!(finish(&link, &at(5), later).unwrap(), Finish::DeadLetter);
+        let too_far = Verdict::RetryLater(Duration::from_secs(u64::MAX));
+        assert!(matches!(
+            finish(&link, &at(1), too_far),
+            Err(Error::DeadlineOutOfRange { .. })
+        ));
+    }
+}
