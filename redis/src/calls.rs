@@ -12,7 +12,7 @@ use crate::manage::{DeadLetter, InFlight, Pending};
 use crate::recurring;
 use crate::scripts::{BATCH_BYTES, MISFIRE_PAGE, REMOVE_BATCH};
 use crate::timers::{chunks, MisfirePage, Promotion};
-use crate::{reply, Delivery, Error, Metrics, Misfire, ReplicaAck};
+use crate::{reply, Delivery, Error, Metrics, Misfire, ReplicaAck, Verdict};
 
 /// `TIME`: Redis's clock.
 pub(crate) fn time() -> Cmd {
@@ -468,35 +468,104 @@ pub(crate) fn read_group(link: &Link, name: &str, max: usize, block_ms: u64) -> 
     read
 }
 
-/// How many times the group delivered `entry`; read with
-/// [`reply::pending_delivery_count`].
-pub(crate) fn delivery_count(link: &Link, entry: &str) -> Cmd {
+/// What a take-over asks once [`autoclaim`] claimed `claimed`: how many
+/// times the group delivered each entry (`XPENDING` of it; Redis counts
+/// each take-over), and one [`Metrics::redelivered`] count for all, in one
+/// pipeline; read with [`taken_over`].
+pub(crate) fn take_over_counts(link: &Link, claimed: &[reply::Entry]) -> Pipeline {
     let keys = &link.keys;
-    let mut pending = redis::cmd("XPENDING");
-    pending
-        .arg(&keys.stream)
-        .arg(&keys.group)
-        .arg(entry)
-        .arg(entry)
-        .arg(1);
-    pending
+    let mut pipe = redis::pipe();
+    for (entry, _) in claimed {
+        pipe.cmd("XPENDING")
+            .arg(&keys.stream)
+            .arg(&keys.group)
+            .arg(entry)
+            .arg(entry)
+            .arg(1);
+    }
+    pipe.cmd("HINCRBY")
+        .arg(&keys.stats)
+        .arg("redelivered")
+        .arg(claimed.len())
+        .ignore();
+    pipe
 }
 
-/// Counts one take-over in [`Metrics::redelivered`].
-pub(crate) fn count_redelivered(link: &Link) -> Cmd {
-    let mut count = redis::cmd("HINCRBY");
-    count.arg(&link.keys.stats).arg("redelivered").arg(1);
-    count
+/// The entries a consumer took over from another, split by
+/// [`taken_over`].
+#[derive(Debug, Default)]
+pub(crate) struct TakenOver {
+    /// To deliver, as their next attempt.
+    pub(crate) deliveries: Vec<Delivery>,
+    /// Past [`Config::max_attempts`](crate::Config::max_attempts): for the
+    /// dead-letter stream ([`removals`] with each as its own letter).
+    pub(crate) dead: Vec<Delivery>,
 }
 
-/// The attempt of a delivery taken over from another consumer: each
-/// delivery of the entry by the group counts as one (`deliveries`, as
-/// [`delivery_count`] read it).
-pub(crate) fn taken_over(mut delivery: Delivery, deliveries: u32) -> Delivery {
-    delivery.attempt = delivery
-        .attempt
-        .saturating_add(deliveries.saturating_sub(1));
-    delivery
+/// The `claimed` entries as deliveries, by the [`take_over_counts`]
+/// replies `counts` (one per entry): each delivery of an entry by the
+/// group counts as an attempt, and an entry past the last attempt is dead.
+pub(crate) fn taken_over(
+    link: &Link,
+    claimed: Vec<reply::Entry>,
+    counts: &[Value],
+) -> Result<TakenOver, Error> {
+    if counts.len() != claimed.len() {
+        return Err(Error::Protocol(format!(
+            "{} delivery counts for {} entries taken over",
+            counts.len(),
+            claimed.len()
+        )));
+    }
+    let mut out = TakenOver::default();
+    for ((entry, fields), count) in claimed.into_iter().zip(counts) {
+        let deliveries = reply::pending_delivery_count(count)?;
+        let mut delivery = Delivery::from_entry(entry, &fields);
+        delivery.attempt = delivery
+            .attempt
+            .saturating_add(deliveries.saturating_sub(1));
+        if delivery.attempt > link.config.max_attempts {
+            out.dead.push(delivery);
+        } else {
+            out.deliveries.push(delivery);
+        }
+    }
+    Ok(out)
+}
+
+/// What finishing a delivery with a [`Verdict`] takes, the same on both
+/// faces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Finish {
+    /// Acknowledge it ([`removals`]).
+    Ack,
+    /// Its last attempt failed: move it to the dead-letter stream
+    /// ([`removals`] with it as the letter).
+    DeadLetter,
+    /// Schedule its next attempt this many ms after Redis's now (as
+    /// attempt + 1), then acknowledge it.
+    Retry {
+        /// The delay, ms.
+        delay_ms: u64,
+    },
+}
+
+/// What `verdict` on `delivery` takes.
+///
+/// # Errors
+///
+/// [`Error::DeadlineOutOfRange`] for a retry delay past
+/// [`MAX_DELAY_MS`](crate::MAX_DELAY_MS).
+pub(crate) fn finish(link: &Link, delivery: &Delivery, verdict: Verdict) -> Result<Finish, Error> {
+    match verdict {
+        Verdict::Ack => Ok(Finish::Ack),
+        Verdict::RetryLater(_) if delivery.attempt >= link.config.max_attempts => {
+            Ok(Finish::DeadLetter)
+        }
+        Verdict::RetryLater(delay) => Ok(Finish::Retry {
+            delay_ms: retry_delay_ms(delay)?,
+        }),
+    }
 }
 
 /// The calls that remove `deliveries` from the stream, adding `letter` to
@@ -622,4 +691,71 @@ pub(crate) fn check_consumer_name(name: &str) -> Result<(), Error> {
         name: "consumer name",
         why,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A link that never connects (none of these tests calls Redis).
+    fn link() -> Link {
+        Link::open("redis://127.0.0.1:1", crate::Config::new("t")).expect("a valid url")
+    }
+
+    fn entry(id: &str, attempt: u32) -> reply::Entry {
+        let fields = vec![
+            ("id".to_string(), id.as_bytes().to_vec()),
+            ("attempt".to_string(), attempt.to_string().into_bytes()),
+        ];
+        (format!("1-{id}"), fields)
+    }
+
+    /// An `XPENDING` row saying the group delivered the entry `count` times.
+    fn delivered(count: i64) -> Value {
+        Value::Array(vec![Value::Array(vec![
+            Value::BulkString(b"1-0".to_vec()),
+            Value::BulkString(b"c".to_vec()),
+            Value::Int(10),
+            Value::Int(count),
+        ])])
+    }
+
+    #[test]
+    fn each_delivery_of_an_entry_taken_over_is_an_attempt_and_the_last_is_dead() {
+        let link = link(); // max_attempts 5
+        let claimed = vec![entry("a", 1), entry("b", 4), entry("c", 1)];
+        let counts = [delivered(2), delivered(3), Value::Array(vec![])];
+        let taken = taken_over(&link, claimed, &counts).unwrap();
+        let attempts = |ds: &[Delivery]| -> Vec<(String, u32)> {
+            ds.iter().map(|d| (d.id.clone(), d.attempt)).collect()
+        };
+        assert_eq!(
+            attempts(&taken.deliveries),
+            [("a".to_string(), 2), ("c".to_string(), 1)]
+        );
+        assert_eq!(attempts(&taken.dead), [("b".to_string(), 6)]);
+        let short = taken_over(&link, vec![entry("a", 1)], &[]);
+        assert!(matches!(short, Err(Error::Protocol(_))), "{short:?}");
+    }
+
+    #[test]
+    fn a_verdict_is_an_ack_a_retry_or_a_dead_letter() {
+        let link = link();
+        let at = |attempt: u32| {
+            let (entry, fields) = entry("a", attempt);
+            Delivery::from_entry(entry, &fields)
+        };
+        let later = Verdict::RetryLater(Duration::from_millis(250));
+        assert_eq!(finish(&link, &at(1), Verdict::Ack).unwrap(), Finish::Ack);
+        assert_eq!(
+            finish(&link, &at(4), later).unwrap(),
+            Finish::Retry { delay_ms: 250 }
+        );
+        assert_eq!(finish(&link, &at(5), later).unwrap(), Finish::DeadLetter);
+        let too_far = Verdict::RetryLater(Duration::from_secs(u64::MAX));
+        assert!(matches!(
+            finish(&link, &at(1), too_far),
+            Err(Error::DeadlineOutOfRange { .. })
+        ));
+    }
 }

@@ -10,9 +10,10 @@ use std::time::{Duration, Instant};
 
 use redis::Value;
 
+use crate::calls::{self, Finish};
 use crate::link::{backoff, transient, Health, Tries};
+use crate::reply;
 use crate::stop::{Blocked, NOT_BLOCKED};
-use crate::{calls, reply};
 use crate::{Delivery, Error, StopHandle, Timers, Verdict};
 
 /// A member of the stream's consumer group.
@@ -172,21 +173,17 @@ impl Consumer {
         let link = &self.timers.link;
         let claim = calls::autoclaim(link, &self.name, max);
         let claimed: Value = link.call(tries, |c| claim.query(c))?;
-        let counted = calls::count_redelivered(link);
-        let mut out = Vec::new();
-        for (entry, fields) in reply::autoclaim_entries(&claimed) {
-            // An entry another consumer held too long: each delivery of it
-            // counts as an attempt.
-            let deliveries = self.delivery_count(&entry, tries)?;
-            let delivery = calls::taken_over(Delivery::from_entry(entry, &fields), deliveries);
-            link.call(tries, |c| counted.query::<i64>(c))?;
-            if delivery.attempt > link.config.max_attempts {
-                self.dead_letter(&delivery, tries)?;
-            } else {
-                out.push(delivery);
-            }
+        let claimed = reply::autoclaim_entries(&claimed);
+        if claimed.is_empty() {
+            return Ok(Vec::new());
         }
-        Ok(out)
+        let counts = calls::take_over_counts(link, &claimed);
+        let counts: Vec<Value> = link.call(tries, |c| counts.query(c))?;
+        let taken = calls::taken_over(link, claimed, &counts)?;
+        for dead in &taken.dead {
+            self.dead_letter(dead, tries)?;
+        }
+        Ok(taken.deliveries)
     }
 
     /// Up to `max` new due timers, waiting up to `block` for one.
@@ -268,14 +265,6 @@ impl Consumer {
         }
     }
 
-    /// How many times the group delivered `entry` (Redis counts each
-    /// take-over).
-    fn delivery_count(&self, entry: &str, tries: Tries) -> Result<u32, Error> {
-        let count = calls::delivery_count(&self.timers.link, entry);
-        let reply: Value = self.timers.link.call(tries, |c| count.query(c))?;
-        reply::pending_delivery_count(&reply)
-    }
-
     /// Moves `delivery` to the dead-letter stream.
     fn dead_letter(&self, delivery: &Delivery, tries: Tries) -> Result<(), Error> {
         self.remove(std::slice::from_ref(delivery), Some(delivery), tries)
@@ -343,18 +332,18 @@ impl Consumer {
         verdict: Verdict,
         tries: Tries,
     ) -> Result<(), Error> {
-        if let Verdict::RetryLater(delay) = verdict {
-            if delivery.attempt >= self.timers.link.config.max_attempts {
-                return self.dead_letter(delivery, tries);
+        match calls::finish(&self.timers.link, delivery, verdict)? {
+            Finish::Ack => {}
+            Finish::DeadLetter => return self.dead_letter(delivery, tries),
+            Finish::Retry { delay_ms } => {
+                let at = self.timers.server_time_ms()? + delay_ms;
+                self.timers.schedule_attempt(
+                    &delivery.id,
+                    at,
+                    &delivery.payload,
+                    delivery.attempt + 1,
+                )?;
             }
-            let delay_ms = calls::retry_delay_ms(delay)?;
-            let at = self.timers.server_time_ms()? + delay_ms;
-            self.timers.schedule_attempt(
-                &delivery.id,
-                at,
-                &delivery.payload,
-                delivery.attempt + 1,
-            )?;
         }
         self.ack_with(std::slice::from_ref(delivery), tries)
     }
@@ -405,7 +394,7 @@ impl Consumer {
             match self.round(&mut round, &mut handle) {
                 Ok(()) => health.answered(),
                 Err(e) if e.is_unavailable() => thread::sleep(health.failed(&e)),
-                Err(Error::Redis(e)) if e.code() == Some("NOGROUP") => {
+                Err(Error::Redis(e)) if calls::no_group(&e) => {
                     // Redis came back without its data: the group is gone.
                     log::warn!(
                         "consumer {}: the consumer group is gone; creating it",

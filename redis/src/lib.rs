@@ -79,6 +79,6 @@ pub use error::Error;
 pub use link::MAX_BACKOFF;
 pub use manage::{DeadLetter, DeadLetterRetry, InFlight, Pending, MAX_LIST};
 pub use recurring::Recurrence;
-pub use scheduler::{Scheduler, MAX_SLEEP};
+pub use scheduler::{Scheduler, Step, MAX_SLEEP};
 pub use stop::StopHandle;
 pub use timers::{Metrics, Timers};

@@ -4,13 +4,15 @@
 //! ```text
 //! purgatorio-redis scheduler --url redis://127.0.0.1:6379 --namespace payments
 //! purgatorio-redis consumer  --url redis://127.0.0.1:6379 --namespace payments --name worker-1
+//! purgatorio-redis recurring --namespace reports --id weekly --cron "0 9 * * MON" --payload report
+//! purgatorio-redis --replicas-to-ack 1 schedule --count 1000
 //! ```
 
 use std::io::Write;
 use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
-use purgatorio_redis::{Config, Consumer, Misfire, Scheduler, Timers, Verdict};
+use purgatorio_redis::{Config, Consumer, Misfire, Recurrence, Scheduler, Timers, Verdict};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -34,6 +36,15 @@ struct Cli {
     /// fails (a stalled or unreachable Redis).
     #[arg(long, default_value_t = 2_000, global = true)]
     response_timeout_ms: u64,
+    /// Every schedule waits until this many replicas hold it (`WAIT`), and
+    /// fails if fewer do within `--replica-ack-timeout-ms`: bounds what a
+    /// failover can lose (0: no wait, Redis's asynchronous replication).
+    #[arg(long, default_value_t = 0, global = true)]
+    replicas_to_ack: u32,
+    /// How long a schedule waits for `--replicas-to-ack` replicas, ms (1 to
+    /// 60,000).
+    #[arg(long, default_value_t = 500, global = true)]
+    replica_ack_timeout_ms: u64,
     /// The CA certificates (a PEM file) that a `rediss://` server's
     /// certificate must chain to, in place of the system's roots.
     #[cfg(feature = "tls")]
@@ -84,6 +95,27 @@ enum Command {
         /// `ZREM` + `HGET` + `HDEL` per due timer).
         #[arg(long)]
         poller: bool,
+    },
+    /// Schedule recurring timer `id`: an occurrence every `--every-ms`, or at
+    /// the times of `--cron` (UTC), each delivered with `--payload`;
+    /// scheduling an id again replaces its series. Prints the first
+    /// occurrence's deadline, ms by Redis's clock.
+    #[command(group(clap::ArgGroup::new("recurrence").required(true).args(["every_ms", "cron"])))]
+    Recurring {
+        /// The timer's id.
+        #[arg(long)]
+        id: String,
+        /// An occurrence every this many ms, the first one this long after
+        /// now by Redis's clock.
+        #[arg(long)]
+        every_ms: Option<u64>,
+        /// A cron expression, UTC: five fields (`"*/5 * * * *"`), or six
+        /// with seconds first.
+        #[arg(long)]
+        cron: Option<String>,
+        /// Each occurrence's payload.
+        #[arg(long, default_value = "")]
+        payload: String,
     },
     /// Schedule `count` timers `t0`, `t1`… due over the next `spread_ms`
     /// (from `start_ms` after now by Redis's clock), in pipelined batches.
@@ -151,6 +183,12 @@ fn connect(cli: &Cli, config: Config) -> Result<Timers, purgatorio_redis::Error>
 fn run(cli: Cli) -> Result<(), purgatorio_redis::Error> {
     let mut config = Config::new(&cli.namespace);
     config.response_timeout = Duration::from_millis(cli.response_timeout_ms);
+    if cli.replicas_to_ack > 0 {
+        config = config.replicas_to_ack(
+            cli.replicas_to_ack,
+            Duration::from_millis(cli.replica_ack_timeout_ms),
+        );
+    }
     #[cfg(feature = "tls")]
     if let Some(path) = &cli.tls_ca {
         let pem = std::fs::read(path).unwrap_or_else(|e| {
@@ -214,6 +252,26 @@ fn run(cli: Cli) -> Result<(), purgatorio_redis::Error> {
                 bench(&timers, run, schedulers)?
             };
             report.print(&mut redis);
+            Ok(())
+        }
+        Command::Recurring {
+            id,
+            every_ms,
+            cron,
+            payload,
+        } => {
+            let recurrence = match (every_ms, cron) {
+                (Some(ms), None) => Recurrence::Every(Duration::from_millis(*ms)),
+                (None, Some(cron)) => Recurrence::Cron(cron.clone()),
+                // clap lets exactly one of the two through.
+                _ => {
+                    eprintln!("error: give one of --every-ms and --cron");
+                    std::process::exit(2);
+                }
+            };
+            let timers = connect(&cli, config)?;
+            let first = timers.schedule_recurring(id, &recurrence, payload.as_bytes())?;
+            println!("{id} recurs; first occurrence at {first} ms");
             Ok(())
         }
         Command::Schedule {

@@ -10,13 +10,13 @@ use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 
-use crate::link::{backoff, Health, Tries};
+use crate::link::{backoff, Health, Tries, MAX_BACKOFF};
 use crate::stop::Wake;
-use crate::timers::MisfirePage;
+use crate::timers::{MisfirePage, Promotion};
 use crate::{Error, StopHandle, Timers};
 
 /// How late a timer must be, when a node starts, to count as misfired.
@@ -30,6 +30,50 @@ pub struct Scheduler {
     wake: (Sender<Wake>, Receiver<Wake>),
     /// Set once the node is asked to stop.
     stopped: Arc<AtomicBool>,
+    /// Set once a misfire page came back short: from then on, each step
+    /// promotes.
+    misfires_done: AtomicBool,
+}
+
+/// What one [`Scheduler::step`] leaves the node to do.
+///
+/// # Examples
+///
+/// ```no_run
+/// # use purgatorio_redis::*;
+/// # let timers = Timers::connect("redis://127.0.0.1:6379", Config::new("payments"))?;
+/// let node = Scheduler::new(timers);
+/// match node.step()? {
+///     Step::Again => println!("more is due: step again at once"),
+///     Step::Sleep(wait) => println!("the next deadline is {wait:?} away"),
+///     Step::Idle => println!("nothing pending"),
+/// }
+/// # Ok::<(), purgatorio_redis::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// The step stopped at a limit (a full page of misfires, a full batch
+    /// of promotions) or finished the misfires: step again at once.
+    Again,
+    /// Nothing more is due: the next deadline is this far ahead by Redis's
+    /// clock (at most [`MAX_SLEEP`]); step again then, or when woken.
+    Sleep(Duration),
+    /// Nothing is pending: step again when woken.
+    Idle,
+}
+
+impl Step {
+    /// What a promotion step leaves to do. The node's own clock is never
+    /// read: a wait is Redis's distance to the next deadline.
+    pub(crate) fn after(promotion: Promotion) -> Step {
+        if promotion.full {
+            return Step::Again;
+        }
+        match promotion.next_deadline_ms {
+            Some(next) => Step::Sleep(sleep_until(next, promotion.now_ms)),
+            None => Step::Idle,
+        }
+    }
 }
 
 /// The longest a node sleeps without asking Redis, however far the next
@@ -58,7 +102,41 @@ impl Scheduler {
             timers,
             wake: crossbeam_channel::unbounded(),
             stopped: Arc::new(AtomicBool::new(false)),
+            misfires_done: AtomicBool::new(false),
         }
+    }
+
+    /// One step of the node, one script call in Redis: until a misfire
+    /// page comes back short, a page of the misfire policy (at most 500
+    /// timers); then a promotion of at
+    /// most [`Config::promote_batch`](crate::Config::promote_batch) due
+    /// timers. [`run`](Self::run) is this step in a loop with its waits;
+    /// calling it directly drives a node by hand (a test, or a loop of
+    /// one's own), one try per call.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Unavailable`] if Redis did not answer (one try);
+    /// [`Error::Redis`] if it refused the call.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use purgatorio_redis::*;
+    /// # let timers = Timers::connect("redis://127.0.0.1:6379", Config::new("payments"))?;
+    /// let node = Scheduler::new(timers);
+    /// // Everything due now, in bounded steps:
+    /// while node.step()? == Step::Again {}
+    /// # Ok::<(), purgatorio_redis::Error>(())
+    /// ```
+    pub fn step(&self) -> Result<Step, Error> {
+        if !self.misfires_done.load(Ordering::Relaxed) {
+            if self.timers.handle_misfires(MISFIRE_AFTER)? == MisfirePage::Done {
+                self.misfires_done.store(true, Ordering::Relaxed);
+            }
+            return Ok(Step::Again);
+        }
+        self.timers.promote(MISFIRE_AFTER).map(Step::after)
     }
 
     /// A handle that stops [`run`](Self::run).
@@ -98,32 +176,20 @@ impl Scheduler {
             .map_err(|e| Error::Protocol(e.to_string()))?;
         let listener = self.listen();
         let mut health = Health::new(format!("scheduler of {}", self.timers.config().namespace));
-        let mut misfires_done = false;
         let mut armed: Option<purgatorio::TimerHandle> = None;
         while !self.stopped.load(Ordering::SeqCst) {
-            if !misfires_done {
-                // One bounded page per step, until a page comes back short.
-                match self.timers.handle_misfires(MISFIRE_AFTER) {
-                    Ok(MisfirePage::More) => {
-                        health.answered();
-                        continue;
-                    }
-                    Ok(MisfirePage::Done) => misfires_done = true,
-                    Err(_) => {} // the promotion below fails the same way
-                }
-            }
-            let step = self.timers.promote(MISFIRE_AFTER);
-            let wait = match step {
-                Ok(step) => {
+            let wait = match self.step() {
+                Ok(Step::Again) => {
                     health.answered();
-                    if step.full {
-                        continue; // more may be due: no sleep
-                    }
-                    // The node's own clock is never read: the wait is
-                    // Redis's distance to the next deadline, on the
-                    // monotonic clock.
-                    step.next_deadline_ms
-                        .map(|next| sleep_until(next, step.now_ms))
+                    continue; // more may be due: no sleep
+                }
+                Ok(Step::Sleep(wait)) => {
+                    health.answered();
+                    Some(wait)
+                }
+                Ok(Step::Idle) => {
+                    health.answered();
+                    None
                 }
                 Err(e) => Some(health.failed(&e)),
             };
@@ -163,7 +229,8 @@ impl Scheduler {
     }
 
     /// Listens on the wake channel on a thread of its own: each message
-    /// wakes the node. Reconnects with backoff if the connection drops.
+    /// wakes the node. A lost subscription is made again with backoff
+    /// ([`Resubscribe`]), logged once per outage.
     fn listen(&self) -> thread::JoinHandle<()> {
         let link = Arc::clone(&self.timers.link);
         let wake = self.wake.0.clone();
@@ -171,26 +238,30 @@ impl Scheduler {
         thread::Builder::new()
             .name("redis-wake".into())
             .spawn(move || {
-                let mut failures = 0;
+                let mut again = Resubscribe::new(&link.config.namespace);
                 while !stopped.load(Ordering::SeqCst) {
+                    if let Some(wait) = again.wait() {
+                        thread::sleep(wait);
+                    }
                     let connection = link.connect().and_then(|c| {
                         // Silence longer than this is a dead link: listen
                         // again on a fresh connection.
                         c.set_read_timeout(Some(MAX_SLEEP))?;
                         Ok(c)
                     });
-                    let Ok(mut connection) = connection else {
-                        failures += 1;
-                        thread::sleep(backoff(failures));
-                        continue;
+                    let mut connection = match connection {
+                        Ok(connection) => connection,
+                        Err(e) => {
+                            again.failed(e);
+                            continue;
+                        }
                     };
                     let mut pubsub = connection.as_pubsub();
-                    if pubsub.subscribe(&link.keys.wake).is_err() {
-                        failures += 1;
-                        thread::sleep(backoff(failures));
+                    if let Err(e) = pubsub.subscribe(&link.keys.wake) {
+                        again.failed(e);
                         continue;
                     }
-                    failures = 0;
+                    let subscribed = again.subscribed();
                     // Subscribed: whatever was scheduled before is seen by
                     // the next promotion step.
                     let _ = wake.send(Wake::Check);
@@ -199,15 +270,116 @@ impl Scheduler {
                     if stopped.load(Ordering::SeqCst) {
                         return;
                     }
-                    while let Ok(_message) = pubsub.get_message() {
-                        if stopped.load(Ordering::SeqCst) {
-                            return;
+                    let lost = loop {
+                        match pubsub.get_message() {
+                            Ok(_message) => {
+                                if stopped.load(Ordering::SeqCst) {
+                                    return;
+                                }
+                                again.heard();
+                                let _ = wake.send(Wake::Check);
+                            }
+                            Err(e) => break e,
                         }
-                        let _ = wake.send(Wake::Check);
-                    }
+                    };
+                    again.lost(subscribed, lost);
                 }
             })
             .expect("spawn the wake listener")
+    }
+}
+
+/// When a wake listener subscribes again, and what it logs.
+///
+/// A subscription that the server ends at once (a proxy or a
+/// `client-output-buffer-limit` that drops it, a `CLIENT KILL` loop) counts
+/// as a failure like a refused connection: the listener backs off (50 ms
+/// doubling, at most [`MAX_BACKOFF`](crate::MAX_BACKOFF)) instead of
+/// subscribing again at once, forever. A subscription counts as good once a
+/// message arrived on it or it lasted [`MAX_BACKOFF`](crate::MAX_BACKOFF);
+/// losing a good one subscribes again at once. The first failure of a run
+/// of them is logged, and the end of the run once a subscription proves
+/// good (its first message, or its end after lasting long enough).
+#[derive(Debug)]
+pub(crate) struct Resubscribe {
+    /// Who is speaking in the log: `wake listener of payments`.
+    who: String,
+    /// Failures in a row.
+    failures: u32,
+    /// When the subscription was lost, until one proves good again.
+    lost_since: Option<Instant>,
+    /// The current subscription proved good.
+    good: bool,
+}
+
+impl Resubscribe {
+    /// The state of `namespace`'s listener before its first subscription.
+    pub(crate) fn new(namespace: &str) -> Resubscribe {
+        Resubscribe {
+            who: format!("wake listener of {namespace}"),
+            failures: 0,
+            lost_since: None,
+            good: false,
+        }
+    }
+
+    /// How long to wait before the next subscription, if at all.
+    pub(crate) fn wait(&self) -> Option<Duration> {
+        (self.failures > 0).then(|| backoff(self.failures))
+    }
+
+    /// Connecting or subscribing failed with `error`.
+    pub(crate) fn failed(&mut self, error: redis::RedisError) {
+        self.failures += 1;
+        self.log_loss(&error);
+    }
+
+    /// Logs a loss, once until a subscription proves good again.
+    fn log_loss(&mut self, error: &redis::RedisError) {
+        if self.lost_since.is_none() {
+            self.lost_since = Some(Instant::now());
+            log::warn!(
+                "{}: subscription lost ({error}); subscribing again with backoff up to {} ms",
+                self.who,
+                MAX_BACKOFF.as_millis()
+            );
+        }
+    }
+
+    /// Subscribed: returns when, for [`lost`](Self::lost).
+    pub(crate) fn subscribed(&mut self) -> Instant {
+        self.good = false;
+        Instant::now()
+    }
+
+    /// A message arrived: the subscription is good.
+    pub(crate) fn heard(&mut self) {
+        if !self.good {
+            self.good = true;
+            self.failures = 0;
+            if let Some(since) = self.lost_since.take() {
+                log::warn!(
+                    "{}: subscribed again after {:.1} s",
+                    self.who,
+                    since.elapsed().as_secs_f64()
+                );
+            }
+        }
+    }
+
+    /// The subscription made at `since` ended with `error`: a good one is
+    /// made again at once (after silence as long as the read timeout, the
+    /// usual end of a quiet one, without a word), a short-lived one after
+    /// a backoff.
+    pub(crate) fn lost(&mut self, since: Instant, error: redis::RedisError) {
+        if !(self.good || since.elapsed() >= MAX_BACKOFF) {
+            self.failed(error);
+            return;
+        }
+        self.heard();
+        if !error.is_timeout() {
+            self.log_loss(&error);
+        }
     }
 }
 

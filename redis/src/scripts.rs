@@ -28,7 +28,7 @@
 //! | cancel, get, reschedule | one timer: `O(log N)` |
 //! | earliest (listing) | ≤ 1,000 timers from ≤ 1,000 buckets |
 //! | promote | ≤ `promote_batch` ≤ [`MAX_PROMOTE_BATCH`](crate::MAX_PROMOTE_BATCH) timers, as many buckets looked at, and ≤ [`BATCH_BYTES`] of records beyond the first: one `XADD` each, `O(log N)` per bucket; called again while a call stops at a limit |
-//! | misfire | ≤ [`MISFIRE_PAGE`] timers (and, rescheduling, ≤ [`BATCH_BYTES`] beyond the first); called again while a page stops at a limit |
+//! | misfire | ≤ [`MISFIRE_PAGE`] timers, as many buckets looked at (a stale bucket score is fixed and the next bucket looked at), and, rescheduling, ≤ [`BATCH_BYTES`] beyond the first; called again while a page stops at a limit |
 //! | remove (acknowledge, dead-letter) | ≤ [`REMOVE_BATCH`] entries, then one `XTRIM MINID ~`, which frees at most 100 stream nodes (Redis's own cap for `~`) |
 
 /// The most timers one schedule script takes ([`Timers::schedule_many`](crate::Timers::schedule_many)
@@ -387,83 +387,89 @@ local budget = tonumber(ARGV[7])
 local later_s = string.format('%d', later)
 local nb = string.format('%d', math.floor(later / width))
 local found, bytes, full = 0, 0, 0
-while full == 0 and found < limit do
+-- Buckets looked at: a stale bucket score (one that says overdue while its
+-- bucket holds nothing overdue) is fixed and the next bucket looked at, so
+-- that one stale score does not hide the misfired timers behind it; looks
+-- are bounded as the page is.
+local looks = 0
+while full == 0 and found < limit and looks < limit do
+  looks = looks + 1
   local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
   if #first == 0 or tonumber(first[2]) > cutoff then break end
   local b = first[1]
   local late = redis.call('ZRANGEBYSCORE', bucket_key(b), '-inf', cutoff, 'LIMIT', 0, limit - found)
   if #late == 0 then
     refresh(b)
-    break
-  end
-  local members, moved, recurring = {}, {}, {}
-  if policy == 'skip' then
-    local series = redis.call('HMGET', KEYS[4], unpack(late))
-    local drop = {}
-    for k, id in ipairs(late) do
-      if series[k] then recurring[#recurring + 1] = id else drop[#drop + 1] = id end
-    end
-    if #drop > 0 then redis.call('HDEL', KEYS[2], unpack(drop)) end
   else
-    -- Only the records that fit the budget move in this call; they are
-    -- read 4, 8, 16, … (at most 64) at a time, as in promote.
-    local taken, step = 0, 4
-    while full == 0 and taken < #late do
-      local ids = {}
-      for k = taken + 1, math.min(taken + step, #late) do ids[#ids + 1] = late[k] end
-      step = math.min(step * 2, 64)
-      local records = redis.call('HMGET', KEYS[2], unpack(ids))
-      for j, id in ipairs(ids) do
-        local record = records[j]
-        if record then
-          if bytes + #record > budget and found + taken > 0 then
-            full = 1
-            break
+    local members, moved, recurring = {}, {}, {}
+    if policy == 'skip' then
+      local series = redis.call('HMGET', KEYS[4], unpack(late))
+      local drop = {}
+      for k, id in ipairs(late) do
+        if series[k] then recurring[#recurring + 1] = id else drop[#drop + 1] = id end
+      end
+      if #drop > 0 then redis.call('HDEL', KEYS[2], unpack(drop)) end
+    else
+      -- Only the records that fit the budget move in this call; they are
+      -- read 4, 8, 16, … (at most 64) at a time, as in promote.
+      local taken, step = 0, 4
+      while full == 0 and taken < #late do
+        local ids = {}
+        for k = taken + 1, math.min(taken + step, #late) do ids[#ids + 1] = late[k] end
+        step = math.min(step * 2, 64)
+        local records = redis.call('HMGET', KEYS[2], unpack(ids))
+        for j, id in ipairs(ids) do
+          local record = records[j]
+          if record then
+            if bytes + #record > budget and found + taken > 0 then
+              full = 1
+              break
+            end
+            bytes = bytes + #record
+            local _, attempt, payload = parse(record)
+            members[#members + 1] = later_s
+            members[#members + 1] = id
+            moved[#moved + 1] = id
+            moved[#moved + 1] = nb .. ' ' .. attempt .. ' ' .. payload
           end
-          bytes = bytes + #record
-          local _, attempt, payload = parse(record)
-          members[#members + 1] = later_s
-          members[#members + 1] = id
-          moved[#moved + 1] = id
-          moved[#moved + 1] = nb .. ' ' .. attempt .. ' ' .. payload
+          taken = taken + 1
         end
-        taken = taken + 1
+      end
+      late = {unpack(late, 1, taken)}
+    end
+    -- The late timers are the bucket's first by score: they leave it before
+    -- any goes back in (the new bucket may be this one).
+    if #late > 0 then redis.call('ZREMRANGEBYRANK', bucket_key(b), 0, #late - 1) end
+    if #members > 0 then
+      redis.call('ZADD', bucket_key(nb), unpack(members))
+      redis.call('ZADD', KEYS[1], 'LT', later_s, nb)
+      redis.call('HSET', KEYS[2], unpack(moved))
+    end
+    if #recurring > 0 then
+      local records = redis.call('HMGET', KEYS[2], unpack(recurring))
+      local now_s = string.format('%d', now)
+      local nowb = string.format('%d', math.floor(now / width))
+      local due, kept = {}, {}
+      for k, id in ipairs(recurring) do
+        if records[k] then
+          local _, attempt, payload = parse(records[k])
+          due[#due + 1] = now_s
+          due[#due + 1] = id
+          kept[#kept + 1] = id
+          kept[#kept + 1] = nowb .. ' ' .. attempt .. ' ' .. payload
+        end
+      end
+      if #due > 0 then
+        redis.call('ZADD', bucket_key(nowb), unpack(due))
+        redis.call('ZADD', KEYS[1], 'LT', now_s, nowb)
+        redis.call('HSET', KEYS[2], unpack(kept))
       end
     end
-    late = {unpack(late, 1, taken)}
+    found = found + #late
+    refresh(b)
   end
-  -- The late timers are the bucket's first by score: they leave it before
-  -- any goes back in (the new bucket may be this one).
-  if #late > 0 then redis.call('ZREMRANGEBYRANK', bucket_key(b), 0, #late - 1) end
-  if #members > 0 then
-    redis.call('ZADD', bucket_key(nb), unpack(members))
-    redis.call('ZADD', KEYS[1], 'LT', later_s, nb)
-    redis.call('HSET', KEYS[2], unpack(moved))
-  end
-  if #recurring > 0 then
-    local records = redis.call('HMGET', KEYS[2], unpack(recurring))
-    local now_s = string.format('%d', now)
-    local nowb = string.format('%d', math.floor(now / width))
-    local due, kept = {}, {}
-    for k, id in ipairs(recurring) do
-      if records[k] then
-        local _, attempt, payload = parse(records[k])
-        due[#due + 1] = now_s
-        due[#due + 1] = id
-        kept[#kept + 1] = id
-        kept[#kept + 1] = nowb .. ' ' .. attempt .. ' ' .. payload
-      end
-    end
-    if #due > 0 then
-      redis.call('ZADD', bucket_key(nowb), unpack(due))
-      redis.call('ZADD', KEYS[1], 'LT', now_s, nowb)
-      redis.call('HSET', KEYS[2], unpack(kept))
-    end
-  end
-  found = found + #late
-  refresh(b)
 end
-if found >= limit then full = 1 end
+if found >= limit or looks >= limit then full = 1 end
 if found > 0 then redis.call('HINCRBY', KEYS[3], 'misfired', found) end
 return {found, full}
 "

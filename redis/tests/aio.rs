@@ -690,3 +690,53 @@ async fn an_error_redis_keeps_giving_is_yielded_with_a_pause_between() {
     // 500 ms apart: at most 5 in 2 s (without the pause, thousands).
     assert!((1..=5).contains(&errors), "{errors} errors in 2 s");
 }
+
+/// Wake subscriptions of `namespace` on `server`.
+fn subscribers(server: &Server, namespace: &str) -> i64 {
+    let mut c = server.raw().unwrap();
+    let (_, count): (String, i64) = redis::cmd("PUBSUB")
+        .arg("NUMSUB")
+        .arg(format!("{{{namespace}}}:wake"))
+        .query(&mut c)
+        .unwrap();
+    count
+}
+
+/// As the blocking node's: a wake subscription the server drops at once is
+/// made again with backoff, and the node listens again once the drops stop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_wake_subscription_is_made_again_with_backoff() {
+    let server = Server::start_volatile();
+    let timers = timers(&server, "aresub").await;
+    let node = tokio::spawn(aio::Scheduler::new(timers.clone()).run());
+    let wait_subscribed = || async {
+        let deadline = Instant::now() + PATIENCE;
+        while subscribers(&server, "aresub") != 1 {
+            assert!(Instant::now() < deadline, "no subscription");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    wait_subscribed().await;
+    let mut c = server.raw().unwrap();
+    let mut killed = 0;
+    for _ in 0..200 {
+        let n: i64 = redis::cmd("CLIENT")
+            .arg("KILL")
+            .arg("TYPE")
+            .arg("pubsub")
+            .query(&mut c)
+            .unwrap();
+        killed += n;
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(killed <= 30, "{killed} subscriptions killed in 200 tries");
+    wait_subscribed().await;
+    let now = timers.server_time_ms().await.unwrap();
+    timers.schedule("woken", now + 100, b"p").await.unwrap();
+    let deadline = Instant::now() + PATIENCE;
+    while timers.metrics().await.unwrap().promoted != 1 {
+        assert!(Instant::now() < deadline, "not promoted");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    node.abort();
+}

@@ -236,3 +236,74 @@ fn urls_are_checked_before_any_connection() {
         assert!(e.to_string().contains("`tls` feature"), "{e}");
     }
 }
+
+/// `--replicas-to-ack`: a schedule no replica acknowledges in time is an
+/// error naming the replicas (a standalone Redis has none), and the
+/// timers are on the master all the same; without it, the same schedule
+/// succeeds.
+#[test]
+fn the_cli_waits_for_the_replicas_asked_for() {
+    let server = Server::start_volatile();
+    let schedule = |extra: &[&str]| {
+        Command::new(cli())
+            .args(["--url", &server.url(), "--namespace", "acks"])
+            .args(extra)
+            .args(["schedule", "--count", "3"])
+            .output()
+            .unwrap()
+    };
+    let out = schedule(&["--replicas-to-ack", "1", "--replica-ack-timeout-ms", "50"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("0 of the 1 replicas"), "{stderr}");
+    assert_eq!(server.timers("acks").metrics().unwrap().pending, 3);
+    let out = schedule(&[]);
+    assert!(out.status.success(), "{out:?}");
+    let out = schedule(&["--replicas-to-ack", "1", "--replica-ack-timeout-ms", "0"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("replica_ack"), "{stderr}");
+}
+
+/// `recurring`: a series scheduled from the CLI is pending with its
+/// payload, and acknowledging an occurrence schedules the next one; a bad
+/// cron expression or neither `--every-ms` nor `--cron` is refused.
+#[test]
+fn the_cli_schedules_recurring_timers() {
+    let server = Server::start_volatile();
+    let recurring = |extra: &[&str]| {
+        Command::new(cli())
+            .args(["--url", &server.url(), "--namespace", "clir", "recurring"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let out = recurring(&["--id", "tick", "--every-ms", "100", "--payload", "hi"]);
+    assert!(out.status.success(), "{out:?}");
+    let timers = server.timers("clir");
+    let first = timers.get("tick").unwrap().expect("pending");
+    assert_eq!(first.payload, b"hi");
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&first.deadline_ms.to_string()));
+    let node = Scheduler::new(timers.clone());
+    let consumer = Consumer::new(timers.clone(), "c").unwrap();
+    let delivery = purgatorio_testkit::wait_for("the first occurrence", common::PATIENCE, || {
+        while node.step().unwrap() == purgatorio_redis::Step::Again {}
+        consumer.poll(Duration::from_millis(10), 1).unwrap().pop()
+    });
+    assert_eq!(
+        (delivery.id.as_str(), &delivery.payload[..]),
+        ("tick", &b"hi"[..])
+    );
+    consumer.ack_all(&[delivery]).unwrap();
+    let next = timers.get("tick").unwrap().expect("the next occurrence");
+    assert!(
+        next.deadline_ms > first.deadline_ms,
+        "{next:?} after {first:?}"
+    );
+
+    let out = recurring(&["--id", "bad", "--cron", "not a cron"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let out = recurring(&["--id", "none"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert_eq!(timers.get("bad").unwrap(), None);
+}

@@ -14,7 +14,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::{parse_deliveries, spawn_cli, Server, PATIENCE};
-use purgatorio_redis::{Config, Error, Timers};
+use purgatorio_redis::{Config, Error, Scheduler, Timers};
 use purgatorio_testkit::{wait_for, ChildGuard, TempDir};
 
 /// A server that accepts connections and never answers; returns its url.
@@ -176,6 +176,17 @@ fn schedulers_and_consumers_ride_out_a_restart_and_a_stall() {
             "{log}: {down} outages and {up} recoveries logged:\n{text}"
         );
     }
+    // The scheduler's wake listener loses its subscription with the
+    // restart (the stall leaves its connection open and quiet), and logs
+    // that once, then once that it listens again (at the next schedule's
+    // message).
+    let text = std::fs::read_to_string(dir.path().join("scheduler.err")).unwrap();
+    let lost = text.matches("subscription lost").count();
+    let again = text.matches("subscribed again").count();
+    assert!(
+        (1..=2).contains(&lost) && lost == again,
+        "the wake listener logged {lost} losses and {again} subscriptions again:\n{text}"
+    );
 }
 
 #[test]
@@ -210,4 +221,56 @@ fn a_consumer_creates_its_group_again_when_redis_comes_back_empty() {
     stop_node.stop();
     consuming.join().unwrap().expect("the consumer kept going");
     scheduler.join().unwrap();
+}
+
+/// Wake subscriptions of `namespace` on `server`.
+fn subscribers(server: &Server, namespace: &str) -> i64 {
+    let mut c = server.raw().unwrap();
+    let (_, count): (String, i64) = redis::cmd("PUBSUB")
+        .arg("NUMSUB")
+        .arg(format!("{{{namespace}}}:wake"))
+        .query(&mut c)
+        .unwrap();
+    count
+}
+
+/// A wake subscription the server drops at once (here `CLIENT KILL TYPE
+/// pubsub` every 5 ms for a second and more) is made again with backoff,
+/// not at once each time; once the drops stop, the node listens again and
+/// a schedule wakes it.
+#[test]
+fn a_dropped_wake_subscription_is_made_again_with_backoff() {
+    let server = Server::start_volatile();
+    let timers = server.timers("resub");
+    let node = Scheduler::new(timers.clone());
+    let stop = node.stop_handle();
+    let running = thread::spawn(move || node.run());
+    wait_for("the subscription", PATIENCE, || {
+        (subscribers(&server, "resub") == 1).then_some(())
+    });
+    let mut c = server.raw().unwrap();
+    let mut killed = 0;
+    for _ in 0..200 {
+        let n: i64 = redis::cmd("CLIENT")
+            .arg("KILL")
+            .arg("TYPE")
+            .arg("pubsub")
+            .query(&mut c)
+            .unwrap();
+        killed += n;
+        thread::sleep(Duration::from_millis(5));
+    }
+    // With backoff (50 ms doubling, at most 500 ms) a second holds about
+    // six subscriptions; subscribing again at once, one per kill.
+    assert!(killed <= 30, "{killed} subscriptions killed in 200 tries");
+    wait_for("the subscription again", PATIENCE, || {
+        (subscribers(&server, "resub") == 1).then_some(())
+    });
+    let now = timers.server_time_ms().unwrap();
+    timers.schedule("woken", now + 100, b"p").unwrap();
+    wait_for("the promotion", PATIENCE, || {
+        (timers.metrics().ok()?.promoted == 1).then_some(())
+    });
+    stop.stop();
+    running.join().unwrap().unwrap();
 }

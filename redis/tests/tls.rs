@@ -17,7 +17,7 @@ use std::time::Duration;
 use common::{cli, PATIENCE};
 use purgatorio_redis::{Config, Consumer, Error, Scheduler, Timers};
 use purgatorio_testkit::{
-    free_port, output_within, require_program, wait_for, ChildGuard, TempDir,
+    free_port, output_within, require_program, spawn_on_free_port, wait_for, ChildGuard, TempDir,
 };
 
 /// The keys' algorithm, as `openssl req -newkey` takes it: P-256, quick to
@@ -103,29 +103,34 @@ impl TlsServer {
     /// until it answers a client that trusts their CA.
     fn start(certificates: &Certificates) -> TlsServer {
         let binary = require_program("redis-server", "redis-server");
-        let port = free_port();
         let file = |name: &str| certificates.path(name).display().to_string();
-        let child = Command::new(binary)
-            .args(["--port", "0", "--tls-port", &port.to_string()])
-            .args(["--bind", "127.0.0.1"])
-            .args(["--tls-cert-file", &file("server.crt")])
-            .args(["--tls-key-file", &file("server.key")])
-            .args(["--tls-ca-cert-file", &file("ca.crt")])
-            .args(["--tls-auth-clients", "no"])
-            .args(["--dir", &certificates.dir.path().display().to_string()])
-            .args(["--appendonly", "no", "--save", ""])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start redis-server");
-        let server = TlsServer {
-            _guard: ChildGuard::new(child),
+        let (guard, port) = spawn_on_free_port(
+            "redis-server over TLS",
+            |port| {
+                let mut command = Command::new(&binary);
+                command
+                    .args(["--port", "0", "--tls-port", &port.to_string()])
+                    .args(["--bind", "127.0.0.1"])
+                    .args(["--tls-cert-file", &file("server.crt")])
+                    .args(["--tls-key-file", &file("server.key")])
+                    .args(["--tls-ca-cert-file", &file("ca.crt")])
+                    .args(["--tls-auth-clients", "no"])
+                    .args(["--dir", &certificates.dir.path().display().to_string()])
+                    .args(["--appendonly", "no", "--save", ""])
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null());
+                command
+            },
+            // A server that presents the CA's certificate is this one.
+            |port, _pid| {
+                let url = format!("rediss://127.0.0.1:{port}");
+                Timers::connect(&url, trusting(certificates, "ready")).is_ok()
+            },
+        );
+        TlsServer {
+            _guard: guard,
             port,
-        };
-        wait_for("redis-server to answer over TLS", PATIENCE, || {
-            Timers::connect(&server.url(), trusting(certificates, "ready")).ok()
-        });
-        server
+        }
     }
 
     /// `rediss://127.0.0.1:<port>`.

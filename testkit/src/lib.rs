@@ -174,6 +174,100 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// The process id of the Redis answering on loopback `port`, if one
+/// answers within a second (`INFO server`, inline).
+pub fn redis_pid(port: u16) -> Option<u32> {
+    use std::io::Write;
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(1))).ok()?;
+    stream.write_all(b"INFO server\r\n").ok()?;
+    let mut seen = Vec::new();
+    let mut chunk = [0u8; 4096];
+    // Bounded: `INFO server` is a few KiB.
+    while seen.len() < 64 << 10 {
+        let n = stream.read(&mut chunk).ok()?;
+        if n == 0 {
+            return None;
+        }
+        seen.extend_from_slice(&chunk[..n]);
+        let text = String::from_utf8_lossy(&seen);
+        if let Some(pid) = text
+            .lines()
+            .find_map(|line| line.strip_prefix("process_id:"))
+            .filter(|_| text.contains("\r\nrun_id:"))
+        {
+            return pid.trim().parse().ok();
+        }
+    }
+    None
+}
+
+/// How many ports [`spawn_on_free_port`] tries.
+const PORT_TRIES: usize = 10;
+
+/// Starts a server on a loopback port that was free a moment ago, and
+/// returns once it answers, with its port. A port found free by
+/// [`free_port`] can be taken by another process (another test) before the
+/// server binds it; such a server exits, or a stranger answers in its
+/// place, so each try waits until `ready(port, pid)` says the server on
+/// `port` answers as process `pid` (the child's) or the child exits, and
+/// then starts it again on another port.
+///
+/// `command(port)` is the server's command for `port`.
+///
+/// # Panics
+///
+/// When the server cannot be started, exits on [`PORT_TRIES`] ports in a
+/// row, or does not answer within a minute.
+pub fn spawn_on_free_port(
+    what: &str,
+    command: impl FnMut(u16) -> Command,
+    ready: impl FnMut(u16, u32) -> bool,
+) -> (ChildGuard, u16) {
+    spawn_on_ports(
+        what,
+        std::iter::repeat_with(free_port).take(PORT_TRIES),
+        command,
+        ready,
+    )
+}
+
+/// [`spawn_on_free_port`] on the ports `ports` yields, in turn.
+///
+/// # Panics
+///
+/// As [`spawn_on_free_port`], when `ports` runs out.
+pub fn spawn_on_ports(
+    what: &str,
+    ports: impl IntoIterator<Item = u16>,
+    mut command: impl FnMut(u16) -> Command,
+    mut ready: impl FnMut(u16, u32) -> bool,
+) -> (ChildGuard, u16) {
+    let mut tried = Vec::new();
+    for port in ports {
+        let child = command(port)
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {what}: {e}"));
+        let mut guard = ChildGuard::new(child);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if ready(port, guard.id()) {
+                return (guard, port);
+            }
+            if let Ok(Some(_exited)) = guard.child().try_wait() {
+                break; // the port was taken: another one
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{what} on port {port} did not answer within a minute"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        tried.push(port);
+    }
+    panic!("{what} exited at once on ports {tried:?}");
+}
+
 /// A directory under the system's temporary directory, removed on drop.
 #[derive(Debug)]
 pub struct TempDir(PathBuf);
@@ -364,31 +458,37 @@ impl RedisCluster {
         let dir = TempDir::new("purgatorio-cluster");
         let nodes: Vec<ClusterNode> = (0..masters * (1 + replicas))
             .map(|_| {
-                let (port, bus) = (free_port(), free_port());
-                let node_dir = dir.path().join(port.to_string());
-                fs::create_dir_all(&node_dir).expect("create a node's directory");
-                let child = Command::new(&server)
-                    .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-                    .args([
-                        "--cluster-enabled",
-                        "yes",
-                        "--cluster-port",
-                        &bus.to_string(),
-                    ])
-                    .args(["--cluster-config-file", "nodes.conf"])
-                    .args(["--cluster-node-timeout", &node_timeout_ms.to_string()])
-                    .args(["--cluster-replica-validity-factor", "0"])
-                    .args(["--repl-diskless-sync-delay", "0"])
-                    .args(["--appendonly", "no", "--save", ""])
-                    .arg("--dir")
-                    .arg(&node_dir)
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::null())
-                    .spawn()
-                    .expect("start redis-server");
+                let (guard, port) = spawn_on_free_port(
+                    "a cluster node",
+                    |port| {
+                        let bus = free_port();
+                        let node_dir = dir.path().join(port.to_string());
+                        fs::create_dir_all(&node_dir).expect("create a node's directory");
+                        let mut command = Command::new(&server);
+                        command
+                            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+                            .args([
+                                "--cluster-enabled",
+                                "yes",
+                                "--cluster-port",
+                                &bus.to_string(),
+                            ])
+                            .args(["--cluster-config-file", "nodes.conf"])
+                            .args(["--cluster-node-timeout", &node_timeout_ms.to_string()])
+                            .args(["--cluster-replica-validity-factor", "0"])
+                            .args(["--repl-diskless-sync-delay", "0"])
+                            .args(["--appendonly", "no", "--save", ""])
+                            .arg("--dir")
+                            .arg(&node_dir)
+                            .stdout(Stdio::null())
+                            .stderr(Stdio::null());
+                        command
+                    },
+                    |port, pid| redis_pid(port) == Some(pid),
+                );
                 ClusterNode {
                     port,
-                    guard: Some(ChildGuard::new(child)),
+                    guard: Some(guard),
                 }
             })
             .collect();

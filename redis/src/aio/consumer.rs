@@ -308,33 +308,23 @@ impl Shared {
                 |mut c| async move { claim.query_async(&mut c).await },
             )
             .await?;
-        let mut out = Vec::new();
-        for (entry, fields) in reply::autoclaim_entries(&claimed) {
-            let count = &calls::delivery_count(link, &entry);
-            let count: Value = connection
-                .call(
-                    tries,
-                    |mut c| async move { count.query_async(&mut c).await },
-                )
-                .await?;
-            let delivery = calls::taken_over(
-                crate::Delivery::from_entry(entry, &fields),
-                reply::pending_delivery_count(&count)?,
-            );
-            let counted = &calls::count_redelivered(link);
-            connection
-                .call(tries, |mut c| async move {
-                    counted.query_async::<i64>(&mut c).await
-                })
-                .await?;
-            if delivery.attempt > link.config.max_attempts {
-                self.remove(std::slice::from_ref(&delivery), Some(&delivery))
-                    .await?;
-            } else {
-                out.push(delivery);
-            }
+        let claimed = reply::autoclaim_entries(&claimed);
+        if claimed.is_empty() {
+            return Ok(Vec::new());
         }
-        Ok(out)
+        let counts = &calls::take_over_counts(link, &claimed);
+        let counts: Vec<Value> = connection
+            .call(
+                tries,
+                |mut c| async move { counts.query_async(&mut c).await },
+            )
+            .await?;
+        let taken = calls::taken_over(link, claimed, &counts)?;
+        for dead in &taken.dead {
+            self.remove_with(std::slice::from_ref(dead), Some(dead), tries)
+                .await?;
+        }
+        Ok(taken.deliveries)
     }
 
     /// Up to `max` new entries, waiting up to `block` for one; one try on

@@ -7,8 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::aio::consumer::Shared;
+use crate::calls::{self, Finish};
 use crate::link::Tries;
-use crate::{calls, Backoff, Error, Verdict};
+use crate::{Backoff, Error, Verdict};
 
 /// A due timer handed to an async [`Consumer`](super::Consumer), with the handles that
 /// finish it: [`ack`](Self::ack), [`retry`](Self::retry) (or
@@ -178,18 +179,20 @@ impl Delivery {
     pub async fn finish(&self, verdict: Verdict) -> Result<(), Error> {
         let shared = &self.shared;
         let timer = &self.timer;
-        if let Verdict::RetryLater(delay) = verdict {
-            if timer.attempt >= shared.timers.config().max_attempts {
+        match calls::finish(shared.timers.link(), timer, verdict)? {
+            Finish::Ack => {}
+            Finish::DeadLetter => {
                 return shared
                     .remove(std::slice::from_ref(timer), Some(timer))
-                    .await;
+                    .await
             }
-            let delay_ms = calls::retry_delay_ms(delay)?;
-            let at = shared.timers.server_time_ms().await? + delay_ms;
-            shared
-                .timers
-                .schedule_attempt(&timer.id, at, &timer.payload, timer.attempt + 1)
-                .await?;
+            Finish::Retry { delay_ms } => {
+                let at = shared.timers.server_time_ms().await? + delay_ms;
+                shared
+                    .timers
+                    .schedule_attempt(&timer.id, at, &timer.payload, timer.attempt + 1)
+                    .await?;
+            }
         }
         shared.remove(std::slice::from_ref(timer), None).await
     }

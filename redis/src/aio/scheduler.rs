@@ -16,8 +16,8 @@ use futures_util::StreamExt;
 use tokio::sync::Notify;
 
 use crate::aio::Timers;
-use crate::link::{backoff, Health, Link};
-use crate::scheduler::{sleep_until, MISFIRE_AFTER};
+use crate::link::{Health, Link};
+use crate::scheduler::{Resubscribe, Step, MISFIRE_AFTER};
 use crate::timers::MisfirePage;
 use crate::{Error, MAX_SLEEP};
 
@@ -130,11 +130,11 @@ impl Scheduler {
             let wait = match self.timers.promote(MISFIRE_AFTER).await {
                 Ok(step) => {
                     health.answered();
-                    if step.full {
-                        continue; // more may be due: no wait
+                    match Step::after(step) {
+                        Step::Again => continue, // more may be due: no wait
+                        Step::Sleep(wait) => Some(wait),
+                        Step::Idle => None,
                     }
-                    step.next_deadline_ms
-                        .map(|next| sleep_until(next, step.now_ms))
                 }
                 Err(e) => Some(health.failed(&e)),
             };
@@ -157,26 +157,41 @@ impl Scheduler {
 /// the node, as does each (re)subscription (whatever was scheduled before it
 /// is seen by the next step). Silence longer than [`MAX_SLEEP`] is taken
 /// for a dead link, and the listener subscribes again on a fresh
-/// connection; a failed one is retried with backoff.
+/// connection; a failed or short-lived subscription is made again with
+/// backoff, as the blocking node's is ([`Resubscribe`]).
 async fn listen(link: Arc<Link>, wake: Arc<Notify>) {
-    let mut failures = 0;
+    let mut again = Resubscribe::new(&link.config.namespace);
     loop {
+        if let Some(wait) = again.wait() {
+            tokio::time::sleep(wait).await;
+        }
         let subscribed = tokio::time::timeout(link.config.response_timeout, async {
             let mut pubsub = link.client_with_handshake()?.get_async_pubsub().await?;
             pubsub.subscribe(&link.keys.wake).await?;
             Ok::<_, redis::RedisError>(pubsub)
         })
-        .await;
-        let Ok(Ok(pubsub)) = subscribed else {
-            failures += 1;
-            tokio::time::sleep(backoff(failures)).await;
-            continue;
+        .await
+        .unwrap_or_else(|_| Err(std::io::Error::from(std::io::ErrorKind::TimedOut).into()));
+        let pubsub = match subscribed {
+            Ok(pubsub) => pubsub,
+            Err(e) => {
+                again.failed(e);
+                continue;
+            }
         };
-        failures = 0;
+        let since = again.subscribed();
         wake.notify_one();
         let mut messages = pubsub.into_on_message();
-        while let Ok(Some(_message)) = tokio::time::timeout(MAX_SLEEP, messages.next()).await {
-            wake.notify_one();
-        }
+        let lost: redis::RedisError = loop {
+            match tokio::time::timeout(MAX_SLEEP, messages.next()).await {
+                Ok(Some(_message)) => {
+                    again.heard();
+                    wake.notify_one();
+                }
+                Ok(None) => break std::io::Error::from(std::io::ErrorKind::ConnectionReset).into(),
+                Err(_) => break std::io::Error::from(std::io::ErrorKind::TimedOut).into(),
+            }
+        };
+        again.lost(since, lost);
     }
 }

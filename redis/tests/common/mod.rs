@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use purgatorio_redis::{Config, Timers};
-use purgatorio_testkit::{free_port, require_program, wait_for, ChildGuard, TempDir};
+use purgatorio_testkit::{free_port, require_program, spawn_on_ports, ChildGuard, TempDir};
 
 /// The longest any single wait of a test lasts.
 pub const PATIENCE: Duration = Duration::from_secs(30);
@@ -31,44 +31,58 @@ impl Server {
     /// Starts one; `fsync` is its `appendfsync` policy (`volatile`: no
     /// append-only file at all).
     pub fn start(fsync: &'static str) -> Server {
-        let dir = TempDir::new("purgatorio-redis");
+        Server::start_on(fsync, std::iter::repeat_with(free_port).take(10))
+    }
+
+    /// Starts one on the first of `ports` where it stays up and answers as
+    /// itself (a port found free may be taken before redis-server binds
+    /// it: see [`spawn_on_ports`]).
+    pub fn start_on(fsync: &'static str, ports: impl IntoIterator<Item = u16>) -> Server {
         let mut server = Server {
             guard: None,
-            port: free_port(),
-            dir,
+            port: 0,
+            dir: TempDir::new("purgatorio-redis"),
             fsync,
         };
-        server.restart();
+        server.spawn(ports);
         server
     }
 
     /// (Re)starts the server on the same port and directory.
     pub fn restart(&mut self) {
+        self.spawn([self.port]);
+    }
+
+    /// Starts redis-server on the first of `ports` that works.
+    fn spawn(&mut self, ports: impl IntoIterator<Item = u16>) {
         let binary = require_program("redis-server", "redis-server");
-        let child = Command::new(binary)
-            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--dir", &self.dir.path().display().to_string()])
-            .args(if self.fsync == "volatile" {
-                ["--appendonly", "no", "--appendfsync", "no", "--save", ""]
-            } else {
-                [
-                    "--appendonly",
-                    "yes",
-                    "--appendfsync",
-                    self.fsync,
-                    "--save",
-                    "",
-                ]
-            })
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start redis-server");
-        self.guard = Some(ChildGuard::new(child));
-        wait_for("redis-server to answer", PATIENCE, || {
-            let mut c = self.raw().ok()?;
-            redis::cmd("PING").query::<String>(&mut c).ok()
-        });
+        let (dir, fsync) = (self.dir.path().display().to_string(), self.fsync);
+        let (guard, port) = spawn_on_ports(
+            "redis-server",
+            ports,
+            |port| {
+                let mut command = Command::new(&binary);
+                command
+                    .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+                    .args(["--dir", &dir])
+                    .args(if fsync == "volatile" {
+                        ["--appendonly", "no", "--appendfsync", "no", "--save", ""]
+                    } else {
+                        ["--appendonly", "yes", "--appendfsync", fsync, "--save", ""]
+                    })
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null());
+                command
+            },
+            answers_as,
+        );
+        self.guard = Some(guard);
+        self.port = port;
+    }
+
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.guard.as_ref().expect("running").id()
     }
 
     /// Kills it with SIGKILL.
@@ -117,6 +131,21 @@ impl Server {
             .query::<()>(&mut c)
             .unwrap();
     }
+}
+
+/// Whether the redis-server on loopback `port` answers as process `pid`.
+pub fn answers_as(port: u16, pid: u32) -> bool {
+    let info = redis::Client::open(format!("redis://127.0.0.1:{port}"))
+        .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(1)))
+        .and_then(|mut c| {
+            // Whoever holds the port may accept and never answer.
+            c.set_read_timeout(Some(Duration::from_secs(1)))?;
+            redis::cmd("INFO").arg("server").query::<String>(&mut c)
+        });
+    info.is_ok_and(|info| {
+        info.lines()
+            .any(|line| line.strip_prefix("process_id:").map(str::trim) == Some(&pid.to_string()))
+    })
 }
 
 /// Parses `cmdstat_evalsha:calls=3,usec=120,...` lines.
