@@ -691,17 +691,6 @@ async fn an_error_redis_keeps_giving_is_yielded_with_a_pause_between() {
     assert!((1..=5).contains(&errors), "{errors} errors in 2 s");
 }
 
-/// Wake subscriptions of `namespace` on `server`.
-fn subscribers(server: &Server, namespace: &str) -> i64 {
-    let mut c = server.raw().unwrap();
-    let (_, count): (String, i64) = redis::cmd("PUBSUB")
-        .arg("NUMSUB")
-        .arg(format!("{{{namespace}}}:wake"))
-        .query(&mut c)
-        .unwrap();
-    count
-}
-
 /// As the blocking node's: a wake subscription the server drops at once is
 /// made again with backoff, and the node listens again once the drops stop.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -711,7 +700,7 @@ async fn a_dropped_wake_subscription_is_made_again_with_backoff() {
     let node = tokio::spawn(aio::Scheduler::new(timers.clone()).run());
     let wait_subscribed = || async {
         let deadline = Instant::now() + PATIENCE;
-        while subscribers(&server, "aresub") != 1 {
+        while server.subscribers("aresub") != 1 {
             assert!(Instant::now() < deadline, "no subscription");
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
@@ -720,13 +709,7 @@ async fn a_dropped_wake_subscription_is_made_again_with_backoff() {
     let mut c = server.raw().unwrap();
     let mut killed = 0;
     for _ in 0..200 {
-        let n: i64 = redis::cmd("CLIENT")
-            .arg("KILL")
-            .arg("TYPE")
-            .arg("pubsub")
-            .query(&mut c)
-            .unwrap();
-        killed += n;
+        killed += Server::kill_subscriptions(&mut c);
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     assert!(killed <= 30, "{killed} subscriptions killed in 200 tries");

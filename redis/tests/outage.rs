@@ -223,17 +223,6 @@ fn a_consumer_creates_its_group_again_when_redis_comes_back_empty() {
     scheduler.join().unwrap();
 }
 
-/// Wake subscriptions of `namespace` on `server`.
-fn subscribers(server: &Server, namespace: &str) -> i64 {
-    let mut c = server.raw().unwrap();
-    let (_, count): (String, i64) = redis::cmd("PUBSUB")
-        .arg("NUMSUB")
-        .arg(format!("{{{namespace}}}:wake"))
-        .query(&mut c)
-        .unwrap();
-    count
-}
-
 /// A wake subscription the server drops at once (here `CLIENT KILL TYPE
 /// pubsub` every 5 ms for a second and more) is made again with backoff,
 /// not at once each time; once the drops stop, the node listens again and
@@ -246,25 +235,19 @@ fn a_dropped_wake_subscription_is_made_again_with_backoff() {
     let stop = node.stop_handle();
     let running = thread::spawn(move || node.run());
     wait_for("the subscription", PATIENCE, || {
-        (subscribers(&server, "resub") == 1).then_some(())
+        (server.subscribers("resub") == 1).then_some(())
     });
     let mut c = server.raw().unwrap();
     let mut killed = 0;
     for _ in 0..200 {
-        let n: i64 = redis::cmd("CLIENT")
-            .arg("KILL")
-            .arg("TYPE")
-            .arg("pubsub")
-            .query(&mut c)
-            .unwrap();
-        killed += n;
+        killed += Server::kill_subscriptions(&mut c);
         thread::sleep(Duration::from_millis(5));
     }
     // With backoff (50 ms doubling, at most 500 ms) a second holds about
     // six subscriptions; subscribing again at once, one per kill.
     assert!(killed <= 30, "{killed} subscriptions killed in 200 tries");
     wait_for("the subscription again", PATIENCE, || {
-        (subscribers(&server, "resub") == 1).then_some(())
+        (server.subscribers("resub") == 1).then_some(())
     });
     let now = timers.server_time_ms().unwrap();
     timers.schedule("woken", now + 100, b"p").unwrap();

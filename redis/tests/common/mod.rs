@@ -123,6 +123,27 @@ impl Server {
         parse_commandstats(&info)
     }
 
+    /// Wake subscriptions of `namespace`.
+    pub fn subscribers(&self, namespace: &str) -> i64 {
+        let mut c = self.raw().unwrap();
+        let (_, count): (String, i64) = redis::cmd("PUBSUB")
+            .arg("NUMSUB")
+            .arg(format!("{{{namespace}}}:wake"))
+            .query(&mut c)
+            .unwrap();
+        count
+    }
+
+    /// `CLIENT KILL TYPE pubsub` on `c`: how many subscriptions it dropped.
+    pub fn kill_subscriptions(c: &mut redis::Connection) -> i64 {
+        redis::cmd("CLIENT")
+            .arg("KILL")
+            .arg("TYPE")
+            .arg("pubsub")
+            .query(c)
+            .unwrap()
+    }
+
     /// `CONFIG RESETSTAT`.
     pub fn reset_stats(&self) {
         let mut c = self.raw().expect("connect");
