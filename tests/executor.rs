@@ -62,15 +62,20 @@ fn inline_tasks_run_on_the_driver_thread_never_on_the_scheduler() {
     assert!(timer.schedule(ms(1), || ()).is_err());
 }
 
-#[test]
-fn a_timer_without_a_driver_thread_runs_inline_tasks_on_the_caller() {
-    let clock = ManualClock::new();
-    let timer = Timer::builder()
+/// A timer on `clock` with no driver thread, running its tasks inline.
+fn driverless_inline(clock: &ManualClock) -> Timer {
+    Timer::builder()
         .clock(clock.clone())
         .executor(Executor::Inline)
         .driver_thread(false)
         .build()
-        .unwrap();
+        .unwrap()
+}
+
+#[test]
+fn a_timer_without_a_driver_thread_runs_inline_tasks_on_the_caller() {
+    let clock = ManualClock::new();
+    let timer = driverless_inline(&clock);
     let ran = Arc::new(AtomicBool::new(false));
     let flag = Arc::clone(&ran);
     timer
@@ -84,12 +89,7 @@ fn a_timer_without_a_driver_thread_runs_inline_tasks_on_the_caller() {
 #[test]
 fn an_async_driver_runs_inline_tasks_where_it_is_polled() {
     let clock = ManualClock::new();
-    let timer = Timer::builder()
-        .clock(clock.clone())
-        .executor(Executor::Inline)
-        .driver_thread(false)
-        .build()
-        .unwrap();
+    let timer = driverless_inline(&clock);
     let driver = timer.clone();
     // A manual clock gives no deadline to sleep until: the driver only
     // waits for schedules and the clock's jumps, so its sleep never runs.
