@@ -139,8 +139,11 @@ impl Store {
             }
             let name = entry.file_name().to_string_lossy().into_owned();
             if name.ends_with(DELETED) {
-                // A deleted topic whose removal did not finish.
-                fs::remove_dir_all(&path).doing("remove the deleted topic", &path)?;
+                // A deleted topic whose removal did not finish; never a
+                // topic again, whatever is left of it.
+                if let Err(e) = fs::remove_dir_all(&path) {
+                    eprintln!("warning: cannot remove {}: {e}", path.display());
+                }
                 continue;
             }
             let mut count = 0usize;
@@ -452,5 +455,37 @@ async fn sync_offsets(broker: &Broker, store: &Store) {
         }
         // Again at the next commit; the commits wait or time out.
         None => store.offsets_dirty.store(true, Ordering::Release),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_deleted_topic_is_renamed_away_at_once_and_its_leftovers_removed_at_start() {
+        let dir = std::env::temp_dir().join(format!("pg-store-{}-deleted", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let (store, _) = Store::open(dir.clone(), 1 << 20).unwrap();
+        let mut logs = store.create("t", 2).unwrap();
+        logs[0]
+            .append_now(&crate::log::batch::testing::of(1))
+            .unwrap();
+        drop(logs);
+        store.delete("t").unwrap();
+        // The name is free at once: a new topic of it starts empty.
+        assert!(!dir.join("t").exists());
+        let logs = store.create("t", 1).unwrap();
+        assert_eq!(logs[0].next(), 0);
+        drop(logs);
+        drop(store);
+        // A removal that did not finish (or had not yet): gone at start,
+        // and no topic comes back from it.
+        fs::create_dir_all(dir.join("t@7.deleted/0")).unwrap();
+        let (_, recovered) = Store::open(dir.clone(), 1 << 20).unwrap();
+        assert!(!dir.join("t@7.deleted").exists());
+        assert_eq!(recovered.topics.keys().collect::<Vec<_>>(), ["t"]);
+        assert_eq!(recovered.topics["t"].len(), 1);
+        fs::remove_dir_all(&dir).unwrap();
     }
 }
