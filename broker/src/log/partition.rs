@@ -19,9 +19,11 @@
 //!
 //! A roll's slow part (fsyncs, new files) runs off the partition's lock:
 //! see [`super::roll`]. What an acks=all produce waits for,
-//! [`Log::durable`], moves only over contiguous fsynced bytes: a closed
-//! segment's own fsync and the group commit's fsync of the active one
-//! ([`Log::synced`]).
+//! [`Log::durable`], moves only over contiguous fsynced bytes whose
+//! segment's name is durable too (a directory fsync after its roll's
+//! renames): a closed segment's own fsync and the group commit's fsync of
+//! the active one ([`Log::synced`]). A start fsyncs the last segment and
+//! the directory before it counts what it recovered as durable.
 //!
 use std::collections::VecDeque;
 use std::fs::{self, File};

@@ -9,7 +9,9 @@
 //! 2. the append that would pass `--segment-bytes` seals the active
 //!    segment and installs the spare; the sealed segment and a snapshot
 //!    of the producers are handed to the next work, which fsyncs the
-//!    segment, then writes the snapshot;
+//!    segment, writes the snapshot, then fsyncs the directory (the
+//!    renames: only then does the closed segment count as on disk; a
+//!    failed fsync fails the partition, [`Log::fail`]);
 //! 3. only then is the next spare made (by the same work): at most the
 //!    segment before the active one is ever not on disk, which is what a
 //!    start checks;

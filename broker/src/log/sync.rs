@@ -8,7 +8,7 @@
 //! next fsync returns 0 for bytes that are gone. A caller treats an error
 //! as the end of what it can promise ([`super::Log::fail`]).
 //!
-//! In tests a [`seam`] sits in front of both: it can fail them, and it
+//! In tests a `seam` sits in front of both: it can fail them, and it
 //! records what each made durable (the length of each file, the names of
 //! each directory), so that a test can model a power loss by reverting
 //! a directory to that state.
