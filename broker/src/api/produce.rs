@@ -328,3 +328,64 @@ pub fn init_producer_id(
     }
     response
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::broker::{start, Config};
+    use crate::log::batch::testing::of;
+    use crate::log::{LogConfig, Retention};
+    use kafka_protocol::messages::{produce_request, TopicName};
+    use kafka_protocol::protocol::StrBytes;
+
+    #[test]
+    fn a_produce_waiting_for_a_segment_that_never_comes_is_answered_request_timed_out() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let config = Config {
+                listen: "127.0.0.1:0".into(),
+                partitions: 1,
+                data_dir: None,
+                limits: crate::wire::Limits::new(1 << 20, 1 << 20, Duration::from_secs(60)),
+                message_max_bytes: 1 << 20,
+                fetch_max_bytes: 1 << 20,
+                initial_rebalance_delay: Duration::ZERO,
+                log: LogConfig {
+                    segment_bytes: 1 << 20,
+                    retention: Retention {
+                        ms: None,
+                        bytes: None,
+                    },
+                },
+                retention_check: Duration::from_secs(60),
+                group_max_size: 10,
+            };
+            let broker = start(&config).await.unwrap();
+            let topic = broker.topic("stuck").unwrap();
+            {
+                // A roll work that never comes back (a disk that hangs):
+                // the partition's first segment is never made.
+                let mut log = topic.partitions[0].lock();
+                assert!(matches!(log.append(&of(1)), Err(AppendError::Rolling)));
+                drop(log.take_work().expect("the first segment's work"));
+            }
+            let mut partition = produce_request::PartitionProduceData::default();
+            partition.records = Some(of(1).into());
+            let mut t = produce_request::TopicProduceData::default();
+            t.name = TopicName(StrBytes::from_static_str("stuck"));
+            t.partition_data = vec![partition];
+            let mut request = ProduceRequest::default();
+            request.acks = 1;
+            request.timeout_ms = 10;
+            request.topic_data = vec![t];
+            let answer = produce(&broker, request).await.unwrap().unwrap();
+            assert_eq!(
+                answer.responses[0].partition_responses[0].error_code,
+                ResponseError::RequestTimedOut.code()
+            );
+        });
+    }
+}
