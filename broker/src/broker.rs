@@ -168,7 +168,9 @@ impl Broker {
     /// cannot be removed (the topic is gone from the broker anyway).
     pub fn delete_topic(&self, name: &str) -> Result<(), ResponseError> {
         let removed = self.topics.write().remove(name);
-        removed.ok_or(ResponseError::UnknownTopicOrPartition)?;
+        removed
+            .ok_or(ResponseError::UnknownTopicOrPartition)?
+            .retire();
         if let Some(store) = &self.store {
             store
                 .delete(name)

@@ -26,13 +26,16 @@ pub fn spawn(broker: &Arc<Broker>, topic: Arc<Topic>, at: TopicPartition, work: 
         };
         let mut work = work;
         loop {
-            let done = tokio::task::spawn_blocking(move || work.run()).await;
+            let of = Arc::clone(&topic);
+            let done = tokio::task::spawn_blocking(move || of.run_work(work)).await;
             let next = {
                 let mut log = log.lock();
                 match done {
+                    // Deleted: its logs are retired, nothing waits.
+                    Ok(None) => return,
                     // After a failure, the next produce tries again: no
                     // loop on a failing disk.
-                    Ok(done) => log.finish(done).then(|| log.take_work()).flatten(),
+                    Ok(Some(done)) => log.finish(done).then(|| log.take_work()).flatten(),
                     Err(_) => {
                         log.abandon_work();
                         None

@@ -26,12 +26,20 @@ use parking_lot::Mutex;
 use crate::broker::Broker;
 use crate::log::partition::SyncTarget;
 use crate::log::segment::file_name;
-use crate::log::{Log, TopicPartition};
+use crate::log::sync::sync_dir;
+use crate::log::{Log, Topic, TopicPartition};
 use crate::offsets::{GroupCommit, OffsetsLog};
 
 /// The most partitions' fsyncs a group commit runs at once on the blocking
 /// pool.
 pub const CONCURRENT_FSYNCS: usize = 16;
+
+/// How a deleted topic's directory name ends (after `@<n>`: no topic's
+/// name holds `@`).
+const DELETED: &str = ".deleted";
+
+/// The offsets log's name in the data directory (no topic has it).
+const OFFSETS_LOG: &str = "@offsets.log";
 
 /// The largest partition file of the earlier layout that can become a
 /// segment, bytes: a segment's index positions are 32-bit.
@@ -52,6 +60,10 @@ pub struct Store {
     offsets: Mutex<OffsetsLog>,
     /// Whether commits were appended since the last fsync of `offsets`.
     offsets_dirty: AtomicBool,
+    /// Whether an fsync of `offsets` failed: no commit is taken after.
+    offsets_failed: AtomicBool,
+    /// Deleted topics so far, making their directories' new names unique.
+    deletions: AtomicU64,
     /// Wakes the group commit.
     wake: tokio::sync::Notify,
 }
@@ -126,6 +138,14 @@ impl Store {
                 continue;
             }
             let name = entry.file_name().to_string_lossy().into_owned();
+            if name.ends_with(DELETED) {
+                // A deleted topic whose removal did not finish; never a
+                // topic again, whatever is left of it.
+                if let Err(e) = fs::remove_dir_all(&path) {
+                    eprintln!("warning: cannot remove {}: {e}", path.display());
+                }
+                continue;
+            }
             let mut count = 0usize;
             for file in fs::read_dir(&path).doing("list the topic directory", &path)? {
                 let file = file.doing("list the topic directory", &path)?.path();
@@ -150,11 +170,15 @@ impl Store {
             let logs = (0..count)
                 .map(|i| open_partition(&path.join(i.to_string()), segment_bytes))
                 .collect::<Result<Vec<_>, _>>()?;
+            // The partition directories made, the files migrated out.
+            sync_dir(&path).doing("fsync", &path)?;
             if !logs.is_empty() {
                 topics.insert(name, logs);
             }
         }
-        let offsets_path = dir.join("@offsets.log");
+        // The data directory made, the deleted topics removed.
+        sync_dir(&dir).doing("fsync", &dir)?;
+        let offsets_path = dir.join(OFFSETS_LOG);
         let (offsets, commits) = OffsetsLog::open(&offsets_path).doing("read", &offsets_path)?;
         let store = Store {
             dir,
@@ -163,6 +187,8 @@ impl Store {
             fsyncs: AtomicU64::new(0),
             offsets: Mutex::new(offsets),
             offsets_dirty: AtomicBool::new(false),
+            offsets_failed: AtomicBool::new(false),
+            deletions: AtomicU64::new(0),
             wake: tokio::sync::Notify::new(),
         };
         Ok((store, Recovered { topics, commits }))
@@ -175,9 +201,13 @@ impl Store {
     /// [`OpenError`] naming the directory or file that could not be made.
     pub fn create(&self, topic: &str, partitions: i32) -> Result<Vec<Log>, OpenError> {
         let dir = self.dir.join(topic);
-        (0..partitions)
+        let logs = (0..partitions)
             .map(|i| open_partition(&dir.join(i.to_string()), self.segment_bytes))
-            .collect()
+            .collect::<Result<Vec<_>, _>>()?;
+        // The new names, before any record in them can be acknowledged.
+        sync_dir(&dir).doing("fsync", &dir)?;
+        sync_dir(&self.dir).doing("fsync", &self.dir)?;
+        Ok(logs)
     }
 
     /// The file reserving producer ids: a name no topic can have.
@@ -190,10 +220,14 @@ impl Store {
     ///
     /// # Errors
     ///
-    /// [`OpenError`] naming the offsets log, if the write failed.
+    /// [`OpenError`] naming the offsets log, if the write failed or an
+    /// fsync of it did before.
     pub fn commit(&self, commits: &[GroupCommit]) -> Result<u64, OpenError> {
         let mut offsets = self.offsets.lock();
         let path = offsets.path().to_path_buf();
+        if self.offsets_failed.load(Ordering::Acquire) {
+            return Err(std::io::Error::other("an fsync failed")).doing("append to", &path);
+        }
         let written = offsets.append(commits).doing("append to", &path)?;
         drop(offsets);
         self.offsets_dirty.store(true, Ordering::Release);
@@ -206,14 +240,31 @@ impl Store {
         self.offsets.lock().durable >= records
     }
 
-    /// Removes the files of a deleted topic.
+    /// Deletes a topic's files: its directory is renamed, at once and
+    /// durably, to `<topic>@<n>.deleted` (a name no topic has, so a topic
+    /// of the same name can be made at once), then removed off the caller's
+    /// thread (a start removes one whose removal did not finish).
     ///
     /// # Errors
     ///
-    /// [`OpenError`] naming the directory that could not be removed.
+    /// [`OpenError`] naming the directory that could not be renamed.
     pub fn delete(&self, topic: &str) -> Result<(), OpenError> {
         let dir = self.dir.join(topic);
-        fs::remove_dir_all(&dir).doing("remove the topic directory", &dir)
+        let gone = loop {
+            let n = self.deletions.fetch_add(1, Ordering::Relaxed);
+            let gone = self.dir.join(format!("{topic}@{n}{DELETED}"));
+            if !gone.exists() {
+                break gone;
+            }
+        };
+        fs::rename(&dir, &gone).doing("rename the topic directory", &dir)?;
+        sync_dir(&self.dir).doing("fsync", &self.dir)?;
+        std::thread::spawn(move || {
+            if let Err(e) = fs::remove_dir_all(&gone) {
+                eprintln!("warning: cannot remove {}: {e}", gone.display());
+            }
+        });
+        Ok(())
     }
 
     /// An acks=-1 produce waits for `at` to be on disk: the next group
@@ -257,6 +308,14 @@ fn migrate(old: &Path, dir: &Path) -> Result<(), OpenError> {
     }
     fs::create_dir_all(dir).doing("create the partition directory", dir)?;
     let first = file_name(dir, 0, "log");
+    let same_file = |a: &Path, b: &Path| {
+        use std::os::unix::fs::MetadataExt;
+        matches!((fs::metadata(a), fs::metadata(b)), (Ok(a), Ok(b)) if a.ino() == b.ino() && a.dev() == b.dev())
+    };
+    if same_file(old, &first) {
+        // A migration's rename whose removal of the old name a crash lost.
+        return fs::remove_file(old).doing("remove the migrated", old);
+    }
     if first.exists() {
         return Err(OpenError {
             action: "move into its partition directory",
@@ -264,7 +323,11 @@ fn migrate(old: &Path, dir: &Path) -> Result<(), OpenError> {
             source: std::io::Error::from(std::io::ErrorKind::AlreadyExists),
         });
     }
-    fs::rename(old, &first).doing("move into its partition directory", old)
+    fs::rename(old, &first).doing("move into its partition directory", old)?;
+    // The new name first: a crash leaves it, with or without the old one.
+    sync_dir(dir).doing("fsync", dir)?;
+    let topic = old.parent().unwrap_or(dir);
+    sync_dir(topic).doing("fsync", topic)
 }
 
 /// The key of every OffsetCommit waiting for the offsets log's fsync.
@@ -299,14 +362,24 @@ async fn sync_partitions(broker: &Broker, store: &Store) {
                 partition_synced(broker, store, done);
             }
         }
+        // The topic is held, not looked up again by name when the fsync
+        // returns: a topic deleted and made again meanwhile is another.
+        let Some(topic) = broker.existing_topic(&at.topic) else {
+            continue;
+        };
         // What is written now is what this fsync covers.
-        let Some(Some(target)) = broker.with_log(&at.topic, at.partition, |log| log.sync_target())
+        let Some(target) = partition_of(&topic, at.partition).and_then(|l| l.lock().sync_target())
         else {
             continue;
         };
         syncs.spawn_blocking(move || {
-            let result = target.file.sync_data();
-            (at, target, result)
+            let result = target.run();
+            PartitionSync {
+                at,
+                topic,
+                target,
+                result,
+            }
         });
     }
     while let Some(joined) = syncs.join_next().await {
@@ -316,24 +389,32 @@ async fn sync_partitions(broker: &Broker, store: &Store) {
     }
 }
 
-/// Takes back a partition's fsync: its log's durable offset moves, and the
-/// produces it covers complete.
-fn partition_synced(
-    broker: &Broker,
-    store: &Store,
-    (at, target, result): (TopicPartition, SyncTarget, std::io::Result<()>),
-) {
+/// A partition's fsync by the group commit, done.
+struct PartitionSync {
+    /// The partition.
+    at: TopicPartition,
+    /// Its topic, as it was when the fsync was taken.
+    topic: Arc<Topic>,
+    /// What was fsynced.
+    target: SyncTarget,
+    /// How it went.
+    result: std::io::Result<()>,
+}
+
+/// The log of `topic`'s `partition`, if it has one.
+fn partition_of(topic: &Topic, partition: i32) -> Option<&Mutex<Log>> {
+    topic.partitions.get(usize::try_from(partition).ok()?)
+}
+
+/// Takes back a partition's fsync: its log's durable offset moves, or
+/// (it failed) the log fails, never to be fsynced again; either way the
+/// produces waiting on it are checked.
+fn partition_synced(broker: &Broker, store: &Store, done: PartitionSync) {
     store.fsyncs.fetch_add(1, Ordering::Relaxed);
-    if result.is_ok() {
-        broker.with_log(&at.topic, at.partition, |log| {
-            log.synced(target.base, target.covered);
-        });
-        let _ = broker.produces.check_and_complete(&at);
-    } else {
-        // Try again at the next commit; the produces wait (or time out,
-        // answered REQUEST_TIMED_OUT).
-        store.dirty(&at);
+    if let Some(log) = partition_of(&done.topic, done.at.partition) {
+        log.lock().target_synced(&done.target, done.result);
     }
+    let _ = broker.produces.check_and_complete(&done.at);
 }
 
 /// Fsyncs the offsets log if commits were appended, then completes the
@@ -342,13 +423,27 @@ async fn sync_offsets(broker: &Broker, store: &Store) {
     if !store.offsets_dirty.swap(false, Ordering::AcqRel) {
         return;
     }
+    if store.offsets_failed.load(Ordering::Acquire) {
+        return;
+    }
     let target = store.offsets.lock().to_sync();
     let synced = match target {
-        Ok((file, covered)) => tokio::task::spawn_blocking(move || file.sync_data())
-            .await
-            .ok()
-            .and_then(Result::ok)
-            .map(|()| covered),
+        Ok((file, covered)) => {
+            match tokio::task::spawn_blocking(move || crate::log::sync::sync_file(&file)).await {
+                Ok(Ok(())) => Some(covered),
+                Ok(Err(e)) => {
+                    // Never retried and trusted (see `crate::log::sync`):
+                    // the commits waiting time out, later ones are refused.
+                    store.offsets_failed.store(true, Ordering::Release);
+                    eprintln!(
+                        "error: fsync of {}: {e}; committed offsets are refused until a restart",
+                        store.dir.join(OFFSETS_LOG).display()
+                    );
+                    return;
+                }
+                Err(_) => None,
+            }
+        }
         Err(_) => None,
     };
     match synced {
@@ -360,5 +455,37 @@ async fn sync_offsets(broker: &Broker, store: &Store) {
         }
         // Again at the next commit; the commits wait or time out.
         None => store.offsets_dirty.store(true, Ordering::Release),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_deleted_topic_is_renamed_away_at_once_and_its_leftovers_removed_at_start() {
+        let dir = std::env::temp_dir().join(format!("pg-store-{}-deleted", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let (store, _) = Store::open(dir.clone(), 1 << 20).unwrap();
+        let mut logs = store.create("t", 2).unwrap();
+        logs[0]
+            .append_now(&crate::log::batch::testing::of(1))
+            .unwrap();
+        drop(logs);
+        store.delete("t").unwrap();
+        // The name is free at once: a new topic of it starts empty.
+        assert!(!dir.join("t").exists());
+        let logs = store.create("t", 1).unwrap();
+        assert_eq!(logs[0].next(), 0);
+        drop(logs);
+        drop(store);
+        // A removal that did not finish (or had not yet): gone at start,
+        // and no topic comes back from it.
+        fs::create_dir_all(dir.join("t@7.deleted/0")).unwrap();
+        let (_, recovered) = Store::open(dir.clone(), 1 << 20).unwrap();
+        assert!(!dir.join("t@7.deleted").exists());
+        assert_eq!(recovered.topics.keys().collect::<Vec<_>>(), ["t"]);
+        assert_eq!(recovered.topics["t"].len(), 1);
+        fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -87,9 +87,21 @@ fn produce(
 
 /// A Fetch (v12) of `topic`'s partition 0 from `offset`.
 fn fetch_frame(topic: &str, offset: i64, min_bytes: i32, max_wait_ms: i32) -> Bytes {
+    fetch_frame_within(topic, offset, min_bytes, max_wait_ms, 1 << 20)
+}
+
+/// A Fetch (v12) of `topic`'s partition 0 from `offset`, of at most
+/// `max_bytes` (but for a first batch larger than that).
+fn fetch_frame_within(
+    topic: &str,
+    offset: i64,
+    min_bytes: i32,
+    max_wait_ms: i32,
+    max_bytes: i32,
+) -> Bytes {
     let mut partition = fetch_request::FetchPartition::default();
     partition.fetch_offset = offset;
-    partition.partition_max_bytes = 1 << 20;
+    partition.partition_max_bytes = max_bytes;
     let mut t = fetch_request::FetchTopic::default();
     t.topic = TopicName(StrBytes::from_string(topic.to_string()));
     t.partitions = vec![partition];
@@ -350,4 +362,35 @@ fn a_partition_file_of_the_earlier_layout_over_4_gib_is_refused_by_name() {
         "the file was touched"
     );
     assert!(!segment_file(&dir.path().join("big/0"), 0, "log").exists());
+}
+
+#[test]
+fn a_batch_stored_under_a_larger_message_max_bytes_is_served_after_the_limit_is_lowered() {
+    let dir = TempDir::new("broker-lowered-max");
+    let value = "v".repeat(3000);
+    let broker = Broker::start_with(1, Some(dir.path()), &[]);
+    let mut s = broker.connect();
+    assert_eq!(
+        produce(&mut s, "lowered", std::slice::from_ref(&value), -1).unwrap(),
+        (0, 0)
+    );
+    drop(s);
+    drop(broker);
+    let broker = Broker::start_with(1, Some(dir.path()), &["--message-max-bytes", "1000"]);
+    let mut s = broker.connect();
+    // Over the new limit: refused on the way in, served on the way out.
+    assert_eq!(
+        produce(&mut s, "lowered", std::slice::from_ref(&value), -1)
+            .unwrap()
+            .0,
+        ResponseError::MessageTooLarge.code()
+    );
+    // A fetch of less than the batch: its first batch whole, as Kafka
+    // answers it, though past today's --message-max-bytes.
+    s.write_all(&fetch_frame_within("lowered", 0, 1, 0, 100))
+        .unwrap();
+    let answer = fetch_answer(&mut s);
+    assert_eq!(answer.error_code, 0);
+    assert!(answer.records.is_some_and(|r| r.len() > 3000));
+    assert_eq!(consume(&broker, "lowered"), [(0, value)]);
 }

@@ -174,9 +174,11 @@ fn response(broker: &Broker, request: &FetchRequest) -> FetchResponse {
                 p.log_start_offset = log.start();
                 log.slice(partition.fetch_offset)
             });
-            // Only the answer's first batch may pass the limit, and only up
-            // to --message-max-bytes (no stored batch is longer): a corrupt
-            // length is an error, not a buffer of that size.
+            // Only the answer's first batch may pass the limit, up to its
+            // segment's end: one past --message-max-bytes (stored under a
+            // larger limit) is served once its CRC is checked, or its
+            // consumers would loop on it; a corrupt length is an error, not
+            // a buffer of that size.
             let first = if *answered {
                 First::Within
             } else {
@@ -238,8 +240,8 @@ pub fn list_offsets(broker: &Broker, request: &ListOffsetsRequest) -> ListOffset
                         offset: log.start(),
                         timestamp: -1,
                     })),
-                    MAX_TIMESTAMP => log.offset_of_max_time(broker.message_max_bytes),
-                    at => log.offset_for_time(at, broker.message_max_bytes),
+                    MAX_TIMESTAMP => log.offset_of_max_time(),
+                    at => log.offset_for_time(at),
                 };
                 timed.map(|t| {
                     t.unwrap_or(Timed {

@@ -44,7 +44,8 @@ impl DelayedOperation for DelayedProduce {
         self.wants.iter().all(|want| {
             self.broker
                 .with_log(&want.at.topic, want.at.partition, |log| {
-                    log.durable() >= want.offset
+                    // A failed log's answer is KAFKA_STORAGE_ERROR, now.
+                    log.durable() >= want.offset || log.is_failed()
                 })
                 .unwrap_or(true)
         })
@@ -74,22 +75,36 @@ pub async fn produce(
     let wait = DelayedProduce {
         broker: Arc::clone(broker),
         wants: appended,
-        timeout: Duration::from_millis(u64::try_from(request.timeout_ms).unwrap_or(0)),
+        timeout: request_timeout(&request),
     };
     let parked = broker
         .produces
         .park(wait, &keys)
         .map_err(|_| RequestError::ShuttingDown)?;
-    if parked.await != Some(Completion::Satisfied) {
-        for t in &mut response.responses {
-            for p in &mut t.partition_responses {
-                if p.error_code == 0 {
-                    p.error_code = ResponseError::RequestTimedOut.code();
-                }
+    let satisfied = parked.await == Some(Completion::Satisfied);
+    for t in &mut response.responses {
+        for p in &mut t.partition_responses {
+            if p.error_code != 0 {
+                continue;
+            }
+            // A log failed while the produce waited: its records may be
+            // lost, whatever a later fsync says.
+            let failed = broker
+                .with_log(t.name.as_str(), p.index, |log| log.is_failed())
+                .unwrap_or(false);
+            if failed {
+                p.error_code = ResponseError::KafkaStorageError.code();
+            } else if !satisfied {
+                p.error_code = ResponseError::RequestTimedOut.code();
             }
         }
     }
     Ok(Some(response))
+}
+
+/// The request's `timeout_ms` (a negative one is none).
+fn request_timeout(request: &ProduceRequest) -> Duration {
+    Duration::from_millis(u64::try_from(request.timeout_ms).unwrap_or(0))
 }
 
 /// Appends every partition's batches; returns the answer and, per partition
@@ -101,6 +116,8 @@ async fn append(
 ) -> (ProduceResponse, Vec<Position>) {
     let mut response = ProduceResponse::default();
     let mut appended = Vec::new();
+    // What waits for a new segment waits no longer than the request allows.
+    let deadline = tokio::time::Instant::now() + request_timeout(request);
     for topic_data in &request.topic_data {
         let name = topic_data.name.to_string();
         let topic = broker.topic(&name);
@@ -124,7 +141,9 @@ async fn append(
             });
             let outcome = match target {
                 None => Err(ResponseError::UnknownTopicOrPartition),
-                Some(target) => append_partition(broker, target, records, request.acks).await,
+                Some(target) => {
+                    append_partition(broker, target, records, request.acks, deadline).await
+                }
             };
             match outcome {
                 Err(error) => p.error_code = error.code(),
@@ -183,13 +202,15 @@ enum Stalled {
 /// CORRUPT_MESSAGE for malformed batches (or a CRC that does not match),
 /// MESSAGE_TOO_LARGE for a batch over `--message-max-bytes`, the
 /// producer's refusal (OUT_OF_ORDER_SEQUENCE_NUMBER,
-/// INVALID_PRODUCER_EPOCH), or KAFKA_STORAGE_ERROR if the segment files
-/// cannot be written or made.
+/// INVALID_PRODUCER_EPOCH), KAFKA_STORAGE_ERROR if the segment files
+/// cannot be written or made (or the log is failed), REQUEST_TIMED_OUT if
+/// a new segment is not made by the request's `timeout_ms`.
 async fn append_partition(
     broker: &Arc<Broker>,
     target: Target<'_>,
     records: &[u8],
     acks: i16,
+    deadline: tokio::time::Instant,
 ) -> Result<Appended, ResponseError> {
     let batches = split_batches(records).ok_or(ResponseError::CorruptMessage)?;
     if batches.iter().any(|b| b.len() > broker.message_max_bytes) {
@@ -211,7 +232,13 @@ async fn append_partition(
             crate::roller::spawn(broker, Arc::clone(target.topic), target.at.clone(), work);
         }
         match stalled {
-            Some(Stalled::Rolling) => rolled.await,
+            Some(Stalled::Rolling) => {
+                // The batches before stay appended (as after any refusal
+                // part-way); the rest is answered REQUEST_TIMED_OUT.
+                if tokio::time::timeout_at(deadline, rolled).await.is_err() {
+                    return Err(ResponseError::RequestTimedOut);
+                }
+            }
             Some(Stalled::Refused(error)) => return Err(error),
             None => {
                 // A duplicate's answer, too, waits until the log is durable
@@ -251,6 +278,10 @@ fn append_batches(
                     broker.batches.fetch_add(1, Ordering::Relaxed);
                 }
                 Err(AppendError::Rolling) => return Err(Stalled::Rolling),
+                // Logged once, when the log failed.
+                Err(AppendError::Failed) => {
+                    return Err(Stalled::Refused(ResponseError::KafkaStorageError))
+                }
                 Err(e @ AppendError::Io(_)) => {
                     eprintln!(
                         "warning: cannot append to {}-{}: {e}",
@@ -296,4 +327,65 @@ pub fn init_producer_id(
         }
     }
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::broker::{start, Config};
+    use crate::log::batch::testing::of;
+    use crate::log::{LogConfig, Retention};
+    use kafka_protocol::messages::{produce_request, TopicName};
+    use kafka_protocol::protocol::StrBytes;
+
+    #[test]
+    fn a_produce_waiting_for_a_segment_that_never_comes_is_answered_request_timed_out() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let config = Config {
+                listen: "127.0.0.1:0".into(),
+                partitions: 1,
+                data_dir: None,
+                limits: crate::wire::Limits::new(1 << 20, 1 << 20, Duration::from_secs(60)),
+                message_max_bytes: 1 << 20,
+                fetch_max_bytes: 1 << 20,
+                initial_rebalance_delay: Duration::ZERO,
+                log: LogConfig {
+                    segment_bytes: 1 << 20,
+                    retention: Retention {
+                        ms: None,
+                        bytes: None,
+                    },
+                },
+                retention_check: Duration::from_secs(60),
+                group_max_size: 10,
+            };
+            let broker = start(&config).await.unwrap();
+            let topic = broker.topic("stuck").unwrap();
+            {
+                // A roll work that never comes back (a disk that hangs):
+                // the partition's first segment is never made.
+                let mut log = topic.partitions[0].lock();
+                assert!(matches!(log.append(&of(1)), Err(AppendError::Rolling)));
+                drop(log.take_work().expect("the first segment's work"));
+            }
+            let mut partition = produce_request::PartitionProduceData::default();
+            partition.records = Some(of(1).into());
+            let mut t = produce_request::TopicProduceData::default();
+            t.name = TopicName(StrBytes::from_static_str("stuck"));
+            t.partition_data = vec![partition];
+            let mut request = ProduceRequest::default();
+            request.acks = 1;
+            request.timeout_ms = 10;
+            request.topic_data = vec![t];
+            let answer = produce(&broker, request).await.unwrap().unwrap();
+            assert_eq!(
+                answer.responses[0].partition_responses[0].error_code,
+                ResponseError::RequestTimedOut.code()
+            );
+        });
+    }
 }

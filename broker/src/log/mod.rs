@@ -8,6 +8,7 @@
 //! | [`read`] | reading a log file: a fetch's slice, the chunked header scans |
 //! | [`partition`] | a partition's segments, appends, reads, what is durable, opening at start |
 //! | [`roll`] | rolling off the lock: the slow part handed out as a [`RollWork`], the producers' snapshot files |
+//! | [`sync`] | the fsyncs of files and directories, never retried after a failure |
 //! | [`retention`] | which closed segments `--retention-ms` / `--retention-bytes` give up |
 //!
 //! A produce appends each batch, as it arrived but for its base offset,
@@ -29,6 +30,7 @@ pub mod read;
 pub mod retention;
 pub mod roll;
 pub mod segment;
+pub mod sync;
 
 pub use batch::{BatchHeader, Timed};
 pub use partition::{AppendError, Log, Unreadable};
@@ -73,6 +75,11 @@ pub struct Topic {
     /// wakes the produces waiting for a new segment
     /// ([`AppendError::Rolling`]).
     pub rolled: tokio::sync::Notify,
+    /// Whether its directory is still its own: false once it is deleted
+    /// (the directory then holds nothing of it, or a new topic's files).
+    /// A roll work makes files only under a read guard of `true`; the
+    /// deletion takes the write guard, so it waits for the work running.
+    pub live: parking_lot::RwLock<bool>,
 }
 
 impl Topic {
@@ -81,6 +88,26 @@ impl Topic {
         Topic {
             partitions: logs.into_iter().map(parking_lot::Mutex::new).collect(),
             rolled: tokio::sync::Notify::new(),
+            live: parking_lot::RwLock::new(true),
+        }
+    }
+
+    /// Runs `work`, blocking, taken from one of its partitions, unless
+    /// the topic is deleted (`None`: nothing is made; its directory may
+    /// be a new topic's).
+    pub fn run_work(&self, work: RollWork) -> Option<roll::RollDone> {
+        let live = self.live.read();
+        (*live).then(|| work.run())
+    }
+
+    /// Marks it deleted before its directory goes: the roll work running
+    /// finishes first, no other makes a file, and no append renames one
+    /// (its logs are retired, [`Log::retire`]).
+    pub fn retire(&self) {
+        let mut live = self.live.write();
+        *live = false;
+        for log in &self.partitions {
+            log.lock().retire();
         }
     }
 }

@@ -19,20 +19,23 @@
 //!
 //! A roll's slow part (fsyncs, new files) runs off the partition's lock:
 //! see [`super::roll`]. What an acks=all produce waits for,
-//! [`Log::durable`], moves only over contiguous fsynced bytes: a closed
-//! segment's own fsync and the group commit's fsync of the active one
-//! ([`Log::synced`]).
+//! [`Log::durable`], moves only over contiguous fsynced bytes whose
+//! segment's name is durable too (a directory fsync after its roll's
+//! renames): a closed segment's own fsync and the group commit's fsync of
+//! the active one ([`Log::synced`]). A start fsyncs the last segment and
+//! the directory before it counts what it recovered as durable.
 //!
 use std::collections::VecDeque;
 use std::fs::{self, File};
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::batch::{last_delta, BatchHeader, Timed};
 use super::read::Slice;
 use super::roll::{read_snapshot, snapshot_path, Sealed};
 use super::segment::{file_name, Place, Segment, Spare};
+use super::sync::{sync_dir, sync_file};
 use crate::producers::Producers;
 
 /// The most bytes of log between two snapshots of the producers (an
@@ -91,9 +94,12 @@ pub enum AppendError {
     /// The batch needs a new segment whose files are still being made:
     /// run (or wait for) the partition's [`RollWork`](super::roll::RollWork), then append again.
     Rolling,
-    /// A write failed, or the last roll work did (reported once; the next
-    /// append tries again).
+    /// A write failed, or the roll work this append waited for did
+    /// (reported once; the next append tries again).
     Io(io::Error),
+    /// The log is failed for good ([`Log::fail`]): an fsync failed, or
+    /// its topic was deleted.
+    Failed,
 }
 
 impl From<io::Error> for AppendError {
@@ -107,6 +113,7 @@ impl std::fmt::Display for AppendError {
         match self {
             AppendError::Rolling => write!(f, "the next segment is not made yet"),
             AppendError::Io(e) => write!(f, "{e}"),
+            AppendError::Failed => write!(f, "the partition's log is failed"),
         }
     }
 }
@@ -115,7 +122,7 @@ impl std::error::Error for AppendError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             AppendError::Io(e) => Some(e),
-            AppendError::Rolling => None,
+            AppendError::Rolling | AppendError::Failed => None,
         }
     }
 }
@@ -129,6 +136,31 @@ pub struct SyncTarget {
     pub base: i64,
     /// The offset after what is appended now: what the fsync covers.
     pub covered: i64,
+    /// The partition directory, if the active segment's name is not yet
+    /// durable (its roll's directory fsync has not run, or it is the
+    /// first segment): fsynced after the file, before anything counts.
+    pub dir: Option<PathBuf>,
+}
+
+impl SyncTarget {
+    /// Runs it, blocking: the file's fsync, then the directory's.
+    ///
+    /// # Errors
+    ///
+    /// An fsync failed (the error names the directory, or the segment):
+    /// hand it to [`Log::target_synced`], which fails the log.
+    pub fn run(&self) -> io::Result<()> {
+        sync_file(&self.file).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("fsync of the segment at offset {}: {e}", self.base),
+            )
+        })?;
+        match &self.dir {
+            Some(dir) => sync_dir(dir),
+            None => Ok(()),
+        }
+    }
 }
 
 /// One partition's log.
@@ -159,8 +191,15 @@ pub struct Log {
     pub(super) snapshot_due: Option<(i64, Vec<u8>)>,
     /// Whether a [`RollWork`](super::roll::RollWork) is out (one at a time).
     pub(super) working: bool,
-    /// Why the last roll work failed, for the next append that needs it.
+    /// Why the roll work that an append waited for failed, for that append.
     pub(super) failed: Option<io::Error>,
+    /// Why the log is failed for good (an fsync failed, or its topic was
+    /// deleted): no append, no durable offset move, from then on.
+    fatal: Option<String>,
+    /// With `--data-dir`: the base of the newest segment whose name a
+    /// directory fsync made durable (`i64::MIN`: none); bytes of a later
+    /// segment count as durable only after the next directory fsync.
+    pub(super) named: i64,
     /// With `--data-dir`: offsets below this are on disk (fsynced).
     durable: i64,
     /// An fsync past `durable` that does not join it yet (the active
@@ -187,6 +226,8 @@ impl Log {
             snapshot_due: None,
             working: false,
             failed: None,
+            fatal: None,
+            named: i64::MIN,
             durable: 0,
             synced_ahead: None,
         }
@@ -238,7 +279,11 @@ impl Log {
             segments.push_back(segment);
         }
         match bases[trusted..] {
-            [] => return Ok(Log::create(Place::Dir(dir.to_path_buf()), segment_bytes)),
+            [] => {
+                // What a crash left half made is gone for good.
+                sync_dir(dir)?;
+                return Ok(Log::create(Place::Dir(dir.to_path_buf()), segment_bytes));
+            }
             [last] => segments.push_back(Segment::recover(dir, last)?),
             [closed, last] => {
                 // The closed segment's fsync may not have finished.
@@ -264,7 +309,12 @@ impl Log {
             segment.origin = origin;
             origin += segment.size;
         }
-        let next = segments.back().map_or(0, |s| s.next);
+        // What is durable from here on is what is on disk now: the last
+        // segment (its recovered bytes, its cut) and the removals and
+        // names of the directory.
+        let last = segments.back_mut().expect("a segment at least");
+        sync_file(&last.log_file())?;
+        let (next, named) = (last.next, last.base);
         // A snapshot past what the crash left describes batches that are
         // gone: removed, lest the log grow past it again.
         for &offset in snapshots.iter().filter(|&&offset| offset > next) {
@@ -286,6 +336,8 @@ impl Log {
         log.segments = segments;
         log.producers = producers;
         log.snapshots = snapshots.into();
+        sync_dir(dir)?;
+        log.named = named;
         log.durable = next;
         Ok(log)
     }
@@ -329,6 +381,9 @@ impl Log {
     /// they are not made yet; [`AppendError::Io`] if a write or a rename
     /// failed, or the last roll work did. Either way the log is as it was.
     pub fn append(&mut self, batch: &[u8]) -> Result<i64, AppendError> {
+        if self.fatal.is_some() {
+            return Err(AppendError::Failed);
+        }
         let base = self.next();
         let len = batch.len() as u64;
         let full = self.segments.back().is_none_or(|active| {
@@ -353,18 +408,72 @@ impl Log {
     /// The group commit's target: the active segment's file and what a
     /// sync of it covers now (`None` before the first append).
     pub fn sync_target(&self) -> Option<SyncTarget> {
+        if self.fatal.is_some() {
+            return None;
+        }
         let active = self.segments.back()?;
         Some(SyncTarget {
             file: active.log_file(),
             base: active.base,
             covered: active.next,
+            dir: match &self.place {
+                Place::Dir(dir) if active.base > self.named => Some(dir.clone()),
+                _ => None,
+            },
         })
+    }
+
+    /// Takes back the group commit's fsync of `target`: on success what it
+    /// covers may count as durable; on failure the log fails.
+    pub fn target_synced(&mut self, target: &SyncTarget, result: io::Result<()>) {
+        match result {
+            Ok(()) => {
+                if target.dir.is_some() {
+                    self.named = self.named.max(target.base);
+                }
+                self.synced(target.base, target.covered);
+            }
+            Err(e) => self.fail(&e),
+        }
+    }
+
+    /// Fails the log for good after a failed fsync (logged once, naming
+    /// the partition): the bytes it did not write may be gone and a later
+    /// fsync would not say so. Appends are refused
+    /// ([`AppendError::Failed`], answered KAFKA_STORAGE_ERROR), the durable
+    /// offset never moves again, and the acks=all produces waiting for it
+    /// are answered KAFKA_STORAGE_ERROR. A restart recovers what the disk
+    /// holds.
+    pub fn fail(&mut self, e: &io::Error) {
+        if self.fatal.is_some() {
+            return;
+        }
+        let at = match &self.place {
+            Place::Dir(dir) | Place::Anonymous(dir) => dir.display().to_string(),
+        };
+        eprintln!("error: {at}: {e}; the partition is failed until a restart");
+        self.fatal = Some(e.to_string());
+    }
+
+    /// Fails the log without a word: its topic was deleted, and its
+    /// directory may hold a new topic's files (no rename happens after).
+    pub fn retire(&mut self) {
+        self.fatal
+            .get_or_insert_with(|| "its topic was deleted".into());
+    }
+
+    /// Whether the log is failed for good ([`fail`](Self::fail)).
+    pub fn is_failed(&self) -> bool {
+        self.fatal.is_some()
     }
 
     /// The segment starting at `base` is fsynced up to `covered`: moves
     /// [`durable`](Self::durable) if everything before that segment is on
     /// disk, else keeps it for when it is.
     pub fn synced(&mut self, base: i64, covered: i64) {
+        if self.fatal.is_some() {
+            return;
+        }
         if base > self.durable {
             self.synced_ahead = Some(match self.synced_ahead {
                 Some((b, c)) if b == base => (b, c.max(covered)),
@@ -428,29 +537,28 @@ impl Log {
 
     /// The first record with a timestamp at or after `timestamp` (ms), as
     /// ListOffsets answers it: segments are skipped by their largest
-    /// timestamp, then the segment's time index says where to start; a
-    /// batch is read whole only up to `max_batch` bytes.
+    /// timestamp, then the segment's time index says where to start.
     ///
     /// # Errors
     ///
-    /// A read failed, or the batch holding the record claims more than
-    /// `max_batch` bytes.
-    pub fn offset_for_time(&self, timestamp: i64, max_batch: usize) -> io::Result<Option<Timed>> {
+    /// A read failed, or the batch holding the record claims more bytes
+    /// than its segment holds.
+    pub fn offset_for_time(&self, timestamp: i64) -> io::Result<Option<Timed>> {
         for segment in &self.segments {
-            if let Some(found) = segment.first_at_or_after(timestamp, max_batch)? {
+            if let Some(found) = segment.first_at_or_after(timestamp)? {
                 return Ok(Some(found));
             }
         }
         Ok(None)
     }
 
-    /// The record with the largest timestamp (the first of equals); its
-    /// batch is read whole only up to `max_batch` bytes.
+    /// The record with the largest timestamp (the first of equals).
     ///
     /// # Errors
     ///
-    /// A read failed, or the batch claims more than `max_batch` bytes.
-    pub fn offset_of_max_time(&self, max_batch: usize) -> io::Result<Option<Timed>> {
+    /// A read failed, or the batch claims more bytes than its segment
+    /// holds.
+    pub fn offset_of_max_time(&self) -> io::Result<Option<Timed>> {
         let mut best: Option<&Segment> = None;
         for segment in &self.segments {
             let (Some(max), Some(held)) = (
@@ -463,7 +571,7 @@ impl Log {
                 best = Some(segment);
             }
         }
-        best.map_or(Ok(None), |s| s.record_of_max_time(max_batch))
+        best.map_or(Ok(None), |s| s.record_of_max_time())
     }
 }
 
@@ -477,6 +585,7 @@ impl Log {
             match self.append(batch) {
                 Err(AppendError::Rolling) => self.work_now(),
                 Err(AppendError::Io(e)) => return Err(e),
+                Err(AppendError::Failed) => return Err(io::Error::other("the log is failed")),
                 Ok(base) => break base,
             }
         };
@@ -494,7 +603,7 @@ impl Log {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::super::batch::testing::{of, timed};
     use super::super::read::First;
     use super::super::roll::KEPT_SNAPSHOTS;
@@ -503,10 +612,10 @@ mod tests {
     use std::path::PathBuf;
 
     /// A scratch directory, removed when dropped.
-    struct Scratch(PathBuf);
+    pub(in crate::log) struct Scratch(pub(in crate::log) PathBuf);
 
     impl Scratch {
-        fn new(name: &str) -> Scratch {
+        pub(in crate::log) fn new(name: &str) -> Scratch {
             let dir =
                 std::env::temp_dir().join(format!("pg-partition-{}-{name}", std::process::id()));
             let _ = fs::remove_dir_all(&dir);
@@ -522,7 +631,7 @@ mod tests {
     }
 
     /// Every batch read from `offset` on, one segment at a time.
-    fn read_all(log: &Log, mut offset: i64) -> Vec<i64> {
+    pub(in crate::log) fn read_all(log: &Log, mut offset: i64) -> Vec<i64> {
         let mut bases = Vec::new();
         while offset < log.next() {
             let bytes = log
@@ -592,14 +701,11 @@ mod tests {
         }
         let check = |log: &Log| {
             for ts in [0, 5, 10, 11, 1_234, 3_990, 3_991] {
-                let found = log
-                    .offset_for_time(ts, usize::MAX)
-                    .unwrap()
-                    .map(|t| t.offset);
+                let found = log.offset_for_time(ts).unwrap().map(|t| t.offset);
                 let expected = (ts + 9) / 10;
                 assert_eq!(found, (expected < 400).then_some(expected), "at {ts}");
             }
-            let max = log.offset_of_max_time(usize::MAX).unwrap().unwrap();
+            let max = log.offset_of_max_time().unwrap().unwrap();
             assert_eq!((max.offset, max.timestamp), (399, 3_990));
         };
         check(&log);
@@ -621,16 +727,13 @@ mod tests {
         drop(log);
         let log = Log::open(&dir.0, 8 << 20).unwrap();
         assert_eq!(log.next(), 60_000);
-        let max = log.offset_of_max_time(usize::MAX).unwrap().unwrap();
+        let max = log.offset_of_max_time().unwrap().unwrap();
         assert_eq!((max.offset, max.timestamp), (59_999, 59_999));
         for ts in [0, 1, 12_345, 40_000, 59_998, 59_999] {
-            let found = log
-                .offset_for_time(ts, usize::MAX)
-                .unwrap()
-                .map(|t| t.offset);
+            let found = log.offset_for_time(ts).unwrap().map(|t| t.offset);
             assert_eq!(found, Some(ts), "at {ts}");
         }
-        assert_eq!(log.offset_for_time(60_000, usize::MAX).unwrap(), None);
+        assert_eq!(log.offset_for_time(60_000).unwrap(), None);
         assert_eq!(read_all(&log, 0).len(), 30_000);
     }
 
@@ -660,12 +763,10 @@ mod tests {
         assert_eq!(fs::metadata(&path).unwrap().len(), size);
         // The torn batch (timestamp 499) is gone from the time index too.
         assert_eq!(
-            log.offset_for_time(498, usize::MAX)
-                .unwrap()
-                .map(|t| t.offset),
+            log.offset_for_time(498).unwrap().map(|t| t.offset),
             Some(996)
         );
-        assert_eq!(log.offset_for_time(499, usize::MAX).unwrap(), None);
+        assert_eq!(log.offset_for_time(499).unwrap(), None);
         assert_eq!(read_all(&log, 0).len(), 500);
     }
 
@@ -720,7 +821,7 @@ mod tests {
     }
 
     /// The files of `dir`, sorted.
-    fn names(dir: &Path) -> Vec<String> {
+    pub(in crate::log) fn names(dir: &Path) -> Vec<String> {
         let mut names: Vec<String> = fs::read_dir(dir)
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

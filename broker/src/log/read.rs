@@ -57,15 +57,18 @@ impl Slice {
     }
 
     /// Its whole batches from the start within `limit` bytes, and with
-    /// [`First::Whole`] the first batch even if it is larger (up to the
-    /// bound given).
+    /// [`First::Whole`] the first batch even if it is larger: one past the
+    /// bound given too, if its CRC matches (a batch stored under a larger
+    /// `--message-max-bytes` stays readable after the limit is lowered;
+    /// the segment's bytes bound what is read).
     ///
     /// # Errors
     ///
     /// [`Unreadable::Io`] if a read of the log file failed;
     /// [`Unreadable::Corrupt`] if the first batch must be whole and its
     /// length is shorter than a header, runs past the slice, or passes
-    /// the bound (nothing that large is allocated).
+    /// the bound with a CRC that does not match (checked streaming:
+    /// nothing that large is allocated).
     pub fn read(&self, limit: usize, first: First) -> Result<Bytes, Unreadable> {
         let Some(file) = &self.file else {
             return Ok(Bytes::new());
@@ -78,7 +81,17 @@ impl Slice {
                 file.read_exact_at(&mut prefix, self.start)?;
                 let len = whole_len(&prefix).map_or(0, |n| n as u64);
                 let sound = len >= BATCH_HEADER as u64 && len <= available;
-                if !sound || (len > want && len > max as u64) {
+                // Past the bound: a length that corruption made, unless the
+                // bytes it claims are the batch its CRC says.
+                let sound = sound
+                    && (len <= want.max(max as u64) || {
+                        let mut reader = Reader::new(file, self.end);
+                        match reader.header(self.start)? {
+                            Some(h) if h[16] == 2 => reader.crc_matches(self.start, len, &h)?,
+                            _ => false,
+                        }
+                    });
+                if !sound {
                     return Err(Unreadable::Corrupt {
                         at: self.start,
                         len,
@@ -108,10 +121,11 @@ pub enum First {
     /// Like the others: only within the limit.
     Within,
     /// Whole even past the limit (Kafka's rule, so that a batch larger
-    /// than a fetch's limits is still delivered), up to `max` bytes (the
-    /// broker's `--message-max-bytes`: no batch it stored is larger).
+    /// than a fetch's limits is still delivered), up to the end of its
+    /// segment; past `max` bytes (the broker's `--message-max-bytes`)
+    /// only once its CRC is checked.
     Whole {
-        /// The largest first batch read whole, bytes.
+        /// The largest first batch read whole unchecked, bytes.
         max: usize,
     },
 }
@@ -188,14 +202,14 @@ impl<'a> Reader<'a> {
     }
 
     /// The whole `len`-byte batch at `pos`: an error, before anything is
-    /// allocated, if it is longer than `max` or would end past the
-    /// readable bytes (a length read from a corrupt file).
-    pub(super) fn batch(&self, pos: u64, len: usize, max: usize) -> io::Result<Vec<u8>> {
-        if len > max || pos.checked_add(len as u64).is_none_or(|end| end > self.end) {
+    /// allocated, if it would end past the readable bytes (a length read
+    /// from a corrupt file).
+    pub(super) fn batch(&self, pos: u64, len: usize) -> io::Result<Vec<u8>> {
+        if pos.checked_add(len as u64).is_none_or(|end| end > self.end) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 format!(
-                    "a batch of {len} bytes at {pos} is longer than {max} bytes or ends past the segment's {} bytes",
+                    "a batch of {len} bytes at {pos} ends past the segment's {} bytes",
                     self.end
                 ),
             ));
@@ -316,8 +330,24 @@ mod tests {
         assert_eq!(read(10, whole), a.len(), "the first whole, past the limit");
         assert_eq!(read(10, First::Within), 0);
         assert_eq!(Slice::empty().read(100, whole).unwrap().len(), 0);
-        // Past the limit and the bound: refused, nothing read.
-        let refused = slice.read(10, First::Whole { max: a.len() - 1 });
+        // Past the limit and the bound, sound: served (stored under a
+        // larger --message-max-bytes).
+        assert_eq!(read(10, First::Whole { max: 1 }), a.len());
+        // Past the bound with a CRC that does not match: refused.
+        let mut torn = a.clone();
+        torn[a.len() - 1] ^= 1;
+        slice.file.as_ref().unwrap().write_all_at(&torn, 0).unwrap();
+        let refused = slice.read(10, First::Whole { max: 1 });
+        assert!(
+            matches!(refused, Err(Unreadable::Corrupt { at: 0, len }) if len == a.len() as u64),
+            "{refused:?}"
+        );
+        // A length past the slice: refused, nothing read.
+        let short = Slice {
+            end: (a.len() - 1) as u64,
+            ..slice.clone()
+        };
+        let refused = short.read(10, whole);
         assert!(
             matches!(refused, Err(Unreadable::Corrupt { at: 0, len }) if len == a.len() as u64),
             "{refused:?}"
@@ -332,15 +362,10 @@ mod tests {
         let a = of(3);
         file.write_all_at(&a, 0).unwrap();
         let reader = Reader::new(&file, a.len() as u64);
-        assert_eq!(reader.batch(0, a.len(), usize::MAX).unwrap(), a);
+        assert_eq!(reader.batch(0, a.len()).unwrap(), a);
         // A corrupt length of 2 GiB: an error, not a 2 GiB buffer.
-        let error = reader.batch(0, 1 << 31, usize::MAX).unwrap_err();
+        let error = reader.batch(0, 1 << 31).unwrap_err();
         assert_eq!(error.kind(), io::ErrorKind::InvalidData);
-        assert!(
-            reader.batch(u64::MAX, 2, usize::MAX).is_err(),
-            "an end past u64"
-        );
-        // Within the file but past the bound.
-        assert!(reader.batch(0, a.len(), a.len() - 1).is_err());
+        assert!(reader.batch(u64::MAX, 2).is_err(), "an end past u64");
     }
 }

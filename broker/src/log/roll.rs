@@ -9,7 +9,9 @@
 //! 2. the append that would pass `--segment-bytes` seals the active
 //!    segment and installs the spare; the sealed segment and a snapshot
 //!    of the producers are handed to the next work, which fsyncs the
-//!    segment, then writes the snapshot;
+//!    segment, writes the snapshot, then fsyncs the directory (the
+//!    renames: only then does the closed segment count as on disk; a
+//!    failed fsync fails the partition, [`Log::fail`]);
 //! 3. only then is the next spare made (by the same work): at most the
 //!    segment before the active one is ever not on disk, which is what a
 //!    start checks;
@@ -23,6 +25,7 @@ use std::path::{Path, PathBuf};
 
 use super::partition::{AppendError, Log};
 use super::segment::{file_name, Place, Segment, SegmentFiles, Spare};
+use super::sync::{sync_dir, sync_file};
 use crate::producers::Producers;
 
 /// How many snapshots a partition keeps (the newest may be past the end
@@ -38,6 +41,9 @@ pub(super) struct Sealed {
     base: i64,
     /// The offset after its last record (the active segment's base).
     next: i64,
+    /// The partition directory, fsynced after the files: the roll's
+    /// renames (the active segment's names) are durable only then.
+    dir: PathBuf,
 }
 
 /// A snapshot of the producers to write.
@@ -68,8 +74,8 @@ pub struct RollWork {
 /// What a [`RollWork`] did, for [`Log::finish`].
 #[derive(Debug)]
 pub struct RollDone {
-    /// The closed segment it fsynced (its first and next offsets), or why
-    /// not.
+    /// The closed segment it fsynced, and the directory after it (the
+    /// segment's first and next offsets), or why not.
     synced: Option<io::Result<(i64, i64)>>,
     /// The snapshot it wrote (its offset, and those it removed), or why not.
     snapshot: Option<io::Result<(i64, Vec<i64>)>>,
@@ -87,18 +93,47 @@ impl RollWork {
     /// Does it, blocking: the fsync first, then the snapshot, then the
     /// spare, which is made only once the closed segment is on disk.
     pub fn run(self) -> RollDone {
-        let synced = self
-            .sealed
-            .map(|sealed| sealed.files.sync().map(|()| (sealed.base, sealed.next)));
-        let snapshot = self.snapshot.map(|s| {
+        let mut synced = self.sealed.map(|sealed| {
+            sealed.files.sync().map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!(
+                        "fsync of segment {} of {}: {e}",
+                        sealed.base,
+                        sealed.dir.display()
+                    ),
+                )
+            })?;
+            Ok((sealed.base, sealed.next, sealed.dir))
+        });
+        let mut snapshot = self.snapshot.map(|s| {
             write_snapshot(&s.dir, s.offset, &s.bytes)?;
             for &old in &s.obsolete {
                 // A leftover file costs a few bytes; the next start
                 // ignores it unless it is the newest.
                 let _ = fs::remove_file(snapshot_path(&s.dir, old));
             }
-            Ok((s.offset, s.obsolete))
+            Ok((s.offset, s.obsolete, s.dir))
         });
+        // One directory fsync for the roll's renames (the active segment's
+        // names: the closed segment counts as synced only after it) and
+        // the snapshot's: a snapshot is a shortcut, not data, and its
+        // failure is not the partition's (a start replays the batches a
+        // lost snapshot covered).
+        let dir = match (&synced, &snapshot) {
+            (Some(Ok((.., dir))), _) | (_, Some(Ok((.., dir)))) => Some(dir.clone()),
+            _ => None,
+        };
+        if let Some(Err(e)) = dir.as_deref().map(sync_dir) {
+            if let Some(Ok(_)) = synced {
+                synced = Some(Err(io::Error::new(e.kind(), e.to_string())));
+            }
+            if let Some(Ok(_)) = snapshot {
+                snapshot = Some(Err(e));
+            }
+        }
+        let synced = synced.map(|r| r.map(|(base, next, _)| (base, next)));
+        let snapshot = snapshot.map(|r| r.map(|(offset, obsolete, _)| (offset, obsolete)));
         let spare = match &synced {
             Some(Err(_)) => None,
             _ => self.spare.map(|place| place.spare()),
@@ -137,12 +172,13 @@ impl Log {
         self.segments.push_back(segment);
         if let Some((closed_base, end, files)) = closed {
             self.segments.back_mut().expect("just pushed").origin = end;
-            match self.place {
-                Place::Dir(_) => {
+            match &self.place {
+                Place::Dir(dir) => {
                     self.sealed = Some(Sealed {
                         files,
                         base: closed_base,
                         next: base,
+                        dir: dir.clone(),
                     });
                 }
                 // Nothing to fsync.
@@ -209,8 +245,10 @@ impl Log {
     }
 
     /// Takes back what a [`RollWork`] did; returns whether all of it
-    /// succeeded (a failure is reported to the next append that needs a
-    /// roll, and the work is tried again when the next one is taken).
+    /// succeeded. A failed fsync fails the log ([`Log::fail`]); a spare
+    /// that could not be made is reported to the append waiting for it,
+    /// if any, and made again when the next work is taken; a spare made
+    /// clears an earlier failure (the disk recovered).
     pub fn finish(&mut self, done: RollDone) -> bool {
         self.working = false;
         let mut ok = true;
@@ -219,10 +257,13 @@ impl Log {
                 if self.sealed.as_ref().is_some_and(|s| s.base == base) {
                     self.sealed = None;
                 }
+                // The directory's fsync covered the renames that installed
+                // the segment at `next`.
+                self.named = self.named.max(next);
                 self.synced(base, next);
             }
             Some(Err(e)) => {
-                self.failed = Some(e);
+                self.fail(&e);
                 ok = false;
             }
             None => {}
@@ -241,10 +282,12 @@ impl Log {
             Some(Ok(spare)) => {
                 self.spare = Some(spare);
                 self.wants_spare = false;
+                self.failed = None;
             }
             Some(Err(e)) => {
-                self.failed = Some(e);
-                self.wants_spare = false;
+                if std::mem::take(&mut self.wants_spare) {
+                    self.failed = Some(e);
+                }
                 ok = false;
             }
             None => {}
@@ -256,8 +299,9 @@ impl Log {
     /// next take tries again.
     pub fn abandon_work(&mut self) {
         self.working = false;
-        self.wants_spare = false;
-        self.failed = Some(io::Error::other("the roll work did not finish"));
+        if std::mem::take(&mut self.wants_spare) {
+            self.failed = Some(io::Error::other("the roll work did not finish"));
+        }
     }
 }
 
@@ -277,7 +321,8 @@ fn write_snapshot(dir: &Path, offset: i64, bytes: &[u8]) -> io::Result<()> {
     file.write_all(bytes)?;
     // On disk before its name: after a crash the name never points at a
     // partial file.
-    file.sync_data()?;
+    sync_file(&file)?;
+    // Its name is made durable by the work's directory fsync.
     fs::rename(&tmp, &path)
 }
 
@@ -285,4 +330,214 @@ fn write_snapshot(dir: &Path, offset: i64, bytes: &[u8]) -> io::Result<()> {
 /// intact.
 pub(super) fn read_snapshot(dir: &Path, offset: i64) -> Option<Producers> {
     Producers::from_snapshot(&fs::read(snapshot_path(dir, offset)).ok()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::batch::testing::of;
+    use super::super::partition::tests::{names, read_all, Scratch};
+    use super::super::sync::seam;
+    use super::super::Topic;
+    use super::*;
+
+    /// The group commit's step for `log`, on this thread.
+    fn group_commit(log: &mut Log) {
+        if let Some(target) = log.sync_target() {
+            let result = target.run();
+            log.target_synced(&target, result);
+        }
+    }
+
+    /// Appends until an append needs the next segment and finds no spare.
+    fn append_until_rolling(log: &mut Log) -> AppendError {
+        loop {
+            if let Err(e) = log.append(&of(1)) {
+                return e;
+            }
+        }
+    }
+
+    #[test]
+    fn a_failed_spare_is_a_typed_error_for_the_append_that_waited_and_forgotten_once_made() {
+        let dir = Scratch::new("spare-fails");
+        let mut log = Log::create(Place::Dir(dir.0.clone()), 1000);
+        // A directory in the spare's way: the spare cannot be made.
+        let blocker = dir.0.join("spare.index.tmp");
+        fs::create_dir(&blocker).unwrap();
+        assert!(matches!(log.append(&of(1)), Err(AppendError::Rolling)));
+        log.work_now();
+        match log.append(&of(1)) {
+            Err(AppendError::Io(e)) => assert_eq!(e.kind(), io::ErrorKind::IsADirectory),
+            other => panic!("{other:?}"),
+        }
+        fs::remove_dir(&blocker).unwrap();
+        // Reported once: the next append waits for the next try.
+        assert!(matches!(log.append(&of(1)), Err(AppendError::Rolling)));
+        log.work_now();
+        assert_eq!(log.append(&of(1)).unwrap(), 0);
+        // Half full, with nobody waiting: a spare that fails is made again
+        // later, and its failure reported to nobody.
+        let work = loop {
+            log.append(&of(1)).unwrap();
+            match log.take_work() {
+                Some(work) if work.makes_spare() => break work,
+                // The producers' snapshot.
+                Some(work) => assert!(log.finish(work.run())),
+                None => {}
+            }
+        };
+        fs::create_dir(&blocker).unwrap();
+        assert!(!log.finish(work.run()));
+        fs::remove_dir(&blocker).unwrap();
+        log.work_now();
+        // The roll uses the spare; the next roll finds none made yet (its
+        // work is not run): it waits, with no stale error.
+        assert!(matches!(
+            append_until_rolling(&mut log),
+            AppendError::Rolling
+        ));
+        assert_eq!(log.segment_count(), 2, "one roll happened");
+        log.work_now();
+        // Rolled: the spare was made meanwhile, so the roll went through.
+        let rolled = append_until_rolling(&mut log);
+        assert!(matches!(rolled, AppendError::Rolling), "{rolled}");
+        assert_eq!(log.segment_count(), 3);
+    }
+
+    #[test]
+    fn a_failed_fsync_fails_the_log_for_good() {
+        let dir = Scratch::new("fsync-fails");
+        let mut log = Log::create(Place::Dir(dir.0.clone()), 1 << 20);
+        for _ in 0..10 {
+            log.append_now(&of(1)).unwrap();
+        }
+        group_commit(&mut log);
+        assert_eq!(log.durable(), 10);
+        log.append_now(&of(1)).unwrap();
+        seam::install(seam::Record {
+            fail_files: true,
+            ..Default::default()
+        });
+        let target = log.sync_target().unwrap();
+        let result = target.run();
+        assert!(result.is_err());
+        log.target_synced(&target, result);
+        // The disk "recovers": a second fsync would return 0 for bytes the
+        // kernel dropped. Nothing moves again.
+        seam::install(seam::Record::default());
+        assert!(log.is_failed());
+        assert!(log.sync_target().is_none(), "never fsynced again");
+        log.synced(target.base, target.covered);
+        assert_eq!(log.durable(), 10);
+        assert!(matches!(log.append(&of(1)), Err(AppendError::Failed)));
+        // A restart recovers what the disk holds.
+        drop(log);
+        assert_eq!(Log::open(&dir.0, 1 << 20).unwrap().next(), 11);
+    }
+
+    #[test]
+    fn a_failed_fsync_of_a_closed_segment_fails_the_log() {
+        let dir = Scratch::new("roll-fsync-fails");
+        let mut log = Log::create(Place::Dir(dir.0.clone()), 1000);
+        log.append_now(&of(1)).unwrap();
+        log.work_now();
+        // Roll, leaving the closed segment's fsync due.
+        loop {
+            match log.append(&of(1)) {
+                Ok(_) if log.segment_count() == 2 => break,
+                Ok(_) => {}
+                Err(AppendError::Rolling) => log.work_now(),
+                Err(e) => panic!("{e}"),
+            }
+        }
+        let durable = log.durable();
+        seam::install(seam::Record {
+            fail_files: true,
+            ..Default::default()
+        });
+        log.work_now();
+        seam::install(seam::Record::default());
+        assert!(log.is_failed());
+        log.work_now();
+        assert_eq!(log.durable(), durable);
+        assert!(matches!(log.append(&of(1)), Err(AppendError::Failed)));
+    }
+
+    #[test]
+    fn a_deleted_topics_roll_work_makes_no_file() {
+        let dir = Scratch::new("deleted");
+        let mut log = Log::create(Place::Dir(dir.0.clone()), 1000);
+        assert!(matches!(log.append(&of(1)), Err(AppendError::Rolling)));
+        let work = log.take_work().unwrap();
+        let topic = Topic::new(vec![log]);
+        topic.retire();
+        // Its directory may be a new topic's by now.
+        assert!(topic.run_work(work).is_none());
+        assert!(names(&dir.0).is_empty());
+        let mut log = topic.partitions[0].lock();
+        assert!(matches!(log.append(&of(1)), Err(AppendError::Failed)));
+    }
+
+    /// Runs `steps` appends with the group commit after every `commit`-th,
+    /// then a power loss as the fsyncs left it; every acknowledged offset
+    /// must read back.
+    fn survives_a_power_loss(name: &str, steps: usize, commit: usize) {
+        let dir = Scratch::new(name);
+        seam::install(seam::Record::default());
+        let mut log = Log::create(Place::Dir(dir.0.clone()), 1000);
+        let mut acked = 0;
+        for i in 1..=steps {
+            log.append_now(&of(1)).unwrap();
+            if i % commit == 0 {
+                group_commit(&mut log);
+                acked = log.durable();
+            }
+        }
+        drop(log);
+        seam::power_loss(&dir.0);
+        let log = Log::open(&dir.0, 1000).unwrap();
+        assert!(
+            log.next() >= acked,
+            "{name}: {} after the loss, {acked} acknowledged",
+            log.next()
+        );
+        assert_eq!(
+            read_all(&log, 0),
+            (0..log.next()).collect::<Vec<_>>(),
+            "{name}: a gap"
+        );
+        // What a start counts as durable survives the next loss too.
+        let durable = log.durable();
+        drop(log);
+        seam::power_loss(&dir.0);
+        let log = Log::open(&dir.0, 1000).unwrap();
+        assert!(log.next() >= durable, "{name}: {} < {durable}", log.next());
+    }
+
+    #[test]
+    fn every_acknowledged_record_survives_a_power_loss() {
+        // A batch of `of(1)` is ~70 bytes: a roll every ~14 appends.
+        for steps in [1, 2, 13, 14, 15, 16, 29, 30, 31, 44, 60] {
+            for commit in [1, 3, 7, 20] {
+                survives_a_power_loss(&format!("loss-{steps}-{commit}"), steps, commit);
+            }
+        }
+    }
+
+    #[test]
+    fn a_start_counts_as_durable_only_what_it_fsynced() {
+        let dir = Scratch::new("start-durable");
+        seam::install(seam::Record::default());
+        let mut log = Log::create(Place::Dir(dir.0.clone()), 1000);
+        // No group commit: nothing of the active segment is fsynced.
+        for _ in 0..40 {
+            log.append_now(&of(1)).unwrap();
+        }
+        drop(log);
+        let log = Log::open(&dir.0, 1000).unwrap();
+        assert_eq!(log.durable(), 40);
+        drop(log);
+        seam::power_loss(&dir.0);
+        assert_eq!(Log::open(&dir.0, 1000).unwrap().next(), 40);
+    }
 }

@@ -29,6 +29,7 @@ use super::batch::{
 };
 use super::index::{OffsetEntry, OffsetIndex, TimeEntry, TimeIndex, INDEX_INTERVAL};
 use super::read::{Reader, Slice};
+use super::sync::sync_file;
 
 /// Bytes of log after which a segment writes its pending index entries
 /// (at most 64 of them): one index write per 256 KiB of log rather than
@@ -138,9 +139,9 @@ impl SegmentFiles {
     ///
     /// An fsync failed.
     pub fn sync(&self) -> io::Result<()> {
-        self.log.sync_data()?;
-        self.times.sync_data()?;
-        self.offsets.sync_data()
+        sync_file(&self.log)?;
+        sync_file(&self.times)?;
+        sync_file(&self.offsets)
     }
 }
 
@@ -531,13 +532,13 @@ impl Segment {
     /// The first record at or after `timestamp`, if this segment holds one:
     /// the time index says which batch to start at, the batches' max
     /// timestamps which one holds it, its records which record (a batch is
-    /// read whole only up to `max_batch` bytes).
+    /// read whole, its length bounded by the segment's).
     ///
     /// # Errors
     ///
-    /// A read failed, or the batch holding the record claims more than
-    /// `max_batch` bytes.
-    pub fn first_at_or_after(&self, timestamp: i64, max_batch: usize) -> io::Result<Option<Timed>> {
+    /// A read failed, or the batch holding the record claims more bytes
+    /// than the segment holds after it.
+    pub fn first_at_or_after(&self, timestamp: i64) -> io::Result<Option<Timed>> {
         if self.max_time.is_none_or(|m| m.timestamp < timestamp) {
             return Ok(None);
         }
@@ -549,9 +550,7 @@ impl Segment {
         while let Some(found) = walk.next() {
             let found = found?;
             if found.max_timestamp() >= timestamp {
-                let whole = walk
-                    .reader()
-                    .batch(found.pos, found.len as usize, max_batch)?;
+                let whole = walk.reader().batch(found.pos, found.len as usize)?;
                 return Ok(batch::first_at_or_after(&whole, timestamp));
             }
         }
@@ -559,12 +558,13 @@ impl Segment {
     }
 
     /// The record holding its largest timestamp (its batch read whole only
-    /// up to `max_batch` bytes).
+    /// whole, its length bounded by the segment's).
     ///
     /// # Errors
     ///
-    /// A read failed, or the batch claims more than `max_batch` bytes.
-    pub fn record_of_max_time(&self, max_batch: usize) -> io::Result<Option<Timed>> {
+    /// A read failed, or the batch claims more bytes than the segment
+    /// holds after it.
+    pub fn record_of_max_time(&self) -> io::Result<Option<Timed>> {
         let Some(max) = self.max_time else {
             return Ok(None);
         };
@@ -572,9 +572,7 @@ impl Segment {
         let Some(found) = walk.next().transpose()? else {
             return Ok(None);
         };
-        let whole = walk
-            .reader()
-            .batch(found.pos, found.len as usize, max_batch)?;
+        let whole = walk.reader().batch(found.pos, found.len as usize)?;
         Ok(Some(batch::record_of_max_time(&whole)))
     }
 
