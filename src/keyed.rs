@@ -402,9 +402,11 @@ where
         let hash = shared.shards.hash(&key);
         let mut shard = shared.shards.shard_of(hash).lock();
         if let Some(entry) = shard.find_mut(hash, |entry| entry.key == key) {
-            if shared.driver.reschedule(entry.timer, delay) {
+            if let Some(wake) = shared.driver.reschedule(entry.timer, delay) {
                 let old = std::mem::replace(&mut entry.value, value);
                 drop(shard);
+                // The driver's wake-up, after the shard's lock.
+                drop(wake);
                 shared.record(KeyEvent::Moved, 1);
                 // `key` (the map keeps its own copy) drops here, unlocked.
                 return Ok(Some(old));
@@ -423,7 +425,7 @@ where
             id,
         });
         match self.timer.schedule_entry(delay, BoxTask::job(job)) {
-            Ok(timer) => {
+            Ok((timer, wake)) => {
                 let entry = Entry {
                     key,
                     value,
@@ -439,6 +441,7 @@ where
                     }
                 };
                 drop(shard);
+                drop(wake);
                 shared.record(KeyEvent::Inserted, 1);
                 Ok(replaced.map(|old| old.value))
             }
@@ -473,13 +476,16 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let moved = {
+        // The driver's wake-up, if owed, is given after the shard's lock.
+        let wake = {
             let hash = self.shared.shards.hash(key);
             let shard = self.shared.shards.shard_of(hash).lock();
             shard
                 .find(hash, |entry| entry.key.borrow() == key)
-                .is_some_and(|entry| self.shared.driver.reschedule(entry.timer, delay))
+                .and_then(|entry| self.shared.driver.reschedule(entry.timer, delay))
         };
+        let moved = wake.is_some();
+        drop(wake);
         if moved {
             self.shared.record(KeyEvent::Moved, 1);
         }

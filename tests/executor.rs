@@ -7,7 +7,9 @@ use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use purgatorio::{Executor, ManualClock, Timer};
+use std::future::Future;
+
+use purgatorio::{Executor, KeyedTimer, ManualClock, Timer};
 
 /// Upper bound for waiting on another thread.
 const PATIENCE: Duration = Duration::from_secs(20);
@@ -243,4 +245,57 @@ mod rayon_pool {
         rx.recv_timeout(PATIENCE).unwrap();
         assert!(slot.lock().is_none());
     }
+}
+
+/// A waker that reads the keyed timer it was built for: the runtime's code,
+/// calling back into the crate.
+struct ReadsKeyed {
+    keyed: Arc<KeyedTimer<u32, ()>>,
+    woken: mpsc::Sender<usize>,
+}
+
+impl std::task::Wake for ReadsKeyed {
+    fn wake(self: Arc<Self>) {
+        let _ = self.woken.send(self.keyed.len());
+    }
+}
+
+/// An async driver's wake-up runs its runtime's waker, so a schedule made
+/// under one of the crate's locks (here a keyed timer's shard, while `set`
+/// files the key) wakes it only after that lock: a waker that calls back
+/// into the keyed timer would otherwise wait for the lock its own thread
+/// holds.
+#[test]
+fn an_async_drivers_waker_runs_after_the_keyed_timers_lock() {
+    let clock = ManualClock::new();
+    let timer = driverless_inline(&clock);
+    let keyed = Arc::new(KeyedTimer::on_timer(&timer, |_: u32, ()| ()));
+    let (tx, rx) = mpsc::channel();
+    let waker = std::task::Waker::from(Arc::new(ReadsKeyed {
+        keyed: Arc::clone(&keyed),
+        woken: tx,
+    }));
+    let mut driving = Box::pin(timer.drive(|_| std::future::pending::<()>()));
+    let mut cx = std::task::Context::from_waker(&waker);
+    assert!(
+        driving.as_mut().poll(&mut cx).is_pending(),
+        "nothing pending yet"
+    );
+    // `set` on its own thread: a deadlock there fails the wait below
+    // instead of hanging the test.
+    let setting = {
+        let keyed = Arc::clone(&keyed);
+        thread::spawn(move || keyed.set(7, (), ms(5)).unwrap())
+    };
+    assert_eq!(
+        rx.recv_timeout(PATIENCE),
+        Ok(1),
+        "the waker ran, after the lock"
+    );
+    setting.join().unwrap();
+    timer.shutdown();
+    assert!(
+        driving.as_mut().poll(&mut cx).is_ready(),
+        "ends at shutdown"
+    );
 }

@@ -175,7 +175,7 @@ impl Sleep {
         self.never = false;
         self.done = false;
         let moved = match self.entry {
-            Some((entry, _)) => self.driver.reschedule_at(entry, deadline),
+            Some((entry, _)) => self.driver.reschedule_at(entry, deadline).is_some(),
             None => true,
         };
         if !moved {
@@ -248,7 +248,12 @@ impl Future for Sleep {
             time.due_at(now, this.deadline)
         };
         let waker = BoxTask::waker(cx.waker().clone());
-        match this.driver.insert(tick, now.tick, waker) {
+        // No lock is held here: the driver's wake-up, if owed, goes at once.
+        let inserted = this
+            .driver
+            .insert(tick, now.tick, waker)
+            .map(|(entry, _)| entry);
+        match inserted {
             Ok(entry) => {
                 this.entry = Some((entry, WakerId::of(cx.waker())));
                 Poll::Pending

@@ -2,6 +2,7 @@
 //! on time.
 
 use std::borrow::Borrow;
+use std::cell::Cell;
 use std::fmt;
 use std::hash::{BuildHasher, Hash};
 use std::sync::atomic::Ordering;
@@ -13,6 +14,7 @@ use super::metrics::PurgatoryMetrics;
 use super::op::Op;
 use super::operation::DelayedRequest;
 use super::parked::Parked;
+use super::request::in_callback;
 use super::watchers::DefaultKeyHasher;
 use crate::error::{ShutDownError, WatchError, WatchErrorKind};
 use crate::timer::{BoxTask, Job, Timer};
@@ -227,15 +229,25 @@ where
         };
         // The timer shut down while this ran (the check above came first):
         // no handle, and `register` completes the operation as shut down.
+        // `arm` runs under the operation's lock: the driver's wake-up it may
+        // owe is kept, and given once `register` has released the lock.
+        let wake = Cell::new(None);
         let arm = || {
             let job: Arc<dyn Job> = Arc::clone(&cell) as Arc<dyn Job>;
-            timer.schedule_entry(delay, BoxTask::job(job)).ok()
+            let (entry, owed) = timer.schedule_entry(delay, BoxTask::job(job)).ok()?;
+            wake.set(Some(owed));
+            Some(entry)
         };
         let completed = cell.register(watch, arm);
+        drop(wake);
         // This thread owns the shard the expiry went to: it removes, in a
-        // batch and with no lock held, the expiries other threads gave up
-        // there when their operations completed.
-        timer.driver().collect_discards();
+        // batch, the expiries other threads gave up there when their
+        // operations completed, and drops them here, where it holds no lock
+        // (not from inside another operation's callback: the next `park`
+        // or the driver's pass removes them then).
+        if !in_callback() {
+            timer.driver().collect_discards();
+        }
         // Shut down while this registered: the shutdown's drain may have
         // missed the new entries, and a shared timer keeps running, so
         // complete the operation here (exactly once: whoever comes first).

@@ -41,7 +41,7 @@ use super::pool;
 use super::shard::{owns, shard_index, Shard};
 use super::task::{BoxTask, Task};
 use super::time::TimeSource;
-use super::timing::Timing;
+use super::timing::{Timing, Wake};
 use crate::error::ScheduleError;
 use crate::sync::Mutex;
 use crate::wheel::{Fired, TimerKey};
@@ -125,9 +125,15 @@ impl<T: Task> Driver<T> {
     }
 
     /// Schedules `task` at tick `tick`, the clock being at tick `now`, and
-    /// names it by an [`Entry`].
+    /// names it by an [`Entry`]; the [`Wake`] wakes the driver, if it must,
+    /// when dropped (after the caller's locks).
     #[inline]
-    pub(crate) fn insert(&self, tick: u64, now: u64, task: T) -> Result<Entry, ScheduleError<T>> {
+    pub(crate) fn insert(
+        &self,
+        tick: u64,
+        now: u64,
+        task: T,
+    ) -> Result<(Entry, Wake<'_>), ScheduleError<T>> {
         let index = shard_index(self.shards.len());
         let shard = &self.shards[index];
         let timing = &self.timing;
@@ -136,10 +142,11 @@ impl<T: Task> Driver<T> {
             // now"). An inline executor would run it on this thread, so
             // then it goes through the wheel to the driver instead.
             self.run_now(shard, tick, task)?;
-            return Ok(Entry {
+            let entry = Entry {
                 shard: index,
                 key: TimerKey::DEAD,
-            });
+            };
+            return Ok((entry, Wake::none()));
         }
         let key = {
             let mut state = shard.state.lock();
@@ -150,8 +157,7 @@ impl<T: Task> Driver<T> {
             state.wheel.insert(tick, task)
         };
         timing.counters.figures.scheduled(1);
-        timing.wake_if_earlier(tick);
-        Ok(Entry { shard: index, key })
+        Ok((Entry { shard: index, key }, timing.wake_if_earlier(tick)))
     }
 
     /// Cancels `entry` and hands its task back; `None` if it is no longer
@@ -178,14 +184,14 @@ impl<T: Task> Driver<T> {
         self.shards[entry.shard].replace(entry.key, task)
     }
 
-    /// Moves `entry` to `delay` from now; `false` if it is no longer
-    /// pending.
-    pub(crate) fn reschedule(&self, entry: Entry, delay: Duration) -> bool {
+    /// Moves `entry` to `delay` from now; `None` if it is no longer
+    /// pending, else the [`Wake`] to drop after the caller's locks.
+    pub(crate) fn reschedule(&self, entry: Entry, delay: Duration) -> Option<Wake<'_>> {
         self.shards[entry.shard].reschedule_after(entry.key, delay)
     }
 
-    /// Moves `entry` to `deadline`; `false` if it is no longer pending.
-    pub(crate) fn reschedule_at(&self, entry: Entry, deadline: Instant) -> bool {
+    /// Moves `entry` to `deadline`; as [`reschedule`](Self::reschedule).
+    pub(crate) fn reschedule_at(&self, entry: Entry, deadline: Instant) -> Option<Wake<'_>> {
         self.shards[entry.shard].reschedule_at(entry.key, deadline)
     }
 

@@ -88,7 +88,7 @@ impl<T: Task> TimerHandle<T> {
     /// assert!(session.reschedule(Duration::from_secs(30))); // heartbeat
     /// ```
     pub fn reschedule(&self, delay: Duration) -> bool {
-        self.shard.reschedule_after(self.key, delay)
+        self.shard.reschedule_after(self.key, delay).is_some()
     }
 
     /// Moves the task to `deadline`; `false` if it is no longer pending.
@@ -102,7 +102,7 @@ impl<T: Task> TimerHandle<T> {
     /// assert!(h.reschedule_at(timer.now() + Duration::from_secs(60)));
     /// ```
     pub fn reschedule_at(&self, deadline: Instant) -> bool {
-        self.shard.reschedule_at(self.key, deadline)
+        self.shard.reschedule_at(self.key, deadline).is_some()
     }
 
     /// Whether the task is still waiting in the wheel.

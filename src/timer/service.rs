@@ -13,6 +13,7 @@ use super::hooks::OnShutdown;
 use super::metrics::Metrics;
 use super::pool::UNTIMED;
 use super::task::{BoxTask, Task};
+use super::timing::Wake;
 use crate::error::ScheduleError;
 use crate::sync::Mutex;
 use crate::wheel::Fired;
@@ -171,7 +172,7 @@ impl<T: Task> Timer<T> {
         delay: Duration,
         task: impl Into<T>,
     ) -> Result<TimerHandle<T>, ScheduleError<T>> {
-        let entry = self.schedule_entry(delay, task.into())?;
+        let (entry, _wake) = self.schedule_entry(delay, task.into())?;
         Ok(self.driver().handle(entry))
     }
 
@@ -179,11 +180,15 @@ impl<T: Task> Timer<T> {
     /// timer by an [`Entry`] rather than a [`TimerHandle`], whose shard
     /// reference would be one more count to move per timer.
     #[inline]
+    ///
+    /// The [`Wake`] wakes the driver, if the new deadline is the earliest,
+    /// when dropped: a caller holding one of the crate's locks drops it
+    /// after, since an async driver's wake-up runs its runtime's waker.
     pub(crate) fn schedule_entry(
         &self,
         delay: Duration,
         task: T,
-    ) -> Result<Entry, ScheduleError<T>> {
+    ) -> Result<(Entry, Wake<'_>), ScheduleError<T>> {
         let time = self.driver().time();
         let now = time.now();
         self.driver()
@@ -214,9 +219,9 @@ impl<T: Task> Timer<T> {
     ) -> Result<TimerHandle<T>, ScheduleError<T>> {
         let time = self.driver().time();
         let now = time.now();
-        let entry = self
-            .driver()
-            .insert(time.due_at(now, deadline), now.tick, task.into())?;
+        let (entry, _wake) =
+            self.driver()
+                .insert(time.due_at(now, deadline), now.tick, task.into())?;
         Ok(self.driver().handle(entry))
     }
 

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::task::Task;
-use super::timing::Timing;
+use super::timing::{Timing, Wake};
 use crate::sync::{AtomicBool, Mutex};
 use crate::wheel::{TimerKey, Wheel};
 
@@ -112,7 +112,8 @@ impl<T> Shard<T> {
         let keys = {
             let mut inbox = self.inbox.lock();
             self.inbox_full.store(false, Ordering::Relaxed);
-            std::mem::take(&mut *inbox)
+            // Drained, not taken: the inbox keeps its capacity.
+            inbox.drain(..).collect::<Vec<_>>()
         };
         let tasks: Vec<T> = keys
             .into_iter()
@@ -167,28 +168,26 @@ impl<T: Task> Shard<T> {
         }
     }
 
-    /// Moves the timer `key` to `delay` from now; `false` if it is no
-    /// longer pending.
-    pub(super) fn reschedule_after(&self, key: TimerKey, delay: Duration) -> bool {
+    /// Moves the timer `key` to `delay` from now; `None` if it is no
+    /// longer pending, else the driver's [`Wake`], to drop after the
+    /// caller's locks.
+    pub(super) fn reschedule_after(&self, key: TimerKey, delay: Duration) -> Option<Wake<'_>> {
         let time = self.timing.time();
         self.reschedule(key, time.due_after(time.now(), delay))
     }
 
-    /// Moves the timer `key` to `deadline`; `false` if it is no longer
-    /// pending.
-    pub(super) fn reschedule_at(&self, key: TimerKey, deadline: Instant) -> bool {
+    /// Moves the timer `key` to `deadline`; as
+    /// [`reschedule_after`](Self::reschedule_after).
+    pub(super) fn reschedule_at(&self, key: TimerKey, deadline: Instant) -> Option<Wake<'_>> {
         let time = self.timing.time();
         self.reschedule(key, time.due_at(time.now(), deadline))
     }
 
-    /// Moves the timer `key` to tick `tick`; `false` if it is no longer
-    /// pending.
-    fn reschedule(&self, key: TimerKey, tick: u64) -> bool {
+    /// Moves the timer `key` to tick `tick`; as
+    /// [`reschedule_after`](Self::reschedule_after).
+    fn reschedule(&self, key: TimerKey, tick: u64) -> Option<Wake<'_>> {
         let moved = self.state.lock().wheel.reschedule(key, tick);
-        if moved {
-            self.timing.wake_if_earlier(tick);
-        }
-        moved
+        moved.then(|| self.timing.wake_if_earlier(tick))
     }
 
     /// Whether the timer `key` is still waiting in the wheel.

@@ -43,14 +43,36 @@ impl Timing {
         self.counters.record_lag(self.time.lag(deadline));
     }
 
-    /// Wakes the driver if `tick` is earlier than it plans to wake.
+    /// Lowers the tick the driver plans to wake at to `tick`; the returned
+    /// [`Wake`] wakes the driver if that was earlier, once dropped.
     #[inline]
-    pub(super) fn wake_if_earlier(&self, tick: u64) {
+    pub(super) fn wake_if_earlier(&self, tick: u64) -> Wake<'_> {
         // Fast path: a plain load, so schedulers share the cache line.
-        if tick < self.next_wake.load(Ordering::SeqCst)
-            && self.next_wake.fetch_min(tick, Ordering::SeqCst) > tick
-        {
-            self.signal.notify();
+        let earlier = tick < self.next_wake.load(Ordering::SeqCst)
+            && self.next_wake.fetch_min(tick, Ordering::SeqCst) > tick;
+        Wake(earlier.then_some(&*self.signal))
+    }
+}
+
+/// A wake-up owed to the driver by a schedule that made the earliest
+/// deadline, given when dropped. An async driver's wake-up runs its
+/// runtime's waker, so a caller that scheduled under one of the crate's
+/// locks (a keyed timer's shard, an operation's lock) keeps this until the
+/// lock is released; any other caller lets it drop at once.
+#[must_use = "dropping it wakes the driver: drop it after the locks"]
+pub(crate) struct Wake<'a>(Option<&'a Signal>);
+
+impl Wake<'_> {
+    /// No wake-up owed.
+    pub(super) fn none() -> Self {
+        Wake(None)
+    }
+}
+
+impl Drop for Wake<'_> {
+    fn drop(&mut self) {
+        if let Some(signal) = self.0.take() {
+            signal.notify();
         }
     }
 }
