@@ -30,9 +30,8 @@ pub struct Scheduler {
     wake: (Sender<Wake>, Receiver<Wake>),
     /// Set once the node is asked to stop.
     stopped: Arc<AtomicBool>,
-    /// Set once a misfire page came back short: from then on, each step
-    /// promotes.
-    misfires_done: AtomicBool,
+    /// How far the node's start has got: misfires first, then promotion.
+    start: Start,
 }
 
 /// What one [`Scheduler::step`] leaves the node to do.
@@ -56,9 +55,17 @@ pub enum Step {
     /// of promotions) or finished the misfires: step again at once.
     Again,
     /// Nothing more is due: the next deadline is this far ahead by Redis's
-    /// clock (at most [`MAX_SLEEP`]); step again then, or when woken.
+    /// clock (at most [`MAX_SLEEP`]); step again then at the latest.
+    ///
+    /// [`Scheduler::run`] is also woken early when a timer is scheduled
+    /// before that deadline, by a wake listener of its own; a loop driven
+    /// by hand is not, so a timer scheduled meanwhile waits for its next
+    /// step: step as often as that lateness allows.
     Sleep(Duration),
-    /// Nothing is pending: step again when woken.
+    /// Nothing is pending. [`Scheduler::run`] waits for its wake listener
+    /// (and asks Redis again after [`MAX_SLEEP`] at most, in case a
+    /// wake-up was lost); a loop driven by hand hears no wake-ups, so it
+    /// should step again within [`MAX_SLEEP`], sooner as lateness allows.
     Idle,
 }
 
@@ -73,6 +80,61 @@ impl Step {
             Some(next) => Step::Sleep(sleep_until(next, promotion.now_ms)),
             None => Step::Idle,
         }
+    }
+}
+
+/// How far a node's start has got: until a page of the misfire policy
+/// comes back short, each step applies the policy; only then does it
+/// promote. The order is what makes [`Misfire::Skip`](crate::Misfire::Skip)
+/// hold: a step that promoted before the misfires were all handled would
+/// deliver timers the policy drops. Shared by both faces' steps.
+#[derive(Debug, Default)]
+pub(crate) struct Start {
+    /// Set once a misfire page came back short.
+    misfires_done: AtomicBool,
+}
+
+impl Start {
+    /// Whether the next step applies the misfire policy rather than
+    /// promote.
+    pub(crate) fn misfires_pending(&self) -> bool {
+        !self.misfires_done.load(Ordering::Relaxed)
+    }
+
+    /// What a misfire page leaves to do: step again at once, to promote
+    /// once the page came back short, or for the next page.
+    pub(crate) fn after_misfires(&self, page: MisfirePage) -> Step {
+        if page == MisfirePage::Done {
+            self.misfires_done.store(true, Ordering::Relaxed);
+        }
+        Step::Again
+    }
+}
+
+/// What a node's loop does after a step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Wait {
+    /// Step again at once.
+    None,
+    /// Step again after this long, or when woken.
+    For(Duration),
+    /// Step again when woken.
+    Woken,
+}
+
+/// The wait after a step of a node's loop, either face: a failed step is
+/// logged (once per outage) and tried again after `health`'s backoff.
+pub(crate) fn wait_after(health: &mut Health, step: Result<Step, Error>) -> Wait {
+    match step {
+        Ok(step) => {
+            health.answered();
+            match step {
+                Step::Again => Wait::None,
+                Step::Sleep(wait) => Wait::For(wait),
+                Step::Idle => Wait::Woken,
+            }
+        }
+        Err(e) => Wait::For(health.failed(&e)),
     }
 }
 
@@ -102,7 +164,7 @@ impl Scheduler {
             timers,
             wake: crossbeam_channel::unbounded(),
             stopped: Arc::new(AtomicBool::new(false)),
-            misfires_done: AtomicBool::new(false),
+            start: Start::default(),
         }
     }
 
@@ -130,11 +192,9 @@ impl Scheduler {
     /// # Ok::<(), purgatorio_redis::Error>(())
     /// ```
     pub fn step(&self) -> Result<Step, Error> {
-        if !self.misfires_done.load(Ordering::Relaxed) {
-            if self.timers.handle_misfires(MISFIRE_AFTER)? == MisfirePage::Done {
-                self.misfires_done.store(true, Ordering::Relaxed);
-            }
-            return Ok(Step::Again);
+        if self.start.misfires_pending() {
+            let page = self.timers.handle_misfires(MISFIRE_AFTER)?;
+            return Ok(self.start.after_misfires(page));
         }
         self.timers.promote(MISFIRE_AFTER).map(Step::after)
     }
@@ -178,20 +238,10 @@ impl Scheduler {
         let mut health = Health::new(format!("scheduler of {}", self.timers.config().namespace));
         let mut armed: Option<purgatorio::TimerHandle> = None;
         while !self.stopped.load(Ordering::SeqCst) {
-            let wait = match self.step() {
-                Ok(Step::Again) => {
-                    health.answered();
-                    continue; // more may be due: no sleep
-                }
-                Ok(Step::Sleep(wait)) => {
-                    health.answered();
-                    Some(wait)
-                }
-                Ok(Step::Idle) => {
-                    health.answered();
-                    None
-                }
-                Err(e) => Some(health.failed(&e)),
+            let wait = match wait_after(&mut health, self.step()) {
+                Wait::None => continue, // more may be due: no sleep
+                Wait::For(wait) => Some(wait),
+                Wait::Woken => None,
             };
             if let Some(old) = armed.take() {
                 drop(old.cancel());
