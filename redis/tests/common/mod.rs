@@ -9,7 +9,9 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use purgatorio_redis::{Config, Timers};
-use purgatorio_testkit::{free_port, require_program, spawn_on_ports, ChildGuard, TempDir};
+use purgatorio_testkit::{
+    free_port, redis_pid, require_program, spawn_on_ports, ChildGuard, TempDir,
+};
 
 /// The longest any single wait of a test lasts.
 pub const PATIENCE: Duration = Duration::from_secs(30);
@@ -74,7 +76,7 @@ impl Server {
                     .stderr(Stdio::null());
                 command
             },
-            answers_as,
+            |port, pid| redis_pid(port) == Some(pid),
         );
         self.guard = Some(guard);
         self.port = port;
@@ -152,21 +154,6 @@ impl Server {
             .query::<()>(&mut c)
             .unwrap();
     }
-}
-
-/// Whether the redis-server on loopback `port` answers as process `pid`.
-pub fn answers_as(port: u16, pid: u32) -> bool {
-    let info = redis::Client::open(format!("redis://127.0.0.1:{port}"))
-        .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(1)))
-        .and_then(|mut c| {
-            // Whoever holds the port may accept and never answer.
-            c.set_read_timeout(Some(Duration::from_secs(1)))?;
-            redis::cmd("INFO").arg("server").query::<String>(&mut c)
-        });
-    info.is_ok_and(|info| {
-        info.lines()
-            .any(|line| line.strip_prefix("process_id:").map(str::trim) == Some(&pid.to_string()))
-    })
 }
 
 /// Parses `cmdstat_evalsha:calls=3,usec=120,...` lines.
