@@ -11,6 +11,7 @@
 use std::fmt;
 use std::future::{self, Future};
 use std::sync::Arc;
+use std::time::Instant;
 
 use futures_util::StreamExt;
 use tokio::sync::Notify;
@@ -193,11 +194,11 @@ async fn listen(link: Arc<Link>, wake: Arc<Notify>) {
         let pubsub = match subscribed {
             Ok(pubsub) => pubsub,
             Err(e) => {
-                again.failed(e);
+                again.failed(Instant::now(), e);
                 continue;
             }
         };
-        let since = again.subscribed();
+        again.subscribed(Instant::now());
         wake.notify_one();
         let mut messages = pubsub.into_on_message();
         let lost: redis::RedisError = loop {
@@ -210,6 +211,6 @@ async fn listen(link: Arc<Link>, wake: Arc<Notify>) {
                 Err(_) => break std::io::Error::from(std::io::ErrorKind::TimedOut).into(),
             }
         };
-        again.lost(since, lost);
+        again.lost(Instant::now(), lost);
     }
 }

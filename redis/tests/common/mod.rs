@@ -224,3 +224,18 @@ pub fn parse_deliveries(out: &str) -> Vec<(String, u64, u64)> {
         })
         .collect()
 }
+
+/// The first wait of a wake listener's backoff after a failed or young
+/// subscription (`MAX_BACKOFF`'s docs: 50 ms doubling).
+pub const FIRST_BACKOFF: Duration = Duration::from_millis(50);
+
+/// The most subscriptions a wake listener makes in `elapsed` (the one it
+/// held when the time began included) when each is dropped: each after the
+/// first follows a backoff of at least [`FIRST_BACKOFF`], or, had one
+/// lasted [`purgatorio_redis::MAX_BACKOFF`] and counted as good, came at
+/// once after that longer life (a message would also prove one good, and
+/// the tests publish none meanwhile). Bounded by the time that passed, so a
+/// loaded machine that stretches the test's loop is allowed as many more.
+pub fn most_subscriptions(elapsed: Duration) -> i64 {
+    1 + (elapsed.as_millis() / FIRST_BACKOFF.as_millis()) as i64
+}
