@@ -42,8 +42,14 @@ struct Cli {
     #[arg(long, default_value_t = 0, global = true)]
     replicas_to_ack: u32,
     /// How long a schedule waits for `--replicas-to-ack` replicas, ms (1 to
-    /// 60,000).
-    #[arg(long, default_value_t = 500, global = true)]
+    /// 60,000); refused without `--replicas-to-ack`, which it would not
+    /// change.
+    #[arg(
+        long,
+        default_value_t = 500,
+        global = true,
+        requires = "replicas_to_ack"
+    )]
     replica_ack_timeout_ms: u64,
     /// The CA certificates (a PEM file) that a `rediss://` server's
     /// certificate must chain to, in place of the system's roots.

@@ -30,9 +30,8 @@ pub struct Scheduler {
     wake: (Sender<Wake>, Receiver<Wake>),
     /// Set once the node is asked to stop.
     stopped: Arc<AtomicBool>,
-    /// Set once a misfire page came back short: from then on, each step
-    /// promotes.
-    misfires_done: AtomicBool,
+    /// How far the node's start has got: misfires first, then promotion.
+    start: Start,
 }
 
 /// What one [`Scheduler::step`] leaves the node to do.
@@ -56,9 +55,17 @@ pub enum Step {
     /// of promotions) or finished the misfires: step again at once.
     Again,
     /// Nothing more is due: the next deadline is this far ahead by Redis's
-    /// clock (at most [`MAX_SLEEP`]); step again then, or when woken.
+    /// clock (at most [`MAX_SLEEP`]); step again then at the latest.
+    ///
+    /// [`Scheduler::run`] is also woken early when a timer is scheduled
+    /// before that deadline, by a wake listener of its own; a loop driven
+    /// by hand is not, so a timer scheduled meanwhile waits for its next
+    /// step: step as often as that lateness allows.
     Sleep(Duration),
-    /// Nothing is pending: step again when woken.
+    /// Nothing is pending. [`Scheduler::run`] waits for its wake listener
+    /// (and asks Redis again after [`MAX_SLEEP`] at most, in case a
+    /// wake-up was lost); a loop driven by hand hears no wake-ups, so it
+    /// should step again within [`MAX_SLEEP`], sooner as lateness allows.
     Idle,
 }
 
@@ -73,6 +80,61 @@ impl Step {
             Some(next) => Step::Sleep(sleep_until(next, promotion.now_ms)),
             None => Step::Idle,
         }
+    }
+}
+
+/// How far a node's start has got: until a page of the misfire policy
+/// comes back short, each step applies the policy; only then does it
+/// promote. The order is what makes [`Misfire::Skip`](crate::Misfire::Skip)
+/// hold: a step that promoted before the misfires were all handled would
+/// deliver timers the policy drops. Shared by both faces' steps.
+#[derive(Debug, Default)]
+pub(crate) struct Start {
+    /// Set once a misfire page came back short.
+    misfires_done: AtomicBool,
+}
+
+impl Start {
+    /// Whether the next step applies the misfire policy rather than
+    /// promote.
+    pub(crate) fn misfires_pending(&self) -> bool {
+        !self.misfires_done.load(Ordering::Relaxed)
+    }
+
+    /// What a misfire page leaves to do: step again at once, to promote
+    /// once the page came back short, or for the next page.
+    pub(crate) fn after_misfires(&self, page: MisfirePage) -> Step {
+        if page == MisfirePage::Done {
+            self.misfires_done.store(true, Ordering::Relaxed);
+        }
+        Step::Again
+    }
+}
+
+/// What a node's loop does after a step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Wait {
+    /// Step again at once.
+    None,
+    /// Step again after this long, or when woken.
+    For(Duration),
+    /// Step again when woken.
+    Woken,
+}
+
+/// The wait after a step of a node's loop, either face: a failed step is
+/// logged (once per outage) and tried again after `health`'s backoff.
+pub(crate) fn wait_after(health: &mut Health, step: Result<Step, Error>) -> Wait {
+    match step {
+        Ok(step) => {
+            health.answered();
+            match step {
+                Step::Again => Wait::None,
+                Step::Sleep(wait) => Wait::For(wait),
+                Step::Idle => Wait::Woken,
+            }
+        }
+        Err(e) => Wait::For(health.failed(&e)),
     }
 }
 
@@ -102,7 +164,7 @@ impl Scheduler {
             timers,
             wake: crossbeam_channel::unbounded(),
             stopped: Arc::new(AtomicBool::new(false)),
-            misfires_done: AtomicBool::new(false),
+            start: Start::default(),
         }
     }
 
@@ -130,11 +192,9 @@ impl Scheduler {
     /// # Ok::<(), purgatorio_redis::Error>(())
     /// ```
     pub fn step(&self) -> Result<Step, Error> {
-        if !self.misfires_done.load(Ordering::Relaxed) {
-            if self.timers.handle_misfires(MISFIRE_AFTER)? == MisfirePage::Done {
-                self.misfires_done.store(true, Ordering::Relaxed);
-            }
-            return Ok(Step::Again);
+        if self.start.misfires_pending() {
+            let page = self.timers.handle_misfires(MISFIRE_AFTER)?;
+            return Ok(self.start.after_misfires(page));
         }
         self.timers.promote(MISFIRE_AFTER).map(Step::after)
     }
@@ -178,20 +238,10 @@ impl Scheduler {
         let mut health = Health::new(format!("scheduler of {}", self.timers.config().namespace));
         let mut armed: Option<purgatorio::TimerHandle> = None;
         while !self.stopped.load(Ordering::SeqCst) {
-            let wait = match self.step() {
-                Ok(Step::Again) => {
-                    health.answered();
-                    continue; // more may be due: no sleep
-                }
-                Ok(Step::Sleep(wait)) => {
-                    health.answered();
-                    Some(wait)
-                }
-                Ok(Step::Idle) => {
-                    health.answered();
-                    None
-                }
-                Err(e) => Some(health.failed(&e)),
+            let wait = match wait_after(&mut health, self.step()) {
+                Wait::None => continue, // more may be due: no sleep
+                Wait::For(wait) => Some(wait),
+                Wait::Woken => None,
             };
             if let Some(old) = armed.take() {
                 drop(old.cancel());
@@ -252,16 +302,17 @@ impl Scheduler {
                     let mut connection = match connection {
                         Ok(connection) => connection,
                         Err(e) => {
-                            again.failed(e);
+                            again.failed(Instant::now(), e);
                             continue;
                         }
                     };
                     let mut pubsub = connection.as_pubsub();
                     if let Err(e) = pubsub.subscribe(&link.keys.wake) {
-                        again.failed(e);
+                        again.failed(Instant::now(), e);
                         continue;
                     }
-                    let subscribed = again.subscribed();
+                    // `subscribe` returned once Redis confirmed it.
+                    again.subscribed(Instant::now());
                     // Subscribed: whatever was scheduled before is seen by
                     // the next promotion step.
                     let _ = wake.send(Wake::Check);
@@ -282,7 +333,7 @@ impl Scheduler {
                             Err(e) => break e,
                         }
                     };
-                    again.lost(subscribed, lost);
+                    again.lost(Instant::now(), lost);
                 }
             })
             .expect("spawn the wake listener")
@@ -297,19 +348,38 @@ impl Scheduler {
 /// doubling, at most [`MAX_BACKOFF`](crate::MAX_BACKOFF)) instead of
 /// subscribing again at once, forever. A subscription counts as good once a
 /// message arrived on it or it lasted [`MAX_BACKOFF`](crate::MAX_BACKOFF);
-/// losing a good one subscribes again at once. The first failure of a run
-/// of them is logged, and the end of the run once a subscription proves
-/// good (its first message, or its end after lasting long enough).
+/// losing a good one subscribes again at once.
+///
+/// The log: a loss is logged when it begins a run of failures (or ends a
+/// good subscription other than by the read timeout, the usual end of a
+/// quiet one); its end is logged as soon as Redis confirms a subscription
+/// again. Losses of young subscriptions later in the same run are not
+/// logged, nor their ends, until a subscription proves good: a drop loop
+/// writes two lines, not two per drop.
+///
+/// The caller supplies the time (`now`): the backoff and the log are
+/// tested on a manual clock.
 #[derive(Debug)]
 pub(crate) struct Resubscribe {
     /// Who is speaking in the log: `wake listener of payments`.
     who: String,
-    /// Failures in a row.
+    /// Failures in a row since the last good subscription.
     failures: u32,
-    /// When the subscription was lost, until one proves good again.
+    /// When the logged loss happened, until its end is logged.
     lost_since: Option<Instant>,
+    /// When the current subscription was confirmed.
+    subscribed_at: Option<Instant>,
     /// The current subscription proved good.
     good: bool,
+}
+
+/// What [`Resubscribe`] logged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Notice {
+    /// `subscription lost`.
+    Lost,
+    /// `subscribed again after`, this long after the loss.
+    Again(Duration),
 }
 
 impl Resubscribe {
@@ -319,6 +389,7 @@ impl Resubscribe {
             who: format!("wake listener of {namespace}"),
             failures: 0,
             lost_since: None,
+            subscribed_at: None,
             good: false,
         }
     }
@@ -328,57 +399,66 @@ impl Resubscribe {
         (self.failures > 0).then(|| backoff(self.failures))
     }
 
-    /// Connecting or subscribing failed with `error`.
-    pub(crate) fn failed(&mut self, error: redis::RedisError) {
+    /// Connecting or subscribing failed at `now` with `error`.
+    pub(crate) fn failed(&mut self, now: Instant, error: redis::RedisError) -> Option<Notice> {
         self.failures += 1;
-        self.log_loss(&error);
-    }
-
-    /// Logs a loss, once until a subscription proves good again.
-    fn log_loss(&mut self, error: &redis::RedisError) {
-        if self.lost_since.is_none() {
-            self.lost_since = Some(Instant::now());
-            log::warn!(
-                "{}: subscription lost ({error}); subscribing again with backoff up to {} ms",
-                self.who,
-                MAX_BACKOFF.as_millis()
-            );
+        if self.failures == 1 {
+            self.log_loss(now, &error)
+        } else {
+            None
         }
     }
 
-    /// Subscribed: returns when, for [`lost`](Self::lost).
-    pub(crate) fn subscribed(&mut self) -> Instant {
+    /// Logs a loss at `now`, unless one is logged and not yet ended.
+    fn log_loss(&mut self, now: Instant, error: &redis::RedisError) -> Option<Notice> {
+        if self.lost_since.is_some() {
+            return None;
+        }
+        self.lost_since = Some(now);
+        log::warn!(
+            "{}: subscription lost ({error}); subscribing again with backoff up to {} ms",
+            self.who,
+            MAX_BACKOFF.as_millis()
+        );
+        Some(Notice::Lost)
+    }
+
+    /// Redis confirmed a subscription at `now`: ends a logged loss.
+    pub(crate) fn subscribed(&mut self, now: Instant) -> Option<Notice> {
         self.good = false;
-        Instant::now()
+        self.subscribed_at = Some(now);
+        let since = self.lost_since.take()?;
+        let after = now.saturating_duration_since(since);
+        log::warn!(
+            "{}: subscribed again after {:.1} s",
+            self.who,
+            after.as_secs_f64()
+        );
+        Some(Notice::Again(after))
     }
 
     /// A message arrived: the subscription is good.
     pub(crate) fn heard(&mut self) {
-        if !self.good {
-            self.good = true;
-            self.failures = 0;
-            if let Some(since) = self.lost_since.take() {
-                log::warn!(
-                    "{}: subscribed again after {:.1} s",
-                    self.who,
-                    since.elapsed().as_secs_f64()
-                );
-            }
-        }
+        self.good = true;
+        self.failures = 0;
     }
 
-    /// The subscription made at `since` ended with `error`: a good one is
-    /// made again at once (after silence as long as the read timeout, the
-    /// usual end of a quiet one, without a word), a short-lived one after
-    /// a backoff.
-    pub(crate) fn lost(&mut self, since: Instant, error: redis::RedisError) {
-        if !(self.good || since.elapsed() >= MAX_BACKOFF) {
-            self.failed(error);
-            return;
+    /// The subscription ended at `now` with `error`: a good one is made
+    /// again at once (after silence as long as the read timeout, the usual
+    /// end of a quiet one, without a word), a young one after a backoff.
+    pub(crate) fn lost(&mut self, now: Instant, error: redis::RedisError) -> Option<Notice> {
+        let lasted = self
+            .subscribed_at
+            .take()
+            .is_some_and(|at| now.saturating_duration_since(at) >= MAX_BACKOFF);
+        if !(self.good || lasted) {
+            return self.failed(now, error);
         }
         self.heard();
-        if !error.is_timeout() {
-            self.log_loss(&error);
+        if error.is_timeout() {
+            None
+        } else {
+            self.log_loss(now, &error)
         }
     }
 }
@@ -393,5 +473,66 @@ mod tests {
         assert_eq!(sleep_until(1_000, 1_500), Duration::ZERO);
         assert_eq!(sleep_until(u64::MAX, 1_000), MAX_SLEEP);
         assert_eq!(sleep_until(u64::MAX, 0), MAX_SLEEP);
+    }
+
+    /// An error of kind `kind`, as the listener meets them.
+    fn error(kind: std::io::ErrorKind) -> redis::RedisError {
+        std::io::Error::from(kind).into()
+    }
+
+    #[test]
+    fn a_lost_subscription_backs_off_and_logs_each_end_once() {
+        use std::io::ErrorKind::{ConnectionRefused, ConnectionReset, TimedOut};
+        let ms = Duration::from_millis;
+        let t0 = Instant::now();
+        let mut again = Resubscribe::new("ns");
+        assert_eq!(again.wait(), None);
+        assert_eq!(again.subscribed(t0), None, "nothing was lost");
+        again.heard();
+        // A good subscription lost: logged, subscribed again at once.
+        let down = t0 + ms(10_000);
+        assert_eq!(again.lost(down, error(ConnectionReset)), Some(Notice::Lost));
+        assert_eq!(again.wait(), None);
+        // Redis down: refusals back off, 50 ms doubling up to 500 ms, and
+        // the outage is not logged again.
+        let mut waits = Vec::new();
+        for i in 0..6 {
+            assert_eq!(again.failed(down + ms(i), error(ConnectionRefused)), None);
+            waits.push(again.wait().unwrap().as_millis());
+        }
+        assert_eq!(waits, [50, 100, 200, 400, 500, 500]);
+        // Confirmed again: its end is logged then, not at a first message.
+        let up = down + ms(5_000);
+        assert_eq!(again.subscribed(up), Some(Notice::Again(ms(5_000))));
+        // Dropped young: a failure of the same run, still backing off, and
+        // not logged; nor is the next confirmation.
+        assert_eq!(again.lost(up + ms(10), error(ConnectionReset)), None);
+        assert_eq!(again.wait(), Some(MAX_BACKOFF));
+        assert_eq!(again.subscribed(up + ms(600)), None);
+        // It lasts MAX_BACKOFF and ends in the read timeout of a quiet
+        // link: good, made again at once, without a word.
+        let quiet = up + ms(600) + MAX_BACKOFF;
+        assert_eq!(again.lost(quiet, error(TimedOut)), None);
+        assert_eq!(again.wait(), None);
+        // A fresh drop loop from a young first subscription: one loss, one
+        // end, then silence while it goes on.
+        let mut loop_ = Resubscribe::new("ns");
+        let t1 = t0 + ms(100_000);
+        assert_eq!(loop_.subscribed(t1), None);
+        assert_eq!(
+            loop_.lost(t1 + ms(5), error(ConnectionReset)),
+            Some(Notice::Lost)
+        );
+        assert_eq!(loop_.wait(), Some(ms(50)));
+        assert_eq!(loop_.subscribed(t1 + ms(60)), Some(Notice::Again(ms(55))));
+        let mut at = t1 + ms(60);
+        for _ in 0..10 {
+            assert_eq!(loop_.lost(at + ms(10), error(ConnectionReset)), None);
+            at += ms(10) + loop_.wait().unwrap();
+            assert_eq!(loop_.subscribed(at), None);
+        }
+        // A message proves the subscription good: failures forgotten.
+        loop_.heard();
+        assert_eq!(loop_.wait(), None);
     }
 }

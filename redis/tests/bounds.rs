@@ -29,6 +29,15 @@ use redis::Value;
 /// design bound (`docs/redis.md`).
 const CALL_BOUND_US: u64 = 5_000;
 
+/// Without the kernel's scheduler figures (no `sched_info`), the bound on
+/// the median of Redis's own wall time of a script's calls (`SLOWLOG`), µs:
+/// a wall clock holds whatever time the kernel gave the CPU to others, so
+/// no single call is bounded, and the median has twice the CPU bound of
+/// slack for a loaded machine. A weaker check than the CPU bound; the test
+/// says loudly which one it made. `PURGATORIO_REDIS_NO_SCHEDSTAT=1` makes
+/// it on any kernel.
+const SLOWLOG_MEDIAN_BOUND_US: u64 = 2 * CALL_BOUND_US;
+
 /// Schedules `n` timers `prefix0…` with deadlines from `from_ms` (ms since
 /// the epoch, may be past) spread over `spread_ms`, in batches.
 fn fill(timers: &Timers, prefix: &str, n: u64, from_ms: u64, spread_ms: u64) {
@@ -132,16 +141,6 @@ fn script_durations(server: &Server) -> BTreeMap<&'static str, Vec<u64>> {
     out
 }
 
-/// The redis-server's process id.
-fn server_pid(server: &Server) -> u32 {
-    let mut c = server.raw().unwrap();
-    let info: String = redis::cmd("INFO").arg("server").query(&mut c).unwrap();
-    info.lines()
-        .find_map(|line| line.strip_prefix("process_id:"))
-        .and_then(|pid| pid.trim().parse().ok())
-        .expect("INFO server: process_id")
-}
-
 /// The kernel's scheduler figures of one thread
 /// (`/proc/<pid>/task/<tid>/schedstat`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -191,23 +190,62 @@ impl Probe {
             .unwrap_or(false)
     }
 
-    /// The figures once the thread sleeps and they hold still: the kernel
-    /// brings a thread's `sum_exec_runtime` up to date when it stops
-    /// running, not while it runs (a running thread's figure lags by up to
-    /// a scheduler tick), so a figure read while the thread sleeps, twice
-    /// alike, is exact.
-    fn settled(&self) -> Sched {
-        let mut last = None;
-        for _ in 0..100_000 {
-            let now = self.read().expect("schedstat");
-            if self.sleeping() && last == Some(now) {
-                return now;
-            }
-            last = Some(now);
-            thread::sleep(Duration::from_micros(50));
+    /// One reading of the figures, with the thread's state just before and
+    /// just after it.
+    fn sample(&self) -> Sample {
+        let asleep_before = self.sleeping();
+        let sched = self.read().expect("schedstat");
+        let asleep_after = self.sleeping();
+        Sample {
+            asleep_before,
+            sched,
+            asleep_after,
         }
-        panic!("redis-server did not settle: {last:?}");
     }
+
+    /// The figures once the thread sleeps and they hold still; see
+    /// [`settle`].
+    fn settled(&self) -> Sched {
+        let mut samples = std::iter::repeat_with(|| {
+            let sample = self.sample();
+            thread::sleep(Duration::from_micros(50));
+            sample
+        });
+        settle(samples.by_ref().take(100_000))
+            .unwrap_or_else(|| panic!("redis-server did not settle: {:?}", samples.next()))
+    }
+}
+
+/// A reading of a thread's figures, with its state either side.
+#[derive(Clone, Copy, Debug)]
+struct Sample {
+    /// The thread slept (state `S`) just before the reading.
+    asleep_before: bool,
+    /// The figures.
+    sched: Sched,
+    /// The thread slept just after the reading.
+    asleep_after: bool,
+}
+
+/// The first exact figures among `samples`: two readings in a row, each
+/// taken while the thread was seen asleep both before and after it, that
+/// agree in every figure (the time slices too). The kernel brings a
+/// thread's `sum_exec_runtime` up to date when it stops running, not while
+/// it runs (a running thread's figure lags by up to a scheduler tick): a
+/// reading with the thread asleep either side holds its last slice whole,
+/// and the same slice count in both readings says it did not run between
+/// them. A reading seen asleep only after it may have been taken while it
+/// ran, stale.
+fn settle(samples: impl IntoIterator<Item = Sample>) -> Option<Sched> {
+    let mut last: Option<Sched> = None;
+    for sample in samples {
+        let asleep = sample.asleep_before && sample.asleep_after;
+        if asleep && last == Some(sample.sched) {
+            return last;
+        }
+        last = asleep.then_some(sample.sched);
+    }
+    None
 }
 
 /// One call's figures, µs.
@@ -239,12 +277,17 @@ impl Meter<'_> {
         let out = call();
         let round_trip = start.elapsed().as_micros() as u64;
         let after = self.probe.map(Probe::settled);
-        let (script, inside) = slowlog(&mut self.log, 1)[0];
+        let (script, inside) = *slowlog(&mut self.log, 1)
+            .first()
+            .expect("the call in the slow log");
         let (cpu, waited) = match (before, after) {
             (Some(b), Some(a)) => (
                 (a.cpu_ns - b.cpu_ns) / 1_000,
                 (a.waited_ns - b.waited_ns) / 1_000,
             ),
+            // No CPU figures: the wall time stands in, for the report
+            // only; the check is then on its median (see
+            // SLOWLOG_MEDIAN_BOUND_US).
             _ => (inside, 0),
         };
         self.calls.entry(script).or_default().push(Call {
@@ -310,10 +353,20 @@ fn scripts_stay_bounded_with_a_large_backlog() {
         info.contains("aof_rewrite_in_progress:0").then_some(())
     });
     let forks = persistence(&server);
-    let pid = server_pid(&server);
-    let probe = Probe::new(pid);
-    if probe.is_none() {
-        eprintln!("no scheduler figures for redis-server here: bounding Redis's SLOWLOG instead");
+    let probe = if std::env::var_os("PURGATORIO_REDIS_NO_SCHEDSTAT").is_some() {
+        None
+    } else {
+        Probe::new(server.pid())
+    };
+    match probe {
+        Some(_) => eprintln!(
+            "MEASURE: redis-server's CPU time per call (schedstat); every call ≤ {CALL_BOUND_US} µs"
+        ),
+        None => eprintln!(
+            "MEASURE: NO SCHEDULER FIGURES for redis-server (no sched_info, or \
+             PURGATORIO_REDIS_NO_SCHEDSTAT): bounding the MEDIAN of Redis's SLOWLOG wall time \
+             at {SLOWLOG_MEDIAN_BOUND_US} µs instead, a weaker check"
+        ),
     }
     let mut meter = Meter {
         probe: probe.as_ref(),
@@ -398,12 +451,21 @@ fn scripts_stay_bounded_with_a_large_backlog() {
         let mut slowest: Vec<&Call> = calls.iter().collect();
         slowest.sort_unstable_by_key(|c| std::cmp::Reverse(c.inside.max(c.cpu)));
         eprintln!("  slowest: {:?}", &slowest[..3.min(slowest.len())]);
-        let worst = calls.iter().max_by_key(|c| c.cpu).unwrap();
-        assert!(
-            worst.cpu <= CALL_BOUND_US,
-            "a {script} call cost Redis {} µs of CPU with {pending} pending: {worst:?}",
-            worst.cpu
-        );
+        if meter.probe.is_some() {
+            let worst = calls.iter().max_by_key(|c| c.cpu).unwrap();
+            assert!(
+                worst.cpu <= CALL_BOUND_US,
+                "a {script} call cost Redis {} µs of CPU with {pending} pending: {worst:?}",
+                worst.cpu
+            );
+        } else {
+            let median = percentile(&inside, 50);
+            eprintln!("  MEASURE: {script}: SLOWLOG median {median} µs, bound {SLOWLOG_MEDIAN_BOUND_US} µs (no CPU figures)");
+            assert!(
+                median <= SLOWLOG_MEDIAN_BOUND_US,
+                "{script} calls took Redis a median {median} µs of wall time with {pending} pending"
+            );
+        }
     }
     eprintln!("load average before: {}", load.trim());
     eprintln!("while filling, before the measured calls: {forks}");
@@ -571,4 +633,42 @@ fn stale_bucket_scores_do_not_hide_misfired_timers() {
     );
     let calls = script_durations(&server)["misfire"].len();
     assert!(calls >= 6, "{calls} misfire calls for 3,000 stale buckets");
+}
+
+/// A sample of figures `cpu_ns`/`slices`, the thread's state either side.
+fn sample(asleep_before: bool, cpu_ns: u64, slices: u64, asleep_after: bool) -> Sample {
+    Sample {
+        asleep_before,
+        sched: Sched {
+            cpu_ns,
+            waited_ns: 0,
+            slices,
+        },
+        asleep_after,
+    }
+}
+
+/// A reading is exact only when the thread was seen asleep both before and
+/// after it, twice in a row, alike: two equal readings taken while it ran
+/// (its figure a tick stale), the second seen asleep only after it, are not
+/// taken, though a rule that looked only after each reading took them.
+#[test]
+fn only_readings_asleep_either_side_settle() {
+    let stale = [sample(false, 100, 7, false), sample(false, 100, 7, true)];
+    let exact = [sample(true, 130, 8, true), sample(true, 130, 8, true)];
+    assert_eq!(settle(stale), None);
+    assert_eq!(
+        settle(stale.into_iter().chain(exact)).map(|s| s.cpu_ns),
+        Some(130)
+    );
+    // Asleep either side but a slice apart: it ran between the readings.
+    let apart = [sample(true, 130, 8, true), sample(true, 130, 9, true)];
+    assert_eq!(settle(apart), None);
+    // A reading between two asleep ones, taken while it ran, breaks the pair.
+    let broken = [
+        sample(true, 130, 8, true),
+        sample(true, 130, 8, false),
+        sample(true, 130, 8, true),
+    ];
+    assert_eq!(settle(broken), None);
 }

@@ -7,8 +7,8 @@ mod common;
 
 use std::net::TcpListener;
 
-use common::{answers_as, Server};
-use purgatorio_testkit::free_port;
+use common::Server;
+use purgatorio_testkit::{free_port, redis_pid};
 
 #[test]
 fn a_port_taken_before_the_bind_is_given_up_for_another() {
@@ -18,13 +18,13 @@ fn a_port_taken_before_the_bind_is_given_up_for_another() {
     let taken = held.local_addr().unwrap().port();
     let server = Server::start_on("volatile", [taken, free_port()]);
     assert_ne!(server.port, taken);
-    assert!(answers_as(server.port, server.pid()));
+    assert_eq!(redis_pid(server.port), Some(server.pid()));
 
     // Held by another redis-server, which answers: a PING would take it for
     // the new one.
     let stranger = Server::start_volatile();
     let server = Server::start_on("volatile", [stranger.port, free_port()]);
     assert_ne!(server.port, stranger.port);
-    assert!(answers_as(server.port, server.pid()));
-    assert!(answers_as(stranger.port, stranger.pid()));
+    assert_eq!(redis_pid(server.port), Some(server.pid()));
+    assert_eq!(redis_pid(stranger.port), Some(stranger.pid()));
 }

@@ -240,7 +240,7 @@ fn urls_are_checked_before_any_connection() {
 /// `--replicas-to-ack`: a schedule no replica acknowledges in time is an
 /// error naming the replicas (a standalone Redis has none), and the
 /// timers are on the master all the same; without it, the same schedule
-/// succeeds.
+/// succeeds; `--replica-ack-timeout-ms` alone is refused.
 #[test]
 fn the_cli_waits_for_the_replicas_asked_for() {
     let server = Server::start_volatile();
@@ -263,6 +263,17 @@ fn the_cli_waits_for_the_replicas_asked_for() {
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("replica_ack"), "{stderr}");
+    // A timeout without the replicas to wait for would change nothing: a
+    // usage error, and nothing scheduled.
+    let out = Command::new(cli())
+        .args(["--url", &server.url(), "--namespace", "acks-alone"])
+        .args(["--replica-ack-timeout-ms", "50", "schedule", "--count", "3"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--replicas-to-ack"), "{stderr}");
+    assert_eq!(server.timers("acks-alone").metrics().unwrap().pending, 0);
 }
 
 /// `recurring`: a series scheduled from the CLI is pending with its

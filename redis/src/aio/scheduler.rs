@@ -11,15 +11,15 @@
 use std::fmt;
 use std::future::{self, Future};
 use std::sync::Arc;
+use std::time::Instant;
 
 use futures_util::StreamExt;
 use tokio::sync::Notify;
 
 use crate::aio::Timers;
 use crate::link::{Health, Link};
-use crate::scheduler::{Resubscribe, Step, MISFIRE_AFTER};
-use crate::timers::MisfirePage;
-use crate::{Error, MAX_SLEEP};
+use crate::scheduler::{wait_after, Resubscribe, Start, Wait, MISFIRE_AFTER};
+use crate::{Error, Step, MAX_SLEEP};
 
 /// A scheduler node on tokio: moves due timers to the stream. Run any
 /// number, blocking and async alike.
@@ -43,6 +43,8 @@ use crate::{Error, MAX_SLEEP};
 pub struct Scheduler {
     /// The namespace.
     timers: Timers,
+    /// How far the node's start has got: misfires first, then promotion.
+    start: Start,
 }
 
 impl fmt::Debug for Scheduler {
@@ -56,7 +58,46 @@ impl fmt::Debug for Scheduler {
 impl Scheduler {
     /// A node for `timers`' namespace.
     pub fn new(timers: Timers) -> Scheduler {
-        Scheduler { timers }
+        Scheduler {
+            timers,
+            start: Start::default(),
+        }
+    }
+
+    /// One step of the node, one script call in Redis, as the blocking
+    /// [`Scheduler::step`](crate::Scheduler::step): until a misfire page
+    /// comes back short, a page of the misfire policy (at most 500
+    /// timers); then a promotion of at most
+    /// [`Config::promote_batch`](crate::Config::promote_batch) due timers.
+    /// [`run_until`](Self::run_until) is this step in a loop with its
+    /// waits; calling it directly drives a node by hand (a test, or a loop
+    /// of one's own), one try per call. A step whose misfire page failed
+    /// promotes nothing: the policy is applied before any overdue timer
+    /// can be delivered.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Unavailable`] if Redis did not answer within the response
+    /// timeout (one try); [`Error::Redis`] if it refused the call.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use purgatorio_redis::{aio, Config, Step};
+    ///
+    /// # #[tokio::main] async fn main() -> Result<(), purgatorio_redis::Error> {
+    /// let timers = aio::Timers::connect("redis://127.0.0.1:6379", Config::new("payments")).await?;
+    /// let node = aio::Scheduler::new(timers);
+    /// // Everything due now, in bounded steps:
+    /// while node.step().await? == Step::Again {}
+    /// # Ok(()) }
+    /// ```
+    pub async fn step(&self) -> Result<Step, Error> {
+        if self.start.misfires_pending() {
+            let page = self.timers.handle_misfires(MISFIRE_AFTER).await?;
+            return Ok(self.start.after_misfires(page));
+        }
+        self.timers.promote(MISFIRE_AFTER).await.map(Step::after)
     }
 
     /// Runs the node until the future is dropped (or its task aborted):
@@ -111,43 +152,21 @@ impl Scheduler {
         }
     }
 
-    /// The node's loop: misfires, then promotion steps and waits.
+    /// The node's loop: [`step`](Self::step)s and their waits.
     async fn promote_forever(&self, timer: &purgatorio::Timer, wake: &Notify) {
         let mut health = Health::new(format!("scheduler of {}", self.timers.config().namespace));
-        let mut misfires_done = false;
         loop {
-            if !misfires_done {
-                // One bounded page per step, until a page comes back short.
-                match self.timers.handle_misfires(MISFIRE_AFTER).await {
-                    Ok(MisfirePage::More) => {
-                        health.answered();
-                        continue;
-                    }
-                    Ok(MisfirePage::Done) => misfires_done = true,
-                    Err(_) => {} // the promotion below fails the same way
-                }
-            }
-            let wait = match self.timers.promote(MISFIRE_AFTER).await {
-                Ok(step) => {
-                    health.answered();
-                    match Step::after(step) {
-                        Step::Again => continue, // more may be due: no wait
-                        Step::Sleep(wait) => Some(wait),
-                        Step::Idle => None,
-                    }
-                }
-                Err(e) => Some(health.failed(&e)),
-            };
             // A wake-up that came during the step left a permit: the wait
             // ends at once.
-            match wait {
-                Some(wait) => {
+            match wait_after(&mut health, self.step().await) {
+                Wait::None => {} // more may be due: no wait
+                Wait::For(wait) => {
                     tokio::select! {
                         () = timer.sleep(wait) => {}
                         () = wake.notified() => {}
                     }
                 }
-                None => wake.notified().await,
+                Wait::Woken => wake.notified().await,
             }
         }
     }
@@ -175,11 +194,11 @@ async fn listen(link: Arc<Link>, wake: Arc<Notify>) {
         let pubsub = match subscribed {
             Ok(pubsub) => pubsub,
             Err(e) => {
-                again.failed(e);
+                again.failed(Instant::now(), e);
                 continue;
             }
         };
-        let since = again.subscribed();
+        again.subscribed(Instant::now());
         wake.notify_one();
         let mut messages = pubsub.into_on_message();
         let lost: redis::RedisError = loop {
@@ -192,6 +211,6 @@ async fn listen(link: Arc<Link>, wake: Arc<Notify>) {
                 Err(_) => break std::io::Error::from(std::io::ErrorKind::TimedOut).into(),
             }
         };
-        again.lost(since, lost);
+        again.lost(Instant::now(), lost);
     }
 }

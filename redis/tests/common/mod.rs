@@ -9,7 +9,9 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use purgatorio_redis::{Config, Timers};
-use purgatorio_testkit::{free_port, require_program, spawn_on_ports, ChildGuard, TempDir};
+use purgatorio_testkit::{
+    free_port, redis_pid, require_program, spawn_on_ports, ChildGuard, TempDir,
+};
 
 /// The longest any single wait of a test lasts.
 pub const PATIENCE: Duration = Duration::from_secs(30);
@@ -74,7 +76,7 @@ impl Server {
                     .stderr(Stdio::null());
                 command
             },
-            answers_as,
+            |port, pid| redis_pid(port) == Some(pid),
         );
         self.guard = Some(guard);
         self.port = port;
@@ -154,21 +156,6 @@ impl Server {
     }
 }
 
-/// Whether the redis-server on loopback `port` answers as process `pid`.
-pub fn answers_as(port: u16, pid: u32) -> bool {
-    let info = redis::Client::open(format!("redis://127.0.0.1:{port}"))
-        .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(1)))
-        .and_then(|mut c| {
-            // Whoever holds the port may accept and never answer.
-            c.set_read_timeout(Some(Duration::from_secs(1)))?;
-            redis::cmd("INFO").arg("server").query::<String>(&mut c)
-        });
-    info.is_ok_and(|info| {
-        info.lines()
-            .any(|line| line.strip_prefix("process_id:").map(str::trim) == Some(&pid.to_string()))
-    })
-}
-
 /// Parses `cmdstat_evalsha:calls=3,usec=120,...` lines.
 pub fn parse_commandstats(info: &str) -> HashMap<String, (u64, u64)> {
     info.lines()
@@ -236,4 +223,19 @@ pub fn parse_deliveries(out: &str) -> Vec<(String, u64, u64)> {
             ))
         })
         .collect()
+}
+
+/// The first wait of a wake listener's backoff after a failed or young
+/// subscription (`MAX_BACKOFF`'s docs: 50 ms doubling).
+pub const FIRST_BACKOFF: Duration = Duration::from_millis(50);
+
+/// The most subscriptions a wake listener makes in `elapsed` (the one it
+/// held when the time began included) when each is dropped: each after the
+/// first follows a backoff of at least [`FIRST_BACKOFF`], or, had one
+/// lasted [`purgatorio_redis::MAX_BACKOFF`] and counted as good, came at
+/// once after that longer life (a message would also prove one good, and
+/// the tests publish none meanwhile). Bounded by the time that passed, so a
+/// loaded machine that stretches the test's loop is allowed as many more.
+pub fn most_subscriptions(elapsed: Duration) -> i64 {
+    1 + (elapsed.as_millis() / FIRST_BACKOFF.as_millis()) as i64
 }
