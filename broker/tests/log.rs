@@ -14,7 +14,7 @@ use kafka_protocol::ResponseError;
 use purgatorio_testkit::{wait_for, TempDir};
 
 mod common;
-use common::{frame, kcat, probe, read_frame, Broker, PATIENCE};
+use common::{consume, frame, kcat, probe, read_frame, Broker, PATIENCE};
 
 /// The segment files (`.log`) of `topic`'s partition 0 under `data`,
 /// sorted by base offset, with their sizes.
@@ -54,36 +54,6 @@ fn produce(broker: &Broker, topic: &str, values: impl Iterator<Item = String>) {
         input.as_bytes(),
     );
     assert!(ok, "kcat failed: {err}");
-}
-
-/// Everything kcat reads of `topic`'s partition 0 from the beginning:
-/// (offset, value) pairs.
-fn consume(broker: &Broker, topic: &str) -> Vec<(i64, String)> {
-    let (ok, out, err) = kcat(
-        &[
-            "-b",
-            &broker.addr,
-            "-t",
-            topic,
-            "-C",
-            "-p",
-            "0",
-            "-o",
-            "beginning",
-            "-e",
-            "-q",
-            "-f",
-            "%o %s\\n",
-        ],
-        b"",
-    );
-    assert!(ok, "kcat failed: {err}");
-    out.lines()
-        .map(|l| {
-            let (offset, value) = l.split_once(' ').unwrap();
-            (offset.parse().unwrap(), value.to_string())
-        })
-        .collect()
 }
 
 /// The error code of a raw Fetch (v12) of `topic`'s partition 0 at

@@ -25,7 +25,7 @@ use kafka_protocol::ResponseError;
 use purgatorio_testkit::{output_within, wait_for, TempDir};
 
 mod common;
-use common::{broker_bin, frame, kcat, read_frame, Broker, PATIENCE};
+use common::{broker_bin, consume, frame, read_frame, Broker, PATIENCE};
 
 /// An uncompressed record batch of `values` at base offset `base`.
 fn batch(values: &[String], base: i64) -> Bytes {
@@ -119,35 +119,6 @@ fn fetch_answer(s: &mut std::net::TcpStream) -> fetch_response::PartitionData {
     answer.advance(5); // correlation id, header tags
     let mut r = FetchResponse::decode(&mut answer, 12).unwrap();
     r.responses.remove(0).partitions.remove(0)
-}
-
-/// Everything kcat reads of `topic`'s partition 0: (offset, value) pairs.
-fn consume(broker: &Broker, topic: &str) -> Vec<(i64, String)> {
-    let (ok, out, err) = kcat(
-        &[
-            "-b",
-            &broker.addr,
-            "-t",
-            topic,
-            "-C",
-            "-p",
-            "0",
-            "-o",
-            "beginning",
-            "-e",
-            "-q",
-            "-f",
-            "%o %s\\n",
-        ],
-        b"",
-    );
-    assert!(ok, "kcat failed: {err}");
-    out.lines()
-        .map(|l| {
-            let (offset, value) = l.split_once(' ').unwrap();
-            (offset.parse().unwrap(), value.to_string())
-        })
-        .collect()
 }
 
 #[test]

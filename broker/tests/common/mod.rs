@@ -287,3 +287,33 @@ pub fn join_frame_of(version: i16, group: &str, member: &str, rebalance_ms: i32)
         request.encode(b, version).unwrap()
     })
 }
+
+/// Everything kcat reads of `topic`'s partition 0 from the beginning:
+/// (offset, value) pairs.
+pub fn consume(broker: &Broker, topic: &str) -> Vec<(i64, String)> {
+    let (ok, out, err) = kcat(
+        &[
+            "-b",
+            &broker.addr,
+            "-t",
+            topic,
+            "-C",
+            "-p",
+            "0",
+            "-o",
+            "beginning",
+            "-e",
+            "-q",
+            "-f",
+            "%o %s\\n",
+        ],
+        b"",
+    );
+    assert!(ok, "kcat failed: {err}");
+    out.lines()
+        .map(|l| {
+            let (offset, value) = l.split_once(' ').unwrap();
+            (offset.parse().unwrap(), value.to_string())
+        })
+        .collect()
+}
