@@ -167,7 +167,9 @@ impl OffsetsLog {
             for commit in &live {
                 file.write_all(&encode(commit))?;
             }
-            file.sync_all()?;
+            crate::log::sync::sync_file(&file)?;
+            // The new name is made durable with the data directory's fsync
+            // that `Store::open` does after this.
             fs::rename(&tmp, path)?;
         } else if good < bytes.len() {
             OpenOptions::new()

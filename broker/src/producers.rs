@@ -278,8 +278,13 @@ impl ProducerIds {
                     .truncate(true)
                     .open(&tmp)?;
                 file.write_all(end.to_string().as_bytes())?;
-                file.sync_all()?;
+                crate::log::sync::sync_file(&file)?;
                 fs::rename(&tmp, path)?;
+                // The new name durable too: a reservation that rolled back
+                // after a power loss would hand out its ids again.
+                if let Some(dir) = path.parent() {
+                    crate::log::sync::sync_dir(dir)?;
+                }
             }
             block.end = end;
         }

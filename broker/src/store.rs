@@ -38,6 +38,16 @@ pub const CONCURRENT_FSYNCS: usize = 16;
 /// name holds `@`).
 const DELETED: &str = ".deleted";
 
+/// Whether `name`, a directory in the data directory, is a deleted topic's:
+/// `<topic>@<n>.deleted`. A topic's own name never holds `@` (Kafka's names
+/// are `[a-zA-Z0-9._-]`), so a topic named `orders.deleted` is not one.
+fn is_deleted(name: &str) -> bool {
+    name.rsplit_once('@').is_some_and(|(_, n)| {
+        n.strip_suffix(DELETED)
+            .is_some_and(|n| n.parse::<u64>().is_ok())
+    })
+}
+
 /// The offsets log's name in the data directory (no topic has it).
 const OFFSETS_LOG: &str = "@offsets.log";
 
@@ -138,7 +148,7 @@ impl Store {
                 continue;
             }
             let name = entry.file_name().to_string_lossy().into_owned();
-            if name.ends_with(DELETED) {
+            if is_deleted(&name) {
                 // A deleted topic whose removal did not finish; never a
                 // topic again, whatever is left of it.
                 if let Err(e) = fs::remove_dir_all(&path) {
@@ -176,10 +186,11 @@ impl Store {
                 topics.insert(name, logs);
             }
         }
-        // The data directory made, the deleted topics removed.
-        sync_dir(&dir).doing("fsync", &dir)?;
         let offsets_path = dir.join(OFFSETS_LOG);
         let (offsets, commits) = OffsetsLog::open(&offsets_path).doing("read", &offsets_path)?;
+        // The data directory made, the deleted topics removed, the offsets
+        // log's name on disk.
+        sync_dir(&dir).doing("fsync", &dir)?;
         let store = Store {
             dir,
             segment_bytes,
@@ -486,6 +497,26 @@ mod tests {
         assert!(!dir.join("t@7.deleted").exists());
         assert_eq!(recovered.topics.keys().collect::<Vec<_>>(), ["t"]);
         assert_eq!(recovered.topics["t"].len(), 1);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A topic whose own name ends in `.deleted` is a topic like any other:
+    /// its records survive a restart.
+    #[test]
+    fn a_topic_named_like_a_deleted_one_survives_a_restart() {
+        let dir = std::env::temp_dir().join(format!("pg-store-{}-named", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let (store, _) = Store::open(dir.clone(), 1 << 20).unwrap();
+        let mut logs = store.create("orders.deleted", 1).unwrap();
+        logs[0]
+            .append_now(&crate::log::batch::testing::of(1))
+            .unwrap();
+        drop(logs);
+        drop(store);
+        let (_, recovered) = Store::open(dir.clone(), 1 << 20).unwrap();
+        assert_eq!(recovered.topics["orders.deleted"][0].next(), 1);
+        assert!(is_deleted("orders@3.deleted"));
+        assert!(!is_deleted("orders.deleted") && !is_deleted("a@b.deleted"));
         fs::remove_dir_all(&dir).unwrap();
     }
 }

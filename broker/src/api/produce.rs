@@ -88,12 +88,13 @@ pub async fn produce(
                 continue;
             }
             // A log failed while the produce waited: its records may be
-            // lost, whatever a later fsync says.
-            let failed = broker
-                .with_log(t.name.as_str(), p.index, |log| log.is_failed())
-                .unwrap_or(false);
-            if failed {
+            // lost, whatever a later fsync says. A topic deleted while it
+            // waited took the records with it.
+            let failed = broker.with_log(t.name.as_str(), p.index, |log| log.is_failed());
+            if failed == Some(true) {
                 p.error_code = ResponseError::KafkaStorageError.code();
+            } else if failed.is_none() {
+                p.error_code = ResponseError::UnknownTopicOrPartition.code();
             } else if !satisfied {
                 p.error_code = ResponseError::RequestTimedOut.code();
             }

@@ -28,7 +28,7 @@ use super::batch::{
     self, base_offset, last_delta, max_timestamp, BatchHeader, Timed, BATCH_HEADER,
 };
 use super::index::{OffsetEntry, OffsetIndex, TimeEntry, TimeIndex, INDEX_INTERVAL};
-use super::read::{Reader, Slice};
+use super::read::{Found, Reader, Slice};
 use super::sync::sync_file;
 
 /// Bytes of log after which a segment writes its pending index entries
@@ -143,6 +143,25 @@ impl SegmentFiles {
         sync_file(&self.times)?;
         sync_file(&self.offsets)
     }
+}
+
+/// Batches longer than this are read whole only once their CRC, streamed,
+/// matches: a corrupt length costs no buffer of its size.
+const READ_WHOLE_FROM: u64 = 1 << 20;
+
+/// The batch `found` read whole, for a lookup by time: a long one only once
+/// its CRC matches.
+fn checked_batch(reader: &mut Reader<'_>, found: &Found) -> io::Result<Vec<u8>> {
+    if found.len > READ_WHOLE_FROM && !reader.crc_matches(found.pos, found.len, &found.header)? {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "the {}-byte batch at {} does not match its CRC",
+                found.len, found.pos
+            ),
+        ));
+    }
+    reader.batch(found.pos, found.len as usize)
 }
 
 #[cfg(test)]
@@ -550,7 +569,7 @@ impl Segment {
         while let Some(found) = walk.next() {
             let found = found?;
             if found.max_timestamp() >= timestamp {
-                let whole = walk.reader().batch(found.pos, found.len as usize)?;
+                let whole = checked_batch(walk.reader(), &found)?;
                 return Ok(batch::first_at_or_after(&whole, timestamp));
             }
         }
@@ -572,7 +591,7 @@ impl Segment {
         let Some(found) = walk.next().transpose()? else {
             return Ok(None);
         };
-        let whole = walk.reader().batch(found.pos, found.len as usize)?;
+        let whole = checked_batch(walk.reader(), &found)?;
         Ok(Some(batch::record_of_max_time(&whole)))
     }
 
