@@ -299,3 +299,28 @@ fn an_async_drivers_waker_runs_after_the_keyed_timers_lock() {
         "ends at shutdown"
     );
 }
+
+/// A waker that does nothing: the test counts its references.
+struct Idle;
+
+impl std::task::Wake for Idle {
+    fn wake(self: Arc<Self>) {}
+}
+
+/// An async driver dropped while it waits (its task aborted) leaves no
+/// waker behind: the signal keeps no reference to a task that no longer
+/// waits.
+#[test]
+fn a_dropped_async_driver_leaves_no_waker_behind() {
+    let clock = ManualClock::new();
+    let timer = driverless_inline(&clock);
+    let task = Arc::new(Idle);
+    let waker = std::task::Waker::from(Arc::clone(&task));
+    let mut driving = Box::pin(timer.drive(|_| std::future::pending::<()>()));
+    let mut cx = std::task::Context::from_waker(&waker);
+    assert!(driving.as_mut().poll(&mut cx).is_pending());
+    assert!(Arc::strong_count(&task) > 2, "the signal keeps the waker");
+    drop(driving);
+    drop(waker);
+    assert_eq!(Arc::strong_count(&task), 1, "no waker left behind");
+}

@@ -39,6 +39,7 @@ use super::handle::TimerHandle;
 use super::hooks::ShutdownHooks;
 use super::pool;
 use super::shard::{owns, shard_index, Shard};
+use super::signal::Signal;
 use super::task::{BoxTask, Task};
 use super::time::TimeSource;
 use super::timing::{Timing, Wake};
@@ -234,6 +235,13 @@ impl<T: Task> Driver<T> {
         S: FnMut(Instant) -> F,
         F: Future<Output = ()>,
     {
+        // The waker left with the signal, taken back when this future ends
+        // or is dropped (its task aborted), so the signal keeps no waker of
+        // a task that no longer waits.
+        let mut left = Forget {
+            signal: &self.timing.signal,
+            waker: None,
+        };
         while !self.timing.is_closed() {
             let seen = self.timing.signal.epoch();
             let (_, until) = self.pass();
@@ -242,6 +250,9 @@ impl<T: Task> Driver<T> {
             }
             let mut nap = std::pin::pin!(until.map(&mut sleep));
             std::future::poll_fn(|cx| {
+                if left.waker.as_ref().is_none_or(|w| !w.will_wake(cx.waker())) {
+                    left.waker = Some(cx.waker().clone());
+                }
                 if self.timing.signal.poll_changed(seen, cx).is_ready() {
                     return Poll::Ready(());
                 }
@@ -378,6 +389,22 @@ impl<T: Task> Driver<T> {
         let tasks = pending.into_iter().filter_map(T::into_user_task).collect();
         self.hooks.run();
         tasks
+    }
+}
+
+/// The waker an async driver left with the signal: taken back on drop.
+struct Forget<'a> {
+    /// The driver's signal.
+    signal: &'a Signal,
+    /// The last waker the driver was polled with.
+    waker: Option<std::task::Waker>,
+}
+
+impl Drop for Forget<'_> {
+    fn drop(&mut self) {
+        if let Some(waker) = self.waker.take() {
+            self.signal.forget(&waker);
+        }
     }
 }
 

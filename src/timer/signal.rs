@@ -83,6 +83,18 @@ impl Signal {
         }
         Poll::Pending
     }
+
+    /// Takes back the kept waker that wakes `waker`'s task, which no longer
+    /// waits (its future was dropped); dropped after the lock.
+    pub(crate) fn forget(&self, waker: &Waker) {
+        let gone: Vec<Waker> = self
+            .state
+            .lock()
+            .wakers
+            .extract_if(.., |w| w.will_wake(waker))
+            .collect();
+        drop(gone);
+    }
 }
 
 impl Wake for Signal {
