@@ -17,16 +17,19 @@ mod common;
 use common::{consume, frame, kcat, probe, read_frame, Broker, PATIENCE};
 
 /// The segment files (`.log`) of `topic`'s partition 0 under `data`,
-/// sorted by base offset, with their sizes.
+/// sorted by base offset, with their sizes (the broker's retention may
+/// delete some while they are listed).
 fn segments(data: &Path, topic: &str) -> Vec<(String, u64)> {
     let dir = data.join(topic).join("0");
     let mut found: Vec<(String, u64)> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("list {}: {e}", dir.display()))
         .filter_map(Result::ok)
         .filter(|e| e.path().extension().is_some_and(|x| x == "log"))
-        .map(|e| {
-            let name = e.file_name().to_string_lossy().into_owned();
-            (name, e.metadata().unwrap().len())
+        // A segment that retention deletes between the listing and its
+        // size is gone: not listed.
+        .filter_map(|e| {
+            let len = e.metadata().ok()?.len();
+            Some((e.file_name().to_string_lossy().into_owned(), len))
         })
         .collect();
     found.sort();
