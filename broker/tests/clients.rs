@@ -18,7 +18,7 @@ use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use purgatorio_testkit::{require_program, wait_for, ChildGuard};
 
 mod common;
-use common::{Broker, PATIENCE};
+use common::{consume, Broker, PATIENCE};
 
 /// The Python Kafka client the tests use: the current major release, with
 /// its default settings (an idempotent producer, acks=all).
@@ -531,35 +531,21 @@ fn with_a_data_dir_every_acknowledged_message_survives_a_killed_broker() {
         ],
         "after\n",
     );
-    let out = run_kcat(
-        &[
-            "-b",
-            &broker.addr,
-            "-t",
-            "durable",
-            "-C",
-            "-p",
-            "0",
-            "-o",
-            "beginning",
-            "-e",
-            "-q",
-            "-f",
-            "%o %s\n",
-        ],
-        "",
-    );
-    let lines: Vec<&str> = out.lines().collect();
+    let read = consume(&broker, "durable");
     assert_eq!(
-        lines.len(),
+        read.len(),
         1_001,
         "every acknowledged message, then the new one"
     );
-    for (i, line) in lines.iter().enumerate().take(1_000) {
-        assert_eq!(*line, format!("{i} d{i}"));
+    for (i, (offset, value)) in read.iter().enumerate().take(1_000) {
+        assert_eq!(
+            (*offset, value.as_str()),
+            (i as i64, format!("d{i}").as_str())
+        );
     }
     assert_eq!(
-        lines[1_000], "1000 after",
+        read[1_000],
+        (1_000, "after".to_string()),
         "offsets go on after the restart"
     );
 }
