@@ -142,6 +142,44 @@ fn schedule_never_loses_a_wakeup() {
     });
 }
 
+/// A pass made by another thread (`run_due`) while the driver sleeps on its
+/// plan: a schedule that makes an earlier deadline during that pass, or
+/// around it, still wakes the sleeping driver. The pass takes the deferred
+/// tick at its end and signals, as its plan is earlier than the driver's.
+#[test]
+fn a_pass_on_another_thread_still_wakes_the_sleeping_driver() {
+    model(
+        "a_pass_on_another_thread_still_wakes_the_sleeping_driver",
+        || {
+            let (timer, _clock) = timer();
+            let ran = Arc::new(AtomicUsize::new(0));
+            timer
+                .schedule(Duration::from_millis(9), counting(&ran))
+                .unwrap();
+            let driver = timer.driver();
+            // The driver's pass: it plans tick 9 and would sleep until then.
+            driver.pass();
+            let (seen, planned) = driver.wake_state();
+            assert_eq!(planned, 9);
+
+            let scheduler = timer.clone();
+            let task = counting(&ran);
+            let scheduling =
+                thread::spawn(move || scheduler.schedule(Duration::from_millis(3), task).is_ok());
+            // Another thread's pass, racing the schedule.
+            let (moved, _) = driver.pass();
+            assert!(scheduling.join().unwrap());
+
+            assert_eq!(moved, 0);
+            assert_ne!(
+                driver.wake_state().0,
+                seen,
+                "deadline 3 made while the driver sleeps until 9, and no signal"
+            );
+        },
+    );
+}
+
 /// Shutdown racing a schedule: the task is refused and handed back, or
 /// accepted and then returned by shutdown. Never lost, never run.
 #[test]

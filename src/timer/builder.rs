@@ -238,6 +238,7 @@ impl<T: Task> TimerBuilder<T> {
             time: TimeSource::new(Arc::clone(&self.clock), self.system_clock, resolution),
             signal: Arc::clone(&signal),
             next_wake: AtomicU64::new(u64::MAX),
+            deferred: AtomicU64::new(u64::MAX),
             closed: AtomicBool::new(false),
             counters: Counters::new(&self.thread_name),
             name: self.thread_name.clone(),

@@ -4,15 +4,25 @@
 //! ## Wake-up protocol
 //!
 //! `next_wake` holds the tick the driver will wake at (`u64::MAX`: none).
-//! At the start of a pass the driver resets it to `u64::MAX`, visits every
-//! shard, then lowers it to the earliest expiration it saw. A scheduler that
-//! inserts a deadline below `next_wake` lowers it with `fetch_min` and, if it
-//! was the one to lower it, raises the [`Signal`](super::signal::Signal). Either the driver saw the
-//! new deadline while visiting the shard, or the deadline arrived after that
-//! visit, in which case it lowered `next_wake` (the driver then sleeps no
-//! later than it) and signalled (the driver makes another pass). No lost
-//! wake-up, and no wake-up when nothing is pending: with an empty wheel the
-//! driver waits without a timeout.
+//! A pass sets it to `PASSING`, visits every shard, then plans the earliest
+//! expiration it saw. A scheduler that inserts a deadline:
+//!
+//! * while `next_wake` reads `PASSING`, lowers `deferred` to its tick and
+//!   reads `next_wake` again; if it still reads `PASSING`, it is done: the
+//!   pass ends by swapping `deferred` out (after replacing `PASSING`, so
+//!   after that second read) and plans no later than the tick. Otherwise
+//!   the pass ended meanwhile, and it goes on as below. A schedule during a
+//!   pass wakes nobody: the pass is awake.
+//! * otherwise, if its tick is below `next_wake`, lowers it with
+//!   `fetch_min` and, if it was the one to lower it, raises the
+//!   [`Signal`](super::signal::Signal).
+//!
+//! So a deadline is seen by the pass, taken at the pass's end, or signalled:
+//! the driver sleeps no later than it. A pass whose plan is earlier than the
+//! one before it signals too, for a driver sleeping on the older plan while
+//! another thread passes (`run_due`). No lost wake-up, and no wake-up when
+//! nothing is pending: with an empty wheel the driver waits without a
+//! timeout.
 //!
 //! The loop runs on the driver thread ([`Driver::drive`]) or, for a timer
 //! built without one, as a future on the application's async runtime
@@ -270,12 +280,10 @@ impl<T: Task> Driver<T> {
     /// returns how many timers that was and the real instant to sleep until
     /// (`None`: until signalled).
     pub(crate) fn pass(&self) -> (usize, Option<Instant>) {
-        self.timing.next_wake.store(u64::MAX, SeqCst);
+        let before = self.timing.begin_pass();
         let (moved, earliest) = self.run_due_at(self.timing.time().now().tick);
-        if let Some(earliest) = earliest {
-            self.timing.next_wake.fetch_min(earliest, SeqCst);
-        }
-        (moved, self.sleep_until(self.timing.next_wake.load(SeqCst)))
+        let planned = self.timing.end_pass(before, earliest);
+        (moved, self.sleep_until(planned))
     }
 
     /// The real instant at which tick `wake` begins, if the clock is real

@@ -17,8 +17,13 @@ pub(crate) struct Timing {
     pub(super) time: TimeSource,
     /// Wakes the driver (and `advance_clock` callers).
     pub(super) signal: Arc<Signal>,
-    /// The tick the driver will wake at; `u64::MAX` for none.
+    /// The tick the driver will wake at; `u64::MAX` for none, [`PASSING`]
+    /// while a pass looks for the earliest deadline (see
+    /// [`driver`](super::driver)'s wake-up protocol).
     pub(super) next_wake: AtomicU64,
+    /// The earliest tick scheduled while `next_wake` read [`PASSING`], for
+    /// the pass to take at its end; `u64::MAX` for none.
+    pub(super) deferred: AtomicU64,
     /// Set once by shutdown.
     pub(super) closed: AtomicBool,
     /// The threads' name prefix: the timer's name in published figures.
@@ -44,15 +49,76 @@ impl Timing {
     }
 
     /// Lowers the tick the driver plans to wake at to `tick`; the returned
-    /// [`Wake`] wakes the driver if that was earlier, once dropped.
+    /// [`Wake`] wakes the driver if that was earlier, once dropped. While a
+    /// pass runs, the tick is left for the pass to take at its end instead,
+    /// with no wake-up: the pass is awake already.
     #[inline]
     pub(super) fn wake_if_earlier(&self, tick: u64) -> Wake<'_> {
         // Fast path: a plain load, so schedulers share the cache line.
-        let earlier = tick < self.next_wake.load(Ordering::SeqCst)
-            && self.next_wake.fetch_min(tick, Ordering::SeqCst) > tick;
+        let planned = self.next_wake.load(Ordering::SeqCst);
+        if planned == PASSING {
+            self.deferred.fetch_min(tick, Ordering::SeqCst);
+            // Still passing: the pass's end (`end_pass`) takes the tick, as
+            // it swaps `deferred` after this pass's `PASSING` was replaced,
+            // which is after this load. Otherwise the pass ended meanwhile
+            // and the tick is lowered as below.
+            if self.next_wake.load(Ordering::SeqCst) == PASSING {
+                return Wake::none();
+            }
+        } else if tick >= planned {
+            return Wake::none();
+        }
+        let earlier = self.next_wake.fetch_min(tick, Ordering::SeqCst) > tick;
         Wake(earlier.then_some(&*self.signal))
     }
+
+    /// Starts a pass: `next_wake` reads [`PASSING`] until [`end_pass`]
+    /// (Self::end_pass). Returns the tick planned before, for `end_pass`.
+    pub(super) fn begin_pass(&self) -> u64 {
+        self.next_wake.swap(PASSING, Ordering::SeqCst)
+    }
+
+    /// Ends a pass that began when `before` was planned and found `earliest`
+    /// the earliest pending deadline: plans the earlier of that and what
+    /// was scheduled meanwhile, and returns that tick (`u64::MAX`: none),
+    /// which the pass's thread sleeps until. Signals if the plan is earlier
+    /// than `before`: a driver that planned `before` and sleeps while
+    /// another thread passes (`run_due`) must wake for it.
+    pub(super) fn end_pass(&self, before: u64, earliest: Option<u64>) -> u64 {
+        let found = earliest.unwrap_or(u64::MAX);
+        // Another pass may have ended meanwhile, or a scheduler lowered the
+        // plan after it did: keep the earlier.
+        let plan = |was: u64| {
+            if was == PASSING {
+                found
+            } else {
+                was.min(found)
+            }
+        };
+        let was = self
+            .next_wake
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |was| Some(plan(was)))
+            .unwrap_or_else(|was| was);
+        let planned = plan(was);
+        let meanwhile = self.deferred.swap(u64::MAX, Ordering::SeqCst);
+        let planned = if meanwhile < planned {
+            self.next_wake.fetch_min(meanwhile, Ordering::SeqCst);
+            meanwhile
+        } else {
+            planned
+        };
+        if planned < before {
+            self.signal.notify();
+        }
+        planned
+    }
 }
+
+/// What `next_wake` reads while a pass looks for the earliest deadline.
+/// Above every tick a schedule plans for: a deadline tick that is not
+/// [`NEVER`](crate::tick::NEVER) is below `u64::MAX - 1` (a clock 584 years
+/// past its origin).
+pub(super) const PASSING: u64 = u64::MAX - 1;
 
 /// A wake-up owed to the driver by a schedule that made the earliest
 /// deadline, given when dropped. An async driver's wake-up runs its
@@ -74,5 +140,101 @@ impl Drop for Wake<'_> {
         if let Some(signal) = self.0.take() {
             signal.notify();
         }
+    }
+}
+
+#[cfg(all(test, not(purgatorio_loom)))]
+mod tests {
+    use std::sync::atomic::Ordering;
+    use std::time::Duration;
+
+    use super::PASSING;
+    use crate::{ManualClock, Timer, TimerBuilder};
+
+    fn timer() -> Timer {
+        TimerBuilder::new()
+            .clock(ManualClock::new())
+            .driver_thread(false)
+            .build()
+            .expect("valid timer")
+    }
+
+    #[test]
+    fn schedules_during_a_pass_wake_nobody_and_the_pass_plans_for_them() {
+        let timer = timer();
+        let timing = &timer.driver().timing;
+        let seen = timing.signal.epoch();
+        let before = timing.begin_pass();
+        assert_eq!(before, u64::MAX);
+        assert_eq!(timing.next_wake.load(Ordering::SeqCst), PASSING);
+        for ms in [40, 7, 90, 12] {
+            drop(
+                timer
+                    .schedule(Duration::from_millis(ms), || ())
+                    .expect("scheduled"),
+            );
+        }
+        assert_eq!(
+            timing.signal.epoch(),
+            seen,
+            "a schedule during a pass signalled"
+        );
+        // The pass saw none of them (it visited the shards before): its end
+        // takes the earliest of them.
+        assert_eq!(timing.end_pass(before, None), 7);
+        assert_eq!(timing.next_wake.load(Ordering::SeqCst), 7);
+        // Planned earlier than before (nothing): signalled once.
+        assert_eq!(timing.signal.epoch(), seen + 1);
+        // After the pass, a later deadline signals nothing; an earlier one does.
+        drop(
+            timer
+                .schedule(Duration::from_millis(20), || ())
+                .expect("scheduled"),
+        );
+        assert_eq!(
+            timing.signal.epoch(),
+            seen + 1,
+            "a later deadline signalled"
+        );
+        drop(
+            timer
+                .schedule(Duration::from_millis(3), || ())
+                .expect("scheduled"),
+        );
+        assert_eq!(
+            timing.signal.epoch(),
+            seen + 2,
+            "an earlier deadline did not signal"
+        );
+    }
+
+    #[test]
+    fn a_pass_that_plans_later_than_before_wakes_nobody() {
+        let timer = timer();
+        let timing = &timer.driver().timing;
+        drop(
+            timer
+                .schedule(Duration::from_millis(5), || ())
+                .expect("scheduled"),
+        );
+        let seen = timing.signal.epoch();
+        let before = timing.begin_pass();
+        assert_eq!(before, 5);
+        drop(
+            timer
+                .schedule(Duration::from_millis(9), || ())
+                .expect("scheduled"),
+        );
+        assert_eq!(timing.end_pass(before, Some(5)), 5);
+        assert_eq!(timing.signal.epoch(), seen);
+        // Planned earlier than the sleeping driver's plan: signalled.
+        let before = timing.begin_pass();
+        drop(
+            timer
+                .schedule(Duration::from_millis(2), || ())
+                .expect("scheduled"),
+        );
+        assert_eq!(timing.end_pass(before, Some(5)), 2);
+        assert_eq!(timing.signal.epoch(), seen + 1);
     }
 }
