@@ -813,3 +813,30 @@ fn purgatory_and_keyed_shutdown_async_do_not_block_the_runtime_thread() {
         assert!(sessions.set(4, (), ms(1)).is_err());
     });
 }
+
+/// A sleep whose entry fired leaves nothing behind when dropped, and one
+/// moved to a later deadline is still removed by its drop after the wheel
+/// was polled past its old deadline (the drop may not take the old
+/// deadline's passing for its entry's firing).
+#[test]
+fn dropping_fired_and_moved_sleeps_leaves_no_entry() {
+    let (clock, timer) = manual();
+    let (_count, waker, _rx) = counter();
+
+    let mut fired = timer.sleep(ms(5));
+    let mut moved = timer.sleep(ms(5));
+    assert!(poll(&mut fired, &waker).is_pending());
+    assert!(poll(&mut moved, &waker).is_pending());
+    moved.reset(timer.now() + ms(50));
+    assert_eq!(timer.len(), 2);
+
+    clock.advance(ms(10));
+    timer.run_due();
+    assert_eq!(timer.len(), 1, "the moved sleep fired at its old deadline");
+    assert!(poll(&mut fired, &waker).is_ready());
+    drop(fired);
+    assert!(poll(&mut moved, &waker).is_pending());
+    drop(moved);
+    assert_eq!(timer.len(), 0, "the moved sleep's entry was left behind");
+    assert_eq!(timer.metrics().cancelled, 1);
+}

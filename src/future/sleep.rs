@@ -97,6 +97,10 @@ pub struct Sleep {
     /// Its entry in the wheel and which waker is stored there, once
     /// polled.
     entry: Option<(Entry, WakerId)>,
+    /// The entry's mark ([`Driver::gone`]): once its shard is polled
+    /// through it, the entry fired and dropping the sleep takes no lock.
+    /// `u64::MAX` once the entry was moved (`reset`).
+    mark: u64,
     /// Whether it completed.
     done: bool,
 }
@@ -120,6 +124,7 @@ impl Sleep {
             deadline: deadline.unwrap_or_else(|| now.checked_add(FAR).unwrap_or(now)),
             never: deadline.is_none(),
             entry: None,
+            mark: u64::MAX,
             done: false,
         }
     }
@@ -174,6 +179,8 @@ impl Sleep {
         self.deadline = deadline;
         self.never = false;
         self.done = false;
+        // A moved entry leaves its mark behind: it is cancelled by its key.
+        self.mark = u64::MAX;
         let moved = match self.entry {
             Some((entry, _)) => self.driver.reschedule_at(entry, deadline).is_some(),
             None => true,
@@ -187,6 +194,10 @@ impl Sleep {
     /// Removes the sleep's entry, if it has one, without waking anyone.
     fn cancel(&mut self) {
         if let Some((entry, _)) = self.entry.take() {
+            // An entry that fired has left the wheel: no lock to find that.
+            if self.driver.gone(entry, self.mark) {
+                return;
+            }
             if let Some(task) = self.driver.cancel(entry) {
                 task.disarm();
             }
@@ -251,11 +262,12 @@ impl Future for Sleep {
         // No lock is held here: the driver's wake-up, if owed, goes at once.
         let inserted = this
             .driver
-            .insert(tick, now.tick, waker)
-            .map(|(entry, _)| entry);
+            .insert_marked(tick, now.tick, waker)
+            .map(|(entry, _, mark)| (entry, mark));
         match inserted {
-            Ok(entry) => {
+            Ok((entry, mark)) => {
                 this.entry = Some((entry, WakerId::of(cx.waker())));
+                this.mark = mark;
                 Poll::Pending
             }
             Err(refused) => {

@@ -256,6 +256,37 @@ fn an_awaited_answer_is_handed_over_once() {
     });
 }
 
+/// A sleep polled while the clock passes its deadline and a pass polls the
+/// wheel through it: its entry goes in before the pass (and fires) or after
+/// it (a clock read before the pass, an insert after), and then dropping
+/// the sleep must still remove it. A drop that trusted the pass to have
+/// fired every entry at or before its tick would leave this one behind.
+#[test]
+fn a_sleep_registered_behind_a_pass_is_removed_when_dropped() {
+    model(
+        "a_sleep_registered_behind_a_pass_is_removed_when_dropped",
+        || {
+            let clock = ManualClock::new();
+            let timer = builder(&clock).build().expect("valid timer");
+            let mut sleep = timer.sleep(Duration::from_millis(1));
+            let polling = thread::spawn(move || {
+                let (_count, task) = waker();
+                let first = poll(&mut sleep, &task);
+                drop(sleep);
+                first
+            });
+            clock.advance(Duration::from_millis(1));
+            timer.run_due_here();
+            let first = polling.join().unwrap();
+            assert_eq!(
+                timer.len(),
+                0,
+                "a dropped sleep left its entry (first poll {first:?})"
+            );
+        },
+    );
+}
+
 /// A schedule racing the async driver's pass and wait (`Timer::drive`,
 /// without a driver thread, inline executor): the task runs in that pass,
 /// or the driver's task is woken and its next poll runs it. Never a lost

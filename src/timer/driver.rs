@@ -74,7 +74,7 @@ fn earlier<T: Ord>(a: Option<T>, b: Option<T>) -> Option<T> {
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Entry {
     /// The shard's number.
-    shard: usize,
+    shard: u32,
     /// The timer's key there.
     key: TimerKey,
 }
@@ -132,7 +132,7 @@ impl<T: Task> Driver<T> {
     /// The user's handle of `entry`: its shard's reference and its key.
     #[inline]
     pub(crate) fn handle(&self, entry: Entry) -> TimerHandle<T> {
-        TimerHandle::new(Arc::clone(&self.shards[entry.shard]), entry.key)
+        TimerHandle::new(Arc::clone(&self.shards[entry.shard as usize]), entry.key)
     }
 
     /// Schedules `task` at tick `tick`, the clock being at tick `now`, and
@@ -145,37 +145,62 @@ impl<T: Task> Driver<T> {
         now: u64,
         task: T,
     ) -> Result<(Entry, Wake<'_>), ScheduleError<T>> {
+        self.insert_marked(tick, now, task)
+            .map(|(entry, wake, _)| (entry, wake))
+    }
+
+    /// [`insert`](Self::insert), also returning the entry's mark: once its
+    /// shard has been polled through that tick, the entry is no longer in
+    /// the wheel ([`gone`](Self::gone)).
+    #[inline]
+    pub(crate) fn insert_marked(
+        &self,
+        tick: u64,
+        now: u64,
+        task: T,
+    ) -> Result<(Entry, Wake<'_>, u64), ScheduleError<T>> {
         let index = shard_index(self.shards.len());
         let shard = &self.shards[index];
         let timing = &self.timing;
+        let number = index as u32;
         if tick <= now && !self.pool.runs_inline() {
             // Already due: straight to the workers (Kafka's "expired, run
             // now"). An inline executor would run it on this thread, so
             // then it goes through the wheel to the driver instead.
             self.run_now(shard, tick, task)?;
             let entry = Entry {
-                shard: index,
+                shard: number,
                 key: TimerKey::DEAD,
             };
-            return Ok((entry, Wake::none()));
+            return Ok((entry, Wake::none(), 0));
         }
-        let key = {
+        let (key, mark) = {
             let mut state = shard.state.lock();
             if state.closed {
                 return Err(ScheduleError::new(task));
             }
             state.scheduled += 1;
-            state.wheel.insert(tick, task)
+            let key = state.wheel.insert(tick, task);
+            (key, shard.mark(tick))
         };
         timing.counters.figures.scheduled(1);
-        Ok((Entry { shard: index, key }, timing.wake_if_earlier(tick)))
+        let entry = Entry { shard: number, key };
+        Ok((entry, timing.wake_if_earlier(tick), mark))
+    }
+
+    /// Whether `entry`, inserted with `mark`, has certainly left the wheel
+    /// (it fired): its shard was polled through the mark. Reads one atomic,
+    /// no lock.
+    #[inline]
+    pub(crate) fn gone(&self, entry: Entry, mark: u64) -> bool {
+        self.shards[entry.shard as usize].polled_through(mark)
     }
 
     /// Cancels `entry` and hands its task back; `None` if it is no longer
     /// pending.
     #[inline]
     pub(crate) fn cancel(&self, entry: Entry) -> Option<T> {
-        self.shards[entry.shard].cancel(entry.key)
+        self.shards[entry.shard as usize].cancel(entry.key)
     }
 
     /// On a thread that owns a shard: removes the timers other threads
@@ -192,18 +217,18 @@ impl<T: Task> Driver<T> {
     /// Swaps the task of `entry` for `task`, handing the old one back;
     /// `Err(task)` if it is no longer pending.
     pub(crate) fn replace(&self, entry: Entry, task: T) -> Result<T, T> {
-        self.shards[entry.shard].replace(entry.key, task)
+        self.shards[entry.shard as usize].replace(entry.key, task)
     }
 
     /// Moves `entry` to `delay` from now; `None` if it is no longer
     /// pending, else the [`Wake`] to drop after the caller's locks.
     pub(crate) fn reschedule(&self, entry: Entry, delay: Duration) -> Option<Wake<'_>> {
-        self.shards[entry.shard].reschedule_after(entry.key, delay)
+        self.shards[entry.shard as usize].reschedule_after(entry.key, delay)
     }
 
     /// Moves `entry` to `deadline`; as [`reschedule`](Self::reschedule).
     pub(crate) fn reschedule_at(&self, entry: Entry, deadline: Instant) -> Option<Wake<'_>> {
-        self.shards[entry.shard].reschedule_at(entry.key, deadline)
+        self.shards[entry.shard as usize].reschedule_at(entry.key, deadline)
     }
 
     /// Hands a task that is already due to the workers.
@@ -317,7 +342,11 @@ impl<T: Task> Driver<T> {
                         }
                     }
                     state.expired += batch.len() as u64;
-                    (batch.len() < BATCH).then(|| state.wheel.next_expiration())
+                    let drained = batch.len() < BATCH;
+                    if drained {
+                        shard.polled(now);
+                    }
+                    drained.then(|| state.wheel.next_expiration())
                 };
                 moved += batch.len();
                 self.timing.counters.figures.expired(batch.len() as u64);
@@ -429,8 +458,8 @@ impl Driver<BoxTask> {
         if entry.key == TimerKey::DEAD {
             return;
         }
-        let shard = &self.shards[entry.shard];
-        if !owns(entry.shard, self.shards.len()) && shard.defer_discard(entry.key) {
+        let shard = &self.shards[entry.shard as usize];
+        if !owns(entry.shard as usize, self.shards.len()) && shard.defer_discard(entry.key) {
             return;
         }
         // The task holds a reference of the caller's, never the last one;

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use super::task::Task;
 use super::timing::{Timing, Wake};
-use crate::sync::{AtomicBool, Mutex};
+use crate::sync::{AtomicBool, AtomicU64, Mutex};
 use crate::wheel::{TimerKey, Wheel};
 
 /// How many keys wait in a shard's inbox before the shard's owner removes
@@ -49,6 +49,10 @@ pub(crate) struct Shard<T> {
     /// Set once the inbox holds [`DISCARD_BATCH`] keys; cleared by whoever
     /// empties it. A hint read without the inbox's lock.
     inbox_full: AtomicBool,
+    /// The latest tick through which the wheel was polled empty: every
+    /// timer inserted before that poll with a tick at or below it has left
+    /// the wheel. Written under `state`'s lock; read without it.
+    polled_through: AtomicU64,
     /// Shared with the timer.
     pub(super) timing: Arc<Timing>,
 }
@@ -80,8 +84,34 @@ impl<T> Shard<T> {
             }),
             inbox: Mutex::new(Vec::new()),
             inbox_full: AtomicBool::new(false),
+            polled_through: AtomicU64::new(0),
             timing,
         }
+    }
+
+    /// Records that the wheel (whose lock the caller holds) was polled
+    /// until nothing at or before tick `now` was left.
+    pub(super) fn polled(&self, now: u64) {
+        self.polled_through.fetch_max(now, Ordering::Release);
+    }
+
+    /// The mark of a timer just inserted at `tick` into the wheel (whose
+    /// lock the caller holds): the tick through which the shard must be
+    /// polled, later, for the timer to have certainly left the wheel. It is
+    /// past the ticks already polled, so a timer inserted after its tick
+    /// was polled (a clock read late) waits for the next poll.
+    pub(super) fn mark(&self, tick: u64) -> u64 {
+        tick.max(
+            self.polled_through
+                .load(Ordering::Relaxed)
+                .saturating_add(1),
+        )
+    }
+
+    /// Whether the shard was polled through `mark`.
+    #[inline]
+    pub(super) fn polled_through(&self, mark: u64) -> bool {
+        self.polled_through.load(Ordering::Acquire) >= mark
     }
 
     /// Leaves `key` for the shard's owner to remove (see the module docs);
