@@ -70,10 +70,14 @@ pub(crate) struct Arena<T> {
     free: u32,
     /// Number of occupied slots.
     len: usize,
-    /// How many times the arena gave its slots back ([`release`](Self::release)):
-    /// keys carry it, so a key from before a release never matches a slot
-    /// created after it, whatever their generations.
-    epoch: u32,
+    /// The generation a new slot starts at: past every generation an
+    /// occupant had before the arena last gave its slots back
+    /// ([`release`](Self::release)), so a key from before never matches a
+    /// slot made after.
+    fresh: u32,
+    /// The highest generation an occupant had (slots only ever vacate
+    /// before a release).
+    highest: u32,
 }
 
 impl<T> Arena<T> {
@@ -83,7 +87,8 @@ impl<T> Arena<T> {
             slots: Vec::new(),
             free: NIL,
             len: 0,
-            epoch: 0,
+            fresh: 1,
+            highest: 0,
         }
     }
 
@@ -108,7 +113,7 @@ impl<T> Arena<T> {
             );
             self.slots.push(Slot::Vacant {
                 next_free: NIL,
-                gen: 1,
+                gen: self.fresh,
             });
             self.free = (self.slots.len() - 1) as u32;
         }
@@ -185,7 +190,10 @@ impl<T> Arena<T> {
     fn vacate(&mut self, idx: u32) -> (T, NonZeroU32, u32) {
         let slot = &mut self.slots[idx as usize];
         let next = match slot {
-            Slot::Occupied { gen, .. } => next_gen(gen.get()),
+            Slot::Occupied { gen, .. } => {
+                self.highest = self.highest.max(gen.get());
+                next_gen(gen.get())
+            }
             Slot::Vacant { .. } => unreachable!("vacating a vacant slot"),
         };
         let old = std::mem::replace(
@@ -203,22 +211,18 @@ impl<T> Arena<T> {
         }
     }
 
-    /// The arena's epoch: keys made now carry it.
-    #[inline]
-    pub(crate) fn epoch(&self) -> u32 {
-        self.epoch
-    }
-
     /// Gives the slots' memory back if the arena is empty and large: after a
     /// burst of a million timers, all cancelled or fired, the arena costs
     /// nothing again. O(1) besides freeing the memory, once per emptying of
-    /// a large arena. The epoch moves on, so keys from before never match a
-    /// slot created after (the caller must have dropped every reference).
+    /// a large arena. New slots start past every generation handed out so
+    /// far, so keys from before never match a slot created after (the
+    /// caller must have dropped every reference). After 2^32 generations
+    /// they wrap, as a slot's own do.
     pub(crate) fn release(&mut self) {
         if self.len != 0 || self.slots.len() <= KEEP_SLOTS {
             return;
         }
-        self.epoch = self.epoch.wrapping_add(1);
+        self.fresh = next_gen(self.highest);
         self.slots = Vec::new();
         self.free = NIL;
     }
@@ -288,7 +292,7 @@ mod tests {
     }
 
     #[test]
-    fn an_empty_large_arena_gives_its_memory_back_and_moves_its_epoch() {
+    fn an_empty_large_arena_gives_its_memory_back_and_old_keys_match_nothing_after() {
         let mut a = Arena::new();
         let keys: Vec<_> = (0..2 * KEEP_SLOTS as u64).map(|v| a.insert(v, 0)).collect();
         for &(i, g) in &keys[1..] {
@@ -299,9 +303,14 @@ mod tests {
         a.remove(keys[0].0, keys[0].1);
         a.release();
         assert_eq!(a.slots(), 0, "empty and large: released");
-        assert_eq!(a.epoch(), 1, "keys from before carry epoch 0");
         let (i, g) = a.insert(99, 0);
-        assert_eq!((i, g.get()), (0, 1), "the first slot starts afresh");
+        assert_eq!(i, 0, "the first slot starts afresh");
+        assert!(
+            keys.iter().all(|&(_, old)| old < g),
+            "a new slot's generation is past every old key's"
+        );
+        assert!(keys.iter().all(|&(i, old)| !a.contains(i, old)));
+        assert_eq!(a.remove(keys[0].0, keys[0].1), None, "an old key matched");
         assert_eq!(a.remove(i, g), Some((99, 0)));
     }
 

@@ -74,11 +74,10 @@ use side::Side;
 pub struct TimerKey {
     /// Slot in the arena.
     idx: u32,
-    /// Generation of the occupant.
+    /// Generation of the occupant: higher than any generation before the
+    /// arena last gave its slots back, so a key from before matches nothing
+    /// after.
     gen: NonZeroU32,
-    /// The arena's epoch when the key was made: a key from before the arena
-    /// gave its slots back matches nothing after.
-    epoch: u32,
 }
 
 impl TimerKey {
@@ -86,7 +85,6 @@ impl TimerKey {
     pub(crate) const DEAD: TimerKey = TimerKey {
         idx: u32::MAX,
         gen: NonZeroU32::MIN,
-        epoch: 0,
     };
 }
 
@@ -286,40 +284,24 @@ impl<T> Wheel<T> {
             self.side.push(idx, check, deadline);
             (idx, gen)
         };
-        TimerKey {
-            idx,
-            gen,
-            epoch: self.arena.epoch(),
-        }
-    }
-
-    /// Whether `key` was made in the arena's current epoch.
-    #[inline]
-    fn current(&self, key: TimerKey) -> bool {
-        key.epoch == self.arena.epoch()
+        TimerKey { idx, gen }
     }
 
     /// Whether `key` is pending.
     #[inline]
     pub(crate) fn contains(&self, key: TimerKey) -> bool {
-        self.current(key) && self.arena.contains(key.idx, key.gen)
+        self.arena.contains(key.idx, key.gen)
     }
 
     /// The payload of pending `key`, to change in place.
     #[inline]
     pub(crate) fn get_mut(&mut self, key: TimerKey) -> Option<&mut T> {
-        if !self.current(key) {
-            return None;
-        }
         self.arena.get_mut(key.idx, key.gen)
     }
 
     /// Cancels `key`; returns its payload if it was pending.
     #[inline]
     pub(crate) fn remove(&mut self, key: TimerKey) -> Option<T> {
-        if !self.current(key) {
-            return None;
-        }
         let (value, check) = self.arena.remove(key.idx, key.gen)?;
         self.forget(check);
         self.collect_garbage();
@@ -330,7 +312,7 @@ impl<T> Wheel<T> {
     /// Moves pending `key` to tick `deadline`; `false` if it is not pending.
     #[inline]
     pub(crate) fn reschedule(&mut self, key: TimerKey, deadline: u64) -> bool {
-        if !self.current(key) || !self.arena.contains(key.idx, key.gen) {
+        if !self.arena.contains(key.idx, key.gen) {
             return false;
         }
         let check = self.check_for(deadline);
@@ -630,11 +612,7 @@ impl<T> Wheel<T> {
                     self.drop_refs();
                 }
                 Some(Fired {
-                    key: TimerKey {
-                        idx: r.idx,
-                        gen,
-                        epoch: self.arena.epoch(),
-                    },
+                    key: TimerKey { idx: r.idx, gen },
                     deadline,
                     value,
                 })
@@ -659,11 +637,7 @@ impl<T> Wheel<T> {
             self.drop_refs();
         }
         Fired {
-            key: TimerKey {
-                idx,
-                gen,
-                epoch: self.arena.epoch(),
-            },
+            key: TimerKey { idx, gen },
             deadline,
             value,
         }
