@@ -303,3 +303,12 @@ fn many_keys_with_duplicates_are_each_watched_once() -> Result {
     assert_eq!(p.cancel_for_key(&9)?.len(), 1);
     Ok(())
 }
+
+/// A key is two `u32`s, and a handle a key beside its shard's reference:
+/// the sizes the memory figures assume.
+#[test]
+fn keys_and_handles_are_eight_and_sixteen_bytes() {
+    assert_eq!(std::mem::size_of::<purgatorio::TimerKey>(), 8);
+    assert_eq!(std::mem::size_of::<purgatorio::TimerHandle>(), 16);
+    assert_eq!(std::mem::size_of::<Option<purgatorio::TimerHandle>>(), 16);
+}

@@ -263,7 +263,7 @@ impl Future for Sleep {
         let inserted = this
             .driver
             .insert_marked(tick, now.tick, waker)
-            .map(|(entry, _, mark)| (entry, mark));
+            .map(|inserted| (inserted.entry, inserted.mark));
         match inserted {
             Ok((entry, mark)) => {
                 this.entry = Some((entry, WakerId::of(cx.waker())));

@@ -4,25 +4,39 @@
 //! ## Wake-up protocol
 //!
 //! `next_wake` holds the tick the driver will wake at (`u64::MAX`: none).
-//! A pass sets it to `PASSING`, visits every shard, then plans the earliest
-//! expiration it saw. A scheduler that inserts a deadline:
+//! Two kinds of pass look for the earliest deadline:
+//!
+//! * **The driver's own** ([`Driver::pass`], from its thread's loop or the
+//!   async loop), whose thread sleeps until the plan it returns. It sets
+//!   `next_wake` to `PASSING`, visits every shard, and at its end replaces
+//!   `PASSING` with the earliest expiration it saw, takes the ticks left in
+//!   `deferred` meanwhile, and plans the earliest of them. If that is
+//!   already due it signals itself, so it passes again at once.
+//! * **A visit** ([`Driver::visit`], from `run_due` and `advance_clock`),
+//!   whose caller may not sleep until the plan. It resets `next_wake` to
+//!   `u64::MAX`, visits every shard, then lowers it to the earliest
+//!   expiration it saw, and signals if that is earlier than the plan before
+//!   it, which a sleeping driver may hold.
+//!
+//! A scheduler that inserts a deadline:
 //!
 //! * while `next_wake` reads `PASSING`, lowers `deferred` to its tick and
 //!   reads `next_wake` again; if it still reads `PASSING`, it is done: the
-//!   pass ends by swapping `deferred` out (after replacing `PASSING`, so
-//!   after that second read) and plans no later than the tick. Otherwise
-//!   the pass ended meanwhile, and it goes on as below. A schedule during a
-//!   pass wakes nobody: the pass is awake.
+//!   driver's pass swaps `deferred` out after replacing `PASSING`, so after
+//!   that second read, and sleeps no later than the tick. A schedule during
+//!   the driver's pass wakes nobody: the driver is awake. Otherwise the pass
+//!   ended meanwhile, and it goes on as below.
 //! * otherwise, if its tick is below `next_wake`, lowers it with
 //!   `fetch_min` and, if it was the one to lower it, raises the
-//!   [`Signal`](super::signal::Signal).
+//!   [`Signal`](super::signal::Signal): during a visit every schedule does.
 //!
-//! So a deadline is seen by the pass, taken at the pass's end, or signalled:
-//! the driver sleeps no later than it. A pass whose plan is earlier than the
-//! one before it signals too, for a driver sleeping on the older plan while
-//! another thread passes (`run_due`). No lost wake-up, and no wake-up when
-//! nothing is pending: with an empty wheel the driver waits without a
-//! timeout.
+//! So a deadline is seen by a pass, taken by the driver's pass at its end,
+//! or signalled: the driver sleeps no later than it. A visit that overlaps
+//! the driver's pass replaces `PASSING` (the schedules after it signal) or
+//! is replaced by it (the schedules after that are the driver's pass's to
+//! take); the driver's pass keeps the earlier of its plan and the visit's.
+//! No lost wake-up, and no wake-up when nothing is pending: with an empty
+//! wheel the driver waits without a timeout.
 //!
 //! The loop runs on the driver thread ([`Driver::drive`]) or, for a timer
 //! built without one, as a future on the application's async runtime
@@ -77,6 +91,18 @@ pub(crate) struct Entry {
     shard: u32,
     /// The timer's key there.
     key: TimerKey,
+}
+
+/// A timer just scheduled: its entry, the driver's wake-up it owes, and
+/// its mark ([`Driver::gone`]).
+pub(crate) struct Inserted<'a> {
+    /// The timer's name.
+    pub(crate) entry: Entry,
+    /// The driver's wake-up, to drop after the caller's locks.
+    pub(crate) wake: Wake<'a>,
+    /// Once the entry's shard is polled through this tick, the entry has
+    /// left the wheel.
+    pub(crate) mark: u64,
 }
 
 /// The driver: the shards, the timing they share, and the pool it hands due
@@ -146,7 +172,7 @@ impl<T: Task> Driver<T> {
         task: T,
     ) -> Result<(Entry, Wake<'_>), ScheduleError<T>> {
         self.insert_marked(tick, now, task)
-            .map(|(entry, wake, _)| (entry, wake))
+            .map(|inserted| (inserted.entry, inserted.wake))
     }
 
     /// [`insert`](Self::insert), also returning the entry's mark: once its
@@ -158,7 +184,7 @@ impl<T: Task> Driver<T> {
         tick: u64,
         now: u64,
         task: T,
-    ) -> Result<(Entry, Wake<'_>, u64), ScheduleError<T>> {
+    ) -> Result<Inserted<'_>, ScheduleError<T>> {
         let index = shard_index(self.shards.len());
         let shard = &self.shards[index];
         let timing = &self.timing;
@@ -172,7 +198,11 @@ impl<T: Task> Driver<T> {
                 shard: number,
                 key: TimerKey::DEAD,
             };
-            return Ok((entry, Wake::none(), 0));
+            return Ok(Inserted {
+                entry,
+                wake: Wake::none(),
+                mark: 0,
+            });
         }
         let (key, mark) = {
             let mut state = shard.state.lock();
@@ -184,8 +214,11 @@ impl<T: Task> Driver<T> {
             (key, shard.mark(tick))
         };
         timing.counters.figures.scheduled(1);
-        let entry = Entry { shard: number, key };
-        Ok((entry, timing.wake_if_earlier(tick), mark))
+        Ok(Inserted {
+            entry: Entry { shard: number, key },
+            wake: timing.wake_if_earlier(tick),
+            mark,
+        })
     }
 
     /// Whether `entry`, inserted with `mark`, has certainly left the wheel
@@ -301,14 +334,35 @@ impl<T: Task> Driver<T> {
         }
     }
 
-    /// One pass: resets `next_wake`, moves everything due to the workers, and
-    /// returns how many timers that was and the real instant to sleep until
-    /// (`None`: until signalled).
+    /// One pass of the driver's own (its thread's loop, the async loop):
+    /// moves everything due to the workers, and returns how many timers
+    /// that was and the real instant to sleep until (`None`: until
+    /// signalled). Schedules made during it are left for its end (see the
+    /// module docs), so its caller must sleep until that instant, or pass
+    /// again.
     pub(crate) fn pass(&self) -> (usize, Option<Instant>) {
-        let before = self.timing.begin_pass();
-        let (moved, earliest) = self.run_due_at(self.timing.time().now().tick);
-        let planned = self.timing.end_pass(before, earliest);
+        let (moved, planned) = self.pass_planning();
         (moved, self.sleep_until(planned))
+    }
+
+    /// [`pass`](Self::pass), returning the tick the driver plans to wake at
+    /// (`u64::MAX`: none).
+    pub(crate) fn pass_planning(&self) -> (usize, u64) {
+        self.timing.begin_pass();
+        let now = self.timing.time().now().tick;
+        let (moved, earliest) = self.run_due_at(now);
+        (moved, self.timing.end_pass(now, earliest))
+    }
+
+    /// A visiting pass ([`Timer::run_due`](crate::Timer::run_due),
+    /// [`advance_clock`](Self::advance_clock)), whose caller may not sleep
+    /// until the plan: every schedule made during it signals. Returns as
+    /// [`pass`](Self::pass).
+    pub(crate) fn visit(&self) -> (usize, Option<Instant>) {
+        let before = self.timing.begin_visit();
+        let (moved, earliest) = self.run_due_at(self.timing.time().now().tick);
+        self.timing.end_visit(before, earliest);
+        (moved, self.sleep_until(self.timing.next_wake.load(SeqCst)))
     }
 
     /// The real instant at which tick `wake` begins, if the clock is real
@@ -390,7 +444,7 @@ impl<T: Task> Driver<T> {
         let give_up = Instant::now().checked_add(timeout);
         loop {
             let seen = self.timing.signal.epoch();
-            let (moved, due) = self.pass();
+            let (moved, due) = self.visit();
             if moved > 0 {
                 return true;
             }

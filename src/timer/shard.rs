@@ -50,8 +50,9 @@ pub(crate) struct Shard<T> {
     /// empties it. A hint read without the inbox's lock.
     inbox_full: AtomicBool,
     /// The latest tick through which the wheel was polled empty: every
-    /// timer inserted before that poll with a tick at or below it has left
-    /// the wheel. Written under `state`'s lock; read without it.
+    /// timer in the wheel at that poll whose tick (its current one: a moved
+    /// timer's new tick) is at or below it has left the wheel. Written
+    /// under `state`'s lock; read without it.
     polled_through: AtomicU64,
     /// Shared with the timer.
     pub(super) timing: Arc<Timing>,
@@ -101,6 +102,7 @@ impl<T> Shard<T> {
     /// past the ticks already polled, so a timer inserted after its tick
     /// was polled (a clock read late) waits for the next poll.
     pub(super) fn mark(&self, tick: u64) -> u64 {
+        // Relaxed: the caller holds the lock every write is made under.
         tick.max(
             self.polled_through
                 .load(Ordering::Relaxed)

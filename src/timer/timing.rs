@@ -49,19 +49,25 @@ impl Timing {
     }
 
     /// Lowers the tick the driver plans to wake at to `tick`; the returned
-    /// [`Wake`] wakes the driver if that was earlier, once dropped. While a
-    /// pass runs, the tick is left for the pass to take at its end instead,
-    /// with no wake-up: the pass is awake already.
+    /// [`Wake`] wakes the driver if that was earlier, once dropped. While
+    /// the driver passes, the tick is left for that pass to take at its end
+    /// instead, with no wake-up: the driver is awake already.
     #[inline]
     pub(super) fn wake_if_earlier(&self, tick: u64) -> Wake<'_> {
+        // A deadline as far as `PASSING` (584 years at the finest tick) is
+        // woken for a tick earlier: a wake-up only makes a pass.
+        let tick = tick.min(PASSING - 1);
         // Fast path: a plain load, so schedulers share the cache line.
         let planned = self.next_wake.load(Ordering::SeqCst);
         if planned == PASSING {
-            self.deferred.fetch_min(tick, Ordering::SeqCst);
+            if tick < self.deferred.load(Ordering::SeqCst) {
+                self.deferred.fetch_min(tick, Ordering::SeqCst);
+            }
             // Still passing: the pass's end (`end_pass`) takes the tick, as
-            // it swaps `deferred` after this pass's `PASSING` was replaced,
-            // which is after this load. Otherwise the pass ended meanwhile
-            // and the tick is lowered as below.
+            // it swaps `deferred` after replacing `PASSING`, which is after
+            // this load. Otherwise the pass ended meanwhile and the tick is
+            // lowered as below (`deferred` may keep it: the next pass then
+            // wakes once early).
             if self.next_wake.load(Ordering::SeqCst) == PASSING {
                 return Wake::none();
             }
@@ -72,22 +78,22 @@ impl Timing {
         Wake(earlier.then_some(&*self.signal))
     }
 
-    /// Starts a pass: `next_wake` reads [`PASSING`] until [`end_pass`]
-    /// (Self::end_pass). Returns the tick planned before, for `end_pass`.
-    pub(super) fn begin_pass(&self) -> u64 {
-        self.next_wake.swap(PASSING, Ordering::SeqCst)
+    /// Starts a pass of the driver's own: `next_wake` reads [`PASSING`]
+    /// until [`end_pass`](Self::end_pass).
+    pub(super) fn begin_pass(&self) {
+        self.next_wake.store(PASSING, Ordering::SeqCst);
     }
 
-    /// Ends a pass that began when `before` was planned and found `earliest`
-    /// the earliest pending deadline: plans the earlier of that and what
-    /// was scheduled meanwhile, and returns that tick (`u64::MAX`: none),
-    /// which the pass's thread sleeps until. Signals if the plan is earlier
-    /// than `before`: a driver that planned `before` and sleeps while
-    /// another thread passes (`run_due`) must wake for it.
-    pub(super) fn end_pass(&self, before: u64, earliest: Option<u64>) -> u64 {
-        let found = earliest.unwrap_or(u64::MAX);
-        // Another pass may have ended meanwhile, or a scheduler lowered the
-        // plan after it did: keep the earlier.
+    /// Ends a pass of the driver's, made at tick `now`, that found
+    /// `earliest` the earliest pending deadline: plans the earlier of that
+    /// and what was scheduled meanwhile, and returns that tick (`u64::MAX`:
+    /// none), which the driver sleeps until. If that is already due (a
+    /// deadline at or before `now` scheduled meanwhile), signals, so the
+    /// driver passes again at once whatever its clock.
+    pub(super) fn end_pass(&self, now: u64, earliest: Option<u64>) -> u64 {
+        let found = earliest.unwrap_or(u64::MAX).min(PASSING - 1);
+        // A visiting pass (`run_due`) or a scheduler may have replaced
+        // `PASSING` meanwhile: keep the earlier.
         let plan = |was: u64| {
             if was == PASSING {
                 found
@@ -95,29 +101,47 @@ impl Timing {
                 was.min(found)
             }
         };
+        // The closure always returns `Some`: `Err` never comes.
         let was = self
             .next_wake
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |was| Some(plan(was)))
             .unwrap_or_else(|was| was);
-        let planned = plan(was);
         let meanwhile = self.deferred.swap(u64::MAX, Ordering::SeqCst);
-        let planned = if meanwhile < planned {
+        let planned = plan(was).min(meanwhile);
+        if meanwhile < found {
             self.next_wake.fetch_min(meanwhile, Ordering::SeqCst);
-            meanwhile
-        } else {
-            planned
-        };
-        if planned < before {
+        }
+        if planned <= now {
             self.signal.notify();
         }
         planned
     }
+
+    /// Starts a visiting pass (`run_due`, `advance_clock`): every schedule
+    /// made during it lowers `next_wake` from `u64::MAX` and signals.
+    /// Returns the plan in force before, for [`end_visit`](Self::end_visit).
+    pub(super) fn begin_visit(&self) -> u64 {
+        self.next_wake.swap(u64::MAX, Ordering::SeqCst)
+    }
+
+    /// Ends a visiting pass that began when `before` was planned and found
+    /// `earliest`: lowers the plan to it, and signals if that is earlier
+    /// than `before`, the plan a sleeping driver may hold (a deadline the
+    /// visit found, scheduled before it began, may have been left unsignalled
+    /// by a scheduler that read the plan after this visit lowered it).
+    pub(super) fn end_visit(&self, before: u64, earliest: Option<u64>) {
+        if let Some(earliest) = earliest {
+            let earliest = earliest.min(PASSING - 1);
+            self.next_wake.fetch_min(earliest, Ordering::SeqCst);
+            if earliest < before {
+                self.signal.notify();
+            }
+        }
+    }
 }
 
-/// What `next_wake` reads while a pass looks for the earliest deadline.
-/// Above every tick a schedule plans for: a deadline tick that is not
-/// [`NEVER`](crate::tick::NEVER) is below `u64::MAX - 1` (a clock 584 years
-/// past its origin).
+/// What `next_wake` reads while the driver passes. Above every tick a plan
+/// holds: schedules and passes plan for ticks below it.
 pub(super) const PASSING: u64 = u64::MAX - 1;
 
 /// A wake-up owed to the driver by a schedule that made the earliest
@@ -160,12 +184,11 @@ mod tests {
     }
 
     #[test]
-    fn schedules_during_a_pass_wake_nobody_and_the_pass_plans_for_them() {
+    fn schedules_during_the_drivers_pass_wake_nobody_and_the_pass_plans_for_them() {
         let timer = timer();
         let timing = &timer.driver().timing;
         let seen = timing.signal.epoch();
-        let before = timing.begin_pass();
-        assert_eq!(before, u64::MAX);
+        timing.begin_pass();
         assert_eq!(timing.next_wake.load(Ordering::SeqCst), PASSING);
         for ms in [40, 7, 90, 12] {
             drop(
@@ -180,22 +203,17 @@ mod tests {
             "a schedule during a pass signalled"
         );
         // The pass saw none of them (it visited the shards before): its end
-        // takes the earliest of them.
-        assert_eq!(timing.end_pass(before, None), 7);
+        // takes the earliest of them, with no signal (nothing is due).
+        assert_eq!(timing.end_pass(0, None), 7);
         assert_eq!(timing.next_wake.load(Ordering::SeqCst), 7);
-        // Planned earlier than before (nothing): signalled once.
-        assert_eq!(timing.signal.epoch(), seen + 1);
+        assert_eq!(timing.signal.epoch(), seen);
         // After the pass, a later deadline signals nothing; an earlier one does.
         drop(
             timer
                 .schedule(Duration::from_millis(20), || ())
                 .expect("scheduled"),
         );
-        assert_eq!(
-            timing.signal.epoch(),
-            seen + 1,
-            "a later deadline signalled"
-        );
+        assert_eq!(timing.signal.epoch(), seen, "a later deadline signalled");
         drop(
             timer
                 .schedule(Duration::from_millis(3), || ())
@@ -203,13 +221,29 @@ mod tests {
         );
         assert_eq!(
             timing.signal.epoch(),
-            seen + 2,
+            seen + 1,
             "an earlier deadline did not signal"
         );
     }
 
     #[test]
-    fn a_pass_that_plans_later_than_before_wakes_nobody() {
+    fn a_deadline_due_already_made_during_the_drivers_pass_makes_it_pass_again() {
+        let timer = timer();
+        let timing = &timer.driver().timing;
+        let handle = timer
+            .schedule(Duration::from_millis(50), || ())
+            .expect("scheduled");
+        let seen = timing.signal.epoch();
+        timing.begin_pass();
+        // Due now, on a clock that does not move by itself: the driver, which
+        // would wait for a signal, must pass again.
+        assert!(handle.reschedule(Duration::ZERO));
+        assert_eq!(timing.end_pass(0, Some(50)), 0);
+        assert_eq!(timing.signal.epoch(), seen + 1, "the due deadline waits");
+    }
+
+    #[test]
+    fn a_visit_signals_only_a_plan_earlier_than_the_one_before() {
         let timer = timer();
         let timing = &timer.driver().timing;
         drop(
@@ -218,23 +252,15 @@ mod tests {
                 .expect("scheduled"),
         );
         let seen = timing.signal.epoch();
-        let before = timing.begin_pass();
+        let before = timing.begin_visit();
         assert_eq!(before, 5);
-        drop(
-            timer
-                .schedule(Duration::from_millis(9), || ())
-                .expect("scheduled"),
-        );
-        assert_eq!(timing.end_pass(before, Some(5)), 5);
+        timing.end_visit(before, Some(5));
         assert_eq!(timing.signal.epoch(), seen);
-        // Planned earlier than the sleeping driver's plan: signalled.
-        let before = timing.begin_pass();
-        drop(
-            timer
-                .schedule(Duration::from_millis(2), || ())
-                .expect("scheduled"),
-        );
-        assert_eq!(timing.end_pass(before, Some(5)), 2);
+        // A deadline the visit found earlier than the driver's plan: a
+        // driver sleeping on that plan must wake.
+        let before = timing.begin_visit();
+        timing.end_visit(before, Some(2));
         assert_eq!(timing.signal.epoch(), seen + 1);
+        assert_eq!(timing.next_wake.load(Ordering::SeqCst), 2);
     }
 }

@@ -75,9 +75,10 @@ pub(crate) struct Arena<T> {
     /// ([`release`](Self::release)), so a key from before never matches a
     /// slot made after.
     fresh: u32,
-    /// The highest generation an occupant had (slots only ever vacate
-    /// before a release).
-    highest: u32,
+    /// How far past `fresh` the generations of the occupants since the last
+    /// release went (counted with wrapping: slots made since then started
+    /// at `fresh`).
+    span: u32,
 }
 
 impl<T> Arena<T> {
@@ -88,7 +89,7 @@ impl<T> Arena<T> {
             free: NIL,
             len: 0,
             fresh: 1,
-            highest: 0,
+            span: 0,
         }
     }
 
@@ -191,7 +192,7 @@ impl<T> Arena<T> {
         let slot = &mut self.slots[idx as usize];
         let next = match slot {
             Slot::Occupied { gen, .. } => {
-                self.highest = self.highest.max(gen.get());
+                self.span = self.span.max(gen.get().wrapping_sub(self.fresh));
                 next_gen(gen.get())
             }
             Slot::Vacant { .. } => unreachable!("vacating a vacant slot"),
@@ -214,15 +215,16 @@ impl<T> Arena<T> {
     /// Gives the slots' memory back if the arena is empty and large: after a
     /// burst of a million timers, all cancelled or fired, the arena costs
     /// nothing again. O(1) besides freeing the memory, once per emptying of
-    /// a large arena. New slots start past every generation handed out so
-    /// far, so keys from before never match a slot created after (the
-    /// caller must have dropped every reference). After 2^32 generations
-    /// they wrap, as a slot's own do.
+    /// a large arena. New slots start past every generation handed out
+    /// since the last release, so keys from before never match a slot
+    /// created after (the caller must have dropped every reference). Over
+    /// 2^32 generations they wrap, as a slot's own do.
     pub(crate) fn release(&mut self) {
         if self.len != 0 || self.slots.len() <= KEEP_SLOTS {
             return;
         }
-        self.fresh = next_gen(self.highest);
+        self.fresh = next_gen(self.fresh.wrapping_add(self.span));
+        self.span = 0;
         self.slots = Vec::new();
         self.free = NIL;
     }
@@ -312,6 +314,39 @@ mod tests {
         assert!(keys.iter().all(|&(i, old)| !a.contains(i, old)));
         assert_eq!(a.remove(keys[0].0, keys[0].1), None, "an old key matched");
         assert_eq!(a.remove(i, g), Some((99, 0)));
+    }
+
+    #[test]
+    fn generations_after_a_release_near_the_wrap_match_no_old_key() {
+        let mut a = Arena::new();
+        a.fresh = u32::MAX - 2;
+        let keys: Vec<_> = (0..2 * KEEP_SLOTS as u64).map(|v| a.insert(v, 0)).collect();
+        // Slot 0 goes round past the wrap: MAX − 2, MAX − 1, MAX, 1, 2.
+        let (i, mut g) = keys[0];
+        let mut old = vec![(i, g)];
+        for v in 0..4 {
+            a.remove(i, g);
+            g = a.insert(v, 0).1;
+            old.push((i, g));
+        }
+        assert_eq!(g.get(), 2);
+        a.remove(i, g);
+        for &(i, g) in &keys[1..] {
+            a.remove(i, g);
+        }
+        a.release();
+        assert_eq!(a.slots(), 0);
+        // Two release cycles: none of the old keys ever matches.
+        for _ in 0..2 {
+            let new: Vec<_> = (0..2 * KEEP_SLOTS as u64).map(|v| a.insert(v, 0)).collect();
+            for &(i, g) in keys.iter().chain(&old) {
+                assert!(!a.contains(i, g), "old key ({i}, {g}) matches");
+            }
+            for &(i, g) in &new {
+                a.remove(i, g);
+            }
+            a.release();
+        }
     }
 
     #[test]
