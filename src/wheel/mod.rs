@@ -157,6 +157,19 @@ fn retain_live_in<T>(
     (before - bucket.len(), earliest)
 }
 
+/// Puts `r`, due now, on the `ready` list if it is live, or counts it off
+/// `garbage`. Checking liveness while a bucket is flushed, in a tight loop
+/// of independent loads, pulls the due timers' slots into cache together
+/// rather than one miss per `take`; dead ones are dropped now.
+#[inline(always)]
+fn expire_into<T>(arena: &Arena<T>, ready: &mut Vec<Ref>, garbage: &mut usize, r: Ref) {
+    if arena.is_live(r.idx, r.check) {
+        ready.push(r);
+    } else {
+        *garbage -= 1;
+    }
+}
+
 /// Pops dead references off the end of `refs` until a live one is last;
 /// returns how many it popped.
 fn pop_dead<T>(arena: &Arena<T>, refs: &mut Vec<Ref>) -> usize {
@@ -232,8 +245,8 @@ pub(crate) struct Wheel<T> {
     run: Vec<Ref>,
     /// A spare vector for sorting the run.
     scratch: Vec<Ref>,
-    /// The block of the bucket being flushed, out of the pool (at most
-    /// [`pool::MAX_BLOCK`] references).
+    /// A block of the coarse bucket being flushed, copied out of the pool
+    /// (at most [`pool::MAX_BLOCK`] references).
     batch: Vec<Ref>,
     /// The wheel's time in ticks: everything due at or before it was flushed.
     now: u64,
@@ -592,18 +605,36 @@ impl<T> Wheel<T> {
         // due now iff its check is the time's.
         let due = near_check(self.now);
         let mut batch = std::mem::take(&mut self.batch);
+        if (bucket as usize) < w {
+            // The finest level: a bucket is one tick wide, so everything in
+            // it is due now and nothing is filed while it is read: read in
+            // place, with no copy (W2 flushes a finest bucket every tick).
+            batch.clear();
+            for block in 0..refs.blocks() {
+                for &r in self.pool.block(&refs, block) {
+                    if r.check == due {
+                        expire_into(&self.arena, &mut self.ready, &mut self.garbage, r);
+                    } else {
+                        batch.push(r);
+                    }
+                }
+            }
+            self.pool.release(&mut refs);
+            debug_assert!(
+                batch.is_empty(),
+                "finest bucket {bucket} held references not due at {}: {batch:?}",
+                self.now
+            );
+            for &r in &batch {
+                self.place_near(r, r.deadline(self.now));
+            }
+        }
+        // Coarser levels cascade: each block is copied out and given back
+        // first, so filing its references can take it.
         while self.pool.unload(&mut refs, &mut batch) {
             for &r in &batch {
                 if r.check == due {
-                    // Checking liveness here, in a tight loop of independent
-                    // loads, pulls the due timers' slots into cache together
-                    // rather than one miss per `take`; dead ones are dropped
-                    // now.
-                    if self.arena.is_live(r.idx, r.check) {
-                        self.ready.push(r);
-                    } else {
-                        self.garbage -= 1;
-                    }
+                    expire_into(&self.arena, &mut self.ready, &mut self.garbage, r);
                 } else if to_run {
                     self.run.push(r);
                 } else {
