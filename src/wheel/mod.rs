@@ -6,10 +6,13 @@
 //!   `(index, generation)`.
 //! * **Levels** ([`level`]): level `L` is a ring of `W` buckets of `W^L` ticks.
 //!   Levels are created lazily, the first time a deadline needs one.
-//! * **Buckets**: a bucket is a `Vec` of 8-byte references
-//!   `(slot, check)` ([`reference`](mod@reference)): the check is the deadline's low 31
+//! * **Buckets**: a bucket holds 8-byte references `(slot, check)`
+//!   ([`reference`](mod@reference)): the check is the deadline's low 31
 //!   bits, and the rest of the deadline follows from the wheel's time, since
-//!   every reference's deadline is less than 2^31 ticks ahead of it.
+//!   every reference's deadline is less than 2^31 ticks ahead of it. The
+//!   references live in blocks of one pool the wheel owns ([`pool`]): a
+//!   flushed bucket's blocks go to the next bucket that grows, and nothing
+//!   is handed back to the allocator while the wheel holds references.
 //!   Scheduling appends one; cancelling frees the arena slot, which turns
 //!   the reference into *garbage* without touching the bucket. Garbage is
 //!   dropped when met, and a compaction runs when it outnumbers the live
@@ -41,6 +44,7 @@
 mod arena;
 mod bucket_queue;
 mod level;
+mod pool;
 mod reference;
 mod side;
 
@@ -50,6 +54,7 @@ use crate::tick::NEVER;
 use arena::Arena;
 use bucket_queue::BucketQueue;
 use level::Geometry;
+use pool::{Bucket, Pool};
 use reference::{is_near, near_check, Ref, NO_REF, SIDE};
 use side::Side;
 
@@ -105,31 +110,62 @@ const RUN_MAX_WHEEL: usize = 256;
 /// they do not (`docs/design.md`, W2).
 const RUN_PER_TICK: usize = 16;
 
-/// A flushed bucket keeps its allocation for reuse up to this many references.
-const KEEP_CAPACITY: usize = 4096;
-
 /// A coarse head bucket whose key-setting timer died is rescanned for its
 /// exact key up to this many references; a larger one keeps its early key and
 /// is flushed (cascaded) then, which is work it needs anyway.
 const RESCAN_LIMIT: usize = 64;
 
-/// Keeps the live references of `refs`, in order, and returns the earliest
-/// with its deadline at wheel time `now`.
+/// Keeps the live references of `refs`, in order; returns how many it
+/// dropped.
 ///
 /// Branch-free on liveness: every reference is written and the write index
 /// moves only past live ones, so the arena lookups of successive references
 /// overlap instead of waiting on a mispredicted branch each.
-fn retain_live<T>(arena: &Arena<T>, refs: &mut Vec<Ref>, now: u64) -> Option<(u64, Ref)> {
+fn retain_live<T>(arena: &Arena<T>, refs: &mut Vec<Ref>) -> usize {
+    let before = refs.len();
     let mut kept = 0;
-    for at in 0..refs.len() {
+    for at in 0..before {
         let r = refs[at];
         refs[kept] = r;
         kept += usize::from(arena.is_live(r.idx, r.check));
     }
     refs.truncate(kept);
-    refs.iter()
-        .map(|&r| (r.deadline(now), r))
-        .min_by_key(|e| e.0)
+    before - kept
+}
+
+/// Keeps the live references of `bucket` (branch-free, as
+/// [`retain_live`]); returns how many it dropped, and the earliest live one
+/// with its deadline at wheel time `now`.
+fn retain_live_in<T>(
+    arena: &Arena<T>,
+    pool: &mut Pool,
+    bucket: &mut Bucket,
+    now: u64,
+) -> (usize, Option<(u64, Ref)>) {
+    let before = bucket.len();
+    pool.retain(bucket, |r| arena.is_live(r.idx, r.check));
+    let earliest = (0..bucket.blocks())
+        .filter_map(|k| {
+            pool.block(bucket, k)
+                .iter()
+                .map(|&r| (r.deadline(now), r))
+                .min_by_key(|e| e.0)
+        })
+        .min_by_key(|e| e.0);
+    (before - bucket.len(), earliest)
+}
+
+/// Puts `r`, due now, on the `ready` list if it is live, or counts it off
+/// `garbage`. Checking liveness while a bucket is flushed, in a tight loop
+/// of independent loads, pulls the due timers' slots into cache together
+/// rather than one miss per `take`; dead ones are dropped now.
+#[inline(always)]
+fn expire_into<T>(arena: &Arena<T>, ready: &mut Vec<Ref>, garbage: &mut usize, r: Ref) {
+    if arena.is_live(r.idx, r.check) {
+        ready.push(r);
+    } else {
+        *garbage -= 1;
+    }
 }
 
 /// Pops dead references off the end of `refs` until a live one is last;
@@ -188,7 +224,9 @@ pub(crate) struct Wheel<T> {
     /// Levels created so far, finest first.
     levels: Vec<Level>,
     /// References per bucket; bucket id = level × W + slot.
-    buckets: Vec<Vec<Ref>>,
+    buckets: Vec<Bucket>,
+    /// The blocks that hold every bucket's references.
+    pool: Pool,
     /// Per bucket, the reference whose deadline set the bucket's key: while
     /// it is live, the key is exact.
     holders: Vec<Ref>,
@@ -205,6 +243,9 @@ pub(crate) struct Wheel<T> {
     run: Vec<Ref>,
     /// A spare vector for sorting the run.
     scratch: Vec<Ref>,
+    /// A block of the coarse bucket being flushed, copied out of the pool
+    /// (at most [`pool::MAX_BLOCK`] references).
+    batch: Vec<Ref>,
     /// The wheel's time in ticks: everything due at or before it was flushed.
     now: u64,
     /// References known to be dead but still stored somewhere.
@@ -221,12 +262,14 @@ impl<T> Wheel<T> {
             geometry,
             levels: Vec::new(),
             buckets: Vec::new(),
+            pool: Pool::default(),
             holders: Vec::new(),
             queue: BucketQueue::new(geometry, now),
             side: Side::default(),
             ready: Vec::new(),
             run: Vec::new(),
             scratch: Vec::new(),
+            batch: Vec::new(),
             now,
             garbage: 0,
         };
@@ -456,7 +499,7 @@ impl<T> Wheel<T> {
     #[inline]
     fn place_near(&mut self, r: Ref, deadline: u64) {
         let bucket = self.bucket_for(deadline);
-        self.buckets[bucket as usize].push(r);
+        self.pool.push(&mut self.buckets[bucket as usize], r);
         if self.queue.arm(bucket, deadline) {
             self.holders[bucket as usize] = r;
         }
@@ -496,7 +539,7 @@ impl<T> Wheel<T> {
             last: self.geometry.last(tick, self.now),
         });
         let buckets = self.buckets.len() + self.geometry.wheel_size() as usize;
-        self.buckets.resize_with(buckets, Vec::new);
+        self.buckets.resize_with(buckets, Bucket::default);
         self.holders.resize(buckets, NO_REF);
         self.queue.add_level(tick);
     }
@@ -522,6 +565,11 @@ impl<T> Wheel<T> {
 
     /// Flushes `bucket`, popped from the queue at `key`: expires what is due
     /// at `key` and re-inserts the rest into finer levels.
+    ///
+    /// Not inlined: it runs once per bucket, but inlined into
+    /// [`poll`](Self::poll), which runs once per timer, it made every poll
+    /// save and restore the registers its loops use.
+    #[inline(never)]
     fn flush(&mut self, bucket: u32, key: u64) {
         // Every reference of the bucket is due at or after its key, so its
         // deadline is still recovered at the new time.
@@ -538,32 +586,54 @@ impl<T> Wheel<T> {
         // Every reference here is due at or after the new time, so it is
         // due now iff its check is the time's.
         let due = near_check(self.now);
-        for &r in &refs {
-            if r.check == due {
-                // Checking liveness here, in a tight loop of independent
-                // loads, pulls the due timers' slots into cache together
-                // rather than one miss per `take`; dead ones are dropped now.
-                if self.arena.is_live(r.idx, r.check) {
-                    self.ready.push(r);
-                } else {
-                    self.garbage -= 1;
+        let mut batch = std::mem::take(&mut self.batch);
+        if (bucket as usize) < w {
+            // The finest level: a bucket is one tick wide, so everything in
+            // it is due now and nothing is filed while it is read: read in
+            // place, with no copy (W2 flushes a finest bucket every tick).
+            batch.clear();
+            for block in 0..refs.blocks() {
+                for &r in self.pool.block(&refs, block) {
+                    if r.check == due {
+                        expire_into(&self.arena, &mut self.ready, &mut self.garbage, r);
+                    } else {
+                        batch.push(r);
+                    }
                 }
-            } else if to_run {
-                self.run.push(r);
-            } else {
-                // Cascade: lands in a finer level, never back in `bucket`.
+            }
+            self.pool.release(&mut refs);
+            debug_assert!(
+                batch.is_empty(),
+                "finest bucket {bucket} held references not due at {}: {batch:?}",
+                self.now
+            );
+            for &r in &batch {
                 self.place_near(r, r.deadline(self.now));
             }
         }
+        // Coarser levels cascade: each block is copied out and given back
+        // first, so filing its references can take it.
+        while self.pool.unload(&mut refs, &mut batch) {
+            for &r in &batch {
+                if r.check == due {
+                    expire_into(&self.arena, &mut self.ready, &mut self.garbage, r);
+                } else if to_run {
+                    self.run.push(r);
+                } else {
+                    // Cascade: lands in a finer level, never back in
+                    // `bucket`, perhaps in the block just unloaded.
+                    self.place_near(r, r.deadline(self.now));
+                }
+            }
+        }
+        self.batch = batch;
         if to_run {
             self.sort_run();
         }
-        refs.clear();
         let slot = &mut self.buckets[bucket as usize];
         debug_assert!(slot.is_empty(), "bucket {bucket} refilled by its own flush");
-        if slot.is_empty() && refs.capacity() <= KEEP_CAPACITY {
-            *slot = refs;
-        }
+        // The emptied bucket keeps its directory of blocks for its next fill.
+        *slot = refs;
     }
 
     /// Sorts the run latest first. Its deadlines lie in the finest level's
@@ -660,9 +730,12 @@ impl<T> Wheel<T> {
             if b < self.geometry.wheel_size() as usize {
                 // Level 0: every reference has the key as its deadline, so
                 // any live one makes the key exact.
-                self.garbage -= pop_dead(&self.arena, refs);
-                match refs.last() {
-                    Some(&live) => {
+                let arena = &self.arena;
+                self.garbage -= self
+                    .pool
+                    .pop_while(refs, |r| !arena.is_live(r.idx, r.check));
+                match self.pool.last(refs) {
+                    Some(live) => {
                         self.holders[b] = live;
                         return;
                     }
@@ -671,9 +744,9 @@ impl<T> Wheel<T> {
                     }
                 }
             } else if refs.len() <= RESCAN_LIMIT {
-                let before = refs.len();
-                let earliest = retain_live(&self.arena, refs, self.now);
-                self.garbage -= before - refs.len();
+                let (dropped, earliest) =
+                    retain_live_in(&self.arena, &mut self.pool, refs, self.now);
+                self.garbage -= dropped;
                 match earliest {
                     Some((deadline, r)) => {
                         self.queue.rekey(bucket, deadline);
@@ -705,12 +778,9 @@ impl<T> Wheel<T> {
     /// correct when no timer is pending (or the arena is drained right after).
     fn drop_refs(&mut self) {
         for bucket in self.queue.buckets() {
-            let refs = &mut self.buckets[bucket as usize];
-            refs.clear();
-            if refs.capacity() > KEEP_CAPACITY {
-                *refs = Vec::new();
-            }
+            self.pool.release(&mut self.buckets[bucket as usize]);
         }
+        self.pool.clear();
         self.queue.clear();
         self.ready.clear();
         self.run.clear();
@@ -725,9 +795,8 @@ impl<T> Wheel<T> {
         let mut dropped = 0;
         for bucket in armed {
             let refs = &mut self.buckets[bucket as usize];
-            let before = refs.len();
-            let earliest = retain_live(&self.arena, refs, self.now);
-            dropped += before - refs.len();
+            let (gone, earliest) = retain_live_in(&self.arena, &mut self.pool, refs, self.now);
+            dropped += gone;
             match earliest {
                 Some((deadline, r)) => {
                     self.queue.rekey(bucket, deadline);
@@ -739,9 +808,7 @@ impl<T> Wheel<T> {
             }
         }
         for refs in [&mut self.ready, &mut self.run] {
-            let before = refs.len();
-            retain_live(&self.arena, refs, self.now);
-            dropped += before - refs.len();
+            dropped += retain_live(&self.arena, refs);
         }
         // A stale reference that reads as live has its timer's deadline
         // (see `reference`); it stays, and stays counted, until met.
@@ -802,9 +869,9 @@ impl<T> Wheel<T> {
             );
             let (level, slot) = (bucket / w, (bucket % w) as u64);
             let l = self.levels[level];
-            for r in list {
+            for r in self.pool.refs(list) {
                 let d = r.deadline(now);
-                note(r, d);
+                note(&r, d);
                 assert!(
                     d <= l.last,
                     "deadline {d} past level {level}'s window (last {})",
@@ -817,7 +884,7 @@ impl<T> Wheel<T> {
                 );
             }
             if let Some(key) = key {
-                let min = list.iter().map(|r| r.deadline(now)).min().unwrap();
+                let min = self.pool.refs(list).map(|r| r.deadline(now)).min().unwrap();
                 assert!(key <= min, "bucket {bucket} key {key} > earliest {min}");
                 assert!(
                     key >= now,
@@ -831,6 +898,7 @@ impl<T> Wheel<T> {
             refs += list.len();
         }
         self.queue.check();
+        self.pool.check(&self.buckets);
         let carries = |idx: u32, check: u32| self.arena.is_live(idx, check);
         self.side.check(carries);
         let side = self.side.live(carries);
@@ -1028,8 +1096,110 @@ mod tests {
             assert!(w.garbage <= w.len() + GARBAGE_SLACK + 1);
         }
         w.check_invariants();
-        let refs: usize = w.buckets.iter().map(Vec::len).sum();
+        let refs: usize = w.buckets.iter().map(Bucket::len).sum();
         assert!(refs <= 1 + GARBAGE_SLACK + 1, "{refs} references kept");
+    }
+
+    #[test]
+    fn a_finest_bucket_emptied_from_its_end_and_refilled_keeps_its_timers() {
+        let mut w = Wheel::new(64, 0);
+        // 600 references in bucket 10: blocks of 4, 8, …, 512.
+        let keys: Vec<TimerKey> = (0..600).map(|i| w.insert(10, i)).collect();
+        assert_eq!(w.buckets[10].len(), 600);
+        // Cancelling from the end pops the dead references (the bucket is
+        // the head and its key holder dies each time) across every block.
+        for &k in keys[1..].iter().rev() {
+            assert!(w.remove(k).is_some());
+        }
+        w.check_invariants();
+        assert_eq!((w.buckets[10].len(), w.buckets[10].blocks()), (1, 1));
+        assert_eq!(w.garbage, 0, "every dead reference was popped");
+        // Refilled, it takes blocks from the pool again.
+        for i in 600..1_200 {
+            w.insert(10, i);
+        }
+        w.check_invariants();
+        assert!(drain_due(&mut w, 9).is_empty());
+        let mut fired: Vec<u64> = drain_due(&mut w, 10).into_iter().map(|f| f.1).collect();
+        fired.sort_unstable();
+        let want: Vec<u64> = std::iter::once(0).chain(600..1_200).collect();
+        assert_eq!(fired, want);
+        w.check_invariants();
+    }
+
+    #[test]
+    fn compaction_of_garbage_across_blocks_keeps_exactly_the_live_timers() {
+        let mut w = Wheel::new(64, 0);
+        // All in level 2, slot 1 (ticks 4096..8192): one bucket of 6,000.
+        let keys: Vec<(TimerKey, u64)> = (0..6_000u64)
+            .map(|i| {
+                let d = 4_096 + (i * 7_919) % 4_096;
+                (w.insert(d, i), d)
+            })
+            .collect();
+        let bucket = w.bucket_for(4_096) as usize;
+        assert_eq!(w.buckets[bucket].len(), 6_000);
+        // Two of every three cancelled: garbage in every block, and enough
+        // to compact (garbage > live + slack) before the end.
+        let mut live = Vec::new();
+        for (i, &(k, d)) in keys.iter().enumerate() {
+            if i % 3 == 0 {
+                live.push((d, i as u64));
+            } else {
+                assert_eq!(w.remove(k), Some(i as u64));
+            }
+        }
+        w.check_invariants();
+        assert!(
+            w.buckets[bucket].len() < 6_000 - GARBAGE_SLACK,
+            "compacted: {} references left",
+            w.buckets[bucket].len()
+        );
+        live.sort_unstable();
+        let mut now = 0;
+        let mut fired = Vec::new();
+        while w.len() > 0 {
+            now += 37;
+            for (d, v) in drain_due(&mut w, now) {
+                assert!(d <= now && d > now - 37, "{d} fired at {now}");
+                fired.push((d, v));
+            }
+            w.check_invariants();
+        }
+        fired.sort_unstable();
+        assert_eq!(fired, live);
+    }
+
+    #[test]
+    fn cascades_reuse_the_pool_instead_of_growing_it() {
+        let mut w = Wheel::new(64, 0);
+        // Keeps the wheel from ever emptying (which clears the pool).
+        w.insert(1 << 30, u64::MAX);
+        let mut high = Vec::new();
+        for round in 0..4u64 {
+            let start = round * 1_000_000;
+            for i in 0..20_000u64 {
+                w.insert(start + 1 + (i * 7_919) % 600_000, i);
+            }
+            let mut now = start;
+            let mut fired = 0;
+            while fired < 20_000 {
+                now += 997;
+                fired += drain_due(&mut w, now).len();
+            }
+            w.check_invariants();
+            high.push(w.pool.stored());
+        }
+        // Each round fills and cascades 20,000 references through the
+        // levels. The first round starts at a level boundary and the others
+        // do not, so they spread over more buckets; from then on the blocks
+        // freed serve the next round, and the pool holds still (it would grow
+        // by 20,000 a round if freed blocks were lost).
+        assert!(high[0] < 2 * 20_000, "pool high-water marks {high:?}");
+        assert!(
+            high[2..].iter().all(|&h| h <= high[1] + high[1] / 8),
+            "pool high-water marks {high:?}"
+        );
     }
 
     /// Random schedules, cancels, reschedules and polls, checked against a
