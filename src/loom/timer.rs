@@ -141,12 +141,13 @@ fn schedule_never_loses_a_wakeup() {
     });
 }
 
-/// A visiting pass (`run_due`) while the driver sleeps on its plan: a
-/// schedule that makes an earlier deadline during that pass, or around it,
-/// still wakes the sleeping driver.
+/// `run_due` on another thread while the driver sleeps on its plan: a
+/// schedule of an earlier deadline during that pass, or around it, still
+/// wakes the sleeping driver (the pass takes it or it signals, and the pass
+/// gives its plan back with a signal).
 #[test]
-fn a_visit_while_the_driver_sleeps_still_wakes_it() {
-    model("a_visit_while_the_driver_sleeps_still_wakes_it", || {
+fn run_due_while_the_driver_sleeps_still_wakes_it() {
+    model("run_due_while_the_driver_sleeps_still_wakes_it", || {
         let (timer, _clock) = timer();
         let ran = Arc::new(AtomicUsize::new(0));
         timer
@@ -172,15 +173,13 @@ fn a_visit_while_the_driver_sleeps_still_wakes_it() {
     });
 }
 
-/// The driver's pass overlapping a visit (`run_due` on another thread) and
-/// a schedule of an earlier deadline: the plan the driver sleeps on is no
-/// later than the deadline, or it is signalled. Whichever pass replaces
-/// the other's mark on `next_wake`, the schedule is taken by the driver's
-/// pass or signals.
+/// The driver's pass overlapping `run_due` on another thread and a
+/// schedule of an earlier deadline: the plan the driver sleeps on is no
+/// later than the deadline, or it is signalled.
 #[test]
-fn the_drivers_pass_beside_a_visit_and_a_schedule_loses_no_wakeup() {
+fn the_drivers_pass_beside_run_due_and_a_schedule_loses_no_wakeup() {
     model(
-        "the_drivers_pass_beside_a_visit_and_a_schedule_loses_no_wakeup",
+        "the_drivers_pass_beside_run_due_and_a_schedule_loses_no_wakeup",
         || {
             let (timer, _clock) = timer();
             let ran = Arc::new(AtomicUsize::new(0));
@@ -190,8 +189,8 @@ fn the_drivers_pass_beside_a_visit_and_a_schedule_loses_no_wakeup() {
             let driver = timer.driver();
             driver.pass_planning();
 
-            let visitor = timer.clone();
-            let visiting = thread::spawn(move || visitor.run_due());
+            let other = timer.clone();
+            let running = thread::spawn(move || other.run_due());
             let scheduler = timer.clone();
             let task = counting(&ran);
             let scheduling =
@@ -199,13 +198,51 @@ fn the_drivers_pass_beside_a_visit_and_a_schedule_loses_no_wakeup() {
             let (seen, _) = driver.wake_state();
             let (moved, planned) = driver.pass_planning();
             assert!(scheduling.join().unwrap());
-            assert_eq!(visiting.join().unwrap(), 0);
+            assert_eq!(running.join().unwrap(), 0);
 
             assert_eq!(moved, 0);
             let signalled = driver.wake_state().0 != seen;
             assert!(
                 planned <= 3 || signalled,
                 "the driver sleeps until {planned}, deadline 3, no signal"
+            );
+        },
+    );
+}
+
+/// `run_due` on another thread looks at the wheel before the driver's pass
+/// fires its last timer, and ends after it: it must not leave its stale
+/// plan in `next_wake` for later schedules to read (they would take it for
+/// the driver's and not signal a driver that sleeps with nothing planned).
+#[test]
+fn a_stale_plan_from_run_due_never_silences_later_schedules() {
+    model(
+        "a_stale_plan_from_run_due_never_silences_later_schedules",
+        || {
+            let (timer, clock) = timer();
+            let ran = Arc::new(AtomicUsize::new(0));
+            timer
+                .schedule(Duration::from_millis(1), counting(&ran))
+                .unwrap();
+            let driver = timer.driver();
+            driver.pass_planning();
+
+            let other = timer.clone();
+            let running = thread::spawn(move || other.run_due());
+            clock.advance(Duration::from_millis(1));
+            let (seen, _) = driver.wake_state();
+            let (moved_here, planned) = driver.pass_planning();
+            let moved_there = running.join().unwrap();
+            assert_eq!(moved_here + moved_there, 1, "the timer fired once");
+
+            // A later deadline, scheduled once both passes are over.
+            timer
+                .schedule(Duration::from_millis(3), counting(&ran))
+                .unwrap();
+            let signalled = driver.wake_state().0 != seen;
+            assert!(
+                planned <= 4 || signalled,
+                "the driver sleeps until {planned}, deadline at 4, no signal"
             );
         },
     );

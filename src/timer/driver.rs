@@ -4,38 +4,31 @@
 //! ## Wake-up protocol
 //!
 //! `next_wake` holds the tick the driver will wake at (`u64::MAX`: none).
-//! Two kinds of pass look for the earliest deadline:
-//!
-//! * **The driver's own** ([`Driver::pass`], from its thread's loop or the
-//!   async loop), whose thread sleeps until the plan it returns. It sets
-//!   `next_wake` to `PASSING`, visits every shard, and at its end replaces
-//!   `PASSING` with the earliest expiration it saw, takes the ticks left in
-//!   `deferred` meanwhile, and plans the earliest of them. If that is
-//!   already due it signals itself, so it passes again at once.
-//! * **A visit** ([`Driver::visit`], from `run_due` and `advance_clock`),
-//!   whose caller may not sleep until the plan. It resets `next_wake` to
-//!   `u64::MAX`, visits every shard, then lowers it to the earliest
-//!   expiration it saw, and signals if that is earlier than the plan before
-//!   it, which a sleeping driver may hold.
-//!
-//! A scheduler that inserts a deadline:
+//! A pass ([`Driver::pass`]) sets it to `PASSING`, visits every shard, and
+//! at its end replaces `PASSING` with the earliest expiration it saw (or
+//! keeps a lower tick found there), takes the ticks left in `deferred`
+//! meanwhile, and plans the earliest of them. If that is already due it
+//! signals, so the driver passes again at once whatever its clock. A
+//! scheduler that inserts a deadline:
 //!
 //! * while `next_wake` reads `PASSING`, lowers `deferred` to its tick and
 //!   reads `next_wake` again; if it still reads `PASSING`, it is done: the
-//!   driver's pass swaps `deferred` out after replacing `PASSING`, so after
-//!   that second read, and sleeps no later than the tick. A schedule during
-//!   the driver's pass wakes nobody: the driver is awake. Otherwise the pass
-//!   ended meanwhile, and it goes on as below.
+//!   pass swaps `deferred` out after replacing `PASSING`, so after that
+//!   second read, and plans no later than the tick. A schedule during a
+//!   pass wakes nobody: the driver is awake. Otherwise the pass ended
+//!   meanwhile, and it goes on as below.
 //! * otherwise, if its tick is below `next_wake`, lowers it with
 //!   `fetch_min` and, if it was the one to lower it, raises the
-//!   [`Signal`](super::signal::Signal): during a visit every schedule does.
+//!   [`Signal`](super::signal::Signal).
 //!
-//! So a deadline is seen by a pass, taken by the driver's pass at its end,
-//! or signalled: the driver sleeps no later than it. A visit that overlaps
-//! the driver's pass replaces `PASSING` (the schedules after it signal) or
-//! is replaced by it (the schedules after that are the driver's pass's to
-//! take); the driver's pass keeps the earlier of its plan and the visit's.
-//! No lost wake-up, and no wake-up when nothing is pending: with an empty
+//! So a deadline is seen by a pass, taken by a pass at its end, or
+//! signalled, and the thread that made the pass sleeps no later than its
+//! plan. A pass made by a thread that will not sleep until its plan
+//! (`run_due`, `advance_clock` returning) gives it up with a signal: it may
+//! have taken a schedule left for the pass, or replaced the plan a sleeping
+//! driver holds (passes may overlap: the driver's and `run_due`'s, or two
+//! `drive` loops), so the driver passes again and plans for itself. No
+//! lost wake-up, and no wake-up when nothing is pending: with an empty
 //! wheel the driver waits without a timeout.
 //!
 //! The loop runs on the driver thread ([`Driver::drive`]) or, for a timer
@@ -354,15 +347,13 @@ impl<T: Task> Driver<T> {
         (moved, self.timing.end_pass(now, earliest))
     }
 
-    /// A visiting pass ([`Timer::run_due`](crate::Timer::run_due),
-    /// [`advance_clock`](Self::advance_clock)), whose caller may not sleep
-    /// until the plan: every schedule made during it signals. Returns as
-    /// [`pass`](Self::pass).
-    pub(crate) fn visit(&self) -> (usize, Option<Instant>) {
-        let before = self.timing.begin_visit();
-        let (moved, earliest) = self.run_due_at(self.timing.time().now().tick);
-        self.timing.end_visit(before, earliest);
-        (moved, self.sleep_until(self.timing.next_wake.load(SeqCst)))
+    /// A pass whose caller does not sleep until its plan
+    /// ([`Timer::run_due`](crate::Timer::run_due)): the plan goes back to
+    /// the driver. Returns how many timers were moved.
+    pub(crate) fn run_due(&self) -> usize {
+        let (moved, planned) = self.pass_planning();
+        self.timing.relinquish(planned);
+        moved
     }
 
     /// The real instant at which tick `wake` begins, if the clock is real
@@ -444,14 +435,18 @@ impl<T: Task> Driver<T> {
         let give_up = Instant::now().checked_add(timeout);
         loop {
             let seen = self.timing.signal.epoch();
-            let (moved, due) = self.visit();
-            if moved > 0 {
-                return true;
+            let (moved, planned) = self.pass_planning();
+            let done = moved > 0
+                || self.timing.is_closed()
+                || give_up.is_some_and(|g| Instant::now() >= g);
+            if done {
+                // It will not sleep until its plan: the driver takes it.
+                self.timing.relinquish(planned);
+                return moved > 0;
             }
-            if self.timing.is_closed() || give_up.is_some_and(|g| Instant::now() >= g) {
-                return false;
-            }
-            self.timing.signal.wait(seen, earlier(due, give_up));
+            self.timing
+                .signal
+                .wait(seen, earlier(self.sleep_until(planned), give_up));
         }
     }
 

@@ -355,7 +355,7 @@ impl<T: Task> Timer<T> {
     /// assert_eq!(timer.run_due(), 2);
     /// ```
     pub fn run_due(&self) -> usize {
-        self.driver().visit().0
+        self.driver().run_due()
     }
 
     /// Drives the timer from an async runtime, in place of a driver thread:

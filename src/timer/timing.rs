@@ -54,9 +54,11 @@ impl Timing {
     /// instead, with no wake-up: the driver is awake already.
     #[inline]
     pub(super) fn wake_if_earlier(&self, tick: u64) -> Wake<'_> {
-        // A deadline as far as `PASSING` (584 years at the finest tick) is
-        // woken for a tick earlier: a wake-up only makes a pass.
-        let tick = tick.min(PASSING - 1);
+        // A deadline at `PASSING` or later (584 years at the finest tick, or
+        // never) needs no wake-up.
+        if tick >= PASSING {
+            return Wake::none();
+        }
         // Fast path: a plain load, so schedulers share the cache line.
         let planned = self.next_wake.load(Ordering::SeqCst);
         if planned == PASSING {
@@ -91,7 +93,8 @@ impl Timing {
     /// deadline at or before `now` scheduled meanwhile), signals, so the
     /// driver passes again at once whatever its clock.
     pub(super) fn end_pass(&self, now: u64, earliest: Option<u64>) -> u64 {
-        let found = earliest.unwrap_or(u64::MAX).min(PASSING - 1);
+        // A deadline at `PASSING` or later is never woken for.
+        let found = earliest.filter(|&tick| tick < PASSING).unwrap_or(u64::MAX);
         // A visiting pass (`run_due`) or a scheduler may have replaced
         // `PASSING` meanwhile: keep the earlier.
         let plan = |was: u64| {
@@ -117,25 +120,14 @@ impl Timing {
         planned
     }
 
-    /// Starts a visiting pass (`run_due`, `advance_clock`): every schedule
-    /// made during it lowers `next_wake` from `u64::MAX` and signals.
-    /// Returns the plan in force before, for [`end_visit`](Self::end_visit).
-    pub(super) fn begin_visit(&self) -> u64 {
-        self.next_wake.swap(u64::MAX, Ordering::SeqCst)
-    }
-
-    /// Ends a visiting pass that began when `before` was planned and found
-    /// `earliest`: lowers the plan to it, and signals if that is earlier
-    /// than `before`, the plan a sleeping driver may hold (a deadline the
-    /// visit found, scheduled before it began, may have been left unsignalled
-    /// by a scheduler that read the plan after this visit lowered it).
-    pub(super) fn end_visit(&self, before: u64, earliest: Option<u64>) {
-        if let Some(earliest) = earliest {
-            let earliest = earliest.min(PASSING - 1);
-            self.next_wake.fetch_min(earliest, Ordering::SeqCst);
-            if earliest < before {
-                self.signal.notify();
-            }
+    /// Gives up the plan `planned` of a pass whose caller will not sleep
+    /// until it (`run_due`, or `advance_clock` returning): the pass may have
+    /// taken schedules left for it, or replaced the plan a sleeping driver
+    /// holds, so that driver is signalled to pass again and plan for
+    /// itself. Nothing to give up if nothing is pending.
+    pub(super) fn relinquish(&self, planned: u64) {
+        if planned != u64::MAX {
+            self.signal.notify();
         }
     }
 }
@@ -240,27 +232,5 @@ mod tests {
         assert!(handle.reschedule(Duration::ZERO));
         assert_eq!(timing.end_pass(0, Some(50)), 0);
         assert_eq!(timing.signal.epoch(), seen + 1, "the due deadline waits");
-    }
-
-    #[test]
-    fn a_visit_signals_only_a_plan_earlier_than_the_one_before() {
-        let timer = timer();
-        let timing = &timer.driver().timing;
-        drop(
-            timer
-                .schedule(Duration::from_millis(5), || ())
-                .expect("scheduled"),
-        );
-        let seen = timing.signal.epoch();
-        let before = timing.begin_visit();
-        assert_eq!(before, 5);
-        timing.end_visit(before, Some(5));
-        assert_eq!(timing.signal.epoch(), seen);
-        // A deadline the visit found earlier than the driver's plan: a
-        // driver sleeping on that plan must wake.
-        let before = timing.begin_visit();
-        timing.end_visit(before, Some(2));
-        assert_eq!(timing.signal.epoch(), seen + 1);
-        assert_eq!(timing.next_wake.load(Ordering::SeqCst), 2);
     }
 }

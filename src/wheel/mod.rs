@@ -632,8 +632,11 @@ impl<T> Wheel<T> {
         }
         let slot = &mut self.buckets[bucket as usize];
         debug_assert!(slot.is_empty(), "bucket {bucket} refilled by its own flush");
-        // The emptied bucket keeps its directory of blocks for its next fill.
-        *slot = refs;
+        // The emptied bucket keeps its directory of blocks for its next fill
+        // (if it were refilled, its own directory must stay).
+        if slot.is_empty() {
+            *slot = refs;
+        }
     }
 
     /// Sorts the run latest first. Its deadlines lie in the finest level's
@@ -1083,6 +1086,22 @@ mod tests {
         assert!(keys.iter().all(|&old| w.remove(old).is_none()));
         assert!(w.contains(k));
         assert_eq!(w.poll(1_010).map(|f| f.value), Some(7));
+        w.check_invariants();
+    }
+
+    #[test]
+    fn an_emptied_wheel_gives_its_pool_back() {
+        let mut w = Wheel::new(64, 0);
+        let n = 2 * pool::KEEP_REFS as u64;
+        for i in 0..n {
+            w.insert(1 + i % 5_000, i);
+        }
+        assert!(w.pool.stored() >= n as usize);
+        assert_eq!(std::iter::from_fn(|| w.poll(5_000)).count(), n as usize);
+        assert_eq!(w.pool.stored(), 0, "the pool kept its references' memory");
+        w.check_invariants();
+        w.insert(6_000, 7);
+        assert_eq!(w.poll(6_000).map(|f| f.value), Some(7));
         w.check_invariants();
     }
 

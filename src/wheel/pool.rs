@@ -49,7 +49,7 @@ const GROWING: usize = MIN_BLOCK * ((1 << (MAX_CLASS + 1)) - 1);
 
 /// An empty pool with more references than this gives its memory back
 /// ([`Pool::clear`]); a smaller one keeps it for the next burst.
-const KEEP_REFS: usize = 1 << 14;
+pub(super) const KEEP_REFS: usize = 1 << 14;
 
 /// The end of a free list.
 const NONE: u32 = u32::MAX;
