@@ -229,8 +229,7 @@ impl<T> Arena<T> {
         self.free = NIL;
     }
 
-    /// Number of slots, occupied or vacant (tests only).
-    #[cfg(test)]
+    /// Number of slots, occupied or vacant.
     pub(crate) fn slots(&self) -> usize {
         self.slots.len()
     }

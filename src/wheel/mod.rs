@@ -115,35 +115,35 @@ const RUN_PER_TICK: usize = 16;
 /// is flushed (cascaded) then, which is work it needs anyway.
 const RESCAN_LIMIT: usize = 64;
 
-/// Keeps the live references of `refs`, in order; returns how many it
-/// dropped.
+/// Keeps the references of `refs` that `keep` accepts, in order; returns
+/// how many it dropped.
 ///
-/// Branch-free on liveness: every reference is written and the write index
-/// moves only past live ones, so the arena lookups of successive references
-/// overlap instead of waiting on a mispredicted branch each.
-fn retain_live<T>(arena: &Arena<T>, refs: &mut Vec<Ref>) -> usize {
+/// Branch-free on the answer: every reference is written and the write
+/// index moves only past kept ones, so the arena lookups of successive
+/// references overlap instead of waiting on a mispredicted branch each.
+fn retain_kept(refs: &mut Vec<Ref>, mut keep: impl FnMut(Ref) -> bool) -> usize {
     let before = refs.len();
     let mut kept = 0;
     for at in 0..before {
         let r = refs[at];
         refs[kept] = r;
-        kept += usize::from(arena.is_live(r.idx, r.check));
+        kept += usize::from(keep(r));
     }
     refs.truncate(kept);
     before - kept
 }
 
-/// Keeps the live references of `bucket` (branch-free, as
-/// [`retain_live`]); returns how many it dropped, and the earliest live one
-/// with its deadline at wheel time `now`.
-fn retain_live_in<T>(
-    arena: &Arena<T>,
+/// Keeps the references of `bucket` that `keep` accepts; returns how many
+/// it dropped, and the earliest kept one with its deadline at wheel time
+/// `now`.
+fn retain_kept_in(
     pool: &mut Pool,
     bucket: &mut Bucket,
     now: u64,
+    keep: impl FnMut(Ref) -> bool,
 ) -> (usize, Option<(u64, Ref)>) {
     let before = bucket.len();
-    pool.retain(bucket, |r| arena.is_live(r.idx, r.check));
+    pool.retain(bucket, keep);
     let earliest = (0..bucket.blocks())
         .filter_map(|k| {
             pool.block(bucket, k)
@@ -153,6 +153,29 @@ fn retain_live_in<T>(
         })
         .min_by_key(|e| e.0);
     (before - bucket.len(), earliest)
+}
+
+/// Which arena slots a compaction has kept a reference to: the first
+/// reference that reads as live for a slot is kept, and any other one is a
+/// stale duplicate (it reads as live because the slot's new occupant has
+/// the same deadline, so the same check).
+struct Kept(Vec<u64>);
+
+impl Kept {
+    /// None yet, for an arena of `slots` slots.
+    fn new(slots: usize) -> Self {
+        Kept(vec![0; slots.div_ceil(64)])
+    }
+
+    /// Whether `r`, which must read as live, is the first kept for its
+    /// slot; marks the slot.
+    #[inline]
+    fn first(&mut self, r: Ref) -> bool {
+        let (word, bit) = (r.idx as usize / 64, 1u64 << (r.idx % 64));
+        let first = self.0[word] & bit == 0;
+        self.0[word] |= bit;
+        first
+    }
 }
 
 /// Puts `r`, due now, on the `ready` list if it is live, or counts it off
@@ -250,6 +273,9 @@ pub(crate) struct Wheel<T> {
     now: u64,
     /// References known to be dead but still stored somewhere.
     garbage: usize,
+    /// Compactions so far (tests only).
+    #[cfg(test)]
+    compactions: usize,
 }
 
 impl<T> Wheel<T> {
@@ -272,6 +298,8 @@ impl<T> Wheel<T> {
             batch: Vec::new(),
             now,
             garbage: 0,
+            #[cfg(test)]
+            compactions: 0,
         };
         wheel.add_level();
         wheel
@@ -747,8 +775,10 @@ impl<T> Wheel<T> {
                     }
                 }
             } else if refs.len() <= RESCAN_LIMIT {
-                let (dropped, earliest) =
-                    retain_live_in(&self.arena, &mut self.pool, refs, self.now);
+                let arena = &self.arena;
+                let (dropped, earliest) = retain_kept_in(&mut self.pool, refs, self.now, |r| {
+                    arena.is_live(r.idx, r.check)
+                });
                 self.garbage -= dropped;
                 match earliest {
                     Some((deadline, r)) => {
@@ -791,14 +821,24 @@ impl<T> Wheel<T> {
         self.garbage = 0;
     }
 
-    /// Removes every dead reference and re-keys every bucket to its earliest
-    /// live deadline. O(references).
+    /// Removes every dead reference, and every duplicate of a live one, and
+    /// re-keys every bucket to its earliest live deadline. O(references).
     fn compact(&mut self) {
-        let armed: Vec<u32> = self.queue.buckets().collect();
+        #[cfg(test)]
+        {
+            self.compactions += 1;
+        }
+        let arena = &self.arena;
+        let mut kept = Kept::new(arena.slots());
+        let mut keep = |r: Ref| arena.is_live(r.idx, r.check) && kept.first(r);
         let mut dropped = 0;
+        for refs in [&mut self.ready, &mut self.run] {
+            dropped += retain_kept(refs, &mut keep);
+        }
+        let armed: Vec<u32> = self.queue.buckets().collect();
         for bucket in armed {
             let refs = &mut self.buckets[bucket as usize];
-            let (gone, earliest) = retain_live_in(&self.arena, &mut self.pool, refs, self.now);
+            let (gone, earliest) = retain_kept_in(&mut self.pool, refs, self.now, &mut keep);
             dropped += gone;
             match earliest {
                 Some((deadline, r)) => {
@@ -810,11 +850,11 @@ impl<T> Wheel<T> {
                 }
             }
         }
-        for refs in [&mut self.ready, &mut self.run] {
-            dropped += retain_live(&self.arena, refs);
-        }
         // A stale reference that reads as live has its timer's deadline
-        // (see `reference`); it stays, and stays counted, until met.
+        // (see `reference`): keeping one reference per slot drops them,
+        // else a slot reused at one deadline over and over (a clock that
+        // does not move) would keep its stale references counted for ever,
+        // and every later change would compact again.
         self.garbage -= dropped;
     }
 
@@ -1103,6 +1143,39 @@ mod tests {
         w.insert(6_000, 7);
         assert_eq!(w.poll(6_000).map(|f| f.value), Some(7));
         w.check_invariants();
+    }
+
+    #[test]
+    fn compaction_bounds_garbage_when_every_timer_shares_one_deadline() {
+        // The clock never moves and every timer has one deadline: each slot
+        // freed is reused at once, at the same deadline, so its stale
+        // references read as live. Compaction must still drop them.
+        let mut w = Wheel::new(64, 0);
+        let mut keys: std::collections::VecDeque<_> =
+            (0..40_000u64).map(|i| w.insert(100, i)).collect();
+        for i in 0..50_000u64 {
+            keys.push_back(w.insert(100, i));
+            let k = keys.pop_front().expect("pending");
+            assert!(w.remove(k).is_some());
+            assert!(
+                w.garbage <= w.len() + GARBAGE_SLACK + 1,
+                "garbage {} beside {} pending after {i} pairs",
+                w.garbage,
+                w.len()
+            );
+        }
+        // Each compaction drops at least the slack's worth of garbage.
+        assert!(
+            w.compactions <= 50_000 / GARBAGE_SLACK + 1,
+            "{} compactions for 50,000 cancels",
+            w.compactions
+        );
+        w.check_invariants();
+        let fired: Vec<u64> = std::iter::from_fn(|| w.poll(100))
+            .map(|f| f.value)
+            .collect();
+        assert_eq!(fired.len(), 40_000, "each pending timer fires once");
+        assert_eq!(w.len(), 0);
     }
 
     #[test]
