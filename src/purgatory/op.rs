@@ -58,18 +58,12 @@ struct OpState<O: DelayedRequest> {
 }
 
 /// An operation shared by the watch lists and the timer.
-///
-/// In declaration order (`repr(C)`), `done` first: a sweep reads `done` of
-/// every entry and then drops the done ones' references, which writes the
-/// `Arc`'s count, just before `done`; so both usually cost one cache miss,
-/// not two.
-#[repr(C)]
 pub(crate) struct Op<O: DelayedRequest> {
+    /// The operation and its timer handle: the operation's lock.
+    state: Mutex<OpState<O>>,
     /// Set, under the operation's lock, when it completed or was cancelled;
     /// read without it to skip and purge done entries.
     done: AtomicBool,
-    /// The operation and its timer handle: the operation's lock.
-    state: Mutex<OpState<O>>,
     /// Number of watch lists the operation was added to.
     watches: AtomicUsize,
     /// Requests left for the lock's holder (see the module docs).

@@ -28,10 +28,6 @@ pub type DefaultKeyHasher = hashbrown::DefaultHashBuilder;
 /// A list shorter than this is not swept when it grows (see [`List::swept`]).
 const SWEEP_FROM: usize = 32;
 
-/// Entries whose `done` flags a sweep reads before it moves any (at most
-/// the bits of a `u64`): see [`List::sweep`].
-const SWEEP_RUN: usize = 64;
-
 /// One key's list.
 struct List<K, O: DelayedRequest> {
     /// The key.
@@ -50,33 +46,9 @@ struct List<K, O: DelayedRequest> {
 
 impl<K, O: DelayedRequest> List<K, O> {
     /// Moves the done operations into `done`, keeping the order of the rest.
-    ///
-    /// Each entry's `done` flag is usually a cache miss (the operation was
-    /// last touched by whoever completed it). Reading the flags of a run of
-    /// entries first, into a mask, with no branch between the loads, lets
-    /// the CPU overlap those misses; a branch per entry on its flag, as
-    /// `extract_if` takes, waited for each miss in turn whenever it was
-    /// mispredicted (and done and live entries alternate at random).
     fn sweep(&mut self, done: &mut Vec<Arc<Op<O>>>) {
-        let ops = &mut self.ops;
-        let mut kept = 0;
-        for start in (0..ops.len()).step_by(SWEEP_RUN) {
-            let end = ops.len().min(start + SWEEP_RUN);
-            let mask = ops[start..end]
-                .iter()
-                .enumerate()
-                .fold(0u64, |mask, (i, op)| mask | u64::from(op.is_done()) << i);
-            for i in start..end {
-                if mask >> (i - start) & 1 == 0 {
-                    // Entries `kept..i` are all done: the live one moves
-                    // before them, so the live keep their order.
-                    ops.swap(kept, i);
-                    kept += 1;
-                }
-            }
-        }
-        done.extend(ops.drain(kept..));
-        self.swept = kept;
+        done.extend(self.ops.extract_if(.., |op| op.is_done()));
+        self.swept = self.ops.len();
     }
 }
 
@@ -313,19 +285,20 @@ mod tests {
         }
     }
 
-    /// Sweeps lists across and within runs of [`SWEEP_RUN`] entries: the
+    /// Sweeps lists with done entries first, last, in runs and alone: the
     /// live keep their order, every done one goes to `done` once, and
     /// `swept` is what is left.
     #[test]
     fn sweep_keeps_the_live_in_order_and_takes_every_done_one() {
+        const RUN: usize = 64;
         type Pick = fn(usize) -> bool;
         let patterns: [(usize, Pick); 7] = [
             (0, |_| true),
             (5, |_| false),
-            (SWEEP_RUN, |_| true),
+            (RUN, |_| true),
             (200, |i| i % 3 == 0),
-            (200, |i| (SWEEP_RUN..2 * SWEEP_RUN).contains(&i) || i == 199),
-            (3 * SWEEP_RUN + 1, |i| i % 2 == 1 || i == 3 * SWEEP_RUN),
+            (200, |i| (RUN..2 * RUN).contains(&i) || i == 199),
+            (3 * RUN + 1, |i| i % 2 == 1 || i == 3 * RUN),
             (130, |i| i != 0 && i != 63 && i != 64 && i != 129),
         ];
         for (n, pick) in patterns {
