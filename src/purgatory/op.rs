@@ -377,10 +377,13 @@ impl<O: DelayedRequest> Op<O> {
     /// one left), this call looks once more itself. So an event that arrived
     /// before this call is never missed.
     ///
-    /// Every access to `requests` is a read-modify-write, which reads the
-    /// latest value and acquires what the raiser released: the holder that
-    /// clears a raised retry sees the raiser's event in `try_complete` even
-    /// if the user's condition is a relaxed atomic. (A plain store and load,
+    /// Every raise and every clear of `requests` is a read-modify-write,
+    /// which reads the latest value and acquires what the raiser released:
+    /// the holder that clears a raised retry sees the raiser's event in
+    /// `try_complete` even if the user's condition is a relaxed atomic.
+    /// (The holder reads it plainly before its try, to skip clearing
+    /// nothing; the read-modify-write after the lock is released is the
+    /// one that never misses a raise. A plain store and load,
     /// as in Kafka's `tryCompletePending`, is a store-buffering pattern: the
     /// holder could clear the flag and still read the condition stale. The
     /// loom model `retry_flag_never_loses_a_completion` found that.)
@@ -412,8 +415,17 @@ impl<O: DelayedRequest> Op<O> {
                 continue;
             };
             // What was raised so far is covered now: a retry by this try, a
-            // forced completion or an expiry by carrying it out here.
-            let raised = self.requests.swap(0, Ordering::AcqRel);
+            // forced completion or an expiry by carrying it out here. Read
+            // first, taken only if set: mostly nothing is, and a check tries
+            // every operation of a key, so the read-modify-write cost one
+            // per operation tried. A raise this read misses (a stale 0) is
+            // not lost: it stays set, and the read-modify-write after the
+            // lock is released takes it and carries it out.
+            let raised = if self.requests.load(Ordering::Relaxed) == 0 {
+                0
+            } else {
+                self.requests.swap(0, Ordering::AcqRel)
+            };
             request = request.max(Request::from_bits(raised));
             if let Some(outcome) = locked.carry_out(request) {
                 return Some(outcome);
