@@ -224,10 +224,20 @@ impl<O: DelayedRequest> Op<O> {
     /// The [`Parked`](super::Parked) handle was dropped: drops the awaiting
     /// task's waker, so that task is neither kept alive nor woken for
     /// nothing, and an answer nobody will take now (if the operation already
-    /// ended; otherwise its publisher drops it). One read-modify-write when
-    /// the answer needs no drop and no task awaited.
+    /// ended; otherwise its publisher drops it). No read-modify-write when
+    /// it ended already and no task awaited it; one otherwise.
     pub(crate) fn release_handle(&self) {
-        let before = self.outcome.fetch_or(GONE, Ordering::AcqRel);
+        // Once the outcome is published with no task awaiting, nobody reads
+        // `GONE` any more: the publisher looked when it published, and only
+        // this handle polls. A read then does (it acquires the published
+        // answer as the read-modify-write did): one read-modify-write fewer
+        // per request completed through its handle.
+        let now = self.outcome.load(Ordering::Acquire);
+        let before = if decode(now).is_some() && now & AWAITED == 0 {
+            now
+        } else {
+            self.outcome.fetch_or(GONE, Ordering::AcqRel)
+        };
         if before & AWAITED != 0 {
             self.waiter.clear();
         }
