@@ -224,10 +224,20 @@ impl<O: DelayedRequest> Op<O> {
     /// The [`Parked`](super::Parked) handle was dropped: drops the awaiting
     /// task's waker, so that task is neither kept alive nor woken for
     /// nothing, and an answer nobody will take now (if the operation already
-    /// ended; otherwise its publisher drops it). One read-modify-write when
-    /// the answer needs no drop and no task awaited.
+    /// ended; otherwise its publisher drops it). No read-modify-write when
+    /// it ended already and no task awaited it; one otherwise.
     pub(crate) fn release_handle(&self) {
-        let before = self.outcome.fetch_or(GONE, Ordering::AcqRel);
+        // Once the outcome is published with no task awaiting, nobody reads
+        // `GONE` any more: the publisher looked when it published, and only
+        // this handle polls. A read then does (it acquires the published
+        // answer as the read-modify-write did): one read-modify-write fewer
+        // per request completed through its handle.
+        let now = self.outcome.load(Ordering::Acquire);
+        let before = if decode(now).is_some() && now & AWAITED == 0 {
+            now
+        } else {
+            self.outcome.fetch_or(GONE, Ordering::AcqRel)
+        };
         if before & AWAITED != 0 {
             self.waiter.clear();
         }
@@ -276,9 +286,13 @@ impl<O: DelayedRequest> Op<O> {
         self.done.load(Ordering::Acquire)
     }
 
-    /// Counts one more watch list holding this operation.
-    pub(crate) fn add_watch(&self) {
-        self.watches.fetch_add(1, Ordering::Relaxed);
+    /// Records that `watches` watch lists hold this operation. Called once,
+    /// by the registration, under the operation's lock: the one place that
+    /// reads the count, [`Locked::mark_done`], runs under that lock too, so
+    /// a plain store after the last watch does what a read-modify-write per
+    /// watch did.
+    pub(crate) fn set_watches(&self, watches: usize) {
+        self.watches.store(watches, Ordering::Relaxed);
     }
 
     /// Wraps a held guard.
@@ -373,10 +387,13 @@ impl<O: DelayedRequest> Op<O> {
     /// one left), this call looks once more itself. So an event that arrived
     /// before this call is never missed.
     ///
-    /// Every access to `requests` is a read-modify-write, which reads the
-    /// latest value and acquires what the raiser released: the holder that
-    /// clears a raised retry sees the raiser's event in `try_complete` even
-    /// if the user's condition is a relaxed atomic. (A plain store and load,
+    /// Every raise and every clear of `requests` is a read-modify-write,
+    /// which reads the latest value and acquires what the raiser released:
+    /// the holder that clears a raised retry sees the raiser's event in
+    /// `try_complete` even if the user's condition is a relaxed atomic.
+    /// (The holder reads it plainly before its try, to skip clearing
+    /// nothing; the read-modify-write after the lock is released is the
+    /// one that never misses a raise. A plain store and load,
     /// as in Kafka's `tryCompletePending`, is a store-buffering pattern: the
     /// holder could clear the flag and still read the condition stale. The
     /// loom model `retry_flag_never_loses_a_completion` found that.)
@@ -408,8 +425,17 @@ impl<O: DelayedRequest> Op<O> {
                 continue;
             };
             // What was raised so far is covered now: a retry by this try, a
-            // forced completion or an expiry by carrying it out here.
-            let raised = self.requests.swap(0, Ordering::AcqRel);
+            // forced completion or an expiry by carrying it out here. Read
+            // first, taken only if set: mostly nothing is, and a check tries
+            // every operation of a key, so the read-modify-write cost one
+            // per operation tried. A raise this read misses (a stale 0) is
+            // not lost: it stays set, and the read-modify-write after the
+            // lock is released takes it and carries it out.
+            let raised = if self.requests.load(Ordering::Relaxed) == 0 {
+                0
+            } else {
+                self.requests.swap(0, Ordering::AcqRel)
+            };
             request = request.max(Request::from_bits(raised));
             if let Some(outcome) = locked.carry_out(request) {
                 return Some(outcome);

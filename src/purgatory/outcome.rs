@@ -1,6 +1,8 @@
 //! How an operation ended, as the task awaiting its handle reads it: one
 //! byte, changed only by read-modify-writes, so the publisher, the awaiting
-//! task and the dropped handle are totally ordered.
+//! task and the dropped handle are totally ordered. (A handle dropped after
+//! the outcome was published, with no task awaiting, only reads it: nobody
+//! looks at the byte after that.)
 
 use super::operation::Completion;
 

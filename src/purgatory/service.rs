@@ -225,6 +225,7 @@ where
                     watched += 1;
                 }
             }
+            cell.set_watches(watched);
             counters.entries.fetch_add(watched, Ordering::Relaxed);
         };
         // The timer shut down while this ran (the check above came first):
@@ -600,5 +601,48 @@ impl<T> KeyList<T> {
             .iter()
             .map_while(Option::as_ref)
             .chain(&self.spill)
+    }
+}
+
+#[cfg(all(test, not(purgatorio_loom)))]
+mod tests {
+    use super::*;
+    use crate::purgatory::{Completion, DelayedOperation};
+
+    /// An operation that never completes by itself.
+    struct Wait;
+
+    impl DelayedOperation for Wait {
+        fn delay(&self) -> Duration {
+            Duration::from_secs(60)
+        }
+        fn try_complete(&mut self) -> bool {
+            false
+        }
+        fn on_complete(&mut self, _: Completion) {}
+    }
+
+    /// An operation counts one watch per distinct key (counted once, at
+    /// the end of its registration): when it completes, exactly those
+    /// entries linger until a check of their keys removes them.
+    #[test]
+    fn a_finished_operation_lingers_once_per_distinct_key() {
+        let p: Purgatory<u8, Wait> = Purgatory::builder().build().unwrap();
+        let kept = p.park(Wait, [1]).unwrap();
+        let parked = p.park(Wait, [1, 2, 2, 3, 1]).unwrap();
+        let counters = &p.core().counters;
+        assert_eq!(counters.entries.load(Ordering::Relaxed), 4);
+        assert_eq!(counters.lingering.load(Ordering::Relaxed), 0);
+        assert!(parked.force_complete());
+        assert_eq!(counters.lingering.load(Ordering::Relaxed), 3);
+        assert_eq!(p.watched(), 4);
+        assert_eq!(p.check_and_complete(&2), Ok(0));
+        assert_eq!(counters.lingering.load(Ordering::Relaxed), 2);
+        assert_eq!(p.check_and_complete(&1), Ok(0));
+        assert_eq!(p.check_and_complete(&3), Ok(0));
+        assert_eq!(counters.lingering.load(Ordering::Relaxed), 0);
+        assert_eq!(counters.entries.load(Ordering::Relaxed), 1);
+        assert_eq!((p.watched(), p.keys()), (1, 1));
+        assert!(kept.force_complete());
     }
 }

@@ -93,7 +93,6 @@ impl<K: Hash + Eq + Clone, O: DelayedRequest, S: BuildHasher> Watchers<K, O, S> 
     /// doubled since its last sweep (see [`List::swept`]); they are dropped
     /// after the shard lock (done operations hold no user value).
     pub(crate) fn watch(&self, key: &K, hash: u64, op: &Arc<Op<O>>, counters: &OpCounters) {
-        op.add_watch();
         let mut done: Vec<Arc<Op<O>>> = Vec::new();
         let mut shard = self.shards.shard_of(hash).lock();
         match shard.lists.find_mut(hash, |list| &list.key == key) {
@@ -243,5 +242,85 @@ impl<K, O: DelayedRequest, S> Watchers<K, O, S> {
         all.sort_by_key(|op| Arc::as_ptr(op) as usize);
         all.dedup_by(|a, b| Arc::ptr_eq(a, b));
         all
+    }
+}
+
+#[cfg(all(test, not(purgatorio_loom)))]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::purgatory::{Completion, DelayedOperation};
+
+    /// An operation that never completes by itself.
+    struct Wait;
+
+    impl DelayedOperation for Wait {
+        fn delay(&self) -> Duration {
+            Duration::from_secs(60)
+        }
+        fn try_complete(&mut self) -> bool {
+            false
+        }
+        fn on_complete(&mut self, _: Completion) {}
+    }
+
+    /// A list of `n` operations, those at the indices `done` picks done
+    /// (taken back, which sets `done` as completing does).
+    fn list(n: usize, done: impl Fn(usize) -> bool) -> List<u8, Wait> {
+        let counters = Arc::new(OpCounters::default());
+        let ops: Vec<_> = (0..n)
+            .map(|i| {
+                let op = Arc::new(Op::new(Wait, Arc::clone(&counters)));
+                if done(i) {
+                    assert!(op.cancel().is_some(), "entry {i} was pending");
+                }
+                op
+            })
+            .collect();
+        List {
+            key: 0,
+            ops,
+            swept: 0,
+        }
+    }
+
+    /// Sweeps lists with done entries first, last, in runs and alone: the
+    /// live keep their order, every done one goes to `done` once, and
+    /// `swept` is what is left.
+    #[test]
+    fn sweep_keeps_the_live_in_order_and_takes_every_done_one() {
+        const RUN: usize = 64;
+        type Pick = fn(usize) -> bool;
+        let patterns: [(usize, Pick); 7] = [
+            (0, |_| true),
+            (5, |_| false),
+            (RUN, |_| true),
+            (200, |i| i % 3 == 0),
+            (200, |i| (RUN..2 * RUN).contains(&i) || i == 199),
+            (3 * RUN + 1, |i| i % 2 == 1 || i == 3 * RUN),
+            (130, |i| i != 0 && i != 63 && i != 64 && i != 129),
+        ];
+        for (n, pick) in patterns {
+            let mut list = list(n, pick);
+            let before = list.ops.clone();
+            let mut done = Vec::new();
+            list.sweep(&mut done);
+            let live: Vec<_> = before.iter().filter(|op| !op.is_done()).collect();
+            assert_eq!(list.ops.len(), live.len(), "{n} entries");
+            for (kept, expected) in list.ops.iter().zip(&live) {
+                assert!(Arc::ptr_eq(kept, expected), "{n} entries: order changed");
+            }
+            let mut taken: Vec<_> = done.iter().map(Arc::as_ptr).collect();
+            let mut expected: Vec<_> = before
+                .iter()
+                .filter(|op| op.is_done())
+                .map(Arc::as_ptr)
+                .collect();
+            taken.sort();
+            expected.sort();
+            assert_eq!(taken, expected, "{n} entries: the done ones");
+            assert_eq!(list.swept, live.len(), "{n} entries");
+        }
     }
 }
