@@ -108,6 +108,17 @@ fn cancel_and_reschedule_race_cascade() {
     });
 }
 
+/// Asserts that a driver which read the signal's epoch `seen`, then made a
+/// pass planning tick `planned`, wakes in time for a deadline at tick
+/// `due`: it plans no later, or it was signalled since.
+fn assert_wakes_for(driver: &crate::timer::Driver<BoxTask>, seen: u64, planned: u64, due: u64) {
+    let signalled = driver.wake_state().0 != seen;
+    assert!(
+        planned <= due || signalled,
+        "the driver sleeps until {planned}, deadline at {due}, no signal"
+    );
+}
+
 /// The driver's wake-up protocol: a schedule that creates an earlier
 /// deadline while the driver makes its pass is seen by that pass, or the
 /// driver's planned wake is no later than it, or the driver is signalled.
@@ -133,11 +144,7 @@ fn schedule_never_loses_a_wakeup() {
         assert!(scheduling.join().unwrap());
 
         assert_eq!(moved, 0);
-        let signalled = driver.wake_state().0 != seen;
-        assert!(
-            planned <= 3 || signalled,
-            "driver plans tick {planned}, deadline 3, no signal"
-        );
+        assert_wakes_for(driver, seen, planned, 3);
     });
 }
 
@@ -201,11 +208,7 @@ fn the_drivers_pass_beside_run_due_and_a_schedule_loses_no_wakeup() {
             assert_eq!(running.join().unwrap(), 0);
 
             assert_eq!(moved, 0);
-            let signalled = driver.wake_state().0 != seen;
-            assert!(
-                planned <= 3 || signalled,
-                "the driver sleeps until {planned}, deadline 3, no signal"
-            );
+            assert_wakes_for(driver, seen, planned, 3);
         },
     );
 }
@@ -239,11 +242,7 @@ fn a_stale_plan_from_run_due_never_silences_later_schedules() {
             timer
                 .schedule(Duration::from_millis(3), counting(&ran))
                 .unwrap();
-            let signalled = driver.wake_state().0 != seen;
-            assert!(
-                planned <= 4 || signalled,
-                "the driver sleeps until {planned}, deadline at 4, no signal"
-            );
+            assert_wakes_for(driver, seen, planned, 4);
         },
     );
 }
