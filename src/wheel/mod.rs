@@ -665,6 +665,19 @@ impl<T> Wheel<T> {
         if slot.is_empty() {
             *slot = refs;
         }
+        self.trim_pool();
+    }
+
+    /// Rebuilds the buckets' pool smaller once its store is more than 16
+    /// times the references the wheel can hold (its pending timers and its
+    /// garbage), past [`pool::KEEP_REFS`]: after a burst fired, the blocks
+    /// it freed would otherwise stay until the wheel empties. Amortized
+    /// over the references freed since the store last had that size.
+    fn trim_pool(&mut self) {
+        let needed = self.arena.len() + self.garbage;
+        if self.pool.stored() > 16 * needed + pool::KEEP_REFS {
+            self.pool.rebuild(self.buckets.iter_mut());
+        }
     }
 
     /// Sorts the run latest first. Its deadlines lie in the finest level's
@@ -1143,6 +1156,32 @@ mod tests {
         w.insert(6_000, 7);
         assert_eq!(w.poll(6_000).map(|f| f.value), Some(7));
         w.check_invariants();
+    }
+
+    #[test]
+    fn a_fired_burst_gives_the_pool_back_while_a_timer_waits() {
+        let mut w = Wheel::new(64, 0);
+        let far = w.insert(10_000_000, u64::MAX);
+        let n = 20 * pool::KEEP_REFS as u64;
+        for i in 0..n {
+            w.insert(1 + i % 100_000, i);
+        }
+        let peak = w.pool.stored();
+        assert!(peak >= n as usize);
+        let fired = std::iter::from_fn(|| w.poll(100_000)).count();
+        assert_eq!(fired, n as usize);
+        w.check_invariants();
+        assert!(
+            w.pool.stored() <= 16 * w.len() + pool::KEEP_REFS,
+            "the pool kept {} references' room for {} pending (peak {peak})",
+            w.pool.stored(),
+            w.len()
+        );
+        // What waits still fires, once, on time.
+        assert_eq!(w.poll(9_999_999).map(|f| f.value), None);
+        let last = w.poll(10_000_000).expect("the far timer fires");
+        assert_eq!((last.key, last.value), (far, u64::MAX));
+        assert!(w.poll(u64::MAX - 1).is_none());
     }
 
     #[test]

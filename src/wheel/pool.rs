@@ -25,9 +25,10 @@
 //! grows by remapping, which leaves nothing behind. The cost is the unfilled
 //! rest of each bucket's last block and 4 bytes per block in the directory.
 //!
-//! The pool never shrinks while a reference is stored (like the arena, it
-//! keeps its high-water mark); [`Pool::clear`] gives a large pool back once
-//! the wheel holds none.
+//! [`Pool::clear`] gives a large pool back once the wheel holds no
+//! reference; the wheel [rebuilds](Pool::rebuild) it smaller while it holds
+//! some, once the store is more than 16 times what its references need
+//! (a burst fired, a few timers still pending).
 
 use std::ops::Range;
 
@@ -354,10 +355,34 @@ impl Pool {
         self.free = [NONE; MAX_CLASS + 1];
     }
 
-    /// References the store has room for, in use or free (tests only).
-    #[cfg(test)]
+    /// References the store has room for, in use or free.
+    #[inline]
     pub(super) fn stored(&self) -> usize {
         self.store.len()
+    }
+
+    /// Moves the references of `buckets` (every bucket of the wheel) into a
+    /// store of their own size, in the same order, and gives the old store
+    /// back: for a pool whose store is mostly free blocks after a burst
+    /// fired, while a few timers are still pending. O(references + buckets).
+    pub(super) fn rebuild<'a>(&mut self, buckets: impl IntoIterator<Item = &'a mut Bucket>) {
+        let mut fresh = Pool::default();
+        let mut refs = Vec::new();
+        for bucket in buckets {
+            if bucket.is_empty() {
+                continue;
+            }
+            refs.clear();
+            for k in 0..bucket.blocks() {
+                refs.extend_from_slice(self.block(bucket, k));
+            }
+            let mut moved = Bucket::default();
+            for &r in &refs {
+                fresh.push(&mut moved, r);
+            }
+            *bucket = moved;
+        }
+        *self = fresh;
     }
 
     /// Checks the pool against its buckets (tests only): every block of the
