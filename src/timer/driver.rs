@@ -343,7 +343,9 @@ impl<T: Task> Driver<T> {
     pub(crate) fn pass_planning(&self) -> (usize, u64) {
         self.timing.begin_pass();
         let now = self.timing.time().now().tick;
+        let unwinding = EndOnUnwind(&self.timing, now);
         let (moved, earliest) = self.run_due_at(now);
+        std::mem::forget(unwinding);
         (moved, self.timing.end_pass(now, earliest))
     }
 
@@ -478,6 +480,19 @@ impl<T: Task> Driver<T> {
     }
 }
 
+/// Ends a pass that unwinds (a task dropped in it panicked), made at the
+/// tick it holds: `next_wake` no longer reads `PASSING`, the ticks left for
+/// the pass are planned, and the driver is signalled to pass again, since
+/// this pass saw only part of the wheel.
+struct EndOnUnwind<'a>(&'a Timing, u64);
+
+impl Drop for EndOnUnwind<'_> {
+    fn drop(&mut self) {
+        self.0.end_pass(self.1, None);
+        self.0.signal.notify();
+    }
+}
+
 /// The waker an async driver left with the signal: taken back on drop.
 struct Forget<'a> {
     /// The driver's signal.
@@ -516,5 +531,59 @@ impl Driver<BoxTask> {
         if let Some(task) = shard.cancel(entry.key) {
             task.disarm();
         }
+    }
+}
+
+#[cfg(all(test, not(purgatorio_loom)))]
+mod tests {
+    use std::sync::atomic::Ordering::SeqCst;
+
+    use super::super::timing::PASSING;
+    use super::*;
+    use crate::{ManualClock, Timer, TimerBuilder};
+
+    /// A task whose drop panics.
+    struct PanicsOnDrop;
+
+    impl Task for PanicsOnDrop {
+        fn run(self) {}
+    }
+
+    impl Drop for PanicsOnDrop {
+        fn drop(&mut self) {
+            if !std::thread::panicking() {
+                panic!("a task's drop panicked");
+            }
+        }
+    }
+
+    #[test]
+    fn a_pass_that_unwinds_still_ends_and_has_the_driver_pass_again() {
+        let timer: Timer<PanicsOnDrop> = TimerBuilder::new()
+            .clock(ManualClock::new())
+            .driver_thread(false)
+            .build()
+            .expect("valid timer");
+        let driver = timer.driver();
+        let Ok((entry, wake)) = driver.insert(50, 0, PanicsOnDrop) else {
+            panic!("the timer is open");
+        };
+        drop(wake);
+        // Given up from another thread: the pass removes it and drops it.
+        assert!(driver.shards[entry.shard as usize].defer_discard(entry.key));
+        let seen = driver.timing.signal.epoch();
+        let pass =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| driver.pass_planning()));
+        assert!(pass.is_err(), "the task's drop did not panic");
+        assert_ne!(
+            driver.timing.next_wake.load(SeqCst),
+            PASSING,
+            "left passing"
+        );
+        assert_ne!(
+            driver.timing.signal.epoch(),
+            seen,
+            "the driver was not told"
+        );
     }
 }
