@@ -108,6 +108,19 @@ fn cancel_and_reschedule_race_cascade() {
     });
 }
 
+/// A timer with one task due at `ms`, which the driver's pass has planned
+/// for (it would sleep until then), and the count of runs its tasks share.
+fn planned_at(ms: u64) -> (Timer, ManualClock, Arc<AtomicUsize>) {
+    let (timer, clock) = timer();
+    let ran = Arc::new(AtomicUsize::new(0));
+    timer
+        .schedule(Duration::from_millis(ms), counting(&ran))
+        .unwrap();
+    let (_, planned) = timer.driver().pass_planning();
+    assert_eq!(planned, ms);
+    (timer, clock, ran)
+}
+
 /// Asserts that a driver which read the signal's epoch `seen`, then made a
 /// pass planning tick `planned`, wakes in time for a deadline at tick
 /// `due`: it plans no later, or it was signalled since.
@@ -155,15 +168,8 @@ fn schedule_never_loses_a_wakeup() {
 #[test]
 fn run_due_while_the_driver_sleeps_still_wakes_it() {
     model("run_due_while_the_driver_sleeps_still_wakes_it", || {
-        let (timer, _clock) = timer();
-        let ran = Arc::new(AtomicUsize::new(0));
-        timer
-            .schedule(Duration::from_millis(9), counting(&ran))
-            .unwrap();
+        let (timer, _clock, ran) = planned_at(9);
         let driver = timer.driver();
-        // The driver's pass: it plans tick 9 and would sleep until then.
-        let (_, planned) = driver.pass_planning();
-        assert_eq!(planned, 9);
         let (seen, _) = driver.wake_state();
 
         let scheduler = timer.clone();
@@ -188,13 +194,8 @@ fn the_drivers_pass_beside_run_due_and_a_schedule_loses_no_wakeup() {
     model(
         "the_drivers_pass_beside_run_due_and_a_schedule_loses_no_wakeup",
         || {
-            let (timer, _clock) = timer();
-            let ran = Arc::new(AtomicUsize::new(0));
-            timer
-                .schedule(Duration::from_millis(9), counting(&ran))
-                .unwrap();
+            let (timer, _clock, ran) = planned_at(9);
             let driver = timer.driver();
-            driver.pass_planning();
 
             let other = timer.clone();
             let running = thread::spawn(move || other.run_due());
@@ -222,13 +223,8 @@ fn a_stale_plan_from_run_due_never_silences_later_schedules() {
     model(
         "a_stale_plan_from_run_due_never_silences_later_schedules",
         || {
-            let (timer, clock) = timer();
-            let ran = Arc::new(AtomicUsize::new(0));
-            timer
-                .schedule(Duration::from_millis(1), counting(&ran))
-                .unwrap();
+            let (timer, clock, ran) = planned_at(1);
             let driver = timer.driver();
-            driver.pass_planning();
 
             let other = timer.clone();
             let running = thread::spawn(move || other.run_due());

@@ -39,6 +39,8 @@ mod outcome;
 mod parked;
 mod request;
 mod service;
+#[cfg(all(test, not(purgatorio_loom)))]
+mod test_ops;
 mod watchers;
 
 pub use builder::{PurgatoryBuilder, DEFAULT_PURGE_INTERVAL};

@@ -607,20 +607,7 @@ impl<T> KeyList<T> {
 #[cfg(all(test, not(purgatorio_loom)))]
 mod tests {
     use super::*;
-    use crate::purgatory::{Completion, DelayedOperation};
-
-    /// An operation that never completes by itself.
-    struct Wait;
-
-    impl DelayedOperation for Wait {
-        fn delay(&self) -> Duration {
-            Duration::from_secs(60)
-        }
-        fn try_complete(&mut self) -> bool {
-            false
-        }
-        fn on_complete(&mut self, _: Completion) {}
-    }
+    use crate::purgatory::test_ops::Wait;
 
     /// An operation counts one watch per distinct key (counted once, at
     /// the end of its registration): when it completes, exactly those

@@ -250,20 +250,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::purgatory::{Completion, DelayedOperation};
-
-    /// An operation that never completes by itself.
-    struct Wait;
-
-    impl DelayedOperation for Wait {
-        fn delay(&self) -> Duration {
-            Duration::from_secs(60)
-        }
-        fn try_complete(&mut self) -> bool {
-            false
-        }
-        fn on_complete(&mut self, _: Completion) {}
-    }
+    use crate::purgatory::test_ops::Wait;
 
     /// A list of `n` operations, those at the indices `done` picks done
     /// (taken back, which sets `done` as completing does).
