@@ -247,7 +247,6 @@ impl<K, O: DelayedRequest, S> Watchers<K, O, S> {
 
 #[cfg(all(test, not(purgatorio_loom)))]
 mod tests {
-    use std::time::Duration;
 
     use super::*;
     use crate::purgatory::test_ops::Wait;
