@@ -43,12 +43,9 @@ pub(super) const DISCARD_MAX: usize = 4 * DISCARD_BATCH;
 pub(crate) struct Shard<T> {
     /// The wheel and the counters updated with it.
     pub(super) state: Mutex<ShardState<T>>,
-    /// Keys of timers that other threads gave up on, still in the wheel
-    /// (see the module docs). Taken after `state` when both are held.
-    inbox: Mutex<Vec<TimerKey>>,
-    /// Set once the inbox holds [`DISCARD_BATCH`] keys; cleared by whoever
-    /// empties it. A hint read without the inbox's lock.
-    inbox_full: AtomicBool,
+    /// What other threads write for the owner; on a line of its own, not
+    /// beside the lock the owner takes for every schedule.
+    inbox: Inbox,
     /// The latest tick through which the wheel was polled empty: every
     /// timer in the wheel at that poll whose tick (its current one: a moved
     /// timer's new tick) is at or below it has left the wheel. Written
@@ -56,6 +53,19 @@ pub(crate) struct Shard<T> {
     polled_through: AtomicU64,
     /// Shared with the timer.
     pub(super) timing: Arc<Timing>,
+}
+
+/// Keys of timers that other threads gave up on, still in the wheel (see
+/// the module docs), on a cache line of their own (128 bytes: two lines on
+/// processors that fetch lines in pairs). Beside the shard's lock, each
+/// key left here made the owner's next lock wait for the line.
+#[repr(align(128))]
+struct Inbox {
+    /// The keys. Taken after the shard's `state` when both are held.
+    keys: Mutex<Vec<TimerKey>>,
+    /// Set once `keys` holds [`DISCARD_BATCH`] of them; cleared by whoever
+    /// empties it. A hint read without the lock.
+    full: AtomicBool,
 }
 
 /// What a shard's lock protects.
@@ -83,8 +93,10 @@ impl<T> Shard<T> {
                 expired: 0,
                 closed: false,
             }),
-            inbox: Mutex::new(Vec::new()),
-            inbox_full: AtomicBool::new(false),
+            inbox: Inbox {
+                keys: Mutex::new(Vec::new()),
+                full: AtomicBool::new(false),
+            },
             polled_through: AtomicU64::new(0),
             timing,
         }
@@ -120,13 +132,13 @@ impl<T> Shard<T> {
     /// `false` if the inbox is full, and the caller must cancel the timer
     /// itself.
     pub(super) fn defer_discard(&self, key: TimerKey) -> bool {
-        let mut inbox = self.inbox.lock();
+        let mut inbox = self.inbox.keys.lock();
         if inbox.len() >= DISCARD_MAX {
             return false;
         }
         inbox.push(key);
         if inbox.len() == DISCARD_BATCH {
-            self.inbox_full.store(true, Ordering::Relaxed);
+            self.inbox.full.store(true, Ordering::Relaxed);
         }
         true
     }
@@ -134,7 +146,7 @@ impl<T> Shard<T> {
     /// Whether the inbox asks its owner to empty it.
     #[inline]
     pub(super) fn inbox_full(&self) -> bool {
-        self.inbox_full.load(Ordering::Relaxed)
+        self.inbox.full.load(Ordering::Relaxed)
     }
 
     /// Removes the timers named in the inbox from the wheel of `state` (this
@@ -142,8 +154,8 @@ impl<T> Shard<T> {
     /// to drop once no lock is held.
     pub(super) fn apply_discards(&self, state: &mut ShardState<T>) -> Vec<T> {
         let keys = {
-            let mut inbox = self.inbox.lock();
-            self.inbox_full.store(false, Ordering::Relaxed);
+            let mut inbox = self.inbox.keys.lock();
+            self.inbox.full.store(false, Ordering::Relaxed);
             // Drained, not taken: the inbox keeps its capacity.
             inbox.drain(..).collect::<Vec<_>>()
         };
@@ -166,7 +178,7 @@ impl<T> Shard<T> {
     /// How many timers in the wheel of `state` (this shard's, locked by
     /// the caller) another thread gave up on: they count as cancelled.
     pub(super) fn given_up(&self, state: &ShardState<T>) -> usize {
-        let inbox = self.inbox.lock();
+        let inbox = self.inbox.keys.lock();
         inbox
             .iter()
             .filter(|&&key| state.wheel.contains(key))
