@@ -5,7 +5,8 @@
 //!
 //! ```text
 //! cargo run --release --example workloads            # all
-//! cargo run --release --example workloads -- w1 w3   # some (w1 w1-timer w2 w3 w4 w4-timer)
+//! cargo run --release --example workloads -- w1 w3   # some (w1 w1-clock w1-timer w2 w3 w4 w4-timer)
+//! cargo run --release --example workloads -- w1 w1-clock w1-timer --pending 10000
 //! cargo run --release --example workloads -- --help  # what each one is
 //! ```
 //!
@@ -17,34 +18,64 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::{Parser, ValueEnum};
-use purgatorio::{ManualClock, Timer, TimerBuilder};
+use purgatorio::{LocalTimer, ManualClock, Timer, TimerBuilder};
 use purgatorio_workloads::{ms, w3, w4, Churn, Expire, Purgatorio, SEED};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-/// W1 churn: 1,000,000 pending in [1, 30,000] ms, then 2,000,000 ×
-/// (schedule one more + cancel a random pending one).
-fn w1() {
-    let mut churn = Churn::<Purgatorio>::new(1_000_000);
+/// W1 churn: `pending` (1,000,000 in the standard run) in [1, 30,000] ms,
+/// then 2,000,000 × (schedule one more + cancel a random pending one).
+fn w1(pending: usize) {
+    let mut churn = Churn::<Purgatorio>::new(pending);
     let pairs = 2_000_000u64;
     let start = Instant::now();
     churn.run(pairs);
     let elapsed = start.elapsed();
     churn.finish();
     println!(
-        "W1 churn:  {:>7.1} ns per schedule+cancel pair (1,000,000 pending, {pairs} pairs)",
-        elapsed.as_nanos() as f64 / pairs as f64
+        "W1 churn:  {:>7.1} ns per schedule+cancel pair ({} pending, {} pairs)",
+        elapsed.as_nanos() as f64 / pairs as f64,
+        grouped(pending as u64),
+        grouped(pairs)
+    );
+}
+
+/// W1 on the core in real time: the pairs of [`w1_timer`], each deadline
+/// read from the system clock by the caller, as any real-time caller of
+/// `LocalTimer` does. The reference for the thread-safe timer's pair: the
+/// same work, less what the thread-safe layer adds.
+fn w1_clock(pending: usize) {
+    let mut rng = SmallRng::seed_from_u64(SEED);
+    let mut timer: LocalTimer<u64> = LocalTimer::new();
+    let origin = Instant::now();
+    let deadline = |rng: &mut SmallRng| origin.elapsed() + ms(rng.gen_range(60_000..=90_000));
+    let mut keys: Vec<_> = (0..pending as u64)
+        .map(|id| timer.schedule_at(deadline(&mut rng), id))
+        .collect();
+    let pairs = 2_000_000u64;
+    let start = Instant::now();
+    for id in 0..pairs {
+        let key = timer.schedule_at(deadline(&mut rng), id);
+        let victim = rng.gen_range(0..keys.len());
+        let old = std::mem::replace(&mut keys[victim], key);
+        assert!(timer.cancel(old).is_some());
+    }
+    let elapsed = start.elapsed();
+    println!(
+        "W1 clock:  {:>7.1} ns per schedule+cancel pair (core, a system clock read per schedule, {} pending)",
+        elapsed.as_nanos() as f64 / pairs as f64,
+        grouped(pending as u64)
     );
 }
 
 /// W1 on the thread-safe timer (system clock, delays in [60, 90] s so none
-/// fires during the run), from one thread: 1,000,000 pending, then
+/// fires during the run), from one thread: `pending` timers, then
 /// 2,000,000 × (schedule one more + cancel a random pending one).
-fn w1_timer() {
+fn w1_timer(pending: usize) {
     let mut rng = SmallRng::seed_from_u64(SEED);
     let timer: Timer<fn()> = TimerBuilder::new().build().expect("timer");
     let task: fn() = || ();
-    let mut handles: Vec<_> = (0..1_000_000u64)
+    let mut handles: Vec<_> = (0..pending as u64)
         .map(|_| {
             timer
                 .schedule(ms(rng.gen_range(60_000..=90_000)), task)
@@ -63,8 +94,9 @@ fn w1_timer() {
     }
     let elapsed = start.elapsed();
     println!(
-        "W1 timer:  {:>7.1} ns per schedule+cancel pair (thread-safe timer, one thread, 1,000,000 pending)",
-        elapsed.as_nanos() as f64 / pairs as f64
+        "W1 timer:  {:>7.1} ns per schedule+cancel pair (thread-safe timer, one thread, {} pending)",
+        elapsed.as_nanos() as f64 / pairs as f64,
+        grouped(pending as u64)
     );
 }
 
@@ -147,11 +179,27 @@ fn w4_timer() {
     );
 }
 
+/// `n` with its thousands grouped: 1,000,000.
+fn grouped(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, digit) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(digit);
+    }
+    out
+}
+
 /// One workload of this example.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum Workload {
-    /// W1 churn on the core: 1,000,000 pending, 2,000,000 schedule+cancel pairs.
+    /// W1 churn on the core: 1,000,000 pending (or `--pending`), 2,000,000 schedule+cancel pairs.
     W1,
+    /// W1 on the core with a system clock read per schedule (the reference
+    /// for `w1-timer`).
+    W1Clock,
     /// W1 on the thread-safe timer, from one thread.
     W1Timer,
     /// W2 expire: 1,000,000 timers, the clock advanced 1 ms at a time.
@@ -171,6 +219,9 @@ struct Args {
     /// The workloads to run, in this order [default: all].
     #[arg(value_enum)]
     workloads: Vec<Workload>,
+    /// Timers pending during the W1 runs (the standard W1 has 1,000,000).
+    #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u32).range(1..))]
+    pending: u32,
 }
 
 fn main() {
@@ -178,10 +229,11 @@ fn main() {
     if args.workloads.is_empty() {
         args.workloads = Workload::value_variants().to_vec();
     }
-    for workload in args.workloads {
+    for &workload in &args.workloads {
         match workload {
-            Workload::W1 => w1(),
-            Workload::W1Timer => w1_timer(),
+            Workload::W1 => w1(args.pending as usize),
+            Workload::W1Clock => w1_clock(args.pending as usize),
+            Workload::W1Timer => w1_timer(args.pending as usize),
             Workload::W2 => w2(),
             Workload::W3 => w3_memory(),
             Workload::W4 => w4_sparse(),

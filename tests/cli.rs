@@ -102,7 +102,11 @@ fn an_unknown_argument_exits_2_with_the_usage_and_runs_nothing() {
 #[test]
 fn a_bad_value_exits_2_before_running() {
     let cases: [(&str, &[&str], &str); 5] = [
-        ("workloads", &["w1", "w9"], "possible values: w1, w1-timer"),
+        (
+            "workloads",
+            &["w1", "w9"],
+            "possible values: w1, w1-clock, w1-timer",
+        ),
         ("realtime", &["0"], "invalid value '0'"),
         ("realtime", &["many"], "invalid value 'many'"),
         (
