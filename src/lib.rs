@@ -194,7 +194,7 @@
 //! level. Cancel frees the slot, turning its reference into garbage that is
 //! skipped when met and compacted away when it outnumbers live timers.
 
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs, missing_debug_implementations)]
 

@@ -15,6 +15,7 @@
 mod future;
 mod keyed;
 mod purgatory;
+mod sync;
 mod timer;
 
 use std::time::Duration;

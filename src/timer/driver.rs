@@ -55,13 +55,13 @@ use super::executor::Runner;
 use super::handle::TimerHandle;
 use super::hooks::ShutdownHooks;
 use super::pool;
-use super::shard::{owns, shard_index, Shard};
+use super::shard::{owns, shard_index, Shard, ShardState};
 use super::signal::Signal;
 use super::task::{BoxTask, Task};
 use super::time::TimeSource;
 use super::timing::{Timing, Wake};
 use crate::error::ScheduleError;
-use crate::sync::Mutex;
+use crate::sync::{Mutex, VisitBatch};
 use crate::wheel::{Fired, TimerKey};
 
 /// The most expirations moved out of a shard under one hold of its lock.
@@ -198,7 +198,7 @@ impl<T: Task> Driver<T> {
             });
         }
         let (key, mark) = {
-            let mut state = shard.state.lock();
+            let mut state = shard.state.lock_home();
             if state.closed {
                 return Err(ScheduleError::new(task));
             }
@@ -261,7 +261,7 @@ impl<T: Task> Driver<T> {
     fn run_now(&self, shard: &Shard<T>, tick: u64, task: T) -> Result<(), ScheduleError<T>> {
         match self.pool.submit(vec![Fired::untracked(tick, task)]) {
             Ok(()) => {
-                let mut state = shard.state.lock();
+                let mut state = shard.state.lock_home();
                 state.scheduled += 1;
                 state.expired += 1;
                 drop(state);
@@ -367,17 +367,38 @@ impl<T: Task> Driver<T> {
         self.timing.time().instant_of(wake)
     }
 
+    /// Calls `f` with each shard and its state, one shard at a time, with
+    /// one heavy barrier for all the shards whose owner has the bias (see
+    /// `sync::biased::VisitBatch`).
+    pub(super) fn visit_each(&self, mut f: impl FnMut(&Shard<T>, &mut ShardState<T>)) {
+        let mut visits = VisitBatch::new();
+        for shard in self.shards.iter() {
+            visits.mark(&shard.state);
+        }
+        visits.barrier();
+        for shard in self.shards.iter() {
+            f(shard, &mut shard.state.visit_in(&visits));
+            visits.end(&shard.state);
+        }
+    }
+
     /// Moves every timer due at tick `now` to the workers, shard by shard.
     /// Returns how many, and the earliest tick at which one may be due next.
+    /// One heavy barrier serves the whole pass (see [`visit_each`](Self::visit_each)).
     fn run_due_at(&self, now: u64) -> (usize, Option<u64>) {
         let mut moved = 0;
         let mut earliest: Option<u64> = None;
+        let mut visits = VisitBatch::new();
+        for shard in self.shards.iter() {
+            visits.mark(&shard.state);
+        }
+        visits.barrier();
         for shard in self.shards.iter() {
             let mut discarded = Vec::new();
             loop {
                 let mut batch = Vec::new();
                 let next = {
-                    let mut state = shard.state.lock();
+                    let mut state = shard.state.visit_in(&visits);
                     // What other threads gave up leaves before anything is
                     // polled, so it does not fire; its tasks are dropped
                     // after the lock.
@@ -407,6 +428,9 @@ impl<T: Task> Driver<T> {
                     break;
                 }
             }
+            // A pass that unwinds before here leaves the mark; the owner
+            // takes the bias back after `REBIAS_AFTER` locks.
+            visits.end(&shard.state);
             drop(discarded);
         }
         (moved, earliest)
@@ -459,7 +483,7 @@ impl<T: Task> Driver<T> {
         self.timing.closed.store(true, SeqCst);
         let mut pending = Vec::new();
         for shard in self.shards.iter() {
-            let mut state = shard.state.lock();
+            let mut state = shard.state.visit();
             state.closed = true;
             let drained = state.wheel.drain();
             drop(state);

@@ -246,14 +246,10 @@ impl<T: Task> Timer<T> {
     /// assert_eq!(timer.len(), 1);
     /// ```
     pub fn len(&self) -> usize {
+        let mut len = 0;
         self.driver()
-            .shards
-            .iter()
-            .map(|s| {
-                let state = s.state.lock();
-                state.wheel.len() - s.given_up(&state)
-            })
-            .sum()
+            .visit_each(|shard, state| len += state.wheel.len() - shard.given_up(state));
+        len
     }
 
     /// Whether no timer is pending.
@@ -278,14 +274,13 @@ impl<T: Task> Timer<T> {
     /// ```
     pub fn metrics(&self) -> Metrics {
         let mut metrics = Metrics::default();
-        for shard in self.driver().shards.iter() {
-            let state = shard.state.lock();
-            let given_up = shard.given_up(&state);
+        self.driver().visit_each(|shard, state| {
+            let given_up = shard.given_up(state);
             metrics.pending += state.wheel.len() - given_up;
             metrics.scheduled += state.scheduled;
             metrics.cancelled += state.cancelled + given_up as u64;
             metrics.expired += state.expired;
-        }
+        });
         self.driver().timing.counters.fill(&mut metrics);
         metrics
     }
@@ -307,12 +302,14 @@ impl<T: Task> Timer<T> {
     /// ```
     pub fn next_expiration(&self) -> Option<Instant> {
         let timing = &self.driver().timing;
-        self.driver()
-            .shards
-            .iter()
-            .filter_map(|s| s.state.lock().wheel.next_expiration())
-            .min()
-            .and_then(|tick| timing.time().instant_of(tick))
+        let mut earliest: Option<u64> = None;
+        self.driver().visit_each(|_, state| {
+            earliest = earliest
+                .into_iter()
+                .chain(state.wheel.next_expiration())
+                .min();
+        });
+        earliest.and_then(|tick| timing.time().instant_of(tick))
     }
 
     /// Kafka's `advanceClock(timeout)`: waits up to `timeout` (real time) for

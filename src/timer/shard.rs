@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use super::task::Task;
 use super::timing::{Timing, Wake};
-use crate::sync::{AtomicBool, AtomicU64, Mutex};
+use crate::sync::{AtomicBool, AtomicU64, BiasedMutex, Mutex};
 use crate::wheel::{TimerKey, Wheel};
 
 /// How many keys wait in a shard's inbox before the shard's owner removes
@@ -42,7 +42,7 @@ pub(super) const DISCARD_MAX: usize = 4 * DISCARD_BATCH;
 /// One shard: a wheel and its counters behind a lock.
 pub(crate) struct Shard<T> {
     /// The wheel and the counters updated with it.
-    pub(super) state: Mutex<ShardState<T>>,
+    pub(super) state: BiasedMutex<ShardState<T>>,
     /// What other threads write for the owner; on a line of its own, not
     /// beside the lock the owner takes for every schedule.
     inbox: Inbox,
@@ -86,7 +86,7 @@ impl<T> Shard<T> {
     /// A shard of `wheel`, sharing `timing`.
     pub(super) fn new(wheel: Wheel<T>, timing: Arc<Timing>) -> Self {
         Shard {
-            state: Mutex::new(ShardState {
+            state: BiasedMutex::new(ShardState {
                 wheel,
                 scheduled: 0,
                 cancelled: 0,
