@@ -8,6 +8,15 @@ use std::sync::Arc;
 use super::model;
 use crate::sync::{BiasedMutex, VisitBatch};
 
+/// Runs `f` with `lock` on a new model thread.
+fn on_thread(
+    lock: &Arc<BiasedMutex<u64>>,
+    f: impl FnOnce(&BiasedMutex<u64>) + Send + 'static,
+) -> loom::thread::JoinHandle<()> {
+    let lock = Arc::clone(lock);
+    loom::thread::spawn(move || f(&lock))
+}
+
 /// Adds one to the value under `lock`'s owner path (the calling thread's
 /// home), in two steps, so a second holder between them would be seen.
 fn add_at_home(lock: &BiasedMutex<u64>) {
@@ -22,13 +31,10 @@ fn the_owner_and_a_visit_never_hold_the_lock_together() {
     model("the_owner_and_a_visit_never_hold_the_lock_together", || {
         let lock = Arc::new(BiasedMutex::new(0u64));
         add_at_home(&lock); // claims it
-        let visitor = {
-            let lock = Arc::clone(&lock);
-            loom::thread::spawn(move || {
-                let mut guard = lock.visit();
-                *guard += 10;
-            })
-        };
+        let visitor = on_thread(&lock, |lock| {
+            let mut guard = lock.visit();
+            *guard += 10;
+        });
         add_at_home(&lock);
         add_at_home(&lock);
         visitor.join().unwrap();
@@ -46,14 +52,11 @@ fn a_thread_sharing_the_lock_revokes_it_and_the_owner_takes_it_back() {
         || {
             let lock = Arc::new(BiasedMutex::new(0u64));
             add_at_home(&lock); // claims it
-            let other = {
-                let lock = Arc::clone(&lock);
-                loom::thread::spawn(move || {
-                    // Not the owner: the mutex, leaving the bias revoked.
-                    let mut guard = lock.lock_home();
-                    *guard += 10;
-                })
-            };
+            let other = on_thread(&lock, |lock| {
+                // Not the owner: the mutex, leaving the bias revoked.
+                let mut guard = lock.lock_home();
+                *guard += 10;
+            });
             // Enough to take the bias back (REBIAS_AFTER is 2 here) if the
             // other thread came first, then the fast path.
             for _ in 0..3 {
@@ -71,10 +74,7 @@ fn two_visits_and_the_owner_share_the_lock() {
         let lock = Arc::new(BiasedMutex::new(0u64));
         add_at_home(&lock);
         let visitors: Vec<_> = (0..2)
-            .map(|_| {
-                let lock = Arc::clone(&lock);
-                loom::thread::spawn(move || *lock.visit() += 10)
-            })
+            .map(|_| on_thread(&lock, |lock| *lock.visit() += 10))
             .collect();
         add_at_home(&lock);
         for visitor in visitors {
@@ -88,14 +88,8 @@ fn two_visits_and_the_owner_share_the_lock() {
 fn a_claim_races_a_visit_and_a_sharing_thread() {
     model("a_claim_races_a_visit_and_a_sharing_thread", || {
         let lock = Arc::new(BiasedMutex::new(0u64));
-        let visitor = {
-            let lock = Arc::clone(&lock);
-            loom::thread::spawn(move || *lock.visit() += 10)
-        };
-        let other = {
-            let lock = Arc::clone(&lock);
-            loom::thread::spawn(move || add_at_home(&lock))
-        };
+        let visitor = on_thread(&lock, |lock| *lock.visit() += 10);
+        let other = on_thread(&lock, add_at_home);
         add_at_home(&lock);
         add_at_home(&lock);
         visitor.join().unwrap();
@@ -109,22 +103,14 @@ fn the_owner_takes_the_bias_back_while_a_visit_waits() {
     model("the_owner_takes_the_bias_back_while_a_visit_waits", || {
         let lock = Arc::new(BiasedMutex::new(0u64));
         add_at_home(&lock);
-        {
-            // Revoked by another thread's lock first.
-            let lock = Arc::clone(&lock);
-            loom::thread::spawn(move || *lock.lock() += 100)
-                .join()
-                .unwrap();
-        }
-        let visitor = {
-            let lock = Arc::clone(&lock);
-            loom::thread::spawn(move || {
-                let mut guard = lock.visit();
-                let read = *guard;
-                loom::thread::yield_now();
-                *guard = read + 10;
-            })
-        };
+        // Revoked by another thread's lock first.
+        on_thread(&lock, |lock| *lock.lock() += 100).join().unwrap();
+        let visitor = on_thread(&lock, |lock| {
+            let mut guard = lock.visit();
+            let read = *guard;
+            loom::thread::yield_now();
+            *guard = read + 10;
+        });
         for _ in 0..3 {
             add_at_home(&lock);
         }
@@ -140,14 +126,8 @@ fn the_owner_a_visit_and_a_sharing_thread_never_hold_it_together() {
         || {
             let lock = Arc::new(BiasedMutex::new(0u64));
             add_at_home(&lock);
-            let visitor = {
-                let lock = Arc::clone(&lock);
-                loom::thread::spawn(move || *lock.visit() += 10)
-            };
-            let other = {
-                let lock = Arc::clone(&lock);
-                loom::thread::spawn(move || *lock.lock() += 100)
-            };
+            let visitor = on_thread(&lock, |lock| *lock.visit() += 10);
+            let other = on_thread(&lock, |lock| *lock.lock() += 100);
             add_at_home(&lock);
             add_at_home(&lock);
             visitor.join().unwrap();
@@ -206,20 +186,14 @@ fn a_thread_that_finds_a_batchs_mark_revokes_for_itself() {
         || {
             let lock = Arc::new(BiasedMutex::new(0u64));
             add_at_home(&lock); // the owner: this thread
-            let driver = {
-                let lock = Arc::clone(&lock);
-                loom::thread::spawn(move || {
-                    let mut batch = VisitBatch::new();
-                    batch.mark(&lock);
-                    batch.barrier();
-                    visit_twice_in(&lock, &batch);
-                    batch.end(&lock);
-                })
-            };
-            let other = {
-                let lock = Arc::clone(&lock);
-                loom::thread::spawn(move || *lock.lock() += 100)
-            };
+            let driver = on_thread(&lock, |lock| {
+                let mut batch = VisitBatch::new();
+                batch.mark(lock);
+                batch.barrier();
+                visit_twice_in(lock, &batch);
+                batch.end(lock);
+            });
+            let other = on_thread(&lock, |lock| *lock.lock() += 100);
             add_at_home(&lock);
             driver.join().unwrap();
             other.join().unwrap();
