@@ -186,18 +186,73 @@ fn a_thread_that_finds_a_batchs_mark_revokes_for_itself() {
         || {
             let lock = Arc::new(BiasedMutex::new(0u64));
             add_at_home(&lock); // the owner: this thread
-            let driver = on_thread(&lock, |lock| {
-                let mut batch = VisitBatch::new();
-                batch.mark(lock);
-                batch.barrier();
-                visit_twice_in(lock, &batch);
-                batch.end(lock);
-            });
+            let driver = on_thread(&lock, batch_on);
             let other = on_thread(&lock, |lock| *lock.lock() += 100);
             add_at_home(&lock);
             driver.join().unwrap();
             other.join().unwrap();
             assert_eq!(*lock.lock(), 122);
+        },
+    );
+}
+
+/// A whole batch on `lock` alone: mark, barrier, two visits, end.
+fn batch_on(lock: &BiasedMutex<u64>) {
+    let mut batch = VisitBatch::new();
+    batch.mark(lock);
+    batch.barrier();
+    visit_twice_in(lock, &batch);
+    batch.end(lock);
+}
+
+#[test]
+fn two_batches_and_the_owner_share_the_lock() {
+    model("two_batches_and_the_owner_share_the_lock", || {
+        let lock = Arc::new(BiasedMutex::new(0u64));
+        add_at_home(&lock);
+        let first = on_thread(&lock, batch_on);
+        let second = on_thread(&lock, batch_on);
+        add_at_home(&lock);
+        first.join().unwrap();
+        second.join().unwrap();
+        assert_eq!(*lock.lock(), 42);
+    });
+}
+
+#[test]
+fn a_batch_a_visit_and_the_owner_share_the_lock() {
+    model("a_batch_a_visit_and_the_owner_share_the_lock", || {
+        let lock = Arc::new(BiasedMutex::new(0u64));
+        add_at_home(&lock);
+        let batch = on_thread(&lock, batch_on);
+        let visitor = on_thread(&lock, |lock| *lock.visit() += 100);
+        add_at_home(&lock);
+        batch.join().unwrap();
+        visitor.join().unwrap();
+        assert_eq!(*lock.lock(), 122);
+    });
+}
+
+#[test]
+fn a_batch_that_marks_and_ends_without_a_visit_leaves_the_lock_safe() {
+    model(
+        "a_batch_that_marks_and_ends_without_a_visit_leaves_the_lock_safe",
+        || {
+            let lock = Arc::new(BiasedMutex::new(0u64));
+            // The owner's first lock (its claim) races the batch: an owner
+            // inside with fewer than REBIAS_AFTER locks, whose bias the
+            // batch's end does not give back.
+            let batch = on_thread(&lock, |lock| {
+                let mut batch = VisitBatch::new();
+                batch.mark(lock);
+                batch.barrier();
+                batch.end(lock);
+            });
+            let other = on_thread(&lock, |lock| *lock.lock() += 100);
+            add_at_home(&lock);
+            batch.join().unwrap();
+            other.join().unwrap();
+            assert_eq!(*lock.lock(), 101);
         },
     );
 }

@@ -144,7 +144,7 @@ enum Path<'a> {
     Shared(#[allow(dead_code)] MutexGuard<'a, Slow>),
     /// Through the mutex, on a visit that revoked the bias: give it back,
     /// then unlock.
-    Visit(&'a AtomicU64, #[allow(dead_code)] MutexGuard<'a, Slow>),
+    Visit(&'a AtomicU64, MutexGuard<'a, Slow>),
 }
 
 impl Drop for Path<'_> {
@@ -154,7 +154,10 @@ impl Drop for Path<'_> {
             Path::Owner(busy) => busy.store(false, Release),
             Path::Shared(_) => {}
             // The mutex, a field, is unlocked after this.
-            Path::Visit(revoked, _) => revoked.store(BIASED, Release),
+            Path::Visit(revoked, slow) => {
+                slow.streak = 0;
+                revoked.store(BIASED, Release);
+            }
         }
     }
 }
@@ -239,9 +242,18 @@ impl VisitBatch {
         }
         let mut slow = lock.slow.lock();
         if lock.words.revoked.load(Relaxed) == self.id {
+            // Whatever comes next assumes nobody is on the fast path: make
+            // sure, even for a lock this batch marked and never visited.
+            if !self.passed {
+                barrier::heavy();
+            }
+            lock.wait_for_owner();
             let locks = lock.words.locks.load(Relaxed);
             let busy = locks.wrapping_sub(slow.locks_at_batch) >= u64::from(REBIAS_AFTER);
             slow.locks_at_batch = locks;
+            if busy {
+                slow.streak = 0;
+            }
             // Release: the owner's fast path reads it with acquire.
             lock.words
                 .revoked
@@ -295,7 +307,11 @@ impl<T> BiasedMutex<T> {
         if !self.is_owner() {
             return self.lock_shared();
         }
-        debug_assert!(!self.words.busy.load(Relaxed), "the owner locked twice");
+        // A second guard would alias the first; a mutex would deadlock.
+        assert!(
+            !self.words.busy.load(Relaxed),
+            "a shard's owner locked it while holding it"
+        );
         let locks = &self.words.locks;
         locks.store(locks.load(Relaxed).wrapping_add(1), Relaxed);
         self.words.busy.store(true, Relaxed);
@@ -307,8 +323,10 @@ impl<T> BiasedMutex<T> {
         self.lock_owner_slow()
     }
 
-    /// Locks for a short visit (shutdown, the figures) that leaves the
-    /// bias as it found it. On the owner's thread, the owner's lock.
+    /// Locks for a short visit (shutdown) that gives the bias back when it
+    /// leaves if it found it, or found a batch's mark (which the batch then
+    /// finds gone, and revokes for itself). On the owner's thread, the
+    /// owner's lock.
     pub(crate) fn visit(&self) -> BiasedGuard<'_, T> {
         if self.is_owner() {
             return self.lock();
@@ -326,24 +344,28 @@ impl<T> BiasedMutex<T> {
     }
 
     /// Locks for one of `batch`'s visits (see [`VisitBatch`]); the bias
-    /// stays revoked until [`VisitBatch::end`].
+    /// stays revoked (by this batch's mark, or by another thread) until
+    /// [`VisitBatch::end`].
     pub(crate) fn visit_in(&self, batch: &VisitBatch) -> BiasedGuard<'_, T> {
         if self.is_owner() {
             return self.lock();
         }
         let slow = self.slow.lock();
-        let revoked = self.words.revoked.load(Relaxed);
-        if revoked == batch.id && batch.passed {
+        match self.words.revoked.load(Relaxed) {
+            REVOKED => {}
             // Marked before the batch's barrier: the owner either saw the
             // mark or is seen in `busy`.
-            self.wait_for_owner();
-            return self.guard(Path::Shared(slow));
+            revoked if revoked == batch.id && batch.passed => self.wait_for_owner(),
+            // Biased (the owner took it back since the mark, or was not
+            // biased then), or another batch's mark: this batch's mark now,
+            // and a barrier of its own after it.
+            _ => {
+                self.words.revoked.store(batch.id, Relaxed);
+                barrier::heavy();
+                self.wait_for_owner();
+            }
         }
-        if revoked == REVOKED {
-            return self.guard(Path::Shared(slow));
-        }
-        self.revoke();
-        self.guard(Path::Visit(&self.words.revoked, slow))
+        self.guard(Path::Shared(slow))
     }
 
     /// Makes the calling thread the owner if nobody is yet, and gives it
@@ -598,8 +620,12 @@ mod barrier {
             // and unwinding would leave the lock marked revoked with the
             // owner unchecked: stop the process rather than race.
             if call(PRIVATE_EXPEDITED) != 0 {
+                use std::io::Write;
                 let error = std::io::Error::last_os_error();
-                eprintln!(
+                // Not `eprintln!`: it panics if stderr is gone, and an
+                // unwind from here is the race the abort prevents.
+                let _ = writeln!(
+                    std::io::stderr(),
                     "purgatorio: membarrier(PRIVATE_EXPEDITED) failed after registering ({error}); \
                      a shard lock cannot be taken safely, aborting"
                 );
