@@ -17,6 +17,24 @@ fn on_thread(
     loom::thread::spawn(move || f(&lock))
 }
 
+/// The owner's part of a model: adds one `adds` times from the calling
+/// thread while `others` run, joins them, and checks the value is
+/// `expected`.
+fn owner_adds_and_joins<const N: usize>(
+    lock: &BiasedMutex<u64>,
+    adds: usize,
+    others: [loom::thread::JoinHandle<()>; N],
+    expected: u64,
+) {
+    for _ in 0..adds {
+        add_at_home(lock);
+    }
+    for other in others {
+        other.join().unwrap();
+    }
+    assert_eq!(*lock.lock(), expected);
+}
+
 /// Adds one to the value under `lock`'s owner path (the calling thread's
 /// home), in two steps, so a second holder between them would be seen.
 fn add_at_home(lock: &BiasedMutex<u64>) {
@@ -35,10 +53,7 @@ fn the_owner_and_a_visit_never_hold_the_lock_together() {
             let mut guard = lock.visit();
             *guard += 10;
         });
-        add_at_home(&lock);
-        add_at_home(&lock);
-        visitor.join().unwrap();
-        assert_eq!(*lock.visit(), 13);
+        owner_adds_and_joins(&lock, 2, [visitor], 13);
         // The visit gave the bias back.
         add_at_home(&lock);
         assert_eq!(*lock.visit(), 14);
@@ -59,11 +74,7 @@ fn a_thread_sharing_the_lock_revokes_it_and_the_owner_takes_it_back() {
             });
             // Enough to take the bias back (REBIAS_AFTER is 2 here) if the
             // other thread came first, then the fast path.
-            for _ in 0..3 {
-                add_at_home(&lock);
-            }
-            other.join().unwrap();
-            assert_eq!(*lock.lock(), 14);
+            owner_adds_and_joins(&lock, 3, [other], 14);
         },
     );
 }
@@ -73,14 +84,8 @@ fn two_visits_and_the_owner_share_the_lock() {
     model("two_visits_and_the_owner_share_the_lock", || {
         let lock = Arc::new(BiasedMutex::new(0u64));
         add_at_home(&lock);
-        let visitors: Vec<_> = (0..2)
-            .map(|_| on_thread(&lock, |lock| *lock.visit() += 10))
-            .collect();
-        add_at_home(&lock);
-        for visitor in visitors {
-            visitor.join().unwrap();
-        }
-        assert_eq!(*lock.lock(), 22);
+        let visitors = [(); 2].map(|()| on_thread(&lock, |lock| *lock.visit() += 10));
+        owner_adds_and_joins(&lock, 1, visitors, 22);
     });
 }
 
@@ -90,11 +95,7 @@ fn a_claim_races_a_visit_and_a_sharing_thread() {
         let lock = Arc::new(BiasedMutex::new(0u64));
         let visitor = on_thread(&lock, |lock| *lock.visit() += 10);
         let other = on_thread(&lock, add_at_home);
-        add_at_home(&lock);
-        add_at_home(&lock);
-        visitor.join().unwrap();
-        other.join().unwrap();
-        assert_eq!(*lock.visit(), 13);
+        owner_adds_and_joins(&lock, 2, [visitor, other], 13);
     });
 }
 
@@ -111,11 +112,7 @@ fn the_owner_takes_the_bias_back_while_a_visit_waits() {
             loom::thread::yield_now();
             *guard = read + 10;
         });
-        for _ in 0..3 {
-            add_at_home(&lock);
-        }
-        visitor.join().unwrap();
-        assert_eq!(*lock.visit(), 114);
+        owner_adds_and_joins(&lock, 3, [visitor], 114);
     });
 }
 
@@ -128,11 +125,7 @@ fn the_owner_a_visit_and_a_sharing_thread_never_hold_it_together() {
             add_at_home(&lock);
             let visitor = on_thread(&lock, |lock| *lock.visit() += 10);
             let other = on_thread(&lock, |lock| *lock.lock() += 100);
-            add_at_home(&lock);
-            add_at_home(&lock);
-            visitor.join().unwrap();
-            other.join().unwrap();
-            assert_eq!(*lock.visit(), 113);
+            owner_adds_and_joins(&lock, 2, [visitor, other], 113);
         },
     );
 }
@@ -188,10 +181,7 @@ fn a_thread_that_finds_a_batchs_mark_revokes_for_itself() {
             add_at_home(&lock); // the owner: this thread
             let driver = on_thread(&lock, batch_on);
             let other = on_thread(&lock, |lock| *lock.lock() += 100);
-            add_at_home(&lock);
-            driver.join().unwrap();
-            other.join().unwrap();
-            assert_eq!(*lock.lock(), 122);
+            owner_adds_and_joins(&lock, 1, [driver, other], 122);
         },
     );
 }
@@ -212,10 +202,7 @@ fn two_batches_and_the_owner_share_the_lock() {
         add_at_home(&lock);
         let first = on_thread(&lock, batch_on);
         let second = on_thread(&lock, batch_on);
-        add_at_home(&lock);
-        first.join().unwrap();
-        second.join().unwrap();
-        assert_eq!(*lock.lock(), 42);
+        owner_adds_and_joins(&lock, 1, [first, second], 42);
     });
 }
 
@@ -226,10 +213,7 @@ fn a_batch_a_visit_and_the_owner_share_the_lock() {
         add_at_home(&lock);
         let batch = on_thread(&lock, batch_on);
         let visitor = on_thread(&lock, |lock| *lock.visit() += 100);
-        add_at_home(&lock);
-        batch.join().unwrap();
-        visitor.join().unwrap();
-        assert_eq!(*lock.lock(), 122);
+        owner_adds_and_joins(&lock, 1, [batch, visitor], 122);
     });
 }
 
@@ -249,10 +233,7 @@ fn a_batch_that_marks_and_ends_without_a_visit_leaves_the_lock_safe() {
                 batch.end(lock);
             });
             let other = on_thread(&lock, |lock| *lock.lock() += 100);
-            add_at_home(&lock);
-            batch.join().unwrap();
-            other.join().unwrap();
-            assert_eq!(*lock.lock(), 101);
+            owner_adds_and_joins(&lock, 1, [batch, other], 101);
         },
     );
 }

@@ -367,15 +367,22 @@ impl<T: Task> Driver<T> {
         self.timing.time().instant_of(wake)
     }
 
-    /// Calls `f` with each shard and its state, one shard at a time, with
-    /// one heavy barrier for all the shards whose owner has the bias (see
-    /// `sync::biased::VisitBatch`).
-    pub(super) fn visit_each(&self, mut f: impl FnMut(&Shard<T>, &mut ShardState<T>)) {
+    /// A batch of visits to every shard: each marked, one heavy barrier
+    /// passed for all of them (see `sync::biased::VisitBatch`).
+    fn visits(&self) -> VisitBatch {
         let mut visits = VisitBatch::new();
         for shard in self.shards.iter() {
             visits.mark(&shard.state);
         }
         visits.barrier();
+        visits
+    }
+
+    /// Calls `f` with each shard and its state, one shard at a time, with
+    /// one heavy barrier for all the shards whose owner has the bias (see
+    /// `sync::biased::VisitBatch`).
+    pub(super) fn visit_each(&self, mut f: impl FnMut(&Shard<T>, &mut ShardState<T>)) {
+        let visits = self.visits();
         for shard in self.shards.iter() {
             f(shard, &mut shard.state.visit_in(&visits));
             visits.end(&shard.state);
@@ -388,11 +395,7 @@ impl<T: Task> Driver<T> {
     fn run_due_at(&self, now: u64) -> (usize, Option<u64>) {
         let mut moved = 0;
         let mut earliest: Option<u64> = None;
-        let mut visits = VisitBatch::new();
-        for shard in self.shards.iter() {
-            visits.mark(&shard.state);
-        }
-        visits.barrier();
+        let visits = self.visits();
         for shard in self.shards.iter() {
             let mut discarded = Vec::new();
             loop {

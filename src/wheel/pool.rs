@@ -436,6 +436,13 @@ impl Pool {
 mod tests {
     use super::*;
 
+    /// Pushes references 0 to `n` (exclusive) onto `b`.
+    fn fill(pool: &mut Pool, b: &mut Bucket, n: u32) {
+        for i in 0..n {
+            pool.push(b, r(i));
+        }
+    }
+
     fn r(i: u32) -> Ref {
         Ref { idx: i, check: i }
     }
@@ -481,9 +488,7 @@ mod tests {
         let mut pool = Pool::default();
         let mut a = Bucket::default();
         let mut b = Bucket::default();
-        for i in 0..3_000 {
-            pool.push(&mut a, r(i));
-        }
+        fill(&mut pool, &mut a, 3_000);
         let stored = pool.stored();
         pool.release(&mut a);
         assert!(a.is_empty() && a.blocks() == 0);
@@ -496,9 +501,7 @@ mod tests {
         pool.check([&a, &b]);
         assert!(pool.refs(&b).map(|r| r.idx).eq(10_000..13_000));
         // The emptied bucket fills again, now with new blocks.
-        for i in 0..100 {
-            pool.push(&mut a, r(i));
-        }
+        fill(&mut pool, &mut a, 100);
         pool.check([&a, &b]);
         assert!(pool.refs(&a).map(|r| r.idx).eq(0..100));
         assert!(pool.refs(&b).map(|r| r.idx).eq(10_000..13_000));
@@ -558,9 +561,7 @@ mod tests {
     fn retain_of_nothing_empties_the_bucket() {
         let mut pool = Pool::default();
         let mut b = Bucket::default();
-        for i in 0..2_000 {
-            pool.push(&mut b, r(i));
-        }
+        fill(&mut pool, &mut b, 2_000);
         pool.retain(&mut b, |_| false);
         assert!(b.is_empty() && b.blocks() == 0);
         assert_eq!(pool.last(&b), None);
@@ -571,9 +572,7 @@ mod tests {
     fn pop_while_crosses_blocks_and_gives_them_back() {
         let mut pool = Pool::default();
         let mut b = Bucket::default();
-        for i in 0..1_600 {
-            pool.push(&mut b, r(i));
-        }
+        fill(&mut pool, &mut b, 1_600);
         // Pop down to 12 references (two full blocks): across every block
         // boundary from the 512-blocks down to the second block.
         assert_eq!(pool.pop_while(&mut b, |r| r.idx >= 12), 1_600 - 12);
@@ -586,9 +585,7 @@ mod tests {
         assert!(b.is_empty() && b.blocks() == 0);
         pool.check([&b]);
         assert_eq!(pool.pop_while(&mut b, |_| true), 0);
-        for i in 0..30 {
-            pool.push(&mut b, r(i));
-        }
+        fill(&mut pool, &mut b, 30);
         pool.check([&b]);
         assert!(pool.refs(&b).map(|r| r.idx).eq(0..30));
     }
@@ -598,9 +595,7 @@ mod tests {
         let mut pool = Pool::default();
         let mut b = Bucket::default();
         let mut other = Bucket::default();
-        for i in 0..1_500 {
-            pool.push(&mut b, r(i));
-        }
+        fill(&mut pool, &mut b, 1_500);
         let stored = pool.stored();
         let mut out = Vec::new();
         let mut seen = Vec::new();
