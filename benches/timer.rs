@@ -2,8 +2,10 @@
 //!
 //! - `timer_churn/threads/{1,2}`: W1 on [`Timer`] (system clock): 1,000,000
 //!   pending split over the threads, each thread doing schedule + cancel of
-//!   a random own pending timer. Time is per pair over all threads, so the
-//!   2-thread figure is the aggregate throughput.
+//!   a random own pending timer, by its `TimerHandle`. Time is per pair over
+//!   all threads, so the 2-thread figure is the aggregate throughput.
+//! - `timer_churn/ids/{1,2}`: the same, each timer named by its `TimerId`
+//!   and cancelled through the timer.
 //! - `purgatory/complete`: park an operation on one of 10,000 keys, satisfy
 //!   it and `check_and_complete` the key (the completion-heavy mix).
 //! - `purgatory/expire`: park 100,000 operations with a 10 ms timeout on a
@@ -33,55 +35,99 @@ fn delay(rng: &mut SmallRng) -> Duration {
     Duration::from_millis(3_600_000 + rng.gen_range(1..=30_000))
 }
 
+/// How a churn worker names its timers.
+#[derive(Clone, Copy, Debug)]
+enum Naming {
+    /// By `TimerHandle`, cancelled through it.
+    Handles,
+    /// By `TimerId`, cancelled through the timer.
+    Ids,
+}
+
 /// A thread that keeps its own pending timers and runs churn on request.
-fn churn_worker(timer: Timer<fn()>, pending: usize, seed: u64) -> Sender<(u64, Sender<()>)> {
+fn churn_worker(
+    timer: Timer<fn()>,
+    naming: Naming,
+    pending: usize,
+    seed: u64,
+) -> Sender<(u64, Sender<()>)> {
     let (tx, rx) = unbounded::<(u64, Sender<()>)>();
     let (ready_tx, ready_rx) = bounded(1);
     thread::spawn(move || {
         let task: fn() = || ();
         let mut rng = SmallRng::seed_from_u64(seed);
-        let mut handles: Vec<_> = (0..pending)
-            .map(|_| timer.schedule(delay(&mut rng), task).expect("scheduled"))
-            .collect();
-        ready_tx.send(()).expect("bench waits");
-        for (pairs, done) in rx {
-            for _ in 0..pairs {
-                let handle = timer.schedule(delay(&mut rng), task).expect("scheduled");
-                let victim = rng.gen_range(0..handles.len());
-                let old = std::mem::replace(&mut handles[victim], handle);
-                assert!(old.cancel().is_some());
-            }
-            done.send(()).expect("bench waits");
+        match naming {
+            Naming::Handles => churn(
+                &mut rng,
+                pending,
+                |rng| timer.schedule(delay(rng), task).expect("scheduled"),
+                |handle| handle.cancel().is_some(),
+                &ready_tx,
+                &rx,
+            ),
+            Naming::Ids => churn(
+                &mut rng,
+                pending,
+                |rng| timer.schedule_id(delay(rng), task).expect("scheduled"),
+                |id| timer.cancel(id).is_some(),
+                &ready_tx,
+                &rx,
+            ),
         }
     });
     ready_rx.recv().expect("worker filled its timers");
     tx
 }
 
+/// A churn worker's loop: `pending` timers, then per request that many
+/// pairs of (schedule one more, cancel a random pending one).
+fn churn<N>(
+    rng: &mut SmallRng,
+    pending: usize,
+    mut schedule: impl FnMut(&mut SmallRng) -> N,
+    mut cancel: impl FnMut(N) -> bool,
+    ready: &Sender<()>,
+    requests: &crossbeam_channel::Receiver<(u64, Sender<()>)>,
+) {
+    let mut names: Vec<N> = (0..pending).map(|_| schedule(rng)).collect();
+    ready.send(()).expect("bench waits");
+    for (pairs, done) in requests {
+        for _ in 0..pairs {
+            let name = schedule(rng);
+            let victim = rng.gen_range(0..names.len());
+            let old = std::mem::replace(&mut names[victim], name);
+            assert!(cancel(old));
+        }
+        done.send(()).expect("bench waits");
+    }
+}
+
 fn timer_churn(c: &mut Criterion) {
     let mut group = c.benchmark_group("timer_churn");
     group.throughput(Throughput::Elements(1));
-    for threads in [1usize, 2] {
-        group.bench_with_input(BenchmarkId::new("threads", threads), &threads, |b, &t| {
-            let timer: Timer<fn()> = TimerBuilder::new().build().expect("timer");
-            let workers: Vec<_> = (0..t)
-                .map(|i| churn_worker(timer.clone(), PENDING / t, i as u64))
-                .collect();
-            b.iter_custom(|iters| {
-                let per = iters.div_ceil(t as u64);
-                let (done_tx, done_rx) = unbounded();
-                let start = Instant::now();
-                for w in &workers {
-                    w.send((per, done_tx.clone())).expect("worker alive");
-                }
-                for _ in 0..t {
-                    done_rx.recv().expect("worker done");
-                }
-                start.elapsed()
+    for (name, naming) in [("threads", Naming::Handles), ("ids", Naming::Ids)] {
+        for threads in [1usize, 2] {
+            group.bench_with_input(BenchmarkId::new(name, threads), &threads, |b, &t| {
+                let timer: Timer<fn()> = TimerBuilder::new().build().expect("timer");
+                let workers: Vec<_> = (0..t)
+                    .map(|i| churn_worker(timer.clone(), naming, PENDING / t, i as u64))
+                    .collect();
+                b.iter_custom(|iters| {
+                    let per = iters.div_ceil(t as u64);
+                    let (done_tx, done_rx) = unbounded();
+                    let start = Instant::now();
+                    for w in &workers {
+                        w.send((per, done_tx.clone())).expect("worker alive");
+                    }
+                    for _ in 0..t {
+                        done_rx.recv().expect("worker done");
+                    }
+                    start.elapsed()
+                });
+                drop(workers);
+                timer.shutdown();
             });
-            drop(workers);
-            timer.shutdown();
-        });
+        }
     }
     group.finish();
 }

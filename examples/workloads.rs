@@ -5,8 +5,8 @@
 //!
 //! ```text
 //! cargo run --release --example workloads            # all
-//! cargo run --release --example workloads -- w1 w3   # some (w1 w1-clock w1-timer w2 w3 w4 w4-timer)
-//! cargo run --release --example workloads -- w1 w1-clock w1-timer --pending 10000
+//! cargo run --release --example workloads -- w1 w3   # some (w1 w1-clock w1-timer w1-timer-id w2 ...)
+//! cargo run --release --example workloads -- w1 w1-clock w1-timer w1-timer-id --pending 10000
 //! cargo run --release --example workloads -- --help  # what each one is
 //! ```
 //!
@@ -69,35 +69,60 @@ fn w1_clock(pending: usize) {
 }
 
 /// W1 on the thread-safe timer (system clock, delays in [60, 90] s so none
-/// fires during the run), from one thread: `pending` timers, then
+/// fires during the run), from one thread, each task named by its
+/// [`TimerHandle`](purgatorio::TimerHandle): `pending` timers, then
 /// 2,000,000 × (schedule one more + cancel a random pending one).
 fn w1_timer(pending: usize) {
-    let mut rng = SmallRng::seed_from_u64(SEED);
     let timer: Timer<fn()> = TimerBuilder::new().build().expect("timer");
     let task: fn() = || ();
-    let mut handles: Vec<_> = (0..pending as u64)
-        .map(|_| {
-            timer
-                .schedule(ms(rng.gen_range(60_000..=90_000)), task)
-                .expect("scheduled")
-        })
+    let ns = w1_pairs(
+        pending,
+        |delay| timer.schedule(delay, task).expect("scheduled"),
+        |handle| handle.cancel().is_some(),
+    );
+    println!(
+        "W1 timer:  {ns:>7.1} ns per schedule+cancel pair (thread-safe timer, one thread, {} pending)",
+        grouped(pending as u64)
+    );
+}
+
+/// [`w1_timer`] with each task named by its [`TimerId`](purgatorio::TimerId),
+/// cancelled through the timer: no reference count per task.
+fn w1_timer_id(pending: usize) {
+    let timer: Timer<fn()> = TimerBuilder::new().build().expect("timer");
+    let task: fn() = || ();
+    let ns = w1_pairs(
+        pending,
+        |delay| timer.schedule_id(delay, task).expect("scheduled"),
+        |id| timer.cancel(id).is_some(),
+    );
+    println!(
+        "W1 timer id: {ns:>5.1} ns per schedule+cancel pair (thread-safe timer by id, one thread, {} pending)",
+        grouped(pending as u64)
+    );
+}
+
+/// W1's pairs on a real-time timer: `pending` scheduled with delays in
+/// [60, 90] s, then 2,000,000 × (`schedule` one more + `cancel` a random
+/// pending one, which must succeed); nanoseconds per pair.
+fn w1_pairs<N>(
+    pending: usize,
+    mut schedule: impl FnMut(Duration) -> N,
+    mut cancel: impl FnMut(N) -> bool,
+) -> f64 {
+    let mut rng = SmallRng::seed_from_u64(SEED);
+    let mut names: Vec<N> = (0..pending)
+        .map(|_| schedule(ms(rng.gen_range(60_000..=90_000))))
         .collect();
     let pairs = 2_000_000u64;
     let start = Instant::now();
     for _ in 0..pairs {
-        let handle = timer
-            .schedule(ms(rng.gen_range(60_000..=90_000)), task)
-            .expect("scheduled");
-        let victim = rng.gen_range(0..handles.len());
-        let old = std::mem::replace(&mut handles[victim], handle);
-        assert!(old.cancel().is_some());
+        let name = schedule(ms(rng.gen_range(60_000..=90_000)));
+        let victim = rng.gen_range(0..names.len());
+        let old = std::mem::replace(&mut names[victim], name);
+        assert!(cancel(old), "a pending timer was cancelled");
     }
-    let elapsed = start.elapsed();
-    println!(
-        "W1 timer:  {:>7.1} ns per schedule+cancel pair (thread-safe timer, one thread, {} pending)",
-        elapsed.as_nanos() as f64 / pairs as f64,
-        grouped(pending as u64)
-    );
+    start.elapsed().as_nanos() as f64 / pairs as f64
 }
 
 /// W2 expire: 1,000,000 in [1, 10,000] ms, advanced 1 ms at a time to 10,001.
@@ -198,10 +223,12 @@ enum Workload {
     /// W1 churn on the core: 1,000,000 pending (or `--pending`), 2,000,000 schedule+cancel pairs.
     W1,
     /// W1 on the core with a system clock read per schedule (the reference
-    /// for `w1-timer`).
+    /// for `w1-timer` and `w1-timer-id`).
     W1Clock,
     /// W1 on the thread-safe timer, from one thread.
     W1Timer,
+    /// W1 on the thread-safe timer by `TimerId`, from one thread.
+    W1TimerId,
     /// W2 expire: 1,000,000 timers, the clock advanced 1 ms at a time.
     W2,
     /// W3 memory: 10,000,000 pending timers, RSS per timer.
@@ -234,6 +261,7 @@ fn main() {
             Workload::W1 => w1(args.pending as usize),
             Workload::W1Clock => w1_clock(args.pending as usize),
             Workload::W1Timer => w1_timer(args.pending as usize),
+            Workload::W1TimerId => w1_timer_id(args.pending as usize),
             Workload::W2 => w2(),
             Workload::W3 => w3_memory(),
             Workload::W4 => w4_sparse(),

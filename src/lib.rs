@@ -227,7 +227,9 @@ pub use tick::{
     DEFAULT_TICK, DEFAULT_WHEEL_SIZE, MAX_SHARDS, MAX_TICK, MAX_WATCH_SHARDS, MAX_WHEEL_SIZE,
     MAX_WORKERS, MIN_TICK, MIN_WHEEL_SIZE,
 };
-pub use timer::{BoxTask, Executor, Lateness, Metrics, Task, Timer, TimerBuilder, TimerHandle};
+pub use timer::{
+    BoxTask, Executor, Lateness, Metrics, Task, Timer, TimerBuilder, TimerHandle, TimerId,
+};
 pub use wheel::TimerKey;
 
 /// The README's examples, compiled and run as doctests.

@@ -105,7 +105,7 @@ fn a_bad_value_exits_2_before_running() {
         (
             "workloads",
             &["w1", "w9"],
-            "possible values: w1, w1-clock, w1-timer",
+            "possible values: w1, w1-clock, w1-timer, w1-timer-id",
         ),
         ("realtime", &["0"], "invalid value '0'"),
         ("realtime", &["many"], "invalid value 'many'"),

@@ -93,6 +93,15 @@ impl<T: Task> Default for TimerBuilder<T> {
     }
 }
 
+/// The number of the next timer built, for its [`TimerId`](crate::TimerId)s.
+static NEXT_TIMER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// A number for a new timer: each timer's differs from every other's
+/// (until 2³² timers were built in one process).
+fn next_timer_id() -> u32 {
+    NEXT_TIMER.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
 impl<T: Task> TimerBuilder<T> {
     /// A builder with the defaults, for a timer of any task type `T` (the
     /// default [`Timer::builder`] is this for [`BoxTask`]).
@@ -242,9 +251,13 @@ impl<T: Task> TimerBuilder<T> {
             closed: AtomicBool::new(false),
             counters: Counters::new(&self.thread_name),
             name: self.thread_name.clone(),
+            id: next_timer_id(),
         });
-        let shards = (0..self.shards)
-            .map(|_| Arc::new(Shard::new(Wheel::new(wheel_size, 0), Arc::clone(&timing))))
+        let shards = (0..self.shards as u32)
+            .map(|number| {
+                let wheel = Wheel::new(wheel_size, 0);
+                Arc::new(Shard::new(number, wheel, Arc::clone(&timing)))
+            })
             .collect();
         let pool = Runner::start(&self.executor, self.workers, &self.thread_name, &timing)?;
         let driver = Arc::new(Driver {

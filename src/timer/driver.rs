@@ -52,7 +52,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::executor::Runner;
-use super::handle::TimerHandle;
+use super::handle::{TimerHandle, TimerId};
 use super::hooks::ShutdownHooks;
 use super::pool;
 use super::shard::{owns, shard_index, Shard, ShardState};
@@ -78,12 +78,19 @@ fn earlier<T: Ord>(a: Option<T>, b: Option<T>) -> Option<T> {
 /// A scheduled timer named by its shard's number and its key there: a
 /// [`TimerHandle`] without the shard's reference count, for an owner that
 /// holds the [`Driver`] anyway (a [`Sleep`](crate::Sleep)).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Entry {
     /// The shard's number.
     shard: u32,
     /// The timer's key there.
     key: TimerKey,
+}
+
+impl Entry {
+    /// The timer `key` in shard number `shard`.
+    pub(super) fn new(shard: u32, key: TimerKey) -> Self {
+        Entry { shard, key }
+    }
 }
 
 /// A timer just scheduled: its entry, the driver's wake-up it owes, and
@@ -244,6 +251,26 @@ impl<T: Task> Driver<T> {
     /// `Err(task)` if it is no longer pending.
     pub(crate) fn replace(&self, entry: Entry, task: T) -> Result<T, T> {
         self.shards[entry.shard as usize].replace(entry.key, task)
+    }
+
+    /// Whether `entry` is still waiting in its wheel.
+    pub(super) fn contains(&self, entry: Entry) -> bool {
+        self.shards[entry.shard as usize].contains(entry.key)
+    }
+
+    /// The user's id of `entry`: this timer's number and the entry.
+    #[inline]
+    pub(super) fn id(&self, entry: Entry) -> TimerId {
+        TimerId {
+            timer: self.timing.id,
+            entry,
+        }
+    }
+
+    /// The entry `id` names, if it is one of this timer's.
+    #[inline]
+    pub(super) fn entry_of(&self, id: TimerId) -> Option<Entry> {
+        (id.timer == self.timing.id).then_some(id.entry)
     }
 
     /// Moves `entry` to `delay` from now; `None` if it is no longer

@@ -52,7 +52,7 @@ mod timing;
 pub use builder::TimerBuilder;
 pub(crate) use driver::{Driver, Entry};
 pub use executor::Executor;
-pub use handle::TimerHandle;
+pub use handle::{TimerHandle, TimerId};
 pub(crate) use hooks::OnShutdown;
 pub use metrics::{Lateness, Metrics};
 pub use service::Timer;

@@ -179,11 +179,11 @@ impl<T: Task> Timer<T> {
     /// [`schedule`](Self::schedule) for the crate's own entries: names the
     /// timer by an [`Entry`] rather than a [`TimerHandle`], whose shard
     /// reference would be one more count to move per timer.
-    #[inline]
     ///
     /// The [`Wake`] wakes the driver, if the new deadline is the earliest,
     /// when dropped: a caller holding one of the crate's locks drops it
     /// after, since an async driver's wake-up runs its runtime's waker.
+    #[inline]
     pub(crate) fn schedule_entry(
         &self,
         delay: Duration,
@@ -217,12 +217,22 @@ impl<T: Task> Timer<T> {
         deadline: Instant,
         task: impl Into<T>,
     ) -> Result<TimerHandle<T>, ScheduleError<T>> {
+        let (entry, _wake) = self.schedule_entry_at(deadline, task.into())?;
+        Ok(self.driver().handle(entry))
+    }
+
+    /// [`schedule_at`](Self::schedule_at) by [`Entry`], as
+    /// [`schedule_entry`](Self::schedule_entry).
+    #[inline]
+    pub(crate) fn schedule_entry_at(
+        &self,
+        deadline: Instant,
+        task: T,
+    ) -> Result<(Entry, Wake<'_>), ScheduleError<T>> {
         let time = self.driver().time();
         let now = time.now();
-        let (entry, _wake) =
-            self.driver()
-                .insert(time.due_at(now, deadline), now.tick, task.into())?;
-        Ok(self.driver().handle(entry))
+        self.driver()
+            .insert(time.due_at(now, deadline), now.tick, task)
     }
 
     /// Hands an internal task (a purge) straight to the workers: it never

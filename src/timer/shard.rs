@@ -53,6 +53,8 @@ pub(crate) struct Shard<T> {
     polled_through: AtomicU64,
     /// Shared with the timer.
     pub(super) timing: Arc<Timing>,
+    /// Its number among the timer's shards.
+    pub(super) number: u32,
 }
 
 /// Keys of timers that other threads gave up on, still in the wheel (see
@@ -83,8 +85,8 @@ pub(crate) struct ShardState<T> {
 }
 
 impl<T> Shard<T> {
-    /// A shard of `wheel`, sharing `timing`.
-    pub(super) fn new(wheel: Wheel<T>, timing: Arc<Timing>) -> Self {
+    /// Shard number `number`, of `wheel`, sharing `timing`.
+    pub(super) fn new(number: u32, wheel: Wheel<T>, timing: Arc<Timing>) -> Self {
         Shard {
             state: BiasedMutex::new(ShardState {
                 wheel,
@@ -99,6 +101,7 @@ impl<T> Shard<T> {
             },
             polled_through: AtomicU64::new(0),
             timing,
+            number,
         }
     }
 

@@ -30,6 +30,10 @@ pub(crate) struct Timing {
     pub(super) name: String,
     /// Counters kept outside the shard locks.
     pub(super) counters: Counters,
+    /// The timer's number among the process's timers, in its
+    /// [`TimerId`](crate::TimerId)s: an id from another timer names
+    /// nothing here.
+    pub(super) id: u32,
 }
 
 impl Timing {

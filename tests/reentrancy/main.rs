@@ -49,12 +49,12 @@
 //!
 //! ## Timer tasks
 //!
-//! | callback (trigger) | `Timer::schedule` | `TimerHandle::cancel` | `TimerHandle::reschedule` | `len` / `is_empty` / `metrics` | `shutdown()` | drop last handle |
-//! |---|---|---|---|---|---|---|
-//! | task (runs on a worker) | works | works | works | works | works (hands back the pending tasks) | works |
-//! | task's `Drop` (`TimerHandle::cancel`) | works | works | works | works | works | works |
-//! | task's `Drop` (`Timer::shutdown`, the caller drops the tasks) | `Err(ScheduleError(task))` | `false` | `false` | works (0 pending) | works (`[]`) | works |
-//! | task's `Drop` (the last `Timer` handle dropped with it pending) | — ⁵ | `false` | `false` | — ⁵ | — ⁵ | — ⁵ |
+//! | callback (trigger) | `Timer::schedule` | `TimerHandle::cancel` | `TimerHandle::reschedule` | by `TimerId`: `Timer::cancel` / `reschedule` / `is_pending` / `schedule_id` | `len` / `is_empty` / `metrics` | `shutdown()` | drop last handle |
+//! |---|---|---|---|---|---|---|---|
+//! | task (runs on a worker) | works | works | works | works | works | works (hands back the pending tasks) | works |
+//! | task's `Drop` (`TimerHandle::cancel`) | works | works | works | works | works | works | works |
+//! | task's `Drop` (`Timer::shutdown`, the caller drops the tasks) | `Err(ScheduleError(task))` | `false` | `false` | `None` / `false`; `Err(ScheduleError(task))` | works (0 pending) | works (`[]`) | works |
+//! | task's `Drop` (the last `Timer` handle dropped with it pending) | — ⁵ | `false` | `false` | — ⁵ | — ⁵ | — ⁵ | — ⁵ |
 //!
 //! 5. No `Timer` handle is reachable: one held by the task would keep the
 //!    timer alive. Handles of other tasks are.

@@ -65,6 +65,9 @@ enum TimerCall {
     Cancel,
     /// `TimerHandle::reschedule`, likewise.
     Reschedule,
+    /// By `TimerId`: `Timer::is_pending`, `reschedule` and `cancel` of
+    /// another pending task, `cancel` of the task's own, `schedule_id`.
+    ById,
     /// `len`, `is_empty`, `is_shut_down`, `metrics`.
     Gauges,
     /// `shutdown()`.
@@ -79,6 +82,7 @@ impl Named for TimerCall {
             TimerCall::Schedule => "Timer::schedule",
             TimerCall::Cancel => "TimerHandle::cancel",
             TimerCall::Reschedule => "TimerHandle::reschedule",
+            TimerCall::ById => "Timer::cancel/reschedule/schedule_id by id",
             TimerCall::Gauges => "len/is_empty/metrics",
             TimerCall::Shutdown => "shutdown()",
             TimerCall::DropLast => "drop last handle",
@@ -186,6 +190,41 @@ fn timer_call(
                 false,
             )
         }),
+        TimerCall::ById => Box::new(move || {
+            let timer = ctx.timer()?;
+            let (other, own) = (ctx.other.id(), ctx.own()?.id());
+            check_eq(
+                "is_pending(another task's id)",
+                timer.is_pending(other),
+                live,
+            )?;
+            check_eq(
+                "reschedule(another task's id)",
+                timer.reschedule(other, 2 * LONG),
+                live,
+            )?;
+            check_eq(
+                "cancel(another task's id)",
+                timer.cancel(other).is_some(),
+                live,
+            )?;
+            check_eq(
+                "cancel(the task's own id)",
+                timer.cancel(own).is_some(),
+                false,
+            )?;
+            match timer.schedule_id(LONG, Box::new(|| ())) {
+                Ok(id) => check_eq(
+                    "(live, the task scheduled by id pending)",
+                    (live, timer.is_pending(id)),
+                    (true, true),
+                ),
+                Err(err) => {
+                    drop(err.into_inner());
+                    check("schedule_id refused only once shut down", !live)
+                }
+            }
+        }),
         TimerCall::Gauges => {
             let (cancelled, expired) = match trigger {
                 TaskTrigger::Run => (0, 1),
@@ -264,6 +303,7 @@ impl Cell for TaskCell {
         TimerCall::Schedule,
         TimerCall::Cancel,
         TimerCall::Reschedule,
+        TimerCall::ById,
         TimerCall::Gauges,
         TimerCall::Shutdown,
         TimerCall::DropLast,
