@@ -22,8 +22,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use crossbeam_channel::{bounded, unbounded, Sender};
+use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
 use purgatorio::{Completion, DelayedOperation, ManualClock, Purgatory, Timer, TimerBuilder};
+use purgatorio_workloads::RealTimePairs;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -55,21 +56,24 @@ fn churn_worker(
     let (ready_tx, ready_rx) = bounded(1);
     thread::spawn(move || {
         let task: fn() = || ();
-        let mut rng = SmallRng::seed_from_u64(seed);
         match naming {
             Naming::Handles => churn(
-                &mut rng,
-                pending,
-                |rng| timer.schedule(delay(rng), task).expect("scheduled"),
-                |handle| handle.cancel().is_some(),
+                RealTimePairs::new(
+                    pending,
+                    seed,
+                    |rng| timer.schedule(delay(rng), task).expect("scheduled"),
+                    |handle| handle.cancel().is_some(),
+                ),
                 &ready_tx,
                 &rx,
             ),
             Naming::Ids => churn(
-                &mut rng,
-                pending,
-                |rng| timer.schedule_id(delay(rng), task).expect("scheduled"),
-                |id| timer.cancel(id).is_some(),
+                RealTimePairs::new(
+                    pending,
+                    seed,
+                    |rng| timer.schedule_id(delay(rng), task).expect("scheduled"),
+                    |id| timer.cancel(id).is_some(),
+                ),
                 &ready_tx,
                 &rx,
             ),
@@ -79,25 +83,16 @@ fn churn_worker(
     tx
 }
 
-/// A churn worker's loop: `pending` timers, then per request that many
-/// pairs of (schedule one more, cancel a random pending one).
+/// A churn worker's loop, its timers scheduled: says it is ready, then runs
+/// as many pairs as each request asks for.
 fn churn<N>(
-    rng: &mut SmallRng,
-    pending: usize,
-    mut schedule: impl FnMut(&mut SmallRng) -> N,
-    mut cancel: impl FnMut(N) -> bool,
+    mut pairs: RealTimePairs<N, impl FnMut(&mut SmallRng) -> N, impl FnMut(N) -> bool>,
     ready: &Sender<()>,
-    requests: &crossbeam_channel::Receiver<(u64, Sender<()>)>,
+    requests: &Receiver<(u64, Sender<()>)>,
 ) {
-    let mut names: Vec<N> = (0..pending).map(|_| schedule(rng)).collect();
     ready.send(()).expect("bench waits");
-    for (pairs, done) in requests {
-        for _ in 0..pairs {
-            let name = schedule(rng);
-            let victim = rng.gen_range(0..names.len());
-            let old = std::mem::replace(&mut names[victim], name);
-            assert!(cancel(old));
-        }
+    for (n, done) in requests {
+        pairs.run(n);
         done.send(()).expect("bench waits");
     }
 }

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use clap::{Parser, ValueEnum};
 use purgatorio::{LocalTimer, ManualClock, Timer, TimerBuilder};
-use purgatorio_workloads::{ms, w3, w4, Churn, Expire, Purgatorio, SEED};
+use purgatorio_workloads::{ms, w3, w4, Churn, Expire, Purgatorio, RealTimePairs, SEED};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -108,21 +108,14 @@ fn w1_timer_id(pending: usize) {
 fn w1_pairs<N>(
     pending: usize,
     mut schedule: impl FnMut(Duration) -> N,
-    mut cancel: impl FnMut(N) -> bool,
+    cancel: impl FnMut(N) -> bool,
 ) -> f64 {
-    let mut rng = SmallRng::seed_from_u64(SEED);
-    let mut names: Vec<N> = (0..pending)
-        .map(|_| schedule(ms(rng.gen_range(60_000..=90_000))))
-        .collect();
-    let pairs = 2_000_000u64;
+    let delay = |rng: &mut SmallRng| ms(rng.gen_range(60_000..=90_000));
+    let mut pairs = RealTimePairs::new(pending, SEED, |rng| schedule(delay(rng)), cancel);
+    let n = 2_000_000u64;
     let start = Instant::now();
-    for _ in 0..pairs {
-        let name = schedule(ms(rng.gen_range(60_000..=90_000)));
-        let victim = rng.gen_range(0..names.len());
-        let old = std::mem::replace(&mut names[victim], name);
-        assert!(cancel(old), "a pending timer was cancelled");
-    }
-    start.elapsed().as_nanos() as f64 / pairs as f64
+    pairs.run(n);
+    start.elapsed().as_nanos() as f64 / n as f64
 }
 
 /// W2 expire: 1,000,000 in [1, 10,000] ms, advanced 1 ms at a time to 10,001.

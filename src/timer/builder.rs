@@ -94,11 +94,12 @@ impl<T: Task> Default for TimerBuilder<T> {
 }
 
 /// The number of the next timer built, for its [`TimerId`](crate::TimerId)s.
-static NEXT_TIMER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+static NEXT_TIMER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
-/// A number for a new timer: each timer's differs from every other's
-/// (until 2³² timers were built in one process).
-fn next_timer_id() -> u32 {
+/// A number for a new timer: each timer's differs from every other's in
+/// the bits an id keeps (until 2⁵⁴ timers were built in one process:
+/// thousands of years at a timer per microsecond).
+fn next_timer_id() -> u64 {
     NEXT_TIMER.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 

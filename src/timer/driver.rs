@@ -52,7 +52,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::executor::Runner;
-use super::handle::{TimerHandle, TimerId};
+use super::handle::{TimerHandle, TimerId, TIMER_MASK};
 use super::hooks::ShutdownHooks;
 use super::pool;
 use super::shard::{owns, shard_index, Shard, ShardState};
@@ -192,11 +192,12 @@ impl<T: Task> Driver<T> {
         if tick <= now && !self.pool.runs_inline() {
             // Already due: straight to the workers (Kafka's "expired, run
             // now"). An inline executor would run it on this thread, so
-            // then it goes through the wheel to the driver instead.
-            self.run_now(shard, tick, task)?;
+            // then it goes through the wheel to the driver instead. Its key
+            // names no slot, and differs from every other such task's.
+            let nth = self.run_now(shard, tick, task)?;
             let entry = Entry {
                 shard: number,
-                key: TimerKey::DEAD,
+                key: TimerKey::dead(nth),
             };
             return Ok(Inserted {
                 entry,
@@ -261,16 +262,16 @@ impl<T: Task> Driver<T> {
     /// The user's id of `entry`: this timer's number and the entry.
     #[inline]
     pub(super) fn id(&self, entry: Entry) -> TimerId {
-        TimerId {
-            timer: self.timing.id,
-            entry,
-        }
+        TimerId::new(self.timing.id, entry.shard, entry.key)
     }
 
-    /// The entry `id` names, if it is one of this timer's.
+    /// The entry `id` names, if it is one of this timer's (a shard number
+    /// it does not have names nothing either).
     #[inline]
     pub(super) fn entry_of(&self, id: TimerId) -> Option<Entry> {
-        (id.timer == self.timing.id).then_some(id.entry)
+        let shard = id.shard();
+        (id.timer() == self.timing.id & TIMER_MASK && (shard as usize) < self.shards.len())
+            .then(|| Entry::new(shard, id.key()))
     }
 
     /// Moves `entry` to `delay` from now; `None` if it is no longer
@@ -284,18 +285,20 @@ impl<T: Task> Driver<T> {
         self.shards[entry.shard as usize].reschedule_at(entry.key, deadline)
     }
 
-    /// Hands a task that is already due to the workers.
-    fn run_now(&self, shard: &Shard<T>, tick: u64, task: T) -> Result<(), ScheduleError<T>> {
+    /// Hands a task that is already due to the workers; returns how many
+    /// tasks `shard` had accepted, this one included.
+    fn run_now(&self, shard: &Shard<T>, tick: u64, task: T) -> Result<u64, ScheduleError<T>> {
         match self.pool.submit(vec![Fired::untracked(tick, task)]) {
             Ok(()) => {
                 let mut state = shard.state.lock_home();
                 state.scheduled += 1;
                 state.expired += 1;
+                let nth = state.scheduled;
                 drop(state);
                 let figures = &self.timing.counters.figures;
                 figures.scheduled(1);
                 figures.expired(1);
-                Ok(())
+                Ok(nth)
             }
             Err(mut batch) => Err(ScheduleError::new(batch.pop().expect("one task").value)),
         }
@@ -573,7 +576,7 @@ impl Driver<BoxTask> {
     /// the shard's locks and drops only the caller's own task, so it may be
     /// called under an operation's lock.
     pub(crate) fn discard(&self, entry: Entry) {
-        if entry.key == TimerKey::DEAD {
+        if entry.key.is_dead() {
             return;
         }
         let shard = &self.shards[entry.shard as usize];

@@ -33,7 +33,7 @@ pub(crate) struct Timing {
     /// The timer's number among the process's timers, in its
     /// [`TimerId`](crate::TimerId)s: an id from another timer names
     /// nothing here.
-    pub(super) id: u32,
+    pub(super) id: u64,
 }
 
 impl Timing {

@@ -91,6 +91,29 @@ impl TimerKey {
         idx: u32::MAX,
         gen: NonZeroU32::MIN,
     };
+
+    /// The `n`th key that never names a timer: keys of different `n` below
+    /// 2³² − 1 differ, so tasks that never enter a wheel (due at once) can
+    /// still be told apart by their keys.
+    pub(crate) fn dead(n: u64) -> TimerKey {
+        let gen = (n % u64::from(u32::MAX)) as u32 + 1;
+        TimerKey {
+            idx: u32::MAX,
+            gen: NonZeroU32::new(gen).unwrap_or(NonZeroU32::MIN),
+        }
+    }
+
+    /// Whether this key never names a timer ([`DEAD`](Self::DEAD) or
+    /// [`dead`](Self::dead)).
+    pub(crate) fn is_dead(self) -> bool {
+        self.idx == u32::MAX
+    }
+
+    /// The arena slot it names, for tests that check a slot was reused.
+    #[cfg(test)]
+    pub(crate) fn slot(self) -> u32 {
+        self.idx
+    }
 }
 
 /// Garbage references tolerated beyond the number of live timers before a

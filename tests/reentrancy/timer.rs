@@ -82,7 +82,7 @@ impl Named for TimerCall {
             TimerCall::Schedule => "Timer::schedule",
             TimerCall::Cancel => "TimerHandle::cancel",
             TimerCall::Reschedule => "TimerHandle::reschedule",
-            TimerCall::ById => "Timer::cancel/reschedule/schedule_id by id",
+            TimerCall::ById => "Timer::cancel/reschedule/is_pending/schedule_id by id",
             TimerCall::Gauges => "len/is_empty/metrics",
             TimerCall::Shutdown => "shutdown()",
             TimerCall::DropLast => "drop last handle",

@@ -83,6 +83,47 @@ pub trait Subject {
     }
 }
 
+/// W1's pairs on a real-time timer (the thread-safe `Timer`, whose clock
+/// the caller does not drive): `pending` timers, then pairs of (schedule
+/// one more, cancel a random pending one). `schedule` picks each delay
+/// from the RNG it is given and returns the timer's name (a handle, an
+/// id); `cancel` cancels by that name and says whether it was pending.
+pub struct RealTimePairs<N, S, C> {
+    names: Vec<N>,
+    rng: SmallRng,
+    schedule: S,
+    cancel: C,
+}
+
+impl<N, S, C> RealTimePairs<N, S, C>
+where
+    S: FnMut(&mut SmallRng) -> N,
+    C: FnMut(N) -> bool,
+{
+    /// Schedules `pending` timers, from an RNG seeded with `seed`.
+    pub fn new(pending: usize, seed: u64, mut schedule: S, cancel: C) -> Self {
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let names = (0..pending).map(|_| schedule(&mut rng)).collect();
+        Self {
+            names,
+            rng,
+            schedule,
+            cancel,
+        }
+    }
+
+    /// `pairs` × (schedule one more, cancel a random pending one). Panics
+    /// if a cancel finds its timer gone.
+    pub fn run(&mut self, pairs: u64) {
+        for _ in 0..pairs {
+            let name = (self.schedule)(&mut self.rng);
+            let victim = self.rng.gen_range(0..self.names.len());
+            let old = std::mem::replace(&mut self.names[victim], name);
+            assert!((self.cancel)(old), "a pending timer could not be cancelled");
+        }
+    }
+}
+
 /// W1 churn, prepared: `pending` timers with deadlines uniform in
 /// [1, 30,000] ms and their keys.
 pub struct Churn<S: Subject> {
