@@ -117,37 +117,45 @@ fn driver_wakes_on_clock_advance_and_runs_in_order_batches() {
     assert_eq!(rx.recv_timeout(PATIENCE).unwrap(), 30);
 }
 
-#[test]
-fn cancel_from_any_thread_is_truthful() {
+/// Schedules 4,000 tasks from four threads (so they sit in several shards),
+/// named by what `schedule` returns; two threads race to `cancel` every
+/// other one while the clock moves. Every task runs or is cancelled, never
+/// both, never twice, and none is lost (a lost one fails the receive, not
+/// the suite by hanging); afterwards every name is stale.
+fn cancel_race<N: Send + Sync + 'static>(
+    schedule: fn(&Timer, Duration, BoxTask) -> N,
+    cancel: fn(&Timer, &N) -> bool,
+) {
     let clock = ManualClock::new();
     let timer = manual_timer(&clock, true);
     let (tx, rx) = mpsc::channel();
     let n = 4_000usize;
-    let mut handles = Vec::new();
-    for i in 0..n {
-        let tx = tx.clone();
-        handles.push(
-            timer
-                .schedule(
-                    ms(1 + (i as u64 % 50)),
-                    Box::new(move || tx.send(i).unwrap()),
-                )
-                .unwrap(),
-        );
-    }
+    let names: Vec<N> = (0..4)
+        .map(|t| {
+            let (timer, tx) = (timer.clone(), tx.clone());
+            thread::spawn(move || {
+                (t * n / 4..(t + 1) * n / 4)
+                    .map(|i| {
+                        let tx = tx.clone();
+                        let task = BoxTask::new(move || tx.send(i).unwrap());
+                        schedule(&timer, ms(1 + (i as u64 % 50)), task)
+                    })
+                    .collect::<Vec<_>>()
+            })
+        })
+        .flat_map(|scheduler| scheduler.join().unwrap())
+        .collect();
     drop(tx);
-    // Two threads race to cancel every other timer while the clock moves.
     let barrier = Arc::new(Barrier::new(3));
-    let handles = Arc::new(handles);
+    let names = Arc::new(names);
     let cancellers: Vec<_> = (0..2)
         .map(|t| {
-            let handles = Arc::clone(&handles);
-            let barrier = Arc::clone(&barrier);
+            let (names, barrier, timer) = (Arc::clone(&names), Arc::clone(&barrier), timer.clone());
             thread::spawn(move || {
                 barrier.wait();
                 let mut cancelled = Vec::new();
-                for (i, h) in handles.iter().enumerate() {
-                    if i % 2 == t && h.cancel().is_some() {
+                for (i, name) in names.iter().enumerate() {
+                    if i % 2 == t && cancel(&timer, name) {
                         cancelled.push(i);
                     }
                 }
@@ -163,19 +171,45 @@ fn cancel_from_any_thread_is_truthful() {
         .into_iter()
         .flat_map(|c| c.join().unwrap())
         .collect();
-    let ran: Vec<usize> = rx.iter().collect(); // ends when every task is gone
+    let ran: Vec<usize> = (0..n - cancelled.len())
+        .map(|_| {
+            rx.recv_timeout(PATIENCE)
+                .expect("a task that was not cancelled never ran")
+        })
+        .collect();
     let ran_set: HashSet<usize> = ran.iter().copied().collect();
     assert_eq!(ran.len(), ran_set.len(), "a task ran twice");
     assert!(ran_set.is_disjoint(&cancelled), "cancelled and ran");
-    assert_eq!(ran_set.len() + cancelled.len(), n, "lost a task");
-    for h in handles.iter() {
-        assert!(h.cancel().is_none(), "stale handle cancelled something");
-    }
+    assert!(
+        names.iter().all(|name| !cancel(&timer, name)),
+        "a stale name cancelled something"
+    );
     let m = timer.metrics();
     assert_eq!(m.cancelled as usize, cancelled.len());
     assert_eq!(m.expired as usize, ran.len());
     assert_eq!(m.scheduled as usize, n);
     assert_eq!(m.pending, 0);
+    drop(timer);
+    assert!(
+        rx.try_recv().is_err(),
+        "a task ran after every one was accounted for"
+    );
+}
+
+#[test]
+fn cancel_from_any_thread_is_truthful() {
+    cancel_race(
+        |timer, delay, task| timer.schedule(delay, task).unwrap(),
+        |_, handle| handle.cancel().is_some(),
+    );
+}
+
+#[test]
+fn cancel_by_id_from_any_thread_is_truthful() {
+    cancel_race(
+        |timer, delay, task| timer.schedule_id(delay, task).unwrap(),
+        |timer, &id| timer.cancel(id).is_some(),
+    );
 }
 
 #[test]
