@@ -27,6 +27,11 @@
 //!   time, the futures alone subtracted), the
 //!   timer's bytes per pending timeout (RSS growth beside the same futures
 //!   without a timeout), and what is left afterwards (pending timers, RSS).
+//! * **both workers**: two tasks, one on each worker, started together,
+//!   each creating 1,000,000 `timeout`s one after the other (created,
+//!   polled once while the future is pending, dropped): the timer's shared
+//!   state as two cores use it at once. Reported: CPU per timeout (the
+//!   process's) and timeouts per second of both together.
 //! * **sleeps**: 1,000,000 tasks that each sleep until a deadline uniform in
 //!   [1, 2,000] ms after the task starts. Reported: lateness p50 / p99 / max (the real clock when
 //!   the task resumes, against its deadline), early wake-ups, CPU per sleep
@@ -93,6 +98,8 @@ enum Internal {
 enum Case {
     /// Timeouts around futures that finish first.
     Timeouts,
+    /// Timeouts made on both workers at once.
+    BothWorkers,
     /// Sleeps that fire.
     Sleeps,
 }
@@ -140,6 +147,8 @@ struct Figures {
     p99_ms: f64,
     max_ms: f64,
     early: u64,
+    /// Timeouts per second, all tasks together, millions.
+    rate_m: f64,
 }
 
 /// A multi-thread runtime with 2 workers; with tokio's alternative timer
@@ -225,6 +234,62 @@ fn timeouts(subject: Option<Subject>, n: usize) -> Result<Figures, String> {
     })
 }
 
+/// The both-workers case: two tasks, started together on the two workers,
+/// each creating `n` timeouts one at a time around a pending future,
+/// polling each once and dropping it.
+fn both_workers(subject: Subject, n: usize) -> Result<Figures, String> {
+    const TASKS: usize = 2;
+    let runtime = runtime(Some(subject))?;
+    let timer = Timer::builder().build().expect("timer");
+    // Each task waits (a bounded spin on its worker) until both have
+    // started, so they run at the same time on different workers.
+    let arrived = Arc::new(AtomicU64::new(0));
+    let cpu_start = cpu_seconds();
+    let start = Instant::now();
+    runtime.block_on(async {
+        let tasks: Vec<_> = (0..TASKS)
+            .map(|_| {
+                let (timer, arrived) = (timer.clone(), Arc::clone(&arrived));
+                tokio::spawn(async move {
+                    arrived.fetch_add(1, Ordering::SeqCst);
+                    let give_up = Instant::now() + Duration::from_secs(10);
+                    while arrived.load(Ordering::SeqCst) < TASKS as u64 && Instant::now() < give_up
+                    {
+                        std::hint::spin_loop();
+                    }
+                    let mut cx = Context::from_waker(Waker::noop());
+                    for _ in 0..n {
+                        let limit = Duration::from_secs(60);
+                        let pending = std::future::pending::<()>();
+                        let waiting = match subject {
+                            Subject::Purgatorio => std::pin::pin!(timer.timeout(limit, pending))
+                                .poll(&mut cx)
+                                .is_pending(),
+                            Subject::Tokio | Subject::TokioAlt => {
+                                std::pin::pin!(tokio::time::timeout(limit, pending))
+                                    .poll(&mut cx)
+                                    .is_pending()
+                            }
+                        };
+                        assert!(waiting, "a 60 s timeout ended at once");
+                    }
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await.expect("timeout task");
+        }
+    });
+    let elapsed = start.elapsed();
+    let total = (TASKS * n) as f64;
+    Ok(Figures {
+        cpu_ns: (cpu_seconds() - cpu_start) * 1e9 / total,
+        rate_m: total / elapsed.as_secs_f64() / 1e6,
+        left_pending: timer.len() as u64,
+        ..Figures::default()
+    })
+}
+
 /// The sleeps case: `n` tasks sleeping until deadlines in [1, 2,000] ms.
 fn sleeps(subject: Subject, n: usize) -> Result<Figures, String> {
     let runtime = runtime(Some(subject))?;
@@ -283,7 +348,7 @@ fn sleeps(subject: Subject, n: usize) -> Result<Figures, String> {
 fn child(case: Case, subject: Option<Subject>, n: usize) -> Result<Figures, ChildError> {
     let mut args = vec!["child".to_string(), value_name(case), n.to_string()];
     args.extend(subject.map(value_name));
-    let [cpu_ns, bytes, left_pending, rss_before_mib, rss_after_mib, p50_ms, p99_ms, max_ms, early] =
+    let [cpu_ns, bytes, left_pending, rss_before_mib, rss_after_mib, p50_ms, p99_ms, max_ms, early, rate_m] =
         figures_from_child(&args)?;
     Ok(Figures {
         cpu_ns,
@@ -295,6 +360,7 @@ fn child(case: Case, subject: Option<Subject>, n: usize) -> Result<Figures, Chil
         p99_ms,
         max_ms,
         early: early as u64,
+        rate_m,
     })
 }
 
@@ -310,10 +376,11 @@ fn run_child(case: Case, subject: Option<Subject>, n: usize) -> Result<(), Strin
     let f = match (case, subject) {
         (Case::Timeouts, subject) => timeouts(subject, n)?,
         (Case::Sleeps, Some(subject)) => sleeps(subject, n)?,
-        (Case::Sleeps, None) => return Err("the sleeps case needs a subject".into()),
+        (Case::BothWorkers, Some(subject)) => both_workers(subject, n)?,
+        (Case::Sleeps | Case::BothWorkers, None) => return Err("this case needs a subject".into()),
     };
     println!(
-        "{} {} {} {} {} {} {} {} {}",
+        "{} {} {} {} {} {} {} {} {} {}",
         f.cpu_ns,
         f.bytes,
         f.left_pending,
@@ -322,7 +389,8 @@ fn run_child(case: Case, subject: Option<Subject>, n: usize) -> Result<(), Strin
         f.p50_ms,
         f.p99_ms,
         f.max_ms,
-        f.early
+        f.early,
+        f.rate_m
     );
     Ok(())
 }
@@ -352,6 +420,7 @@ fn compare(quick: bool) -> Result<(), Box<dyn std::error::Error>> {
     let subjects = Subject::all();
     let mut timeout_runs: Vec<Vec<Figures>> = vec![Vec::new(); subjects.len()];
     let mut sleep_runs: Vec<Vec<Figures>> = vec![Vec::new(); subjects.len()];
+    let mut both_runs: Vec<Vec<Figures>> = vec![Vec::new(); subjects.len()];
     let mut baseline = Vec::new();
     for round in 0..rounds {
         eprintln!("round {}/{rounds}", round + 1);
@@ -359,6 +428,7 @@ fn compare(quick: bool) -> Result<(), Box<dyn std::error::Error>> {
         for (i, &s) in subjects.iter().enumerate() {
             timeout_runs[i].push(child(Case::Timeouts, Some(s), n)?);
             sleep_runs[i].push(child(Case::Sleeps, Some(s), n)?);
+            both_runs[i].push(child(Case::BothWorkers, Some(s), n)?);
         }
     }
     let base_bytes = median(baseline.iter().map(|f| f.bytes).collect());
@@ -382,6 +452,22 @@ fn compare(quick: bool) -> Result<(), Box<dyn std::error::Error>> {
             last.left_pending,
             last.rss_before_mib,
             last.rss_after_mib
+        );
+    }
+    println!();
+    println!("| timeouts made on both workers at once, one pending per task | CPU per timeout, ns | timeouts per second, both tasks, millions |");
+    println!("|---|---|---|");
+    for (i, s) in subjects.iter().enumerate() {
+        let runs = &both_runs[i];
+        let cpu: Vec<f64> = runs.iter().map(|f| f.cpu_ns).collect();
+        let rate: Vec<f64> = runs.iter().map(|f| f.rate_m).collect();
+        println!(
+            "| {} | {:.0} ({}) | {:.1} ({}) |",
+            s.name(),
+            median(cpu.clone()),
+            spread(&cpu),
+            median(rate.clone()),
+            spread(&rate)
         );
     }
     println!();

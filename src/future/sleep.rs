@@ -6,9 +6,8 @@ use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use std::sync::Arc;
-
-use crate::timer::{BoxTask, Driver, Entry, Timer};
+use crate::timer::{BoxTask, HomeShard, Timer};
+use crate::wheel::TimerKey;
 
 use crate::tick::NEVER;
 
@@ -50,6 +49,13 @@ impl WakerId {
 /// * **Lazy and cheap.** Nothing is scheduled until the first poll; then the
 ///   task's waker itself is the timer's entry, with no allocation. A poll
 ///   from another task replaces the waker in place.
+/// * **Made on one thread, shared with none.** A sleep belongs to the shard
+///   of the thread that made it (the timer's per-thread part): the entry
+///   goes there, and the sleep's reference counts there, so runtime workers
+///   making sleeps at once do not pass a shared line between them. Made
+///   and first polled on the same thread, as a task usually does, it takes
+///   that shard's uncontended owner's lock; polled elsewhere, it takes the
+///   shard's mutex.
 /// * **Cancel on drop.** Dropping a pending sleep removes its entry at once,
 ///   so the common timeout, cancelled almost every time, leaves nothing
 ///   pending: [`Timer::len`] counts only live sleeps.
@@ -85,19 +91,20 @@ impl WakerId {
 /// ```
 #[must_use = "a sleep does nothing unless awaited or polled"]
 pub struct Sleep {
-    /// The timer's shards, clock and pool: not its threads, so a sleep does
-    /// not keep the timer running (the last `Timer` handle shuts it down,
-    /// which drains the wheel and so ends every sleep).
-    driver: Arc<Driver<BoxTask>>,
+    /// The shard its entry goes to (the home of the thread that made it)
+    /// and through it the timer's clock: not the timer's threads, so a
+    /// sleep does not keep the timer running (the last `Timer` handle shuts
+    /// it down, which drains the wheel and so ends every sleep).
+    shard: HomeShard<BoxTask>,
     /// When it completes: [`FAR`] away if it never does (see `never`).
     deadline: Instant,
     /// Whether the deadline is past what an `Instant` holds: the sleep then
     /// never elapses, and its entry waits at the tick that never comes.
     never: bool,
-    /// Its entry in the wheel and which waker is stored there, once
+    /// Its entry's key in the shard and which waker is stored there, once
     /// polled.
-    entry: Option<(Entry, WakerId)>,
-    /// The entry's mark ([`Driver::gone`]): once its shard is polled
+    entry: Option<(TimerKey, WakerId)>,
+    /// The entry's mark ([`HomeShard::gone`]): once its shard is polled
     /// through it, the entry fired and dropping the sleep takes no lock.
     /// `u64::MAX` once the entry was moved (`reset`).
     mark: u64,
@@ -118,9 +125,10 @@ impl fmt::Debug for Sleep {
 impl Sleep {
     /// A sleep on `timer` until `deadline`; `None`: never, and then
     /// [`deadline`](Self::deadline) says [`FAR`] from `now`.
+    #[inline]
     fn new(timer: &Timer, deadline: Option<Instant>, now: Instant) -> Self {
         Sleep {
-            driver: Arc::clone(timer.driver()),
+            shard: timer.driver().home_shard(),
             deadline: deadline.unwrap_or_else(|| now.checked_add(FAR).unwrap_or(now)),
             never: deadline.is_none(),
             entry: None,
@@ -158,7 +166,7 @@ impl Sleep {
     /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
     /// ```
     pub fn is_elapsed(&self) -> bool {
-        !self.never && self.driver.time().instant() >= self.deadline
+        !self.never && self.shard.time().instant() >= self.deadline
     }
 
     /// Moves the deadline to `deadline`, keeping the sleep's entry (and its
@@ -182,7 +190,7 @@ impl Sleep {
         // A moved entry leaves its mark behind: it is cancelled by its key.
         self.mark = u64::MAX;
         let moved = match self.entry {
-            Some((entry, _)) => self.driver.reschedule_at(entry, deadline).is_some(),
+            Some((key, _)) => self.shard.reschedule_at(key, deadline).is_some(),
             None => true,
         };
         if !moved {
@@ -193,12 +201,12 @@ impl Sleep {
 
     /// Removes the sleep's entry, if it has one, without waking anyone.
     fn cancel(&mut self) {
-        if let Some((entry, _)) = self.entry.take() {
+        if let Some((key, _)) = self.entry.take() {
             // An entry that fired has left the wheel: no lock to find that.
-            if self.driver.gone(entry, self.mark) {
+            if self.shard.gone(self.mark) {
                 return;
             }
-            if let Some(task) = self.driver.cancel(entry) {
+            if let Some(task) = self.shard.cancel(key) {
                 task.disarm();
             }
         }
@@ -217,29 +225,26 @@ impl Future for Sleep {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.get_mut();
-        if this.done || this.driver.is_closed() {
+        if this.done || this.shard.is_closed() {
             return this.complete();
         }
         // Every poll reads the clock, the first one too: a sleep first
         // polled after its deadline is ready at once, as `is_elapsed` says.
-        let instant = this.driver.time().instant();
+        let instant = this.shard.time().instant();
         if !this.never && instant >= this.deadline {
             return this.complete();
         }
-        if let Some((entry, waker)) = this.entry.take() {
+        if let Some((key, waker)) = this.entry.take() {
             let polled_by = WakerId::of(cx.waker());
             if waker == polled_by {
-                this.entry = Some((entry, waker));
+                this.entry = Some((key, waker));
                 return Poll::Pending;
             }
             // Polled from another task: swap the waker in place.
-            match this
-                .driver
-                .replace(entry, BoxTask::waker(cx.waker().clone()))
-            {
+            match this.shard.replace(key, BoxTask::waker(cx.waker().clone())) {
                 Ok(old) => {
                     old.disarm();
-                    this.entry = Some((entry, polled_by));
+                    this.entry = Some((key, polled_by));
                     return Poll::Pending;
                 }
                 Err(task) => task.disarm(),
@@ -247,31 +252,35 @@ impl Future for Sleep {
             // The entry left the wheel: it fired (so the deadline passed) or
             // the timer shut down; both end the sleep. Anything else would be
             // a lost entry, so schedule a new one rather than wait for ever.
-            if this.is_elapsed() || this.driver.is_closed() {
+            if this.is_elapsed() || this.shard.is_closed() {
                 return this.complete();
             }
         }
-        let time = this.driver.time();
+        let time = this.shard.time();
         let now = time.ticks(instant);
         let tick = if this.never {
             NEVER
         } else {
             time.due_at(now, this.deadline)
         };
+        if tick <= now.tick {
+            // The deadline's tick has begun, so the deadline has passed.
+            return this.complete();
+        }
         let waker = BoxTask::waker(cx.waker().clone());
         // No lock is held here: the driver's wake-up, if owed, goes at once.
-        let inserted = this
-            .driver
-            .insert_marked(tick, now.tick, waker)
-            .map(|inserted| (inserted.entry, inserted.mark));
+        let inserted = this.shard.insert(tick, waker).map(|(key, mark, wake)| {
+            drop(wake);
+            (key, mark)
+        });
         match inserted {
-            Ok((entry, mark)) => {
-                this.entry = Some((entry, WakerId::of(cx.waker())));
+            Ok((key, mark)) => {
+                this.entry = Some((key, WakerId::of(cx.waker())));
                 this.mark = mark;
                 Poll::Pending
             }
             Err(refused) => {
-                refused.into_inner().disarm();
+                refused.disarm();
                 this.complete()
             }
         }
@@ -459,6 +468,7 @@ impl Timer {
     /// assert!(start.elapsed() >= Duration::from_millis(20));
     /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
     /// ```
+    #[inline]
     pub fn sleep(&self, delay: Duration) -> Sleep {
         let now = self.now();
         Sleep::new(self, deadline_after(now, delay), now)

@@ -55,7 +55,7 @@ use super::executor::Runner;
 use super::handle::{TimerHandle, TimerId, TIMER_MASK};
 use super::hooks::ShutdownHooks;
 use super::pool;
-use super::shard::{owns, shard_index, Shard, ShardState};
+use super::shard::{owns, shard_index, HomeShard, Shard, ShardState};
 use super::signal::Signal;
 use super::task::{BoxTask, Task};
 use super::time::TimeSource;
@@ -91,18 +91,6 @@ impl Entry {
     pub(super) fn new(shard: u32, key: TimerKey) -> Self {
         Entry { shard, key }
     }
-}
-
-/// A timer just scheduled: its entry, the driver's wake-up it owes, and
-/// its mark ([`Driver::gone`]).
-pub(crate) struct Inserted<'a> {
-    /// The timer's name.
-    pub(crate) entry: Entry,
-    /// The driver's wake-up, to drop after the caller's locks.
-    pub(crate) wake: Wake<'a>,
-    /// Once the entry's shard is polled through this tick, the entry has
-    /// left the wheel.
-    pub(crate) mark: u64,
 }
 
 /// The driver: the shards, the timing they share, and the pool it hands due
@@ -161,9 +149,10 @@ impl<T: Task> Driver<T> {
         TimerHandle::new(Arc::clone(&self.shards[entry.shard as usize]), entry.key)
     }
 
-    /// Schedules `task` at tick `tick`, the clock being at tick `now`, and
-    /// names it by an [`Entry`]; the [`Wake`] wakes the driver, if it must,
-    /// when dropped (after the caller's locks).
+    /// Schedules `task` at tick `tick`, the clock being at tick `now`, in
+    /// the calling thread's home shard, and names it by an [`Entry`]; the
+    /// [`Wake`] wakes the driver, if it must, when dropped (after the
+    /// caller's locks).
     #[inline]
     pub(crate) fn insert(
         &self,
@@ -171,23 +160,8 @@ impl<T: Task> Driver<T> {
         now: u64,
         task: T,
     ) -> Result<(Entry, Wake<'_>), ScheduleError<T>> {
-        self.insert_marked(tick, now, task)
-            .map(|inserted| (inserted.entry, inserted.wake))
-    }
-
-    /// [`insert`](Self::insert), also returning the entry's mark: once its
-    /// shard has been polled through that tick, the entry is no longer in
-    /// the wheel ([`gone`](Self::gone)).
-    #[inline]
-    pub(crate) fn insert_marked(
-        &self,
-        tick: u64,
-        now: u64,
-        task: T,
-    ) -> Result<Inserted<'_>, ScheduleError<T>> {
         let index = shard_index(self.shards.len());
         let shard = &self.shards[index];
-        let timing = &self.timing;
         let number = index as u32;
         if tick <= now && !self.pool.runs_inline() {
             // Already due: straight to the workers (Kafka's "expired, run
@@ -195,39 +169,17 @@ impl<T: Task> Driver<T> {
             // then it goes through the wheel to the driver instead. Its key
             // names no slot, and differs from every other such task's.
             let nth = self.run_now(shard, tick, task)?;
-            let entry = Entry {
-                shard: number,
-                key: TimerKey::dead(nth),
-            };
-            return Ok(Inserted {
-                entry,
-                wake: Wake::none(),
-                mark: 0,
-            });
+            return Ok((Entry::new(number, TimerKey::dead(nth)), Wake::none()));
         }
-        let (key, mark) = {
-            let mut state = shard.state.lock_home();
-            if state.closed {
-                return Err(ScheduleError::new(task));
-            }
-            state.scheduled += 1;
-            let key = state.wheel.insert(tick, task);
-            (key, shard.mark(tick))
-        };
-        timing.counters.figures.scheduled(1);
-        Ok(Inserted {
-            entry: Entry { shard: number, key },
-            wake: timing.wake_if_earlier(tick),
-            mark,
-        })
+        let (key, _mark) = shard.insert(tick, task, true).map_err(ScheduleError::new)?;
+        Ok((Entry::new(number, key), self.timing.wake_if_earlier(tick)))
     }
 
-    /// Whether `entry`, inserted with `mark`, has certainly left the wheel
-    /// (it fired): its shard was polled through the mark. Reads one atomic,
-    /// no lock.
+    /// The calling thread's home shard, for a [`Sleep`](crate::Sleep)
+    /// made there.
     #[inline]
-    pub(crate) fn gone(&self, entry: Entry, mark: u64) -> bool {
-        self.shards[entry.shard as usize].polled_through(mark)
+    pub(crate) fn home_shard(&self) -> HomeShard<T> {
+        HomeShard::of(&self.shards)
     }
 
     /// Cancels `entry` and hands its task back; `None` if it is no longer
@@ -246,12 +198,6 @@ impl<T: Task> Driver<T> {
         if shard.inbox_full() {
             drop(shard.discard_waiting());
         }
-    }
-
-    /// Swaps the task of `entry` for `task`, handing the old one back;
-    /// `Err(task)` if it is no longer pending.
-    pub(crate) fn replace(&self, entry: Entry, task: T) -> Result<T, T> {
-        self.shards[entry.shard as usize].replace(entry.key, task)
     }
 
     /// Whether `entry` is still waiting in its wheel.

@@ -241,6 +241,96 @@ impl<T: Task> Shard<T> {
     pub(super) fn contains(&self, key: TimerKey) -> bool {
         self.state.lock().wheel.contains(key)
     }
+
+    /// Inserts `task` at `tick` under the lock (`home`: the calling
+    /// thread's home shard, which it claims if nobody owns it yet); returns
+    /// its key and mark ([`mark`](Self::mark)), or gives the task back if
+    /// the shard is closed. Counts it as scheduled.
+    #[inline]
+    pub(super) fn insert(&self, tick: u64, task: T, home: bool) -> Result<(TimerKey, u64), T> {
+        let (key, mark) = {
+            let mut state = if home {
+                self.state.lock_home()
+            } else {
+                self.state.lock()
+            };
+            if state.closed {
+                return Err(task);
+            }
+            state.scheduled += 1;
+            let key = state.wheel.insert(tick, task);
+            (key, self.mark(tick))
+        };
+        self.timing.counters.figures.scheduled(1);
+        Ok((key, mark))
+    }
+}
+
+/// The shard a [`Sleep`](crate::Sleep) lives in: the home shard of the
+/// thread that made it, held by its own reference. Its count moves on the
+/// line of that thread's shard, not on the driver's, which every thread's
+/// sleeps would share (two runtime workers making timeouts at once spent
+/// most of their time passing that line between them).
+pub(crate) struct HomeShard<T>(Arc<Shard<T>>);
+
+impl<T: Task> HomeShard<T> {
+    /// The calling thread's home among `shards`, claimed for it if nobody
+    /// owns it yet (as its first schedule would), so that its sleeps'
+    /// entries take the owner's lock.
+    #[inline]
+    pub(super) fn of(shards: &[Arc<Shard<T>>]) -> Self {
+        let shard = &shards[shard_index(shards.len())];
+        shard.state.claim_home();
+        HomeShard(Arc::clone(shard))
+    }
+
+    /// The timer's time source.
+    #[inline]
+    pub(crate) fn time(&self) -> &super::time::TimeSource {
+        self.0.timing.time()
+    }
+
+    /// Whether the timer is shut down.
+    #[inline]
+    pub(crate) fn is_closed(&self) -> bool {
+        self.0.timing.is_closed()
+    }
+
+    /// Inserts `task` at `tick`: its key, its mark, and the driver's
+    /// [`Wake`] to drop after the caller's locks; the task back if the
+    /// timer shut down.
+    #[inline]
+    pub(crate) fn insert(&self, tick: u64, task: T) -> Result<(TimerKey, u64, Wake<'_>), T> {
+        let (key, mark) = self.0.insert(tick, task, false)?;
+        Ok((key, mark, self.0.timing.wake_if_earlier(tick)))
+    }
+
+    /// Whether the timer inserted with `mark` has certainly left the wheel
+    /// (it fired): the shard was polled through the mark. One atomic read,
+    /// no lock.
+    #[inline]
+    pub(crate) fn gone(&self, mark: u64) -> bool {
+        self.0.polled_through(mark)
+    }
+
+    /// Cancels `key` and hands its task back; `None` if it is no longer
+    /// pending.
+    #[inline]
+    pub(crate) fn cancel(&self, key: TimerKey) -> Option<T> {
+        self.0.cancel(key)
+    }
+
+    /// Swaps the task of `key` for `task`, handing the old one back;
+    /// `Err(task)` if it is no longer pending.
+    pub(crate) fn replace(&self, key: TimerKey, task: T) -> Result<T, T> {
+        self.0.replace(key, task)
+    }
+
+    /// Moves `key` to `deadline`; `None` if it is no longer pending, else
+    /// the driver's [`Wake`], to drop after the caller's locks.
+    pub(crate) fn reschedule_at(&self, key: TimerKey, deadline: Instant) -> Option<Wake<'_>> {
+        self.0.reschedule_at(key, deadline)
+    }
 }
 
 thread_local! {
