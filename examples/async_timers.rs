@@ -15,7 +15,7 @@
 //!     cargo run --release --example async_timers
 //! ```
 //!
-//! Two cases, each subject in a fresh child process (so CPU and RSS are its
+//! Three cases, each subject in a fresh child process (so CPU and RSS are its
 //! own), subjects alternating round by round:
 //!
 //! * **timeouts**: 1,000,000 `timeout`s around futures that are pending at
@@ -28,10 +28,11 @@
 //!   timer's bytes per pending timeout (RSS growth beside the same futures
 //!   without a timeout), and what is left afterwards (pending timers, RSS).
 //! * **both workers**: two tasks, one on each worker, started together,
-//!   each creating 1,000,000 `timeout`s one after the other (created,
-//!   polled once while the future is pending, dropped): the timer's shared
-//!   state as two cores use it at once. Reported: CPU per timeout (the
-//!   process's) and timeouts per second of both together.
+//!   each creating as many `timeout`s one after the other (created, polled
+//!   once while the future is pending, dropped): the timer's shared state
+//!   as two cores use it at once. Reported: CPU per timeout (the two
+//!   threads', from when both had started) and timeouts per second of both
+//!   together.
 //! * **sleeps**: 1,000,000 tasks that each sleep until a deadline uniform in
 //!   [1, 2,000] ms after the task starts. Reported: lateness p50 / p99 / max (the real clock when
 //!   the task resumes, against its deadline), early wake-ups, CPU per sleep
@@ -93,7 +94,7 @@ enum Internal {
     },
 }
 
-/// The two cases.
+/// The cases.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum Case {
     /// Timeouts around futures that finish first.
@@ -242,21 +243,23 @@ fn both_workers(subject: Subject, n: usize) -> Result<Figures, String> {
     let runtime = runtime(Some(subject))?;
     let timer = Timer::builder().build().expect("timer");
     // Each task waits (a bounded spin on its worker) until both have
-    // started, so they run at the same time on different workers.
+    // started, so they run at the same time on different workers; each
+    // then counts its own thread's CPU and the time it started and ended.
     let arrived = Arc::new(AtomicU64::new(0));
-    let cpu_start = cpu_seconds();
-    let start = Instant::now();
-    runtime.block_on(async {
+    let spans = runtime.block_on(async {
         let tasks: Vec<_> = (0..TASKS)
             .map(|_| {
                 let (timer, arrived) = (timer.clone(), Arc::clone(&arrived));
                 tokio::spawn(async move {
                     arrived.fetch_add(1, Ordering::SeqCst);
                     let give_up = Instant::now() + Duration::from_secs(10);
-                    while arrived.load(Ordering::SeqCst) < TASKS as u64 && Instant::now() < give_up
-                    {
+                    while arrived.load(Ordering::SeqCst) < TASKS as u64 {
+                        if Instant::now() > give_up {
+                            return Err("the two tasks never ran at once".to_string());
+                        }
                         std::hint::spin_loop();
                     }
+                    let (start, cpu_start) = (Instant::now(), thread_cpu_seconds());
                     let mut cx = Context::from_waker(Waker::noop());
                     for _ in 0..n {
                         let limit = Duration::from_secs(60);
@@ -273,18 +276,23 @@ fn both_workers(subject: Subject, n: usize) -> Result<Figures, String> {
                         };
                         assert!(waiting, "a 60 s timeout ended at once");
                     }
+                    Ok((start, Instant::now(), thread_cpu_seconds() - cpu_start))
                 })
             })
             .collect();
+        let mut spans = Vec::new();
         for task in tasks {
-            task.await.expect("timeout task");
+            spans.push(task.await.map_err(|e| format!("timeout task: {e}"))??);
         }
-    });
-    let elapsed = start.elapsed();
+        Ok::<_, String>(spans)
+    })?;
+    let start = spans.iter().map(|s| s.0).min().expect("two tasks");
+    let end = spans.iter().map(|s| s.1).max().expect("two tasks");
+    let cpu: f64 = spans.iter().map(|s| s.2).sum();
     let total = (TASKS * n) as f64;
     Ok(Figures {
-        cpu_ns: (cpu_seconds() - cpu_start) * 1e9 / total,
-        rate_m: total / elapsed.as_secs_f64() / 1e6,
+        cpu_ns: cpu * 1e9 / total,
+        rate_m: total / (end - start).as_secs_f64() / 1e6,
         left_pending: timer.len() as u64,
         ..Figures::default()
     })

@@ -49,13 +49,11 @@ impl WakerId {
 /// * **Lazy and cheap.** Nothing is scheduled until the first poll; then the
 ///   task's waker itself is the timer's entry, with no allocation. A poll
 ///   from another task replaces the waker in place.
-/// * **Made on one thread, shared with none.** A sleep belongs to the shard
-///   of the thread that made it (the timer's per-thread part): the entry
-///   goes there, and the sleep's reference counts there, so runtime workers
-///   making sleeps at once do not pass a shared line between them. Made
-///   and first polled on the same thread, as a task usually does, it takes
-///   that shard's uncontended owner's lock; polled elsewhere, it takes the
-///   shard's mutex.
+/// * **No count shared between threads.** A sleep holds the timer's
+///   per-thread part (a shard) of the thread that made it, and from its
+///   first poll that of the thread that polled it, where its entry goes, as
+///   a schedule from that thread would: runtime workers making and polling
+///   sleeps at once move no reference count on a line they share.
 /// * **Cancel on drop.** Dropping a pending sleep removes its entry at once,
 ///   so the common timeout, cancelled almost every time, leaves nothing
 ///   pending: [`Timer::len`] counts only live sleeps.
@@ -263,10 +261,6 @@ impl Future for Sleep {
         } else {
             time.due_at(now, this.deadline)
         };
-        if tick <= now.tick {
-            // The deadline's tick has begun, so the deadline has passed.
-            return this.complete();
-        }
         let waker = BoxTask::waker(cx.waker().clone());
         // No lock is held here: the driver's wake-up, if owed, goes at once.
         let inserted = this.shard.insert(tick, waker).map(|(key, mark, wake)| {
@@ -535,5 +529,54 @@ impl Timer {
             future: future.into_future(),
             sleep: self.sleep_until(deadline),
         }
+    }
+}
+
+#[cfg(all(test, not(purgatorio_loom)))]
+mod tests {
+    use super::*;
+    use crate::ManualClock;
+    use std::task::Waker;
+
+    #[test]
+    fn a_sleep_made_on_one_thread_goes_to_the_home_of_the_thread_that_polls_it() {
+        let clock = ManualClock::new();
+        let timer = Timer::builder()
+            .clock(clock.clone())
+            .driver_thread(false)
+            .shards(8)
+            .build()
+            .expect("timer");
+        // Made on one thread, first polled on another, dropped on a third.
+        let made = std::thread::spawn({
+            let timer = timer.clone();
+            move || Box::pin(timer.sleep(Duration::from_millis(10)))
+        })
+        .join()
+        .expect("maker");
+        let (mut polled, home) = std::thread::spawn(move || {
+            let mut sleep = made;
+            let mut cx = Context::from_waker(Waker::noop());
+            assert!(sleep.as_mut().poll(&mut cx).is_pending());
+            let home = sleep.shard.is_home();
+            (sleep, home)
+        })
+        .join()
+        .expect("poller");
+        assert!(home, "the entry went to the poller's home shard");
+        assert_eq!(timer.len(), 1);
+        clock.advance(Duration::from_millis(9));
+        timer.run_due();
+        let mut cx = Context::from_waker(Waker::noop());
+        assert!(polled.as_mut().poll(&mut cx).is_pending(), "early");
+        std::thread::spawn(move || drop(polled))
+            .join()
+            .expect("dropper");
+        assert_eq!(timer.len(), 0, "dropped on a third thread, the entry went");
+    }
+
+    #[test]
+    fn a_sleep_is_64_bytes() {
+        assert_eq!(std::mem::size_of::<Sleep>(), 64);
     }
 }

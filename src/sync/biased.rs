@@ -292,18 +292,10 @@ impl<T> BiasedMutex<T> {
     /// thread if nobody owns it yet, then locks as [`lock`](Self::lock).
     #[inline]
     pub(crate) fn lock_home(&self) -> BiasedGuard<'_, T> {
-        self.claim_home();
-        self.lock()
-    }
-
-    /// Claims the lock for the calling thread, whose home it is, if nobody
-    /// owns it yet (what [`lock_home`](Self::lock_home) does first),
-    /// without locking.
-    #[inline]
-    pub(crate) fn claim_home(&self) {
         if self.words.owner.load(Relaxed) == 0 {
             self.claim();
         }
+        self.lock()
     }
 
     /// Locks: the owner by its fast path while it has the bias; any other

@@ -254,12 +254,13 @@ impl<T: Task> TimerBuilder<T> {
             name: self.thread_name.clone(),
             id: next_timer_id(),
         });
-        let shards = (0..self.shards as u32)
+        let shards: Box<[_]> = (0..self.shards as u32)
             .map(|number| {
                 let wheel = Wheel::new(wheel_size, 0);
                 Arc::new(Shard::new(number, wheel, Arc::clone(&timing)))
             })
             .collect();
+        Shard::link(&shards);
         let pool = Runner::start(&self.executor, self.workers, &self.thread_name, &timing)?;
         let driver = Arc::new(Driver {
             shards,

@@ -77,7 +77,7 @@ fn earlier<T: Ord>(a: Option<T>, b: Option<T>) -> Option<T> {
 
 /// A scheduled timer named by its shard's number and its key there: a
 /// [`TimerHandle`] without the shard's reference count, for an owner that
-/// holds the [`Driver`] anyway (a [`Sleep`](crate::Sleep)).
+/// reaches the [`Driver`] anyway (a parked operation's or a key's timer).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Entry {
     /// The shard's number.
@@ -171,12 +171,13 @@ impl<T: Task> Driver<T> {
             let nth = self.run_now(shard, tick, task)?;
             return Ok((Entry::new(number, TimerKey::dead(nth)), Wake::none()));
         }
-        let (key, _mark) = shard.insert(tick, task, true).map_err(ScheduleError::new)?;
+        let (key, _mark) = shard.insert(tick, task).map_err(ScheduleError::new)?;
         Ok((Entry::new(number, key), self.timing.wake_if_earlier(tick)))
     }
 
     /// The calling thread's home shard, for a [`Sleep`](crate::Sleep)
-    /// made there.
+    /// made there (its entry goes to the home of the thread that polls
+    /// it).
     #[inline]
     pub(crate) fn home_shard(&self) -> HomeShard<T> {
         HomeShard::of(&self.shards)

@@ -18,10 +18,11 @@
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use super::task::Task;
+use super::time::TimeSource;
 use super::timing::{Timing, Wake};
 use crate::sync::{AtomicBool, AtomicU64, BiasedMutex, Mutex};
 use crate::wheel::{TimerKey, Wheel};
@@ -55,6 +56,10 @@ pub(crate) struct Shard<T> {
     pub(super) timing: Arc<Timing>,
     /// Its number among the timer's shards.
     pub(super) number: u32,
+    /// Every shard of the timer, this one included, by weak reference
+    /// (set once, after all were built): how a [`HomeShard`] made on one
+    /// thread reaches the home of the thread that polls it.
+    siblings: OnceLock<Arc<[Weak<Shard<T>>]>>,
 }
 
 /// Keys of timers that other threads gave up on, still in the wheel (see
@@ -102,6 +107,21 @@ impl<T> Shard<T> {
             polled_through: AtomicU64::new(0),
             timing,
             number,
+            siblings: OnceLock::new(),
+        }
+    }
+
+    /// How many shards its timer has.
+    #[cfg(all(test, not(purgatorio_loom)))]
+    fn timing_shards(&self) -> usize {
+        self.siblings.get().map_or(1, |siblings| siblings.len())
+    }
+
+    /// Gives each of `shards` (a timer's, in order) its siblings.
+    pub(super) fn link(shards: &[Arc<Shard<T>>]) {
+        let siblings: Arc<[Weak<Shard<T>>]> = shards.iter().map(Arc::downgrade).collect();
+        for shard in shards {
+            let _ = shard.siblings.set(Arc::clone(&siblings));
         }
     }
 
@@ -242,18 +262,14 @@ impl<T: Task> Shard<T> {
         self.state.lock().wheel.contains(key)
     }
 
-    /// Inserts `task` at `tick` under the lock (`home`: the calling
-    /// thread's home shard, which it claims if nobody owns it yet); returns
-    /// its key and mark ([`mark`](Self::mark)), or gives the task back if
-    /// the shard is closed. Counts it as scheduled.
+    /// Inserts `task` at `tick` from the calling thread, whose home this
+    /// shard is (it claims it if nobody owns it yet); returns its key and
+    /// mark ([`mark`](Self::mark)), or gives the task back if the shard is
+    /// closed. Counts it as scheduled.
     #[inline]
-    pub(super) fn insert(&self, tick: u64, task: T, home: bool) -> Result<(TimerKey, u64), T> {
+    pub(super) fn insert(&self, tick: u64, task: T) -> Result<(TimerKey, u64), T> {
         let (key, mark) = {
-            let mut state = if home {
-                self.state.lock_home()
-            } else {
-                self.state.lock()
-            };
+            let mut state = self.state.lock_home();
             if state.closed {
                 return Err(task);
             }
@@ -266,27 +282,31 @@ impl<T: Task> Shard<T> {
     }
 }
 
-/// The shard a [`Sleep`](crate::Sleep) lives in: the home shard of the
-/// thread that made it, held by its own reference. Its count moves on the
-/// line of that thread's shard, not on the driver's, which every thread's
-/// sleeps would share (two runtime workers making timeouts at once spent
-/// most of their time passing that line between them).
+/// The shard a [`Sleep`](crate::Sleep) holds: at first the home shard of
+/// the thread that made it, then the home of the thread that first polls
+/// it, where its entry goes. Its reference count moves on that shard's
+/// line, which its own thread uses, rather than on one line that every
+/// thread's sleeps share (a reference to the whole timer, as a sleep held
+/// before: two runtime workers making timeouts at once spent most of their
+/// time passing that line between them).
 pub(crate) struct HomeShard<T>(Arc<Shard<T>>);
 
 impl<T: Task> HomeShard<T> {
-    /// The calling thread's home among `shards`, claimed for it if nobody
-    /// owns it yet (as its first schedule would), so that its sleeps'
-    /// entries take the owner's lock.
+    /// The calling thread's home among `shards`.
     #[inline]
     pub(super) fn of(shards: &[Arc<Shard<T>>]) -> Self {
-        let shard = &shards[shard_index(shards.len())];
-        shard.state.claim_home();
-        HomeShard(Arc::clone(shard))
+        HomeShard(Arc::clone(&shards[shard_index(shards.len())]))
+    }
+
+    /// Whether it is the calling thread's home shard.
+    #[cfg(all(test, not(purgatorio_loom)))]
+    pub(crate) fn is_home(&self) -> bool {
+        self.0.number as usize == shard_index(self.0.timing_shards())
     }
 
     /// The timer's time source.
     #[inline]
-    pub(crate) fn time(&self) -> &super::time::TimeSource {
+    pub(crate) fn time(&self) -> &TimeSource {
         self.0.timing.time()
     }
 
@@ -296,12 +316,21 @@ impl<T: Task> HomeShard<T> {
         self.0.timing.is_closed()
     }
 
-    /// Inserts `task` at `tick`: its key, its mark, and the driver's
-    /// [`Wake`] to drop after the caller's locks; the task back if the
-    /// timer shut down.
+    /// Inserts `task` at `tick` into the calling thread's home shard, which
+    /// this then holds (the shard it held, if that one is gone): its key,
+    /// its mark, and the driver's [`Wake`] to drop after the caller's
+    /// locks; the task back if the timer shut down.
     #[inline]
-    pub(crate) fn insert(&self, tick: u64, task: T) -> Result<(TimerKey, u64, Wake<'_>), T> {
-        let (key, mark) = self.0.insert(tick, task, false)?;
+    pub(crate) fn insert(&mut self, tick: u64, task: T) -> Result<(TimerKey, u64, Wake<'_>), T> {
+        if let Some(siblings) = self.0.siblings.get() {
+            let home = shard_index(siblings.len());
+            if home != self.0.number as usize {
+                if let Some(shard) = siblings[home].upgrade() {
+                    self.0 = shard;
+                }
+            }
+        }
+        let (key, mark) = self.0.insert(tick, task)?;
         Ok((key, mark, self.0.timing.wake_if_earlier(tick)))
     }
 
