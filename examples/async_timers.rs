@@ -408,6 +408,11 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// A table cell: the median of `v` to `decimals` places, then its spread.
+fn cell(v: &[f64], decimals: usize) -> String {
+    format!("{:.*} ({})", decimals, median(v.to_vec()), spread(v))
+}
+
 fn spread(v: &[f64]) -> String {
     let lo = v.iter().copied().fold(f64::MAX, f64::min);
     let hi = v.iter().copied().fold(f64::MIN, f64::max);
@@ -451,12 +456,10 @@ fn compare(quick: bool) -> Result<(), Box<dyn std::error::Error>> {
         let bytes: Vec<f64> = runs.iter().map(|f| f.bytes - base_bytes).collect();
         let last = runs.last().expect("a run");
         println!(
-            "| {} | {:.0} ({}) | {:.0} ({}) | {} | {:.1} → {:.1} |",
+            "| {} | {} | {} | {} | {:.1} → {:.1} |",
             s.name(),
-            median(cpu.clone()),
-            spread(&cpu),
-            median(bytes.clone()),
-            spread(&bytes),
+            cell(&cpu, 0),
+            cell(&bytes, 0),
             last.left_pending,
             last.rss_before_mib,
             last.rss_after_mib
@@ -469,14 +472,7 @@ fn compare(quick: bool) -> Result<(), Box<dyn std::error::Error>> {
         let runs = &both_runs[i];
         let cpu: Vec<f64> = runs.iter().map(|f| f.cpu_ns).collect();
         let rate: Vec<f64> = runs.iter().map(|f| f.rate_m).collect();
-        println!(
-            "| {} | {:.0} ({}) | {:.1} ({}) |",
-            s.name(),
-            median(cpu.clone()),
-            spread(&cpu),
-            median(rate.clone()),
-            spread(&rate)
-        );
+        println!("| {} | {} | {} |", s.name(), cell(&cpu, 0), cell(&rate, 1));
     }
     println!();
     println!("| sleeps that fire, over 2 s | lateness p50, ms | p99, ms | max, ms | early | CPU per sleep, ns (task included) |");
@@ -491,17 +487,13 @@ fn compare(quick: bool) -> Result<(), Box<dyn std::error::Error>> {
             col(|f| f.cpu_ns),
         );
         println!(
-            "| {} | {:.2} ({}) | {:.2} ({}) | {:.2} ({}) | {} | {:.0} ({}) |",
+            "| {} | {} | {} | {} | {} | {} |",
             s.name(),
-            median(p50.clone()),
-            spread(&p50),
-            median(p99.clone()),
-            spread(&p99),
-            median(max.clone()),
-            spread(&max),
+            cell(&p50, 2),
+            cell(&p99, 2),
+            cell(&max, 2),
             runs.iter().map(|f| f.early).sum::<u64>(),
-            median(cpu.clone()),
-            spread(&cpu)
+            cell(&cpu, 0)
         );
     }
     let early: u64 = sleep_runs[0].iter().map(|f| f.early).sum();

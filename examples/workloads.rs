@@ -69,35 +69,31 @@ fn w1_clock(pending: usize) {
 }
 
 /// W1 on the thread-safe timer (system clock, delays in [60, 90] s so none
-/// fires during the run), from one thread, each task named by its
-/// [`TimerHandle`](purgatorio::TimerHandle): `pending` timers, then
-/// 2,000,000 × (schedule one more + cancel a random pending one).
-fn w1_timer(pending: usize) {
+/// fires during the run), from one thread: `pending` timers, then
+/// 2,000,000 × (schedule one more + cancel a random pending one), each
+/// task named by its [`TimerHandle`](purgatorio::TimerHandle), or with
+/// `by_id` by its [`TimerId`](purgatorio::TimerId), cancelled through the
+/// timer (no reference count per task).
+fn w1_timer(pending: usize, by_id: bool) {
     let timer: Timer<fn()> = TimerBuilder::new().build().expect("timer");
     let task: fn() = || ();
-    let ns = w1_pairs(
-        pending,
-        |delay| timer.schedule(delay, task).expect("scheduled"),
-        |handle| handle.cancel().is_some(),
-    );
+    let (ns, label, what) = if by_id {
+        let ns = w1_pairs(
+            pending,
+            |delay| timer.schedule_id(delay, task).expect("scheduled"),
+            |id| timer.cancel(id).is_some(),
+        );
+        (ns, "W1 timer id:", "thread-safe timer by id")
+    } else {
+        let ns = w1_pairs(
+            pending,
+            |delay| timer.schedule(delay, task).expect("scheduled"),
+            |handle| handle.cancel().is_some(),
+        );
+        (ns, "W1 timer:", "thread-safe timer")
+    };
     println!(
-        "W1 timer:  {ns:>7.1} ns per schedule+cancel pair (thread-safe timer, one thread, {} pending)",
-        grouped(pending as u64)
-    );
-}
-
-/// [`w1_timer`] with each task named by its [`TimerId`](purgatorio::TimerId),
-/// cancelled through the timer: no reference count per task.
-fn w1_timer_id(pending: usize) {
-    let timer: Timer<fn()> = TimerBuilder::new().build().expect("timer");
-    let task: fn() = || ();
-    let ns = w1_pairs(
-        pending,
-        |delay| timer.schedule_id(delay, task).expect("scheduled"),
-        |id| timer.cancel(id).is_some(),
-    );
-    println!(
-        "W1 timer id: {ns:>5.1} ns per schedule+cancel pair (thread-safe timer by id, one thread, {} pending)",
+        "{label:<12}{ns:>6.1} ns per schedule+cancel pair ({what}, one thread, {} pending)",
         grouped(pending as u64)
     );
 }
@@ -253,8 +249,8 @@ fn main() {
         match workload {
             Workload::W1 => w1(args.pending as usize),
             Workload::W1Clock => w1_clock(args.pending as usize),
-            Workload::W1Timer => w1_timer(args.pending as usize),
-            Workload::W1TimerId => w1_timer_id(args.pending as usize),
+            Workload::W1Timer => w1_timer(args.pending as usize, false),
+            Workload::W1TimerId => w1_timer(args.pending as usize, true),
             Workload::W2 => w2(),
             Workload::W3 => w3_memory(),
             Workload::W4 => w4_sparse(),

@@ -113,7 +113,7 @@ impl<T> Shard<T> {
 
     /// How many shards its timer has.
     #[cfg(all(test, not(purgatorio_loom)))]
-    fn timing_shards(&self) -> usize {
+    fn shards_in_timer(&self) -> usize {
         self.siblings.get().map_or(1, |siblings| siblings.len())
     }
 
@@ -301,7 +301,7 @@ impl<T: Task> HomeShard<T> {
     /// Whether it is the calling thread's home shard.
     #[cfg(all(test, not(purgatorio_loom)))]
     pub(crate) fn is_home(&self) -> bool {
-        self.0.number as usize == shard_index(self.0.timing_shards())
+        self.0.number as usize == shard_index(self.0.shards_in_timer())
     }
 
     /// The timer's time source.
