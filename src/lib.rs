@@ -220,7 +220,7 @@ pub use future::{Elapsed, Expirations, NextExpired, ShutDown, Sleep, Timeout};
 pub use keyed::{KeyedMetrics, KeyedTimer};
 pub use local::{Advance, Expired, LocalTimer, LocalTimerBuilder};
 pub use purgatory::{
-    CancelOnDrop, Completion, DefaultKeyHasher, DelayedOperation, DelayedRequest, Parked,
+    CancelOnDrop, Completion, DefaultKeyHasher, DelayedOperation, DelayedRequest, Outcome, Parked,
     Purgatory, PurgatoryBuilder, PurgatoryMetrics, DEFAULT_PURGE_INTERVAL,
 };
 pub use tick::{

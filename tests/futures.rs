@@ -11,7 +11,7 @@ use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
 use purgatorio::{
-    Completion, DelayedOperation, KeyedTimer, ManualClock, Purgatory, Timer, TimerBuilder,
+    Completion, DelayedOperation, KeyedTimer, ManualClock, Outcome, Purgatory, Timer, TimerBuilder,
 };
 
 /// Every wait in these tests gives up after this long, so a lost wake-up
@@ -407,7 +407,10 @@ fn a_parked_future_resolves_once_and_answers_the_same_when_polled_again() {
         poll(&mut parked, &waker),
         Poll::Ready(Some(Completion::Forced))
     );
-    assert_eq!(parked.outcome(), Some(Some(Completion::Forced)));
+    assert_eq!(
+        parked.outcome(),
+        Some(Outcome::Completed(Completion::Forced))
+    );
     assert_eq!(counter.woken.load(Ordering::SeqCst), 1);
 }
 

@@ -46,6 +46,7 @@ mod watchers;
 pub use builder::{PurgatoryBuilder, DEFAULT_PURGE_INTERVAL};
 pub use metrics::PurgatoryMetrics;
 pub use operation::{Completion, DelayedOperation, DelayedRequest};
+pub use outcome::Outcome;
 pub use parked::{CancelOnDrop, Parked};
 pub use service::Purgatory;
 pub use watchers::DefaultKeyHasher;

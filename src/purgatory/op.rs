@@ -39,7 +39,7 @@ use std::sync::Arc;
 
 use super::counters::OpCounters;
 use super::operation::{Completion, DelayedRequest};
-use super::outcome::{decode, encode, Ended, AWAITED, GONE};
+use super::outcome::{decode, encode, Outcome, AWAITED, GONE};
 use super::request::{in_callback, Depth, Request, RETRY_NESTED};
 use crate::rendezvous::WakerSlot;
 use crate::sync::{AtomicBool, AtomicU8, AtomicUsize, Mutex, MutexGuard};
@@ -104,7 +104,7 @@ struct Announce<'a, O: DelayedRequest> {
     /// The operation.
     op: &'a Op<O>,
     /// How it ended, once it did.
-    outcome: Option<Ended>,
+    outcome: Option<Outcome>,
 }
 
 impl<O: DelayedRequest> Drop for Announce<'_, O> {
@@ -167,7 +167,7 @@ impl<'a, O: DelayedRequest> Locked<'a, O> {
                 counters.panicked();
                 self.mark_done(true);
                 self.finished = self.state.op.take();
-                self.ended.outcome = Some(Ended::Withdrawn);
+                self.ended.outcome = Some(Outcome::Withdrawn);
                 false
             }
         }
@@ -193,7 +193,7 @@ impl<'a, O: DelayedRequest> Locked<'a, O> {
             }
         }
         self.finished = self.state.op.take();
-        self.ended.outcome = Some(Ended::Completed(completion));
+        self.ended.outcome = Some(Outcome::Completed(completion));
         true
     }
 
@@ -258,7 +258,7 @@ impl<O: DelayedRequest> Op<O> {
     /// The answer of an operation that ended as `ended`, for the awaiting
     /// task: taken once; a [`DelayedOperation`](super::DelayedOperation)'s
     /// completion can be given again.
-    fn take_answer(&self, ended: Ended) -> Option<O::Output> {
+    fn take_answer(&self, ended: Outcome) -> Option<O::Output> {
         let completion = ended.completion()?;
         let answer = self.state.lock().answer.take();
         answer.or_else(|| O::answer_again(completion))
@@ -492,7 +492,7 @@ impl<O: DelayedRequest> Op<O> {
         locked.mark_done(true);
         self.counters.cancelled.fetch_add(1, Ordering::Relaxed);
         self.counters.figures.cancelled();
-        locked.ended.outcome = Some(Ended::Withdrawn);
+        locked.ended.outcome = Some(Outcome::Withdrawn);
         locked.state.op.take()
     }
 
@@ -518,7 +518,7 @@ impl<O: DelayedRequest> Op<O> {
     }
 
     /// How the operation ended, if it has.
-    pub(crate) fn ended(&self) -> Option<Ended> {
+    pub(crate) fn ended(&self) -> Option<Outcome> {
         decode(self.outcome.load(Ordering::Acquire))
     }
 

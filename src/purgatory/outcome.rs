@@ -6,22 +6,66 @@
 
 use super::operation::Completion;
 
-/// How an operation ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Ended {
-    /// It completed, for this reason: its answer was made.
+/// How a parked operation ended, as [`Parked::outcome`](crate::Parked::outcome)
+/// reports it.
+///
+/// An operation either completed, and then it has a [`Completion`] and its
+/// answer was made, or it ended without completing, and then awaiting its
+/// handle resolves to `None`.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use purgatorio::{Completion, DelayedOperation, Outcome, Purgatory};
+///
+/// struct Wait;
+/// impl DelayedOperation for Wait {
+///     fn delay(&self) -> Duration { Duration::from_secs(60) }
+///     fn try_complete(&mut self) -> bool { false }
+///     fn on_complete(&mut self, _: Completion) {}
+/// }
+///
+/// let purgatory: Purgatory<u8, Wait> = Purgatory::builder().build()?;
+/// let forced = purgatory.park(Wait, [1])?;
+/// let taken_back = purgatory.park(Wait, [1])?;
+/// assert_eq!(forced.outcome(), None); // still pending
+///
+/// assert!(forced.force_complete());
+/// assert!(taken_back.cancel().is_some());
+/// assert_eq!(forced.outcome(), Some(Outcome::Completed(Completion::Forced)));
+/// assert_eq!(taken_back.outcome(), Some(Outcome::Withdrawn));
+/// assert_eq!(taken_back.outcome().and_then(Outcome::completion), None);
+/// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// It completed, for this reason: `on_complete` ran and its answer was
+    /// made.
     Completed(Completion),
-    /// It ended without completing: taken back by a cancel, or its
-    /// `try_complete` panicked. No answer.
+    /// It ended without completing: taken back by
+    /// [`Parked::cancel`](crate::Parked::cancel) or
+    /// [`Purgatory::cancel_for_key`](crate::Purgatory::cancel_for_key), or
+    /// its `try_complete` panicked. It has no answer.
     Withdrawn,
 }
 
-impl Ended {
-    /// The completion, if it completed.
-    pub(crate) fn completion(self) -> Option<Completion> {
+impl Outcome {
+    /// The completion, if it completed; `None` if it was withdrawn.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use purgatorio::{Completion, Outcome};
+    ///
+    /// let expired = Outcome::Completed(Completion::Expired);
+    /// assert_eq!(expired.completion(), Some(Completion::Expired));
+    /// assert_eq!(Outcome::Withdrawn.completion(), None);
+    /// ```
+    pub fn completion(self) -> Option<Completion> {
         match self {
-            Ended::Completed(completion) => Some(completion),
-            Ended::Withdrawn => None,
+            Outcome::Completed(completion) => Some(completion),
+            Outcome::Withdrawn => None,
         }
     }
 }
@@ -35,26 +79,26 @@ pub(crate) const GONE: u8 = 0x40;
 
 /// The byte of an operation that ended: 1 if withdrawn, else 2 plus the
 /// completion's index (0 while pending; [`AWAITED`] and [`GONE`] apart).
-pub(crate) fn encode(ended: Ended) -> u8 {
+pub(crate) fn encode(ended: Outcome) -> u8 {
     match ended {
-        Ended::Withdrawn => 1,
-        Ended::Completed(completion) => 2 + completion as u8,
+        Outcome::Withdrawn => 1,
+        Outcome::Completed(completion) => 2 + completion as u8,
     }
 }
 
 /// How the operation whose byte is `code` ended; `None` while pending.
-pub(crate) fn decode(code: u8) -> Option<Ended> {
+pub(crate) fn decode(code: u8) -> Option<Outcome> {
     const SATISFIED: u8 = 2 + Completion::Satisfied as u8;
     const FORCED: u8 = 2 + Completion::Forced as u8;
     const EXPIRED: u8 = 2 + Completion::Expired as u8;
     const SHUT_DOWN: u8 = 2 + Completion::ShutDown as u8;
     Some(match code & !(AWAITED | GONE) {
         0 => return None,
-        1 => Ended::Withdrawn,
-        SATISFIED => Ended::Completed(Completion::Satisfied),
-        FORCED => Ended::Completed(Completion::Forced),
-        EXPIRED => Ended::Completed(Completion::Expired),
-        SHUT_DOWN => Ended::Completed(Completion::ShutDown),
+        1 => Outcome::Withdrawn,
+        SATISFIED => Outcome::Completed(Completion::Satisfied),
+        FORCED => Outcome::Completed(Completion::Forced),
+        EXPIRED => Outcome::Completed(Completion::Expired),
+        SHUT_DOWN => Outcome::Completed(Completion::ShutDown),
         other => unreachable!("no outcome is encoded as {other}"),
     })
 }
@@ -66,11 +110,11 @@ mod tests {
     #[test]
     fn every_ending_round_trips_beside_the_flag_bits() {
         let all = [
-            Ended::Withdrawn,
-            Ended::Completed(Completion::Satisfied),
-            Ended::Completed(Completion::Forced),
-            Ended::Completed(Completion::Expired),
-            Ended::Completed(Completion::ShutDown),
+            Outcome::Withdrawn,
+            Outcome::Completed(Completion::Satisfied),
+            Outcome::Completed(Completion::Forced),
+            Outcome::Completed(Completion::Expired),
+            Outcome::Completed(Completion::ShutDown),
         ];
         for ended in all {
             for flags in [0, AWAITED, GONE, AWAITED | GONE] {

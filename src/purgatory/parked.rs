@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use super::op::Op;
-use super::operation::{Completion, DelayedRequest};
-use super::outcome::Ended;
+use super::operation::DelayedRequest;
+use super::outcome::Outcome;
 use super::request::Request;
 
 /// A handle to one operation in a [`Purgatory`](crate::Purgatory), from [`Purgatory::park`](crate::Purgatory::park).
@@ -157,14 +157,15 @@ impl<O: DelayedRequest> Parked<O> {
         self.op.cancel()
     }
 
-    /// How the operation ended, if it has: `Some(None)` if it ended without
-    /// completing. What awaiting the handle resolves with, without waiting.
+    /// How the operation ended, if it has: `None` while it is pending.
+    /// Awaiting the handle resolves with an answer exactly when this is
+    /// [`Outcome::Completed`], without waiting.
     ///
     /// # Examples
     ///
-    /// See [`Purgatory::park`](crate::Purgatory::park).
-    pub fn outcome(&self) -> Option<Option<Completion>> {
-        self.op.ended().map(Ended::completion)
+    /// See [`Outcome`].
+    pub fn outcome(&self) -> Option<Outcome> {
+        self.op.ended()
     }
 
     /// A future that resolves as this handle does, but cancels the operation

@@ -17,9 +17,9 @@ use crate::tick::{nanos, Resolution};
 pub(crate) struct Now {
     /// Whole nanoseconds since the origin (saturating at `u64::MAX`,
     /// 584 years).
-    pub(crate) ns: u64,
+    pub(super) ns: u64,
     /// The tick the reading falls in, rounded down.
-    pub(crate) tick: u64,
+    pub(super) tick: u64,
 }
 
 /// Where a timer's time comes from, and how it becomes ticks.
