@@ -99,6 +99,124 @@ fn a_sleep_moving_to_a_new_task_while_the_timer_shuts_down_is_never_lost() {
     );
 }
 
+/// A sleep's first poll (its entry's insert) racing shutdown: the poll
+/// completes it, or it inserts before the drain and the drain wakes its
+/// task, whose next poll completes it. Never left pending with nobody to
+/// wake it, and nothing left in the wheel.
+#[test]
+fn a_sleeps_first_poll_racing_shutdown_is_never_lost() {
+    model("a_sleeps_first_poll_racing_shutdown_is_never_lost", || {
+        let clock = ManualClock::new();
+        let timer = builder(&clock).build().expect("valid timer");
+        let mut sleep = timer.sleep(Duration::from_millis(1));
+
+        let closer = timer.clone();
+        let closing = thread::spawn(move || drop(closer.shutdown()));
+        let (count, task) = waker();
+        let first = poll(&mut sleep, &task);
+        closing.join().unwrap();
+
+        if first.is_pending() {
+            assert_eq!(count.0.load(SeqCst), 1, "the task was not woken");
+            assert!(poll(&mut sleep, &task).is_ready());
+        }
+        // Ended by the shutdown, not by its deadline.
+        assert!(!sleep.is_elapsed());
+        drop(sleep);
+        assert!(timer.is_empty());
+    });
+}
+
+/// A sleep moved to a later deadline (`reset`) while the driver fires its
+/// old one: the move keeps the entry, or finds it fired and the next poll
+/// schedules a fresh one. Either way it is pending until the new deadline
+/// (a wake-up for the old one is spurious, never a completion) and is
+/// woken at it.
+#[test]
+fn a_sleep_reset_while_it_fires_waits_for_its_new_deadline() {
+    model(
+        "a_sleep_reset_while_it_fires_waits_for_its_new_deadline",
+        || {
+            let clock = ManualClock::new();
+            let timer = builder(&clock).build().expect("valid timer");
+            let start = timer.now();
+            let mut sleep = timer.sleep(Duration::from_millis(1));
+            let (count, task) = waker();
+            assert!(poll(&mut sleep, &task).is_pending());
+
+            let (driver, driver_clock) = (timer.clone(), clock.clone());
+            let firing = thread::spawn(move || {
+                driver_clock.advance(Duration::from_millis(1));
+                driver.run_due_here()
+            });
+            sleep.reset(start + Duration::from_millis(2));
+            firing.join().unwrap();
+
+            assert!(
+                poll(&mut sleep, &task).is_pending(),
+                "completed before its new deadline"
+            );
+            let woken = count.0.load(SeqCst);
+            clock.advance(Duration::from_millis(1));
+            timer.run_due_here();
+            assert!(
+                count.0.load(SeqCst) > woken,
+                "not woken at the new deadline"
+            );
+            assert!(poll(&mut sleep, &task).is_ready());
+            drop(sleep);
+            assert!(timer.is_empty());
+        },
+    );
+}
+
+/// A sleep first polled on a thread that does not own the shard, while
+/// the owner schedules on it: the poll's insert takes the lock from the
+/// owner's bias and the owner's schedule takes it back. Both entries are in
+/// the wheel once, and both fire at their tick.
+#[test]
+fn a_foreign_first_poll_races_the_owners_schedule() {
+    model("a_foreign_first_poll_races_the_owners_schedule", || {
+        let clock = ManualClock::new();
+        let timer = builder(&clock)
+            .executor(crate::timer::Executor::Inline)
+            .build()
+            .expect("valid timer");
+        let ran = Arc::new(AtomicUsize::new(0));
+        let task = |ran: &Arc<AtomicUsize>| {
+            let ran = Arc::clone(ran);
+            crate::timer::BoxTask::new(move || {
+                ran.fetch_add(1, SeqCst);
+            })
+        };
+        // This thread's first schedule claims the shard: it is the owner.
+        timer
+            .schedule(Duration::from_millis(1), task(&ran))
+            .unwrap();
+        let mut sleep = timer.sleep(Duration::from_millis(1));
+
+        let (count, sleeper) = waker();
+        let polling = thread::spawn(move || {
+            let first = poll(&mut sleep, &sleeper);
+            (sleep, sleeper, first)
+        });
+        timer
+            .schedule(Duration::from_millis(1), task(&ran))
+            .unwrap();
+        let (mut sleep, sleeper, first) = polling.join().unwrap();
+
+        assert!(first.is_pending());
+        assert_eq!(timer.len(), 3);
+        clock.advance(Duration::from_millis(1));
+        timer.run_due_here();
+        assert_eq!(ran.load(SeqCst), 2);
+        assert_eq!(count.0.load(SeqCst), 1, "the sleep was not woken");
+        assert!(poll(&mut sleep, &sleeper).is_ready());
+        drop(sleep);
+        assert!(timer.is_empty());
+    });
+}
+
 /// Never completes; expires after 1 ms.
 struct Wait;
 
