@@ -79,6 +79,57 @@ fn a_clock_going_backwards_fires_nothing_early_and_panics_nowhere() {
     assert_eq!(timer.metrics().panicked, 0);
 }
 
+/// A sleep (and a timeout) whose entry fired, polled after the clock went
+/// back before its deadline: the timer saw the deadline pass, so it is
+/// over, and elapsed, not shut down. It used to stay pending with no entry
+/// left to wake it. Before its entry fires, a clock gone back still keeps
+/// it pending: nothing ends early.
+#[test]
+fn a_sleep_whose_entry_fired_ends_though_the_clock_went_back() {
+    use std::future::Future;
+    use std::task::{Context, Poll, Waker};
+
+    let clock = SettableClock {
+        origin: Instant::now(),
+        at: Arc::new(Mutex::new(Duration::ZERO)),
+    };
+    let set = |v| *clock.at.lock() = ms(v);
+    let timer: Timer = Timer::builder()
+        .clock(clock.clone())
+        .driver_thread(false)
+        .build()
+        .unwrap();
+    let mut cx = Context::from_waker(Waker::noop());
+    let mut sleep = std::pin::pin!(timer.sleep(ms(10)));
+    let mut timeout = std::pin::pin!(timer.timeout(ms(10), std::future::pending::<()>()));
+    let mut moved = std::pin::pin!(timer.sleep(ms(100)));
+    assert!(sleep.as_mut().poll(&mut cx).is_pending());
+    assert!(timeout.as_mut().poll(&mut cx).is_pending());
+    assert!(moved.as_mut().poll(&mut cx).is_pending());
+    moved.as_mut().reset(clock.origin + ms(10));
+    set(9);
+    assert_eq!(timer.run_due(), 0);
+    set(20);
+    assert_eq!(timer.run_due(), 3, "all three entries fire at 20 ms");
+    set(5); // backwards, before every deadline
+    assert_eq!(sleep.as_mut().poll(&mut cx), Poll::Ready(()));
+    assert!(sleep.is_elapsed());
+    assert_eq!(moved.as_mut().poll(&mut cx), Poll::Ready(()));
+    match timeout.as_mut().poll(&mut cx) {
+        Poll::Ready(Err(elapsed)) => assert!(!elapsed.is_shut_down()),
+        other => panic!("the timeout did not elapse: {other:?}"),
+    }
+
+    // Not fired yet: the clock's word holds, and nothing ends early.
+    let mut later = std::pin::pin!(timer.sleep(ms(10))); // due at 15 ms
+    assert!(later.as_mut().poll(&mut cx).is_pending());
+    set(4);
+    assert_eq!(timer.run_due(), 0);
+    assert!(later.as_mut().poll(&mut cx).is_pending());
+    assert!(!later.is_elapsed());
+    assert_eq!(timer.len(), 1, "only the later sleep is pending");
+}
+
 #[test]
 fn a_stale_handle_never_touches_the_timer_that_reused_its_slot() {
     let clock = ManualClock::new();

@@ -103,9 +103,13 @@ pub struct Sleep {
     /// polled.
     entry: Option<(TimerKey, WakerId)>,
     /// The entry's mark ([`HomeShard::gone`]): once its shard is polled
-    /// through it, the entry fired and dropping the sleep takes no lock.
-    /// `u64::MAX` once the entry was moved (`reset`).
+    /// through it, the entry fired (the timer's clock read past the
+    /// deadline) and dropping the sleep takes no lock. `u64::MAX` while
+    /// there is no entry.
     mark: u64,
+    /// Whether its entry fired: the timer saw the deadline pass, even if
+    /// a clock that went back reads earlier now.
+    fired: bool,
     /// Whether it completed.
     done: bool,
 }
@@ -131,6 +135,7 @@ impl Sleep {
             never: deadline.is_none(),
             entry: None,
             mark: u64::MAX,
+            fired: false,
             done: false,
         }
     }
@@ -152,7 +157,9 @@ impl Sleep {
         self.deadline
     }
 
-    /// Whether the timer's clock has reached the deadline.
+    /// Whether the timer's clock has reached the deadline (or the sleep's
+    /// entry fired, which it does only once the clock read past the
+    /// deadline: a clock that went back since does not undo that).
     ///
     /// # Examples
     ///
@@ -164,7 +171,7 @@ impl Sleep {
     /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
     /// ```
     pub fn is_elapsed(&self) -> bool {
-        !self.never && self.shard.time().instant() >= self.deadline
+        !self.never && (self.fired || self.shard.time().instant() >= self.deadline)
     }
 
     /// Moves the deadline to `deadline`, keeping the sleep's entry (and its
@@ -185,16 +192,29 @@ impl Sleep {
         self.deadline = deadline;
         self.never = false;
         self.done = false;
-        // A moved entry leaves its mark behind: it is cancelled by its key.
-        self.mark = u64::MAX;
-        let moved = match self.entry {
-            Some((key, _)) => self.shard.reschedule_at(key, deadline).is_some(),
-            None => true,
-        };
-        if !moved {
-            // It fired: the next poll schedules a fresh entry.
-            self.entry = None;
+        self.fired = false;
+        if let Some((key, _)) = self.entry {
+            match self.shard.reschedule_at(key, deadline) {
+                // Moved: its mark is the new tick's.
+                Some((mark, _wake)) => self.mark = mark,
+                None => {
+                    // It fired: the next poll schedules a fresh entry.
+                    self.entry = None;
+                    self.mark = u64::MAX;
+                }
+            }
         }
+    }
+
+    /// Whether its entry fired: the shard was polled through its mark.
+    /// One atomic read; what ends a sleep whose clock went back after its
+    /// entry fired (its clock reading alone would leave it waiting for an
+    /// entry that is gone).
+    fn entry_fired(&mut self) -> bool {
+        if self.entry.is_some() && self.shard.gone(self.mark) {
+            self.fired = true;
+        }
+        self.fired
     }
 
     /// Removes the sleep's entry, if it has one, without waking anyone.
@@ -232,6 +252,9 @@ impl Future for Sleep {
         if !this.never && instant >= this.deadline {
             return this.complete();
         }
+        if this.entry_fired() {
+            return this.complete();
+        }
         if let Some((key, waker)) = this.entry.take() {
             let polled_by = WakerId::of(cx.waker());
             if waker == polled_by {
@@ -250,6 +273,7 @@ impl Future for Sleep {
             // The entry left the wheel: it fired (so the deadline passed) or
             // the timer shut down; both end the sleep. Anything else would be
             // a lost entry, so schedule a new one rather than wait for ever.
+            this.fired |= this.shard.gone(this.mark);
             if this.is_elapsed() || this.shard.is_closed() {
                 return this.complete();
             }

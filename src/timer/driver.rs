@@ -229,7 +229,9 @@ impl<T: Task> Driver<T> {
 
     /// Moves `entry` to `deadline`; as [`reschedule`](Self::reschedule).
     pub(crate) fn reschedule_at(&self, entry: Entry, deadline: Instant) -> Option<Wake<'_>> {
-        self.shards[entry.shard as usize].reschedule_at(entry.key, deadline)
+        self.shards[entry.shard as usize]
+            .reschedule_at(entry.key, deadline)
+            .map(|(_, wake)| wake)
     }
 
     /// Hands a task that is already due to the workers; returns how many

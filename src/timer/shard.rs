@@ -240,21 +240,30 @@ impl<T: Task> Shard<T> {
     /// caller's locks.
     pub(super) fn reschedule_after(&self, key: TimerKey, delay: Duration) -> Option<Wake<'_>> {
         let time = self.timing.time();
-        self.reschedule(key, time.due_after(time.now(), delay))
+        let tick = time.due_after(time.now(), delay);
+        self.reschedule(key, tick).map(|(_, wake)| wake)
     }
 
-    /// Moves the timer `key` to `deadline`; as
-    /// [`reschedule_after`](Self::reschedule_after).
-    pub(super) fn reschedule_at(&self, key: TimerKey, deadline: Instant) -> Option<Wake<'_>> {
+    /// Moves the timer `key` to `deadline`; `None` if it is no longer
+    /// pending, else its new mark ([`mark`](Self::mark)) and the driver's
+    /// [`Wake`], to drop after the caller's locks.
+    pub(super) fn reschedule_at(
+        &self,
+        key: TimerKey,
+        deadline: Instant,
+    ) -> Option<(u64, Wake<'_>)> {
         let time = self.timing.time();
         self.reschedule(key, time.due_at(time.now(), deadline))
     }
 
     /// Moves the timer `key` to tick `tick`; as
-    /// [`reschedule_after`](Self::reschedule_after).
-    fn reschedule(&self, key: TimerKey, tick: u64) -> Option<Wake<'_>> {
-        let moved = self.state.lock().wheel.reschedule(key, tick);
-        moved.then(|| self.timing.wake_if_earlier(tick))
+    /// [`reschedule_at`](Self::reschedule_at).
+    fn reschedule(&self, key: TimerKey, tick: u64) -> Option<(u64, Wake<'_>)> {
+        let mark = {
+            let mut state = self.state.lock();
+            state.wheel.reschedule(key, tick).then(|| self.mark(tick))
+        };
+        mark.map(|mark| (mark, self.timing.wake_if_earlier(tick)))
     }
 
     /// Whether the timer `key` is still waiting in the wheel.
@@ -356,8 +365,13 @@ impl<T: Task> HomeShard<T> {
     }
 
     /// Moves `key` to `deadline`; `None` if it is no longer pending, else
-    /// the driver's [`Wake`], to drop after the caller's locks.
-    pub(crate) fn reschedule_at(&self, key: TimerKey, deadline: Instant) -> Option<Wake<'_>> {
+    /// its new mark (see [`gone`](Self::gone)) and the driver's [`Wake`],
+    /// to drop after the caller's locks.
+    pub(crate) fn reschedule_at(
+        &self,
+        key: TimerKey,
+        deadline: Instant,
+    ) -> Option<(u64, Wake<'_>)> {
         self.0.reschedule_at(key, deadline)
     }
 }
