@@ -90,8 +90,12 @@ pub(crate) struct ShardState<T> {
 }
 
 impl<T> Shard<T> {
-    /// Shard number `number`, of `wheel`, sharing `timing`.
-    pub(super) fn new(number: u32, wheel: Wheel<T>, timing: Arc<Timing>) -> Self {
+    /// Shard number `number`, of `wheel`, sharing `timing`. The memory
+    /// the wheel gives back in the driver's pass is freed after the pass
+    /// (see [`Driver::pass`](super::driver::Driver::pass)), not under the
+    /// shard's lock.
+    pub(super) fn new(number: u32, mut wheel: Wheel<T>, timing: Arc<Timing>) -> Self {
+        wheel.defer_frees();
         Shard {
             state: BiasedMutex::new(ShardState {
                 wheel,

@@ -30,6 +30,14 @@ const KEEP_SLOTS: usize = 4096;
 /// [`NIL`] is reserved).
 pub(crate) const MAX_SLOTS: usize = NIL as usize;
 
+/// The slots of an emptied arena that gave its memory back
+/// ([`Arena::release`]), to free where it costs nobody a wait: all vacant,
+/// so freeing them runs no payload's `Drop`.
+pub(crate) struct Slots<T> {
+    /// Held only to be freed.
+    _slots: Vec<Slot<T>>,
+}
+
 /// One place in the arena.
 #[derive(Debug)]
 enum Slot<T> {
@@ -219,14 +227,18 @@ impl<T> Arena<T> {
     /// since the last release, so keys from before never match a slot
     /// created after (the caller must have dropped every reference). Over
     /// 2^32 generations they wrap, as a slot's own do.
-    pub(crate) fn release(&mut self) {
+    ///
+    /// Returns the slots given back, for the caller to free (or drop).
+    pub(crate) fn release(&mut self) -> Option<Slots<T>> {
         if self.len != 0 || self.slots.len() <= KEEP_SLOTS {
-            return;
+            return None;
         }
         self.fresh = next_gen(self.fresh.wrapping_add(self.span));
         self.span = 0;
-        self.slots = Vec::new();
         self.free = NIL;
+        Some(Slots {
+            _slots: std::mem::take(&mut self.slots),
+        })
     }
 
     /// Number of slots, occupied or vacant.

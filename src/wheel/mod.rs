@@ -51,7 +51,7 @@ mod side;
 use std::num::NonZeroU32;
 
 use crate::tick::NEVER;
-use arena::Arena;
+use arena::{Arena, Slots};
 use bucket_queue::BucketQueue;
 use level::Geometry;
 use pool::{Bucket, Pool};
@@ -296,9 +296,54 @@ pub(crate) struct Wheel<T> {
     now: u64,
     /// References known to be dead but still stored somewhere.
     garbage: usize,
+    /// Whether memory given back during a poll waits in `freed` for the
+    /// wheel's owner ([`defer_frees`](Self::defer_frees)).
+    defers: bool,
+    /// Memory given back during a poll, for the owner to free after its
+    /// lock.
+    freed: Option<Box<Freed<T>>>,
     /// Compactions so far (tests only).
     #[cfg(test)]
     compactions: usize,
+}
+
+/// Memory a wheel gave back (an emptied arena's slots, a pool's or side
+/// heap's old store), held to be freed outside its owner's lock. None of it
+/// holds a payload: dropping it runs no user code.
+pub(crate) struct Freed<T> {
+    /// An emptied arena's slots.
+    slots: Option<Slots<T>>,
+    /// A pool's old store.
+    pool: Option<Pool>,
+    /// A side heap's old store.
+    side: Option<Side>,
+}
+
+impl<T> Default for Freed<T> {
+    fn default() -> Self {
+        Freed {
+            slots: None,
+            pool: None,
+            side: None,
+        }
+    }
+}
+
+impl<T> std::fmt::Debug for Freed<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Freed")
+            .field("slots", &self.slots.is_some())
+            .field("pool", &self.pool.is_some())
+            .field("side", &self.side.is_some())
+            .finish()
+    }
+}
+
+impl<T> Freed<T> {
+    /// Whether it holds nothing.
+    fn is_empty(&self) -> bool {
+        self.slots.is_none() && self.pool.is_none() && self.side.is_none()
+    }
 }
 
 impl<T> Wheel<T> {
@@ -321,6 +366,8 @@ impl<T> Wheel<T> {
             batch: Vec::new(),
             now,
             garbage: 0,
+            defers: false,
+            freed: None,
             #[cfg(test)]
             compactions: 0,
         };
@@ -518,8 +565,9 @@ impl<T> Wheel<T> {
                     }
                     if self.arena.len() == 0 {
                         // Everything fired: no reference is live.
-                        self.drop_refs();
-                        self.arena.release();
+                        let mut freed = self.drop_refs();
+                        freed.slots = self.arena.release();
+                        self.let_go(freed);
                     }
                     return None;
                 }
@@ -530,7 +578,7 @@ impl<T> Wheel<T> {
     /// Removes every pending timer and returns the payloads (in no
     /// particular order). Every key turns stale.
     pub(crate) fn drain(&mut self) -> Vec<T> {
-        self.drop_refs();
+        drop(self.drop_refs());
         self.arena.drain()
     }
 
@@ -699,7 +747,36 @@ impl<T> Wheel<T> {
     fn trim_pool(&mut self) {
         let needed = self.arena.len() + self.garbage;
         if self.pool.stored() > 16 * needed + pool::KEEP_REFS {
-            self.pool.rebuild(self.buckets.iter_mut());
+            let old = self.pool.rebuild(self.buckets.iter_mut());
+            self.let_go(Freed {
+                pool: Some(old),
+                ..Freed::default()
+            });
+        }
+    }
+
+    /// Makes the memory a poll gives back wait for the owner to free it
+    /// ([`take_freed`](Self::take_freed)) instead of being freed inside the
+    /// poll: for a wheel behind a lock, so that freeing a million timers'
+    /// slots (milliseconds) does not hold the lock, nor delay the tasks the
+    /// poll handed out.
+    pub(crate) fn defer_frees(&mut self) {
+        self.defers = true;
+    }
+
+    /// The memory polls gave back since the last call, if the wheel
+    /// [defers frees](Self::defer_frees): to drop after the owner's lock.
+    #[inline]
+    pub(crate) fn take_freed(&mut self) -> Option<Box<Freed<T>>> {
+        self.freed.take()
+    }
+
+    /// Frees `freed` now, or keeps it for the owner if the wheel defers
+    /// frees (what it already kept is freed now, if any: a rare second
+    /// release before the owner took the first).
+    fn let_go(&mut self, freed: Freed<T>) {
+        if self.defers && !freed.is_empty() {
+            self.freed = Some(Box::new(freed));
         }
     }
 
@@ -836,8 +913,8 @@ impl<T> Wheel<T> {
     #[inline]
     fn collect_garbage(&mut self) {
         if self.arena.len() == 0 {
-            self.drop_refs();
-            self.arena.release();
+            drop(self.drop_refs());
+            drop(self.arena.release());
         } else if self.garbage > self.arena.len() + GARBAGE_SLACK {
             self.compact();
         }
@@ -845,16 +922,22 @@ impl<T> Wheel<T> {
 
     /// Drops every reference and side entry and disarms every bucket. Only
     /// correct when no timer is pending (or the arena is drained right after).
-    fn drop_refs(&mut self) {
+    /// Returns the memory a large pool and side heap gave back.
+    fn drop_refs(&mut self) -> Freed<T> {
         for bucket in self.queue.buckets() {
             self.pool.release(&mut self.buckets[bucket as usize]);
         }
-        self.pool.clear();
+        let pool = self.pool.clear();
         self.queue.clear();
         self.ready.clear();
         self.run.clear();
-        self.side.clear();
+        let side = self.side.clear();
         self.garbage = 0;
+        Freed {
+            pool,
+            side,
+            slots: None,
+        }
     }
 
     /// Removes every dead reference, and every duplicate of a live one, and
@@ -1179,6 +1262,44 @@ mod tests {
         w.insert(6_000, 7);
         assert_eq!(w.poll(6_000).map(|f| f.value), Some(7));
         w.check_invariants();
+    }
+
+    #[test]
+    fn a_deferring_wheel_keeps_what_its_polls_give_back_for_its_owner() {
+        for defers in [false, true] {
+            let mut w = Wheel::new(64, 0);
+            if defers {
+                w.defer_frees();
+            }
+            let far = w.insert(10_000_000, u64::MAX);
+            let n = 20 * pool::KEEP_REFS as u64;
+            for i in 0..n {
+                w.insert(1 + i % 100_000, i);
+            }
+            // A burst fired while a timer waits: the pool is rebuilt.
+            assert_eq!(std::iter::from_fn(|| w.poll(100_000)).count(), n as usize);
+            let rebuilt = w.take_freed();
+            assert_eq!(rebuilt.is_some(), defers, "defers {defers}");
+            if let Some(freed) = rebuilt {
+                assert!(freed.pool.is_some() && freed.slots.is_none());
+            }
+            // The last timer fired: the arena and the pool give their memory back.
+            assert_eq!(w.poll(10_000_000).map(|f| f.key), Some(far));
+            assert!(w.poll(10_000_000).is_none());
+            assert_eq!(w.arena.slots(), 0);
+            let emptied = w.take_freed();
+            assert_eq!(emptied.is_some(), defers, "defers {defers}");
+            if let Some(freed) = emptied {
+                assert!(
+                    freed.slots.is_some(),
+                    "the arena's slots wait for the owner"
+                );
+            }
+            assert!(w.take_freed().is_none(), "taken once");
+            w.check_invariants();
+            w.insert(10_000_001, 7);
+            assert_eq!(w.poll(10_000_001).map(|f| f.value), Some(7));
+        }
     }
 
     #[test]

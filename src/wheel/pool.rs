@@ -345,14 +345,15 @@ impl Pool {
     }
 
     /// Forgets every block. Every bucket must have been
-    /// [released](Self::release) first. A large pool gives its memory back.
-    pub(super) fn clear(&mut self) {
+    /// [released](Self::release) first. A large pool gives its memory back:
+    /// the old pool, for the caller to free (or drop).
+    pub(super) fn clear(&mut self) -> Option<Pool> {
         if self.store.len() > KEEP_REFS {
-            self.store = Vec::new();
-        } else {
-            self.store.clear();
+            return Some(std::mem::take(self));
         }
+        self.store.clear();
         self.free = [NONE; MAX_CLASS + 1];
+        None
     }
 
     /// References the store has room for, in use or free.
@@ -363,9 +364,13 @@ impl Pool {
 
     /// Moves the references of `buckets` (every bucket of the wheel) into a
     /// store of their own size, in the same order, and gives the old store
-    /// back: for a pool whose store is mostly free blocks after a burst
-    /// fired, while a few timers are still pending. O(references + buckets).
-    pub(super) fn rebuild<'a>(&mut self, buckets: impl IntoIterator<Item = &'a mut Bucket>) {
+    /// back, for the caller to free (or drop): for a pool whose store is
+    /// mostly free blocks after a burst fired, while a few timers are still
+    /// pending. O(references + buckets).
+    pub(super) fn rebuild<'a>(
+        &mut self,
+        buckets: impl IntoIterator<Item = &'a mut Bucket>,
+    ) -> Pool {
         let mut fresh = Pool::default();
         let mut refs = Vec::new();
         for bucket in buckets {
@@ -382,7 +387,7 @@ impl Pool {
             }
             *bucket = moved;
         }
-        *self = fresh;
+        std::mem::replace(self, fresh)
     }
 
     /// Checks the pool against its buckets (tests only): every block of the

@@ -170,15 +170,18 @@ impl Side {
         self.garbage -= before - self.heap.len();
     }
 
-    /// Forgets every side timer (the arena is emptied with it).
-    pub(super) fn clear(&mut self) {
+    /// Forgets every side timer (the arena is emptied with it). A large
+    /// heap gives its memory back: the old side, for the caller to free (or
+    /// drop).
+    pub(super) fn clear(&mut self) -> Option<Side> {
+        if self.heap.capacity() > 4096 {
+            return Some(std::mem::take(self));
+        }
         self.deadlines.clear();
         self.free.clear();
         self.heap.clear();
         self.garbage = 0;
-        if self.heap.capacity() > 4096 {
-            *self = Side::default();
-        }
+        None
     }
 
     /// The live entries, in no order (tests only).
