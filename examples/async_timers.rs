@@ -33,6 +33,11 @@
 //!   as two cores use it at once. Reported: CPU per timeout (the two
 //!   threads', from when both had started) and timeouts per second of both
 //!   together.
+//! * **handed over**: one task makes `timeout`s and hands them, 256 at a
+//!   time, to a task on the other worker, which polls each once (its
+//!   entry goes in there) and drops it: a timeout made where a request
+//!   arrives and awaited where it is served. Reported: CPU per timeout
+//!   (both threads') and timeouts per second.
 //! * **sleeps**: 1,000,000 tasks that each sleep until a deadline uniform in
 //!   [1, 2,000] ms after the task starts. Reported: lateness p50 / p99 / max (the real clock when
 //!   the task resumes, against its deadline), early wake-ups, CPU per sleep
@@ -101,6 +106,8 @@ enum Case {
     Timeouts,
     /// Timeouts made on both workers at once.
     BothWorkers,
+    /// Timeouts made on one worker and polled on the other.
+    HandedOver,
     /// Sleeps that fire.
     Sleeps,
 }
@@ -298,6 +305,84 @@ fn both_workers(subject: Subject, n: usize) -> Result<Figures, String> {
     })
 }
 
+/// How many timeouts the handed-over case moves at a time.
+const HAND: usize = 256;
+
+/// The handed-over case: a task on one worker makes `n` timeouts around
+/// pending futures and hands them, [`HAND`] at a time, to a task on the
+/// other worker, which polls each once and drops it.
+fn handed_over(subject: Subject, n: usize) -> Result<Figures, String> {
+    let runtime = runtime(Some(subject))?;
+    let timer = Timer::builder().build().expect("timer");
+    let limit = Duration::from_secs(60);
+    // Two in flight at most: the maker runs at most one hand ahead.
+    let (give, take) = crossbeam_channel::bounded::<Hand>(1);
+    let hands = n.div_ceil(HAND);
+    let spans = runtime.block_on(async {
+        let maker = {
+            let timer = timer.clone();
+            tokio::spawn(async move {
+                let (start, cpu_start) = (Instant::now(), thread_cpu_seconds());
+                for h in 0..hands {
+                    let count = HAND.min(n - h * HAND);
+                    let hand = match subject {
+                        Subject::Purgatorio => Hand::Ours(
+                            (0..count)
+                                .map(|_| timer.timeout(limit, std::future::pending()))
+                                .collect(),
+                        ),
+                        Subject::Tokio | Subject::TokioAlt => Hand::Tokio(
+                            (0..count)
+                                .map(|_| tokio::time::timeout(limit, std::future::pending()))
+                                .collect(),
+                        ),
+                    };
+                    // Blocks this worker while the other catches up: each
+                    // task has a worker of its own.
+                    give.send(hand)
+                        .map_err(|_| "the poller stopped".to_string())?;
+                }
+                Ok::<_, String>((start, Instant::now(), thread_cpu_seconds() - cpu_start))
+            })
+        };
+        let poller = tokio::spawn(async move {
+            let (start, cpu_start) = (Instant::now(), thread_cpu_seconds());
+            for _ in 0..hands {
+                let hand = take
+                    .recv_timeout(Duration::from_secs(60))
+                    .map_err(|e| format!("no timeouts handed over: {e}"))?;
+                let ready = match hand {
+                    Hand::Ours(mut v) => poll_all(&mut v),
+                    Hand::Tokio(mut v) => poll_all(&mut v),
+                };
+                if ready != 0 {
+                    return Err(format!("{ready} timeouts of 60 s ended at once"));
+                }
+            }
+            Ok((start, Instant::now(), thread_cpu_seconds() - cpu_start))
+        });
+        let made = maker.await.map_err(|e| format!("maker: {e}"))??;
+        let polled = poller.await.map_err(|e| format!("poller: {e}"))??;
+        Ok::<_, String>([made, polled])
+    })?;
+    let start = spans.iter().map(|s| s.0).min().expect("two tasks");
+    let end = spans.iter().map(|s| s.1).max().expect("two tasks");
+    let cpu: f64 = spans.iter().map(|s| s.2).sum();
+    Ok(Figures {
+        cpu_ns: cpu * 1e9 / n as f64,
+        rate_m: n as f64 / (end - start).as_secs_f64() / 1e6,
+        left_pending: timer.len() as u64,
+        ..Figures::default()
+    })
+}
+
+/// A batch of timeouts handed from the task that made them to the task
+/// that polls them, not yet polled (so not yet pinned).
+enum Hand {
+    Ours(Vec<purgatorio::Timeout<std::future::Pending<()>>>),
+    Tokio(Vec<tokio::time::Timeout<std::future::Pending<()>>>),
+}
+
 /// The sleeps case: `n` tasks sleeping until deadlines in [1, 2,000] ms.
 fn sleeps(subject: Subject, n: usize) -> Result<Figures, String> {
     let runtime = runtime(Some(subject))?;
@@ -385,7 +470,10 @@ fn run_child(case: Case, subject: Option<Subject>, n: usize) -> Result<(), Strin
         (Case::Timeouts, subject) => timeouts(subject, n)?,
         (Case::Sleeps, Some(subject)) => sleeps(subject, n)?,
         (Case::BothWorkers, Some(subject)) => both_workers(subject, n)?,
-        (Case::Sleeps | Case::BothWorkers, None) => return Err("this case needs a subject".into()),
+        (Case::HandedOver, Some(subject)) => handed_over(subject, n)?,
+        (Case::Sleeps | Case::BothWorkers | Case::HandedOver, None) => {
+            return Err("this case needs a subject".into())
+        }
     };
     println!(
         "{} {} {} {} {} {} {} {} {} {}",
@@ -434,6 +522,7 @@ fn compare(quick: bool) -> Result<(), Box<dyn std::error::Error>> {
     let mut timeout_runs: Vec<Vec<Figures>> = vec![Vec::new(); subjects.len()];
     let mut sleep_runs: Vec<Vec<Figures>> = vec![Vec::new(); subjects.len()];
     let mut both_runs: Vec<Vec<Figures>> = vec![Vec::new(); subjects.len()];
+    let mut handed_runs: Vec<Vec<Figures>> = vec![Vec::new(); subjects.len()];
     let mut baseline = Vec::new();
     for round in 0..rounds {
         eprintln!("round {}/{rounds}", round + 1);
@@ -442,6 +531,7 @@ fn compare(quick: bool) -> Result<(), Box<dyn std::error::Error>> {
             timeout_runs[i].push(child(Case::Timeouts, Some(s), n)?);
             sleep_runs[i].push(child(Case::Sleeps, Some(s), n)?);
             both_runs[i].push(child(Case::BothWorkers, Some(s), n)?);
+            handed_runs[i].push(child(Case::HandedOver, Some(s), n)?);
         }
     }
     let base_bytes = median(baseline.iter().map(|f| f.bytes).collect());
@@ -466,15 +556,26 @@ fn compare(quick: bool) -> Result<(), Box<dyn std::error::Error>> {
         );
     }
     println!();
-    println!("| timeouts made on both workers at once, one pending per task | CPU per timeout, ns | timeouts per second, both tasks, millions |");
-    println!("|---|---|---|");
-    for (i, s) in subjects.iter().enumerate() {
-        let runs = &both_runs[i];
-        let cpu: Vec<f64> = runs.iter().map(|f| f.cpu_ns).collect();
-        let rate: Vec<f64> = runs.iter().map(|f| f.rate_m).collect();
-        println!("| {} | {} | {} |", s.name(), cell(&cpu, 0), cell(&rate, 1));
+    for (title, all_runs) in [
+        (
+            "timeouts made on both workers at once, one pending per task",
+            &both_runs,
+        ),
+        (
+            "timeouts made on one worker, polled on the other, 256 pending at most",
+            &handed_runs,
+        ),
+    ] {
+        println!("| {title} | CPU per timeout, ns | timeouts per second, both tasks, millions |");
+        println!("|---|---|---|");
+        for (i, s) in subjects.iter().enumerate() {
+            let runs = &all_runs[i];
+            let cpu: Vec<f64> = runs.iter().map(|f| f.cpu_ns).collect();
+            let rate: Vec<f64> = runs.iter().map(|f| f.rate_m).collect();
+            println!("| {} | {} | {} |", s.name(), cell(&cpu, 0), cell(&rate, 1));
+        }
+        println!();
     }
-    println!();
     println!("| sleeps that fire, over 2 s | lateness p50, ms | p99, ms | max, ms | early | CPU per sleep, ns (task included) |");
     println!("|---|---|---|---|---|---|");
     for (i, s) in subjects.iter().enumerate() {
