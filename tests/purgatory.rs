@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use purgatorio::{
-    Completion, DelayedOperation, ManualClock, Purgatory, PurgatoryMetrics, ShutDownError, Timer,
-    WatchErrorKind,
+    Completion, DelayedOperation, ManualClock, Outcome, Purgatory, PurgatoryMetrics, ShutDownError,
+    Timer, WatchErrorKind,
 };
 use purgatorio_workloads::proc::threads_named;
 
@@ -564,6 +564,21 @@ fn panicking_callbacks_are_caught_counted_and_leave_the_operation_done() {
     assert!(q.try_complete_else_watch(op, ["a"]).unwrap());
     assert_eq!(record.completed.load(Ordering::SeqCst), 1);
     assert_eq!(p.check_and_complete(&"b").unwrap(), 0);
+    // Parked, its handle tells the panic from a cancel.
+    let op = Panicky {
+        at: "try_complete",
+        delay: ms(10),
+    };
+    let parked = p.park(op, ["c"]).unwrap();
+    assert_eq!(parked.outcome(), Some(Outcome::Panicked));
+    assert_eq!(p.metrics().panics, 4);
+    let op = Panicky {
+        at: "never",
+        delay: ms(10),
+    };
+    let parked = p.park(op, ["c"]).unwrap();
+    assert!(parked.cancel().is_some());
+    assert_eq!(parked.outcome(), Some(Outcome::Cancelled));
 }
 
 #[test]

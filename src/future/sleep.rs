@@ -43,9 +43,10 @@ impl WakerId {
 /// A future that completes once the timer's clock passes a deadline; from
 /// [`Timer::sleep`] and [`Timer::sleep_until`].
 ///
-/// * **Never early.** It completes only when the timer's clock reads at or
-///   after the deadline (at most about a tick after it, plus the time the
-///   runtime takes to poll the task again).
+/// * **Never early.** It completes only once the timer's clock has read at
+///   or after the deadline (at most about a tick after it, plus the time the
+///   runtime takes to poll the task again). A clock that is not the system
+///   clock and goes back after that does not undo it.
 /// * **Lazy and cheap.** Nothing is scheduled until the first poll; then the
 ///   task's waker itself is the timer's entry, with no allocation. A poll
 ///   from another task replaces the waker in place.
@@ -104,8 +105,8 @@ pub struct Sleep {
     entry: Option<(TimerKey, WakerId)>,
     /// The entry's mark ([`HomeShard::gone`]): once its shard is polled
     /// through it, the entry fired (the timer's clock read past the
-    /// deadline) and dropping the sleep takes no lock. `u64::MAX` while
-    /// there is no entry.
+    /// deadline) and dropping the sleep takes no lock. Meaningful only
+    /// while `entry` is set.
     mark: u64,
     /// Whether its entry fired: the timer saw the deadline pass, even if
     /// a clock that went back reads earlier now.
@@ -157,9 +158,10 @@ impl Sleep {
         self.deadline
     }
 
-    /// Whether the timer's clock has reached the deadline (or the sleep's
-    /// entry fired, which it does only once the clock read past the
-    /// deadline: a clock that went back since does not undo that).
+    /// Whether the timer's clock has reached the deadline, or the sleep
+    /// ended because its entry fired (which it does only once the clock
+    /// read past the deadline: a clock that went back since does not undo
+    /// that).
     ///
     /// # Examples
     ///
@@ -206,15 +208,24 @@ impl Sleep {
         }
     }
 
-    /// Whether its entry fired: the shard was polled through its mark.
-    /// One atomic read; what ends a sleep whose clock went back after its
-    /// entry fired (its clock reading alone would leave it waiting for an
-    /// entry that is gone).
-    fn entry_fired(&mut self) -> bool {
-        if self.entry.is_some() && self.shard.gone(self.mark) {
+    /// Whether its entry `key` left the wheel although the clock read
+    /// before the deadline: it fired (setting `fired`) before a clock that
+    /// is not the system clock went back, or the timer shut down. The
+    /// shard's mark answers without a lock when it can; otherwise a clock
+    /// other than the system clock (which never goes back) asks the shard.
+    /// Without this, such a sleep would wait for an entry that is gone.
+    fn entry_left(&mut self, key: TimerKey) -> bool {
+        if self.shard.gone(self.mark) {
             self.fired = true;
+            return true;
         }
-        self.fired
+        if self.shard.time().reads_system_clock() || self.shard.contains(key) {
+            return false;
+        }
+        // It left the wheel: fired, or drained by a shutdown (which marks
+        // the timer closed before it drains).
+        self.fired = !self.shard.is_closed();
+        true
     }
 
     /// Removes the sleep's entry, if it has one, without waking anyone.
@@ -252,13 +263,13 @@ impl Future for Sleep {
         if !this.never && instant >= this.deadline {
             return this.complete();
         }
-        if this.entry_fired() {
-            return this.complete();
-        }
         if let Some((key, waker)) = this.entry.take() {
             let polled_by = WakerId::of(cx.waker());
             if waker == polled_by {
                 this.entry = Some((key, waker));
+                if this.entry_left(key) {
+                    return this.complete();
+                }
                 return Poll::Pending;
             }
             // Polled from another task: swap the waker in place.
@@ -271,12 +282,10 @@ impl Future for Sleep {
                 Err(task) => task.disarm(),
             }
             // The entry left the wheel: it fired (so the deadline passed) or
-            // the timer shut down; both end the sleep. Anything else would be
-            // a lost entry, so schedule a new one rather than wait for ever.
-            this.fired |= this.shard.gone(this.mark);
-            if this.is_elapsed() || this.shard.is_closed() {
-                return this.complete();
-            }
+            // the timer shut down (which marks it closed before it drains);
+            // nothing else removes it. Both end the sleep.
+            this.fired = !this.shard.is_closed();
+            return this.complete();
         }
         let time = this.shard.time();
         let now = time.ticks(instant);

@@ -167,7 +167,7 @@ impl<'a, O: DelayedRequest> Locked<'a, O> {
                 counters.panicked();
                 self.mark_done(true);
                 self.finished = self.state.op.take();
-                self.ended.outcome = Some(Outcome::Withdrawn);
+                self.ended.outcome = Some(Outcome::Panicked);
                 false
             }
         }
@@ -492,7 +492,7 @@ impl<O: DelayedRequest> Op<O> {
         locked.mark_done(true);
         self.counters.cancelled.fetch_add(1, Ordering::Relaxed);
         self.counters.figures.cancelled();
-        locked.ended.outcome = Some(Outcome::Withdrawn);
+        locked.ended.outcome = Some(Outcome::Cancelled);
         locked.state.op.take()
     }
 

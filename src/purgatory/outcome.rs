@@ -34,24 +34,30 @@ use super::operation::Completion;
 /// assert!(forced.force_complete());
 /// assert!(taken_back.cancel().is_some());
 /// assert_eq!(forced.outcome(), Some(Outcome::Completed(Completion::Forced)));
-/// assert_eq!(taken_back.outcome(), Some(Outcome::Withdrawn));
+/// assert_eq!(taken_back.outcome(), Some(Outcome::Cancelled));
 /// assert_eq!(taken_back.outcome().and_then(Outcome::completion), None);
 /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Outcome {
     /// It completed, for this reason: `on_complete` ran and its answer was
     /// made.
     Completed(Completion),
-    /// It ended without completing: taken back by
+    /// It was taken back without completing, by
     /// [`Parked::cancel`](crate::Parked::cancel) or
-    /// [`Purgatory::cancel_for_key`](crate::Purgatory::cancel_for_key), or
-    /// its `try_complete` panicked. It has no answer.
-    Withdrawn,
+    /// [`Purgatory::cancel_for_key`](crate::Purgatory::cancel_for_key). It
+    /// has no answer.
+    Cancelled,
+    /// Its [`try_complete`](crate::DelayedOperation::try_complete)
+    /// panicked: it ended there, without completing, and has no answer
+    /// (the panic is counted in the purgatory's metrics).
+    Panicked,
 }
 
 impl Outcome {
-    /// The completion, if it completed; `None` if it was withdrawn.
+    /// The completion, if it completed; `None` if it was cancelled or its
+    /// `try_complete` panicked.
     ///
     /// # Examples
     ///
@@ -60,12 +66,12 @@ impl Outcome {
     ///
     /// let expired = Outcome::Completed(Completion::Expired);
     /// assert_eq!(expired.completion(), Some(Completion::Expired));
-    /// assert_eq!(Outcome::Withdrawn.completion(), None);
+    /// assert_eq!(Outcome::Cancelled.completion(), None);
     /// ```
     pub fn completion(self) -> Option<Completion> {
         match self {
             Outcome::Completed(completion) => Some(completion),
-            Outcome::Withdrawn => None,
+            Outcome::Cancelled | Outcome::Panicked => None,
         }
     }
 }
@@ -77,14 +83,20 @@ pub(crate) const AWAITED: u8 = 0x80;
 /// nobody will take the answer.
 pub(crate) const GONE: u8 = 0x40;
 
-/// The byte of an operation that ended: 1 if withdrawn, else 2 plus the
-/// completion's index (0 while pending; [`AWAITED`] and [`GONE`] apart).
+/// The byte of an operation that ended: 1 if cancelled, [`PANICKED`] if
+/// its `try_complete` panicked, else 2 plus the completion's index (0 while
+/// pending; [`AWAITED`] and [`GONE`] apart).
 pub(crate) fn encode(ended: Outcome) -> u8 {
     match ended {
-        Outcome::Withdrawn => 1,
+        Outcome::Cancelled => 1,
+        Outcome::Panicked => PANICKED,
         Outcome::Completed(completion) => 2 + completion as u8,
     }
 }
+
+/// The byte of an operation whose `try_complete` panicked: past every
+/// completion's.
+const PANICKED: u8 = 0x20;
 
 /// How the operation whose byte is `code` ended; `None` while pending.
 pub(crate) fn decode(code: u8) -> Option<Outcome> {
@@ -94,7 +106,8 @@ pub(crate) fn decode(code: u8) -> Option<Outcome> {
     const SHUT_DOWN: u8 = 2 + Completion::ShutDown as u8;
     Some(match code & !(AWAITED | GONE) {
         0 => return None,
-        1 => Outcome::Withdrawn,
+        1 => Outcome::Cancelled,
+        PANICKED => Outcome::Panicked,
         SATISFIED => Outcome::Completed(Completion::Satisfied),
         FORCED => Outcome::Completed(Completion::Forced),
         EXPIRED => Outcome::Completed(Completion::Expired),
@@ -110,7 +123,8 @@ mod tests {
     #[test]
     fn every_ending_round_trips_beside_the_flag_bits() {
         let all = [
-            Outcome::Withdrawn,
+            Outcome::Cancelled,
+            Outcome::Panicked,
             Outcome::Completed(Completion::Satisfied),
             Outcome::Completed(Completion::Forced),
             Outcome::Completed(Completion::Expired),

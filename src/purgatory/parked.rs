@@ -157,9 +157,11 @@ impl<O: DelayedRequest> Parked<O> {
         self.op.cancel()
     }
 
-    /// How the operation ended, if it has: `None` while it is pending.
-    /// Awaiting the handle resolves with an answer exactly when this is
-    /// [`Outcome::Completed`], without waiting.
+    /// How the operation ended, without waiting: `None` while it is
+    /// pending. Awaiting the handle gives an answer only for
+    /// [`Outcome::Completed`] (a [`DelayedRequest`]'s answer is handed over
+    /// once: polled again after it resolved, the handle gives `None`, while
+    /// this still says `Completed`).
     ///
     /// # Examples
     ///

@@ -62,7 +62,7 @@ use super::time::TimeSource;
 use super::timing::{Timing, Wake};
 use crate::error::ScheduleError;
 use crate::sync::{Mutex, VisitBatch};
-use crate::wheel::{Fired, TimerKey};
+use crate::wheel::{Fired, Freed, TimerKey};
 
 /// The most expirations moved out of a shard under one hold of its lock.
 pub(crate) const BATCH: usize = 1024;
@@ -323,9 +323,12 @@ impl<T: Task> Driver<T> {
         self.timing.begin_pass();
         let now = self.timing.time().now().tick;
         let unwinding = EndOnUnwind(&self.timing, now);
-        let (moved, earliest) = self.run_due_at(now);
+        let (moved, earliest, freed) = self.run_due_at(now);
         std::mem::forget(unwinding);
-        (moved, self.timing.end_pass(now, earliest))
+        let planned = self.timing.end_pass(now, earliest);
+        // After the plan is made: a schedule meanwhile signals the driver.
+        drop(freed);
+        (moved, planned)
     }
 
     /// A pass whose caller does not sleep until its plan
@@ -371,12 +374,13 @@ impl<T: Task> Driver<T> {
     /// Moves every timer due at tick `now` to the workers, shard by shard.
     /// Returns how many, and the earliest tick at which one may be due next.
     /// One heavy barrier serves the whole pass (see [`visit_each`](Self::visit_each)).
-    fn run_due_at(&self, now: u64) -> (usize, Option<u64>) {
+    ///
+    /// Also returns the memory the wheels gave back (a million timers'
+    /// slots, once they all fired, take milliseconds to free), for the
+    /// caller to free after the pass has ended.
+    fn run_due_at(&self, now: u64) -> (usize, Option<u64>, Vec<Freed<T>>) {
         let mut moved = 0;
         let mut earliest: Option<u64> = None;
-        // Memory the wheels gave back (a million timers' slots, once they
-        // all fired, take milliseconds to free): freed after every batch
-        // went to the workers, with no lock held.
         let mut freed = Vec::new();
         let visits = self.visits();
         for shard in self.shards.iter() {
@@ -400,7 +404,7 @@ impl<T: Task> Driver<T> {
                     if drained {
                         shard.polled(now);
                     }
-                    freed.extend(state.wheel.take_freed());
+                    freed.extend(state.wheel.take_freed().map(|kept| *kept));
                     drained.then(|| state.wheel.next_expiration())
                 };
                 moved += batch.len();
@@ -420,8 +424,7 @@ impl<T: Task> Driver<T> {
             visits.end(&shard.state);
             drop(discarded);
         }
-        drop(freed);
-        (moved, earliest)
+        (moved, earliest, freed)
     }
 
     /// Wakes the async tasks whose sleeps are in `batch` on this thread
@@ -591,6 +594,7 @@ mod tests {
         assert_eq!(timer.run_due(), 20_000);
         let mut state = driver.shards[0].state.lock();
         assert_eq!(state.wheel.len(), 0);
+        assert_eq!(state.wheel.slots(), 0, "the emptied arena was released");
         assert!(
             state.wheel.take_freed().is_none(),
             "the emptied arena's slots were kept"

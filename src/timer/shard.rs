@@ -362,6 +362,11 @@ impl<T: Task> HomeShard<T> {
         self.0.cancel(key)
     }
 
+    /// Whether `key` is still in the wheel (takes the shard's lock).
+    pub(crate) fn contains(&self, key: TimerKey) -> bool {
+        self.0.contains(key)
+    }
+
     /// Swaps the task of `key` for `task`, handing the old one back;
     /// `Err(task)` if it is no longer pending.
     pub(crate) fn replace(&self, key: TimerKey, task: T) -> Result<T, T> {

@@ -73,6 +73,12 @@ impl TimeSource {
         }
     }
 
+    /// Whether the clock is the [`SystemClock`], which never goes back.
+    #[inline]
+    pub(crate) fn reads_system_clock(&self) -> bool {
+        self.system
+    }
+
     /// The clock read now, in ticks.
     #[inline]
     pub(crate) fn now(&self) -> Now {

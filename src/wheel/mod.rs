@@ -310,6 +310,7 @@ pub(crate) struct Wheel<T> {
 /// Memory a wheel gave back (an emptied arena's slots, a pool's or side
 /// heap's old store), held to be freed outside its owner's lock. None of it
 /// holds a payload: dropping it runs no user code.
+#[must_use = "a wheel that defers frees keeps this for its owner (`let_go`)"]
 pub(crate) struct Freed<T> {
     /// An emptied arena's slots.
     slots: Option<Slots<T>>,
@@ -343,6 +344,22 @@ impl<T> Freed<T> {
     /// Whether it holds nothing.
     fn is_empty(&self) -> bool {
         self.slots.is_none() && self.pool.is_none() && self.side.is_none()
+    }
+
+    /// Keeps what `other` holds beside this; of two of a kind (a second
+    /// release before the owner took the first, within one batch of
+    /// polls) the later is freed here.
+    fn merge(&mut self, other: Freed<T>) {
+        let Freed { slots, pool, side } = other;
+        if self.slots.is_none() {
+            self.slots = slots;
+        }
+        if self.pool.is_none() {
+            self.pool = pool;
+        }
+        if self.side.is_none() {
+            self.side = side;
+        }
     }
 }
 
@@ -764,6 +781,12 @@ impl<T> Wheel<T> {
         self.defers = true;
     }
 
+    /// The arena's slots, occupied or vacant (tests only).
+    #[cfg(all(test, not(purgatorio_loom)))]
+    pub(crate) fn slots(&self) -> usize {
+        self.arena.slots()
+    }
+
     /// The memory polls gave back since the last call, if the wheel
     /// [defers frees](Self::defer_frees): to drop after the owner's lock.
     #[inline]
@@ -772,11 +795,14 @@ impl<T> Wheel<T> {
     }
 
     /// Frees `freed` now, or keeps it for the owner if the wheel defers
-    /// frees (what it already kept is freed now, if any: a rare second
-    /// release before the owner took the first).
+    /// frees, beside what it kept already.
     fn let_go(&mut self, freed: Freed<T>) {
-        if self.defers && !freed.is_empty() {
-            self.freed = Some(Box::new(freed));
+        if !self.defers || freed.is_empty() {
+            return;
+        }
+        match &mut self.freed {
+            Some(kept) => kept.merge(freed),
+            None => self.freed = Some(Box::new(freed)),
         }
     }
 
@@ -823,7 +849,8 @@ impl<T> Wheel<T> {
         match self.arena.remove_live(r.idx, r.check) {
             Some((value, gen)) => {
                 if self.arena.len() == 0 && (self.garbage > 0 || !self.side.is_clear()) {
-                    self.drop_refs();
+                    let freed = self.drop_refs();
+                    self.let_go(freed);
                 }
                 Some(Fired {
                     key: TimerKey { idx: r.idx, gen },
@@ -848,7 +875,8 @@ impl<T> Wheel<T> {
             .remove_live(idx, check)
             .expect("the side heap's first entry is live");
         if self.arena.len() == 0 && (self.garbage > 0 || !self.side.is_clear()) {
-            self.drop_refs();
+            let freed = self.drop_refs();
+            self.let_go(freed);
         }
         Fired {
             key: TimerKey { idx, gen },
@@ -1300,6 +1328,37 @@ mod tests {
             w.insert(10_000_001, 7);
             assert_eq!(w.poll(10_000_001).map(|f| f.value), Some(7));
         }
+    }
+
+    #[test]
+    fn what_the_last_fired_timer_and_the_empty_poll_give_back_is_kept_together() {
+        let mut w = Wheel::new(64, 0);
+        w.defer_frees();
+        let n = 4 * pool::KEEP_REFS as u64;
+        let keys: Vec<_> = (0..n)
+            .map(|i| (w.insert(1 + i % 50, i), 1 + i % 50))
+            .collect();
+        // Timers cancelled after the last live one leave garbage behind it:
+        // the last one to fire then drops every reference itself, and the
+        // poll after it releases the arena.
+        for &(k, deadline) in &keys {
+            if deadline > 25 {
+                assert!(w.remove(k).is_some());
+            }
+        }
+        let live = keys.iter().filter(|&&(_, deadline)| deadline <= 25).count();
+        assert_eq!(std::iter::from_fn(|| w.poll(25)).count(), live);
+        let freed = w.take_freed().expect("kept for the owner");
+        assert!(
+            freed.pool.is_some(),
+            "the pool's store was freed in the poll"
+        );
+        assert!(
+            freed.slots.is_some(),
+            "the arena's slots were freed in the poll"
+        );
+        assert!(w.take_freed().is_none());
+        w.check_invariants();
     }
 
     #[test]
