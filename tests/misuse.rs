@@ -29,6 +29,27 @@ impl Clock for SettableClock {
     fn register_waker(&self, _waker: ClockWaker) {}
 }
 
+impl SettableClock {
+    /// Sets the clock to `at` past its origin, earlier or later.
+    fn set(&self, at: Duration) {
+        *self.at.lock() = at;
+    }
+}
+
+/// A timer on a [`SettableClock`] at its origin, with no driver thread.
+fn settable_timer() -> (SettableClock, Timer) {
+    let clock = SettableClock {
+        origin: Instant::now(),
+        at: Arc::new(Mutex::new(Duration::ZERO)),
+    };
+    let timer = Timer::builder()
+        .clock(clock.clone())
+        .driver_thread(false)
+        .build()
+        .unwrap();
+    (clock, timer)
+}
+
 fn ms(v: u64) -> Duration {
     Duration::from_millis(v)
 }
@@ -44,16 +65,8 @@ fn wait_until(what: &str, f: impl Fn() -> bool) {
 
 #[test]
 fn a_clock_going_backwards_fires_nothing_early_and_panics_nowhere() {
-    let clock = SettableClock {
-        origin: Instant::now(),
-        at: Arc::new(Mutex::new(Duration::ZERO)),
-    };
-    let set = |v| *clock.at.lock() = ms(v);
-    let timer: Timer = Timer::builder()
-        .clock(clock.clone())
-        .driver_thread(false)
-        .build()
-        .unwrap();
+    let (clock, timer) = settable_timer();
+    let set = |v| clock.set(ms(v));
     let ran = Arc::new(AtomicUsize::new(0));
     let task = || {
         let ran = Arc::clone(&ran);
@@ -89,16 +102,8 @@ fn a_sleep_whose_entry_fired_ends_though_the_clock_went_back() {
     use std::future::Future;
     use std::task::{Context, Poll, Waker};
 
-    let clock = SettableClock {
-        origin: Instant::now(),
-        at: Arc::new(Mutex::new(Duration::ZERO)),
-    };
-    let set = |v| *clock.at.lock() = ms(v);
-    let timer: Timer = Timer::builder()
-        .clock(clock.clone())
-        .driver_thread(false)
-        .build()
-        .unwrap();
+    let (clock, timer) = settable_timer();
+    let set = |v| clock.set(ms(v));
     let mut cx = Context::from_waker(Waker::noop());
     let mut sleep = std::pin::pin!(timer.sleep(ms(10)));
     let mut timeout = std::pin::pin!(timer.timeout(ms(10), std::future::pending::<()>()));

@@ -78,53 +78,45 @@ fn a_sleep_moving_to_a_new_task_while_it_fires_is_never_lost() {
 fn a_sleep_moving_to_a_new_task_while_the_timer_shuts_down_is_never_lost() {
     model(
         "a_sleep_moving_to_a_new_task_while_the_timer_shuts_down_is_never_lost",
-        || {
-            let clock = ManualClock::new();
-            let timer = builder(&clock).build().expect("valid timer");
-            let mut sleep = timer.sleep(Duration::from_millis(1));
-            let (_, first) = waker();
-            assert!(poll(&mut sleep, &first).is_pending());
-
-            let closer = timer.clone();
-            let closing = thread::spawn(move || drop(closer.shutdown()));
-            let (second_count, second) = waker();
-            let moved = poll(&mut sleep, &second);
-            closing.join().unwrap();
-
-            if moved.is_pending() {
-                assert_eq!(second_count.0.load(SeqCst), 1, "the new task was not woken");
-                assert!(poll(&mut sleep, &second).is_ready());
-            }
-        },
+        || poll_racing_shutdown(true),
     );
 }
 
 /// A sleep's first poll (its entry's insert) racing shutdown: the poll
 /// completes it, or it inserts before the drain and the drain wakes its
-/// task, whose next poll completes it. Never left pending with nobody to
-/// wake it, and nothing left in the wheel.
+/// task, whose next poll completes it.
 #[test]
 fn a_sleeps_first_poll_racing_shutdown_is_never_lost() {
     model("a_sleeps_first_poll_racing_shutdown_is_never_lost", || {
-        let clock = ManualClock::new();
-        let timer = builder(&clock).build().expect("valid timer");
-        let mut sleep = timer.sleep(Duration::from_millis(1));
-
-        let closer = timer.clone();
-        let closing = thread::spawn(move || drop(closer.shutdown()));
-        let (count, task) = waker();
-        let first = poll(&mut sleep, &task);
-        closing.join().unwrap();
-
-        if first.is_pending() {
-            assert_eq!(count.0.load(SeqCst), 1, "the task was not woken");
-            assert!(poll(&mut sleep, &task).is_ready());
-        }
-        // Ended by the shutdown, not by its deadline.
-        assert!(!sleep.is_elapsed());
-        drop(sleep);
-        assert!(timer.is_empty());
+        poll_racing_shutdown(false)
     });
+}
+
+/// A sleep polled (first by another task if `polled_before`) while the
+/// timer shuts down: never left pending with nobody to wake it, ended by
+/// the shutdown (not elapsed), nothing left in the wheel.
+fn poll_racing_shutdown(polled_before: bool) {
+    let clock = ManualClock::new();
+    let timer = builder(&clock).build().expect("valid timer");
+    let mut sleep = timer.sleep(Duration::from_millis(1));
+    if polled_before {
+        let (_, first) = waker();
+        assert!(poll(&mut sleep, &first).is_pending());
+    }
+
+    let closer = timer.clone();
+    let closing = thread::spawn(move || drop(closer.shutdown()));
+    let (count, task) = waker();
+    let raced = poll(&mut sleep, &task);
+    closing.join().unwrap();
+
+    if raced.is_pending() {
+        assert_eq!(count.0.load(SeqCst), 1, "the polling task was not woken");
+        assert!(poll(&mut sleep, &task).is_ready());
+    }
+    assert!(!sleep.is_elapsed());
+    drop(sleep);
+    assert!(timer.is_empty());
 }
 
 /// A sleep moved to a later deadline (`reset`) while the driver fires its
