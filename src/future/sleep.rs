@@ -209,42 +209,51 @@ impl Sleep {
     }
 
     /// Whether its entry `key` left the wheel although the clock read
-    /// before the deadline: it fired (setting `fired`) before a clock that
-    /// is not the system clock went back, or the timer shut down. The
-    /// shard's mark answers without a lock when it can; otherwise a clock
-    /// other than the system clock (which never goes back) asks the shard.
-    /// Without this, such a sleep would wait for an entry that is gone.
-    fn entry_left(&mut self, key: TimerKey) -> bool {
+    /// `instant`, before the deadline: it fired (setting `fired`) before a
+    /// clock that is not the system clock went back, or the timer shut
+    /// down. Forgets the entry if so. The shard's mark answers without a
+    /// lock when it can; the shard itself is asked only when the clock
+    /// reads behind one of its passes (the system clock never goes back),
+    /// which it does after such a pass fired the entry. Without this, the
+    /// sleep would wait for an entry that is gone.
+    fn entry_left(&mut self, key: TimerKey, instant: Instant) -> bool {
         if self.shard.gone(self.mark) {
             self.fired = true;
-            return true;
-        }
-        if self.shard.time().reads_system_clock() || self.shard.contains(key) {
+        } else if self.shard.time().reads_system_clock()
+            || !self.shard.behind_a_pass(instant)
+            || self.shard.contains(key)
+        {
             return false;
+        } else {
+            // It left the wheel: fired, or drained by a shutdown (which
+            // marks the timer closed before it drains).
+            self.fired = !self.shard.is_closed();
         }
-        // It left the wheel: fired, or drained by a shutdown (which marks
-        // the timer closed before it drains).
-        self.fired = !self.shard.is_closed();
+        self.entry = None;
         true
     }
 
     /// Removes the sleep's entry, if it has one, without waking anyone.
-    fn cancel(&mut self) {
+    /// Returns whether the shard says it fired.
+    fn cancel(&mut self) -> bool {
         if let Some((key, _)) = self.entry.take() {
             // An entry that fired has left the wheel: no lock to find that.
             if self.shard.gone(self.mark) {
-                return;
+                return true;
             }
             if let Some(task) = self.shard.cancel(key) {
                 task.disarm();
             }
         }
+        false
     }
 
-    /// Completes the sleep.
+    /// Completes the sleep. An entry that fired before, say, a shutdown
+    /// (which does not move the mark) makes it elapsed, whatever a clock
+    /// gone back reads.
     fn complete(&mut self) -> Poll<()> {
         self.done = true;
-        self.cancel();
+        self.fired |= self.cancel();
         Poll::Ready(())
     }
 }
@@ -267,7 +276,7 @@ impl Future for Sleep {
             let polled_by = WakerId::of(cx.waker());
             if waker == polled_by {
                 this.entry = Some((key, waker));
-                if this.entry_left(key) {
+                if this.entry_left(key, instant) {
                     return this.complete();
                 }
                 return Poll::Pending;
@@ -284,7 +293,7 @@ impl Future for Sleep {
             // The entry left the wheel: it fired (so the deadline passed) or
             // the timer shut down (which marks it closed before it drains);
             // nothing else removes it. Both end the sleep.
-            this.fired = !this.shard.is_closed();
+            this.fired = this.shard.gone(this.mark) || !this.shard.is_closed();
             return this.complete();
         }
         let time = this.shard.time();

@@ -78,7 +78,7 @@ fn a_sleep_moving_to_a_new_task_while_it_fires_is_never_lost() {
 fn a_sleep_moving_to_a_new_task_while_the_timer_shuts_down_is_never_lost() {
     model(
         "a_sleep_moving_to_a_new_task_while_the_timer_shuts_down_is_never_lost",
-        || poll_racing_shutdown(true),
+        || poll_racing_shutdown(Before::OtherTask),
     );
 }
 
@@ -88,25 +88,49 @@ fn a_sleep_moving_to_a_new_task_while_the_timer_shuts_down_is_never_lost() {
 #[test]
 fn a_sleeps_first_poll_racing_shutdown_is_never_lost() {
     model("a_sleeps_first_poll_racing_shutdown_is_never_lost", || {
-        poll_racing_shutdown(false)
+        poll_racing_shutdown(Before::Nothing)
     });
 }
 
-/// A sleep polled (first by another task if `polled_before`) while the
-/// timer shuts down: never left pending with nobody to wake it, ended by
-/// the shutdown (not elapsed), nothing left in the wheel.
-fn poll_racing_shutdown(polled_before: bool) {
+/// A sleep polled again by the same task while the timer shuts down (the
+/// poll that asks whether its entry left the wheel): it ends by the
+/// shutdown, not as elapsed.
+#[test]
+fn a_sleeps_second_poll_racing_shutdown_is_never_lost() {
+    model("a_sleeps_second_poll_racing_shutdown_is_never_lost", || {
+        poll_racing_shutdown(Before::ThisTask)
+    });
+}
+
+/// What polled the sleep before the race.
+#[derive(Clone, Copy, PartialEq)]
+enum Before {
+    Nothing,
+    /// Another task: the raced poll swaps the waker.
+    OtherTask,
+    /// The racing task itself.
+    ThisTask,
+}
+
+/// A sleep polled (after `before`) while the timer shuts down: never left
+/// pending with nobody to wake it, ended by the shutdown (not elapsed),
+/// nothing left in the wheel.
+fn poll_racing_shutdown(before: Before) {
     let clock = ManualClock::new();
     let timer = builder(&clock).build().expect("valid timer");
     let mut sleep = timer.sleep(Duration::from_millis(1));
-    if polled_before {
-        let (_, first) = waker();
-        assert!(poll(&mut sleep, &first).is_pending());
+    let (count, task) = waker();
+    match before {
+        Before::Nothing => {}
+        Before::OtherTask => {
+            let (_, first) = waker();
+            assert!(poll(&mut sleep, &first).is_pending());
+        }
+        Before::ThisTask => assert!(poll(&mut sleep, &task).is_pending()),
     }
 
     let closer = timer.clone();
     let closing = thread::spawn(move || drop(closer.shutdown()));
-    let (count, task) = waker();
     let raced = poll(&mut sleep, &task);
     closing.join().unwrap();
 

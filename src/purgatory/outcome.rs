@@ -10,8 +10,9 @@ use super::operation::Completion;
 /// reports it.
 ///
 /// An operation either completed, and then it has a [`Completion`] and its
-/// answer was made, or it ended without completing, and then awaiting its
-/// handle resolves to `None`.
+/// answer was made (unless making it panicked), or it was cancelled or its
+/// `try_complete` panicked, and then awaiting its handle resolves to
+/// `None`.
 ///
 /// # Examples
 ///
@@ -41,8 +42,8 @@ use super::operation::Completion;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Outcome {
-    /// It completed, for this reason: `on_complete` ran and its answer was
-    /// made.
+    /// It completed, for this reason, and `on_complete` (or `answer`) ran.
+    /// If that panicked, the panic is counted and a request has no answer.
     Completed(Completion),
     /// It was taken back without completing, by
     /// [`Parked::cancel`](crate::Parked::cancel) or
@@ -97,6 +98,10 @@ pub(crate) fn encode(ended: Outcome) -> u8 {
 /// The byte of an operation whose `try_complete` panicked: past every
 /// completion's.
 const PANICKED: u8 = 0x20;
+
+// Keep this naming the last `Completion`: its byte must stay below
+// `PANICKED`.
+const _: () = assert!(2 + (Completion::ShutDown as u8) < PANICKED);
 
 /// How the operation whose byte is `code` ended; `None` while pending.
 pub(crate) fn decode(code: u8) -> Option<Outcome> {

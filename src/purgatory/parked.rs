@@ -23,7 +23,7 @@ use super::request::Request;
 /// once the operation ends, with its answer: `Some` of what
 /// [`DelayedRequest::answer`] returned (for a
 /// [`DelayedOperation`](crate::DelayedOperation), how it completed: a
-/// [`Completion`], after its `on_complete` returned), or `None` if it ended
+/// [`Completion`](crate::Completion), after its `on_complete` returned), or `None` if it ended
 /// without an answer (taken back by [`cancel`](Self::cancel) or
 /// [`Purgatory::cancel_for_key`](crate::Purgatory::cancel_for_key), or a
 /// callback of it panicked). Polled again after it resolved, a

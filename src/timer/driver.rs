@@ -389,6 +389,7 @@ impl<T: Task> Driver<T> {
                 let mut batch = Vec::new();
                 let next = {
                     let mut state = shard.state.visit_in(&visits);
+                    shard.passing(now);
                     // What other threads gave up leaves before anything is
                     // polled, so it does not fire; its tasks are dropped
                     // after the lock.

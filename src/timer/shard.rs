@@ -52,6 +52,11 @@ pub(crate) struct Shard<T> {
     /// timer's new tick) is at or below it has left the wheel. Written
     /// under `state`'s lock; read without it.
     polled_through: AtomicU64,
+    /// The latest tick a pass began polling the wheel at (drained or not),
+    /// stored before it fires anything: a sleep woken by that pass whose
+    /// clock reads an earlier tick knows its clock went back. Written
+    /// under `state`'s lock; read without it.
+    passing: AtomicU64,
     /// Shared with the timer.
     pub(super) timing: Arc<Timing>,
     /// Its number among the timer's shards.
@@ -109,6 +114,7 @@ impl<T> Shard<T> {
                 full: AtomicBool::new(false),
             },
             polled_through: AtomicU64::new(0),
+            passing: AtomicU64::new(0),
             timing,
             number,
             siblings: OnceLock::new(),
@@ -127,6 +133,12 @@ impl<T> Shard<T> {
         for shard in shards {
             let _ = shard.siblings.set(Arc::clone(&siblings));
         }
+    }
+
+    /// Records that a pass (holding the wheel's lock) begins polling the
+    /// wheel at tick `now`, before it fires anything.
+    pub(super) fn passing(&self, now: u64) {
+        self.passing.fetch_max(now, Ordering::Release);
     }
 
     /// Records that the wheel (whose lock the caller holds) was polled
@@ -365,6 +377,15 @@ impl<T: Task> HomeShard<T> {
     /// Whether `key` is still in the wheel (takes the shard's lock).
     pub(crate) fn contains(&self, key: TimerKey) -> bool {
         self.0.contains(key)
+    }
+
+    /// Whether the clock reading `at` is behind a pass of this shard: the
+    /// clock went back since (or lies before the timer's origin). A sleep
+    /// woken by a pass that fired its entry, whose clock reads before its
+    /// deadline, always finds this (see [`Shard::passing`]).
+    pub(crate) fn behind_a_pass(&self, at: Instant) -> bool {
+        let time = self.time();
+        time.before_origin(at) || time.ticks(at).tick < self.0.passing.load(Ordering::Acquire)
     }
 
     /// Swaps the task of `key` for `task`, handing the old one back;

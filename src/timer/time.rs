@@ -79,6 +79,14 @@ impl TimeSource {
         self.system
     }
 
+    /// Whether `at`, a reading of the clock, lies before the origin (a
+    /// clock that went back to before the timer was built): it counts as
+    /// the origin.
+    #[inline]
+    pub(crate) fn before_origin(&self, at: Instant) -> bool {
+        at < self.origin
+    }
+
     /// The clock read now, in ticks.
     #[inline]
     pub(crate) fn now(&self) -> Now {
