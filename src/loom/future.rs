@@ -32,6 +32,22 @@ fn waker() -> (Arc<Count>, Waker) {
     (Arc::clone(&count), Waker::from(count))
 }
 
+/// A timer whose tasks run inline, where it is driven.
+fn inline_timer(clock: &ManualClock) -> crate::timer::Timer {
+    builder(clock)
+        .executor(crate::timer::Executor::Inline)
+        .build()
+        .expect("valid timer")
+}
+
+/// A task that counts its runs in `ran`.
+fn counting(ran: &Arc<AtomicUsize>) -> crate::timer::BoxTask {
+    let ran = Arc::clone(ran);
+    crate::timer::BoxTask::new(move || {
+        ran.fetch_add(1, SeqCst);
+    })
+}
+
 /// Polls `future` once with `waker`.
 fn poll<F: Future + Unpin>(future: &mut F, waker: &Waker) -> Poll<F::Output> {
     Pin::new(future).poll(&mut Context::from_waker(waker))
@@ -195,20 +211,11 @@ fn a_sleep_reset_while_it_fires_waits_for_its_new_deadline() {
 fn a_foreign_first_poll_races_the_owners_schedule() {
     model("a_foreign_first_poll_races_the_owners_schedule", || {
         let clock = ManualClock::new();
-        let timer = builder(&clock)
-            .executor(crate::timer::Executor::Inline)
-            .build()
-            .expect("valid timer");
+        let timer = inline_timer(&clock);
         let ran = Arc::new(AtomicUsize::new(0));
-        let task = |ran: &Arc<AtomicUsize>| {
-            let ran = Arc::clone(ran);
-            crate::timer::BoxTask::new(move || {
-                ran.fetch_add(1, SeqCst);
-            })
-        };
         // This thread's first schedule claims the shard: it is the owner.
         timer
-            .schedule(Duration::from_millis(1), task(&ran))
+            .schedule(Duration::from_millis(1), counting(&ran))
             .unwrap();
         let mut sleep = timer.sleep(Duration::from_millis(1));
 
@@ -218,7 +225,7 @@ fn a_foreign_first_poll_races_the_owners_schedule() {
             (sleep, sleeper, first)
         });
         timer
-            .schedule(Duration::from_millis(1), task(&ran))
+            .schedule(Duration::from_millis(1), counting(&ran))
             .unwrap();
         let (mut sleep, sleeper, first) = polling.join().unwrap();
 
@@ -430,22 +437,16 @@ fn a_sleep_registered_behind_a_pass_is_removed_when_dropped() {
 fn schedule_races_async_driver() {
     model("schedule_races_async_driver", || {
         let clock = ManualClock::new();
-        let timer = builder(&clock)
-            .executor(crate::timer::Executor::Inline)
-            .build()
-            .expect("valid timer");
+        let timer = inline_timer(&clock);
         let ran = Arc::new(AtomicUsize::new(0));
-        let counted = Arc::clone(&ran);
+        let counted = counting(&ran);
         // A manual clock gives nothing to sleep until: only the signal
         // wakes the driver.
         let mut driving = Box::pin(timer.drive(|_| std::future::pending::<()>()));
 
         let scheduler = timer.clone();
         let scheduling = thread::spawn(move || {
-            let task = crate::timer::BoxTask::new(move || {
-                counted.fetch_add(1, SeqCst);
-            });
-            scheduler.schedule(Duration::ZERO, task).unwrap();
+            scheduler.schedule(Duration::ZERO, counted).unwrap();
         });
         let (count, task) = waker();
         assert!(poll(&mut driving, &task).is_pending());
