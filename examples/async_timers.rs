@@ -293,16 +293,23 @@ fn both_workers(subject: Subject, n: usize) -> Result<Figures, String> {
         }
         Ok::<_, String>(spans)
     })?;
-    let start = spans.iter().map(|s| s.0).min().expect("two tasks");
-    let end = spans.iter().map(|s| s.1).max().expect("two tasks");
+    Ok(tasks_figures(&spans, TASKS * n, &timer))
+}
+
+/// The figures of tasks that each ran from a start to an end instant and
+/// used the CPU seconds given, `timeouts` timeouts between them: CPU per
+/// timeout and timeouts per second from the first start to the last end.
+fn tasks_figures(spans: &[(Instant, Instant, f64)], timeouts: usize, timer: &Timer) -> Figures {
+    let start = spans.iter().map(|s| s.0).min().expect("a task");
+    let end = spans.iter().map(|s| s.1).max().expect("a task");
     let cpu: f64 = spans.iter().map(|s| s.2).sum();
-    let total = (TASKS * n) as f64;
-    Ok(Figures {
+    let total = timeouts as f64;
+    Figures {
         cpu_ns: cpu * 1e9 / total,
         rate_m: total / (end - start).as_secs_f64() / 1e6,
         left_pending: timer.len() as u64,
         ..Figures::default()
-    })
+    }
 }
 
 /// How many timeouts the handed-over case moves at a time.
@@ -365,15 +372,7 @@ fn handed_over(subject: Subject, n: usize) -> Result<Figures, String> {
         let polled = poller.await.map_err(|e| format!("poller: {e}"))??;
         Ok::<_, String>([made, polled])
     })?;
-    let start = spans.iter().map(|s| s.0).min().expect("two tasks");
-    let end = spans.iter().map(|s| s.1).max().expect("two tasks");
-    let cpu: f64 = spans.iter().map(|s| s.2).sum();
-    Ok(Figures {
-        cpu_ns: cpu * 1e9 / n as f64,
-        rate_m: n as f64 / (end - start).as_secs_f64() / 1e6,
-        left_pending: timer.len() as u64,
-        ..Figures::default()
-    })
+    Ok(tasks_figures(&spans, n, &timer))
 }
 
 /// A batch of timeouts handed from the task that made them to the task

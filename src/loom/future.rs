@@ -15,6 +15,7 @@ use super::{builder, model};
 use crate::clock::ManualClock;
 use crate::purgatory::{Completion, DelayedOperation, DelayedRequest, Purgatory};
 use crate::sync::{AtomicUsize, HashState};
+use crate::timer::Timer;
 
 /// A waker that counts its wake-ups.
 #[derive(Default)]
@@ -33,7 +34,7 @@ fn waker() -> (Arc<Count>, Waker) {
 }
 
 /// A timer whose tasks run inline, where it is driven.
-fn inline_timer(clock: &ManualClock) -> crate::timer::Timer {
+fn inline_timer(clock: &ManualClock) -> Timer {
     builder(clock)
         .executor(crate::timer::Executor::Inline)
         .build()
@@ -45,6 +46,15 @@ fn counting(ran: &Arc<AtomicUsize>) -> crate::timer::BoxTask {
     let ran = Arc::clone(ran);
     crate::timer::BoxTask::new(move || {
         ran.fetch_add(1, SeqCst);
+    })
+}
+
+/// A model thread that moves `clock` on by 1 ms and runs what is due.
+fn fire_after_1ms(timer: &Timer, clock: &ManualClock) -> thread::JoinHandle<usize> {
+    let (driver, clock) = (timer.clone(), clock.clone());
+    thread::spawn(move || {
+        clock.advance(Duration::from_millis(1));
+        driver.run_due_here()
     })
 }
 
@@ -68,11 +78,7 @@ fn a_sleep_moving_to_a_new_task_while_it_fires_is_never_lost() {
             let (_, first) = waker();
             assert!(poll(&mut sleep, &first).is_pending());
 
-            let (driver, driver_clock) = (timer.clone(), clock.clone());
-            let firing = thread::spawn(move || {
-                driver_clock.advance(Duration::from_millis(1));
-                driver.run_due_here()
-            });
+            let firing = fire_after_1ms(&timer, &clock);
             let (second_count, second) = waker();
             let moved = poll(&mut sleep, &second);
             firing.join().unwrap();
@@ -176,11 +182,7 @@ fn a_sleep_reset_while_it_fires_waits_for_its_new_deadline() {
             let (count, task) = waker();
             assert!(poll(&mut sleep, &task).is_pending());
 
-            let (driver, driver_clock) = (timer.clone(), clock.clone());
-            let firing = thread::spawn(move || {
-                driver_clock.advance(Duration::from_millis(1));
-                driver.run_due_here()
-            });
+            let firing = fire_after_1ms(&timer, &clock);
             sleep.reset(start + Duration::from_millis(2));
             firing.join().unwrap();
 
