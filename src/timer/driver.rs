@@ -575,6 +575,40 @@ mod tests {
 
     /// The memory a burst's wheel gives back once it fired is freed by the
     /// pass, after the lock, not kept in the shard.
+    /// The cancel that empties a large wheel frees what it gave back after
+    /// the shard's lock, not in the wheel and not left there.
+    #[test]
+    fn a_cancel_that_empties_a_wheel_frees_what_it_gave_back() {
+        let timer: Timer = TimerBuilder::new()
+            .clock(ManualClock::new())
+            .driver_thread(false)
+            .shards(1)
+            .build()
+            .expect("valid timer");
+        let driver = timer.driver();
+        let entries: Vec<_> = (1..=20_000)
+            .map(
+                |tick| match driver.insert(tick % 100 + 1, 0, BoxTask::new(|| ())) {
+                    Ok((entry, wake)) => {
+                        drop(wake);
+                        entry
+                    }
+                    Err(_) => panic!("the timer is open"),
+                },
+            )
+            .collect();
+        for entry in entries {
+            assert!(driver.cancel(entry).is_some());
+        }
+        let mut state = driver.shards[0].state.lock();
+        assert_eq!(state.wheel.len(), 0);
+        assert_eq!(state.wheel.slots(), 0, "the emptied arena was released");
+        assert!(
+            state.wheel.take_freed().is_none(),
+            "the emptied arena's slots were kept in the shard"
+        );
+    }
+
     #[test]
     fn a_pass_frees_what_an_emptied_wheel_gave_back() {
         let clock = ManualClock::new();

@@ -25,7 +25,7 @@ use super::task::Task;
 use super::time::TimeSource;
 use super::timing::{Timing, Wake};
 use crate::sync::{AtomicBool, AtomicU64, BiasedMutex, Mutex};
-use crate::wheel::{TimerKey, Wheel};
+use crate::wheel::{Freed, TimerKey, Wheel};
 
 /// How many keys wait in a shard's inbox before the shard's owner removes
 /// them on its next schedule.
@@ -208,10 +208,12 @@ impl<T> Shard<T> {
     }
 
     /// Empties the inbox under the shard's lock; returns the removed tasks,
-    /// to drop after it.
-    pub(super) fn discard_waiting(&self) -> Vec<T> {
+    /// and the memory the wheel let go of if that emptied it, to drop
+    /// after it.
+    pub(super) fn discard_waiting(&self) -> (Vec<T>, Option<Box<Freed<T>>>) {
         let mut state = self.state.lock();
-        self.apply_discards(&mut state)
+        let tasks = self.apply_discards(&mut state);
+        (tasks, state.wheel.take_freed())
     }
 
     /// How many timers in the wheel of `state` (this shard's, locked by
@@ -229,12 +231,16 @@ impl<T: Task> Shard<T> {
     /// Cancels the timer `key` and hands its task back; `None` if it is no
     /// longer pending.
     pub(super) fn cancel(&self, key: TimerKey) -> Option<T> {
-        let task = {
+        let (task, freed) = {
             let mut state = self.state.lock();
             let task = state.wheel.remove(key);
             state.cancelled += u64::from(task.is_some());
-            task
+            (task, state.wheel.take_freed())
         };
+        // The last timer's cancel let go of the wheel's memory (a million
+        // timers' slots take milliseconds to free): freed here, after the
+        // lock.
+        drop(freed);
         if task.is_some() {
             self.timing.counters.figures.cancelled(1);
         }

@@ -582,9 +582,7 @@ impl<T> Wheel<T> {
                     }
                     if self.arena.len() == 0 {
                         // Everything fired: no reference is live.
-                        let mut freed = self.drop_refs();
-                        freed.slots = self.arena.release();
-                        self.let_go(freed);
+                        self.release_all();
                     }
                     return None;
                 }
@@ -772,11 +770,12 @@ impl<T> Wheel<T> {
         }
     }
 
-    /// Makes the memory a poll gives back wait for the owner to free it
-    /// ([`take_freed`](Self::take_freed)) instead of being freed inside the
-    /// poll: for a wheel behind a lock, so that freeing a million timers'
-    /// slots (milliseconds) does not hold the lock, nor delay the tasks the
-    /// poll handed out.
+    /// Makes the memory a poll or a removal gives back wait for the owner
+    /// to free it ([`take_freed`](Self::take_freed)) instead of being freed
+    /// inside the call: for a wheel behind a lock, so that freeing a million
+    /// timers' slots (milliseconds) does not hold the lock, nor delay the
+    /// tasks a poll handed out. The owner takes it after every call that
+    /// can empty the wheel or rebuild its pool.
     pub(crate) fn defer_frees(&mut self) {
         self.defers = true;
     }
@@ -787,8 +786,9 @@ impl<T> Wheel<T> {
         self.arena.slots()
     }
 
-    /// The memory polls gave back since the last call, if the wheel
-    /// [defers frees](Self::defer_frees): to drop after the owner's lock.
+    /// The memory polls and removals gave back since the last call, if the
+    /// wheel [defers frees](Self::defer_frees): to drop after the owner's
+    /// lock.
     #[inline]
     pub(crate) fn take_freed(&mut self) -> Option<Box<Freed<T>>> {
         self.freed.take()
@@ -941,11 +941,18 @@ impl<T> Wheel<T> {
     #[inline]
     fn collect_garbage(&mut self) {
         if self.arena.len() == 0 {
-            drop(self.drop_refs());
-            drop(self.arena.release());
+            self.release_all();
         } else if self.garbage > self.arena.len() + GARBAGE_SLACK {
             self.compact();
         }
+    }
+
+    /// Lets go of an empty wheel's references, side heap and arena slots
+    /// (see [`let_go`](Self::let_go)).
+    fn release_all(&mut self) {
+        let mut freed = self.drop_refs();
+        freed.slots = self.arena.release();
+        self.let_go(freed);
     }
 
     /// Drops every reference and side entry and disarms every bucket. Only
@@ -1327,6 +1334,33 @@ mod tests {
             w.check_invariants();
             w.insert(10_000_001, 7);
             assert_eq!(w.poll(10_000_001).map(|f| f.value), Some(7));
+        }
+    }
+
+    #[test]
+    fn a_deferring_wheel_keeps_what_removing_its_last_timer_gives_back() {
+        for defers in [false, true] {
+            let mut w = Wheel::new(64, 0);
+            if defers {
+                w.defer_frees();
+            }
+            let keys: Vec<_> = (0..10_000u64).map(|i| w.insert(1 + i % 5_000, i)).collect();
+            for (i, key) in keys.into_iter().enumerate() {
+                assert_eq!(w.remove(key), Some(i as u64));
+            }
+            assert_eq!(w.len(), 0);
+            assert_eq!(w.arena.slots(), 0, "the emptied arena was released");
+            let emptied = w.take_freed();
+            assert_eq!(emptied.is_some(), defers, "defers {defers}");
+            if let Some(freed) = emptied {
+                assert!(
+                    freed.slots.is_some() && freed.pool.is_some(),
+                    "the arena's slots and the pool's store wait for the owner"
+                );
+            }
+            w.check_invariants();
+            w.insert(3, 7);
+            assert_eq!(w.poll(3).map(|f| f.value), Some(7));
         }
     }
 
