@@ -296,12 +296,12 @@ impl Future for Sleep {
             this.fired = this.shard.gone(this.mark) || !this.shard.is_closed();
             return this.complete();
         }
-        let time = this.shard.time();
-        let now = time.ticks(instant);
+        // The clock read before the deadline: its tick is the deadline's,
+        // rounded up, with no need to convert the reading too.
         let tick = if this.never {
             NEVER
         } else {
-            time.due_at(now, this.deadline)
+            this.shard.time().due_ahead(this.deadline)
         };
         let waker = BoxTask::waker(cx.waker().clone());
         // No lock is held here: the driver's wake-up, if owed, goes at once.

@@ -149,8 +149,9 @@ impl<T: Task> Driver<T> {
         TimerHandle::new(Arc::clone(&self.shards[entry.shard as usize]), entry.key)
     }
 
-    /// Schedules `task` at tick `tick`, the clock being at tick `now`, in
-    /// the calling thread's home shard, and names it by an [`Entry`]; the
+    /// Schedules `task` at tick `tick`, `now` being a tick the clock has
+    /// reached (a task due at or before it runs at once), in the calling
+    /// thread's home shard, and names it by an [`Entry`]; the
     /// [`Wake`] wakes the driver, if it must, when dropped (after the
     /// caller's locks).
     #[inline]

@@ -229,10 +229,8 @@ impl<T: Task> Timer<T> {
         deadline: Instant,
         task: T,
     ) -> Result<(Entry, Wake<'_>), ScheduleError<T>> {
-        let time = self.driver().time();
-        let now = time.now();
-        self.driver()
-            .insert(time.due_at(now, deadline), now.tick, task)
+        let (tick, reached) = self.driver().time().due_at_now(deadline);
+        self.driver().insert(tick, reached, task)
     }
 
     /// Hands an internal task (a purge) straight to the workers: it never

@@ -274,8 +274,7 @@ impl<T: Task> Shard<T> {
         key: TimerKey,
         deadline: Instant,
     ) -> Option<(u64, Wake<'_>)> {
-        let time = self.timing.time();
-        self.reschedule(key, time.due_at(time.now(), deadline))
+        self.reschedule(key, self.timing.time().due_at_now(deadline).0)
     }
 
     /// Moves the timer `key` to tick `tick`; as

@@ -125,6 +125,35 @@ impl TimeSource {
         self.resolution.due_tick_ns(deadline, now.ns)
     }
 
+    /// The tick at which a task due at `deadline` may fire, the clock
+    /// reading before `deadline`: [`due_at`](Self::due_at) with no reading
+    /// to convert, since a deadline still ahead is rounded up whatever the
+    /// reading.
+    #[inline]
+    pub(crate) fn due_ahead(&self, deadline: Instant) -> u64 {
+        self.resolution
+            .deadline_tick(deadline.saturating_duration_since(self.origin))
+    }
+
+    /// Reads the clock for a task due at `deadline`: the tick at which it
+    /// may fire ([`due_at`](Self::due_at)), and a tick the clock has
+    /// reached, so that the task is due now if its tick is at or before
+    /// that one. A deadline still ahead (the common case) costs one
+    /// conversion, not two: its tick is the deadline rounded up, which lies
+    /// after the reading's tick unless it is tick 0 (a deadline at or
+    /// before the origin, which a reading before the origin counts as), so
+    /// the origin's tick 0 serves as the tick reached.
+    #[inline]
+    pub(crate) fn due_at_now(&self, deadline: Instant) -> (u64, u64) {
+        let instant = self.instant();
+        if instant < deadline {
+            (self.due_ahead(deadline), 0)
+        } else {
+            let now = self.ticks(instant);
+            (self.due_at(now, deadline), now.tick)
+        }
+    }
+
     /// The instant at which `tick` begins, if representable.
     pub(crate) fn instant_of(&self, tick: u64) -> Option<Instant> {
         self.origin.checked_add(self.resolution.tick_start(tick))
@@ -173,5 +202,46 @@ mod tests {
             Some(time.instant() + Duration::from_millis(15))
         );
         assert_eq!(time.lag(1), Duration::from_millis(5));
+    }
+
+    /// Reading the clock for a deadline converts only the deadline when it
+    /// is ahead, and gives what the two conversions give: the same tick,
+    /// and due now exactly when that tick is at or before the reading's.
+    #[test]
+    fn a_reading_for_a_deadline_agrees_with_converting_both() {
+        for tick_ms in [1, 3, 10] {
+            let (clock, time) = source(tick_ms);
+            let origin = time.instant();
+            for step_us in [0, 1, 999, 1_000, 2_500, 9_999, 10_000, 10_001] {
+                clock.advance(Duration::from_micros(step_us));
+                let reading = time.instant();
+                let now = time.now();
+                for offset_us in [0u64, 1, 500, 999, 1_000, 1_001, 7_000, 10_000, 45_000] {
+                    for deadline in [
+                        reading + Duration::from_micros(offset_us),
+                        reading
+                            .checked_sub(Duration::from_micros(offset_us))
+                            .filter(|d| *d >= origin)
+                            .unwrap_or(origin),
+                    ] {
+                        let want = time.due_at(now, deadline);
+                        let (tick, reached) = time.due_at_now(deadline);
+                        assert_eq!(tick, want, "tick {tick_ms} ms, deadline {deadline:?}");
+                        assert_eq!(
+                            tick <= reached,
+                            want <= now.tick,
+                            "due now: tick {tick_ms} ms, deadline {deadline:?}"
+                        );
+                        // Ahead: its tick starts at or after it. Passed:
+                        // due now, at the latest at the reading's tick.
+                        assert!(
+                            time.instant_of(tick).is_none_or(|start| start >= deadline)
+                                || (deadline <= reading && tick <= reached),
+                            "never early"
+                        );
+                    }
+                }
+            }
+        }
     }
 }
