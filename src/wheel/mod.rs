@@ -296,6 +296,12 @@ pub(crate) struct Wheel<T> {
     now: u64,
     /// References known to be dead but still stored somewhere.
     garbage: usize,
+    /// Whether the head is settled ([`settle_head`](Self::settle_head)):
+    /// what the next poll and [`next_expiration`](Self::next_expiration)
+    /// look at first is live. A poll may leave it unsettled (a bucket that
+    /// became the head may hold a dead holder); a removal then settles it,
+    /// as does any removal of a timer on top.
+    settled: bool,
     /// Whether memory given back during a poll waits in `freed` for the
     /// wheel's owner ([`defer_frees`](Self::defer_frees)).
     defers: bool,
@@ -383,6 +389,7 @@ impl<T> Wheel<T> {
             batch: Vec::new(),
             now,
             garbage: 0,
+            settled: true,
             defers: false,
             freed: None,
             #[cfg(test)]
@@ -463,7 +470,7 @@ impl<T> Wheel<T> {
         let (value, check) = self.arena.remove(key.idx, key.gen)?;
         self.forget(check);
         self.collect_garbage();
-        self.settle_head();
+        self.settle_after(key.idx);
         Some(value)
     }
 
@@ -484,7 +491,7 @@ impl<T> Wheel<T> {
         }
         self.place(key.idx, check, deadline);
         self.collect_garbage();
-        self.settle_head();
+        self.settle_after(key.idx);
         true
     }
 
@@ -528,6 +535,7 @@ impl<T> Wheel<T> {
     /// order; `None` when nothing more is due. Afterwards the wheel's time is
     /// `now` (or stays where it was if `now` is earlier: time never runs back).
     pub(crate) fn poll(&mut self, now: u64) -> Option<Fired<T>> {
+        self.settled = false;
         loop {
             let arena = &self.arena;
             let side = self
@@ -580,6 +588,8 @@ impl<T> Wheel<T> {
                     if self.garbage > 0 {
                         self.settle_head();
                     }
+                    // With no garbage every reference is live.
+                    self.settled = true;
                     if self.arena.len() == 0 {
                         // Everything fired: no reference is live.
                         self.release_all();
@@ -885,11 +895,32 @@ impl<T> Wheel<T> {
         }
     }
 
+    /// After the timer in slot `idx` was removed or moved: settles the head
+    /// if that timer may have been on top of it (the last reference of the
+    /// ready list or of the run, or the head bucket's holder), or if a poll
+    /// left it unsettled. Otherwise it is settled already, and only that
+    /// timer's references died: no lookup in the arena.
+    #[inline]
+    fn settle_after(&mut self, idx: u32) {
+        let on_top = |refs: &Vec<Ref>| refs.last().is_some_and(|r| r.idx == idx);
+        if !self.settled
+            || on_top(&self.ready)
+            || on_top(&self.run)
+            || self
+                .queue
+                .peek()
+                .is_some_and(|(_, bucket)| self.holders[bucket as usize].idx == idx)
+        {
+            self.settle_head();
+        }
+    }
+
     /// Makes the head of the bucket queue exact again after its key-setting
     /// timer died, so that [`next_expiration`](Self::next_expiration) does not
     /// ask for a wake-up with nothing due. Amortised O(1): dead references met
     /// here are dropped for good, and a rescan is bounded by [`RESCAN_LIMIT`].
     fn settle_head(&mut self) {
+        self.settled = true;
         self.garbage -= pop_dead(&self.arena, &mut self.ready);
         self.garbage -= pop_dead(&self.arena, &mut self.run);
         while let Some((_, bucket)) = self.queue.peek() {
@@ -1093,6 +1124,25 @@ impl<T> Wheel<T> {
                 }
             }
             refs += list.len();
+        }
+        // A head said to be settled is: what the next poll or the driver's
+        // plan looks at first is live, but for a large coarse bucket, which
+        // keeps its early key until it is flushed.
+        for list in [&self.ready, &self.run]
+            .into_iter()
+            .filter(|_| self.settled)
+        {
+            if let Some(r) = list.last() {
+                assert!(self.arena.is_live(r.idx, r.check), "dead {r:?} on top");
+            }
+        }
+        if let Some((_, bucket)) = self.queue.peek().filter(|_| self.settled) {
+            let holder = self.holders[bucket as usize];
+            assert!(
+                self.arena.is_live(holder.idx, holder.check)
+                    || (bucket as usize >= w && self.buckets[bucket as usize].len() > RESCAN_LIMIT),
+                "the head bucket {bucket}'s holder {holder:?} is dead"
+            );
         }
         self.queue.check();
         self.pool.check(&self.buckets);
@@ -1611,6 +1661,7 @@ mod tests {
                     let (id, k) = keys.swap_remove((rand() % keys.len() as u64) as usize);
                     let want = pending.remove(&id).map(|_| id);
                     assert_eq!(w.remove(k), want, "cancel of {id}");
+                    assert!(want.is_none() || w.settled, "a removal settles the head");
                 }
                 5 if !keys.is_empty() => {
                     let (id, k) = keys[(rand() % keys.len() as u64) as usize];
@@ -1676,6 +1727,32 @@ mod tests {
                 random_operations(wheel_size, start, steps / 2, seed);
             }
         }
+    }
+
+    /// A removal skips settling the head only when the head is settled and
+    /// the timer is not on top: the next timer out of the ready list is.
+    #[test]
+    fn removing_the_next_ready_timer_settles_the_head() {
+        let mut w = Wheel::new(64, 0);
+        let keys: Vec<_> = (0..4).map(|i| w.insert(5, i)).collect();
+        let later = w.insert(40, 9);
+        assert!(w.poll(5).is_some());
+        assert!(
+            !w.settled,
+            "a poll that handed a timer out may leave it unsettled"
+        );
+        assert_eq!(w.ready.len(), 3);
+        w.remove(later);
+        assert!(w.settled);
+        let next = w.ready.last().copied().expect("three still ready");
+        let key = keys
+            .into_iter()
+            .find(|k| k.idx == next.idx)
+            .expect("one of them");
+        w.remove(key);
+        w.check_invariants();
+        assert_eq!(std::iter::from_fn(|| w.poll(5)).count(), 2);
+        assert_eq!(w.next_expiration(), None);
     }
 
     #[test]
