@@ -189,10 +189,8 @@ impl<T: Task> Timer<T> {
         delay: Duration,
         task: T,
     ) -> Result<(Entry, Wake<'_>), ScheduleError<T>> {
-        let time = self.driver().time();
-        let now = time.now();
-        self.driver()
-            .insert(time.due_after(now, delay), now.tick, task)
+        let (tick, reached) = self.driver().time().due_after_now(delay);
+        self.driver().insert(tick, reached, task)
     }
 
     /// Runs `task` on a worker once the timer's clock reaches `deadline`.

@@ -231,16 +231,19 @@ impl<T: Task> Shard<T> {
     /// Cancels the timer `key` and hands its task back; `None` if it is no
     /// longer pending.
     pub(super) fn cancel(&self, key: TimerKey) -> Option<T> {
-        let (task, freed) = {
-            let mut state = self.state.lock();
-            let task = state.wheel.remove(key);
-            state.cancelled += u64::from(task.is_some());
-            (task, state.wheel.take_freed())
-        };
-        // The last timer's cancel let go of the wheel's memory (a million
-        // timers' slots take milliseconds to free): freed here, after the
-        // lock.
-        drop(freed);
+        let mut state = self.state.lock();
+        let task = state.wheel.remove(key);
+        state.cancelled += u64::from(task.is_some());
+        if state.wheel.len() == 0 {
+            // The cancel that empties the wheel lets go of its memory (a
+            // million timers' slots take milliseconds to free): freed here,
+            // after the lock.
+            let freed = state.wheel.take_freed();
+            drop(state);
+            drop(freed);
+        } else {
+            drop(state);
+        }
         if task.is_some() {
             self.timing.counters.figures.cancelled(1);
         }
@@ -261,8 +264,7 @@ impl<T: Task> Shard<T> {
     /// longer pending, else the driver's [`Wake`], to drop after the
     /// caller's locks.
     pub(super) fn reschedule_after(&self, key: TimerKey, delay: Duration) -> Option<Wake<'_>> {
-        let time = self.timing.time();
-        let tick = time.due_after(time.now(), delay);
+        let (tick, _) = self.timing.time().due_after_now(delay);
         self.reschedule(key, tick).map(|(_, wake)| wake)
     }
 

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::clock::{Clock, SystemClock};
-use crate::tick::{nanos, Resolution};
+use crate::tick::{nanos, Resolution, NEVER};
 
 /// A reading of the timer's clock: the time since the origin and the tick
 /// it falls in.
@@ -117,6 +117,33 @@ impl TimeSource {
         self.resolution.due_tick_ns(deadline, now.ns)
     }
 
+    /// Reads the clock for a task due `delay` from now: as
+    /// [`due_at_now`](Self::due_at_now), the tick at which it may fire
+    /// ([`due_after`](Self::due_after)) and a tick the clock has reached.
+    /// A delay of at least a nanosecond puts the deadline after the
+    /// reading, so its tick is the deadline rounded up, after the
+    /// reading's own: that one is never converted, and tick 0 serves.
+    #[inline]
+    pub(crate) fn due_after_now(&self, delay: Duration) -> (u64, u64) {
+        let instant = self.instant();
+        match (
+            nanos(instant.saturating_duration_since(self.origin)),
+            nanos(delay),
+        ) {
+            (Some(now), Some(delay)) if delay > 0 => {
+                let deadline = now.checked_add(delay);
+                (
+                    deadline.map_or(NEVER, |ns| self.resolution.deadline_tick_ns(ns)),
+                    0,
+                )
+            }
+            _ => {
+                let now = self.ticks(instant);
+                (self.due_after(now, delay), now.tick)
+            }
+        }
+    }
+
     /// The tick at which a task due at `deadline` may fire, the clock
     /// reading `now`: due now if the deadline has passed.
     #[inline]
@@ -202,6 +229,29 @@ mod tests {
             Some(time.instant() + Duration::from_millis(15))
         );
         assert_eq!(time.lag(1), Duration::from_millis(5));
+    }
+
+    /// Reading the clock for a delay converts only the deadline when the
+    /// delay is not zero, and gives what converting the reading too gives.
+    #[test]
+    fn a_reading_for_a_delay_agrees_with_converting_both() {
+        for tick_ms in [1, 3, 10] {
+            let (clock, time) = source(tick_ms);
+            for step_ns in [0, 1, 999_999, 1_000_000, 2_500_000, 10_000_001] {
+                clock.advance(Duration::from_nanos(step_ns));
+                let now = time.now();
+                for delay_ns in [0u64, 1, 499_999, 1_000_000, 7_000_001, 45_000_000] {
+                    let delay = Duration::from_nanos(delay_ns);
+                    let want = time.due_after(now, delay);
+                    let (tick, reached) = time.due_after_now(delay);
+                    assert_eq!(tick, want, "tick {tick_ms} ms, delay {delay:?}");
+                    assert_eq!(tick <= reached, want <= now.tick, "due now: {delay:?}");
+                }
+                for delay in [Duration::MAX, Duration::from_secs(u64::MAX / 2)] {
+                    assert_eq!(time.due_after_now(delay).0, NEVER);
+                }
+            }
+        }
     }
 
     /// Reading the clock for a deadline converts only the deadline when it
