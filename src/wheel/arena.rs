@@ -24,7 +24,7 @@ const NIL: u32 = u32::MAX;
 
 /// An empty arena with more slots than this gives its memory back
 /// ([`Arena::release`]); smaller ones keep it for the next burst.
-const KEEP_SLOTS: usize = 4096;
+pub(super) const KEEP_SLOTS: usize = 4096;
 
 /// The largest number of slots an arena holds (indices are `u32`, and
 /// [`NIL`] is reserved).

@@ -592,7 +592,7 @@ impl<T> Wheel<T> {
                     self.settled = true;
                     if self.arena.len() == 0 {
                         // Everything fired: no reference is live.
-                        self.release_all();
+                        self.empty_out();
                     }
                     return None;
                 }
@@ -972,9 +972,27 @@ impl<T> Wheel<T> {
     #[inline]
     fn collect_garbage(&mut self) {
         if self.arena.len() == 0 {
-            self.release_all();
+            self.empty_out();
         } else if self.garbage > self.arena.len() + GARBAGE_SLACK {
             self.compact();
+        }
+    }
+
+    /// No timer is pending: every reference left is dead, and dropped. A
+    /// wheel with no memory to give back keeps it: its buckets' blocks go
+    /// back to the pool's free lists, for the next timers, and its arena
+    /// keeps its slots. So a wheel that goes from one timer to none and
+    /// back, as a lightly loaded server's does, does not rebuild its store
+    /// each time. A larger one lets go of everything
+    /// ([`release_all`](Self::release_all)).
+    fn empty_out(&mut self) {
+        if self.arena.slots() <= arena::KEEP_SLOTS
+            && self.pool.stored() <= pool::KEEP_REFS
+            && self.side.is_clear()
+        {
+            self.forget_refs();
+        } else {
+            self.release_all();
         }
     }
 
@@ -986,19 +1004,27 @@ impl<T> Wheel<T> {
         self.let_go(freed);
     }
 
+    /// Drops every reference of the buckets (their blocks go back to the
+    /// pool's free lists), the ready list and the run, and disarms every
+    /// bucket. Only correct when no timer is pending in a bucket.
+    fn forget_refs(&mut self) {
+        for bucket in self.queue.buckets() {
+            self.pool.release(&mut self.buckets[bucket as usize]);
+        }
+        self.queue.clear();
+        self.ready.clear();
+        self.run.clear();
+        self.garbage = 0;
+        self.settled = true;
+    }
+
     /// Drops every reference and side entry and disarms every bucket. Only
     /// correct when no timer is pending (or the arena is drained right after).
     /// Returns the memory a large pool and side heap gave back.
     fn drop_refs(&mut self) -> Freed<T> {
-        for bucket in self.queue.buckets() {
-            self.pool.release(&mut self.buckets[bucket as usize]);
-        }
+        self.forget_refs();
         let pool = self.pool.clear();
-        self.queue.clear();
-        self.ready.clear();
-        self.run.clear();
         let side = self.side.clear();
-        self.garbage = 0;
         Freed {
             pool,
             side,
@@ -1727,6 +1753,34 @@ mod tests {
                 random_operations(wheel_size, start, steps / 2, seed);
             }
         }
+    }
+
+    /// A small wheel that goes from one timer to none and back keeps its
+    /// buckets' blocks and arena, whether the timer was cancelled or fired.
+    #[test]
+    fn a_small_wheel_that_empties_keeps_its_store() {
+        let mut w = Wheel::new(64, 0);
+        for round in 0..3u64 {
+            for delay in [3, 100, 5_000, 300_000] {
+                let k = w.insert(w.now() + delay, delay);
+                let stored = w.pool.stored();
+                assert!(stored > 0);
+                assert_eq!(w.remove(k), Some(delay), "round {round}");
+                assert_eq!(w.pool.stored(), stored, "the buckets keep their blocks");
+                assert_eq!((w.garbage, w.queue.peek()), (0, None));
+                assert_eq!(w.next_expiration(), None);
+                w.check_invariants();
+            }
+            let at = w.now() + 70;
+            w.insert(at, 7);
+            let stored = w.pool.stored();
+            assert_eq!(drain_due(&mut w, at), vec![(at, 7)]);
+            assert!(w.poll(at).is_none());
+            assert_eq!(w.pool.stored(), stored);
+            assert_eq!(w.next_expiration(), None);
+            w.check_invariants();
+        }
+        assert!(w.arena.slots() > 0, "the arena kept its slot");
     }
 
     /// A removal skips settling the head only when the head is settled and
