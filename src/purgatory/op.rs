@@ -43,7 +43,7 @@ use super::outcome::{decode, encode, Outcome, AWAITED, GONE};
 use super::request::{in_callback, Depth, Request, RETRY_NESTED};
 use crate::rendezvous::WakerSlot;
 use crate::sync::{AtomicBool, AtomicU8, AtomicUsize, Mutex, MutexGuard};
-use crate::timer::{Entry, Job};
+use crate::timer::{BoxTask, Entry, Job, Leftover};
 
 /// What an operation's lock protects.
 struct OpState<O: DelayedRequest> {
@@ -89,6 +89,9 @@ pub(crate) struct Op<O: DelayedRequest> {
 struct Locked<'a, O: DelayedRequest> {
     /// The lock's guard; declared first, so released first.
     state: MutexGuard<'a, OpState<O>>,
+    /// What the timer's wheel let go of when giving up the operation's
+    /// timer emptied it: freed after the lock.
+    leftover: Option<Leftover<BoxTask>>,
     /// The cell.
     op: &'a Op<O>,
     /// The finished operation's value, to drop after the lock.
@@ -214,7 +217,7 @@ impl<'a, O: DelayedRequest> Locked<'a, O> {
             if let (true, Some(timer)) = (cancel_timer, &counters.timer) {
                 // op lock → timer shard (or its inbox) is the one nesting;
                 // the timer never takes an operation's lock.
-                timer.discard(entry);
+                self.leftover = Some(timer.discard(entry));
             }
         }
     }
@@ -300,6 +303,7 @@ impl<O: DelayedRequest> Op<O> {
         Depth::update(|d| d.held += 1);
         Locked {
             state,
+            leftover: None,
             op: self,
             finished: None,
             ended: Announce {

@@ -55,7 +55,7 @@ use super::executor::Runner;
 use super::handle::{TimerHandle, TimerId, TIMER_MASK};
 use super::hooks::ShutdownHooks;
 use super::pool;
-use super::shard::{owns, shard_index, HomeShard, Shard, ShardState};
+use super::shard::{owns, shard_index, HomeShard, Leftover, Shard, ShardState};
 use super::signal::Signal;
 use super::task::{BoxTask, Task};
 use super::time::TimeSource;
@@ -534,20 +534,24 @@ impl Driver<BoxTask> {
     /// driver before its next poll (see [`shard`](super::shard)); if its
     /// deadline comes first, its job finds the operation done. Takes only
     /// the shard's locks and drops only the caller's own task, so it may be
-    /// called under an operation's lock.
-    pub(crate) fn discard(&self, entry: Entry) {
+    /// called under an operation's lock; the memory a cancel that emptied
+    /// the wheel let go of comes back, for the caller to drop after that
+    /// lock.
+    pub(crate) fn discard(&self, entry: Entry) -> Leftover<BoxTask> {
         if entry.key.is_dead() {
-            return;
+            return Leftover::none();
         }
         let shard = &self.shards[entry.shard as usize];
         if !owns(entry.shard as usize, self.shards.len()) && shard.defer_discard(entry.key) {
-            return;
+            return Leftover::none();
         }
         // The task holds a reference of the caller's, never the last one;
         // disarmed, it is dropped without the abandonment a lost timer gets.
-        if let Some(task) = shard.cancel(entry.key) {
+        let (task, leftover) = shard.cancel_leaving(entry.key);
+        if let Some(task) = task {
             task.disarm();
         }
+        leftover
     }
 }
 
@@ -574,10 +578,9 @@ mod tests {
         }
     }
 
-    /// The memory a burst's wheel gives back once it fired is freed by the
-    /// pass, after the lock, not kept in the shard.
-    /// The cancel that empties a large wheel frees what it gave back after
-    /// the shard's lock, not in the wheel and not left there.
+    /// The cancel that empties a large wheel leaves nothing it gave back in
+    /// the wheel (the wheel's own test shows it is handed out, not freed
+    /// inside the removal).
     #[test]
     fn a_cancel_that_empties_a_wheel_frees_what_it_gave_back() {
         let timer: Timer = TimerBuilder::new()
@@ -610,6 +613,45 @@ mod tests {
         );
     }
 
+    /// A discard (an operation giving up its timer, perhaps under the
+    /// operation's lock) that empties a large wheel hands the memory back
+    /// to its caller, to free after that lock; the others hand nothing.
+    #[test]
+    fn a_discard_that_empties_a_wheel_hands_its_memory_back() {
+        let timer: Timer = TimerBuilder::new()
+            .clock(ManualClock::new())
+            .driver_thread(false)
+            .shards(1)
+            .build()
+            .expect("valid timer");
+        let driver = timer.driver();
+        let entries: Vec<_> = (1..=20_000)
+            .map(
+                |tick| match driver.insert(tick % 100 + 1, 0, BoxTask::new(|| ())) {
+                    Ok((entry, wake)) => {
+                        drop(wake);
+                        entry
+                    }
+                    Err(_) => panic!("the timer is open"),
+                },
+            )
+            .collect();
+        let mut held = Vec::new();
+        for entry in entries {
+            held.push(driver.discard(entry).holds_memory());
+        }
+        assert_eq!(held.pop(), Some(true), "the last discard emptied the wheel");
+        assert!(
+            held.iter().all(|&h| !h),
+            "only the last one hands memory back"
+        );
+        let mut state = driver.shards[0].state.lock();
+        assert_eq!((state.wheel.len(), state.wheel.slots()), (0, 0));
+        assert!(state.wheel.take_freed().is_none());
+    }
+
+    /// The memory a burst's wheel gives back once it fired is freed by the
+    /// pass, after the lock, not kept in the shard.
     #[test]
     fn a_pass_frees_what_an_emptied_wheel_gave_back() {
         let clock = ManualClock::new();

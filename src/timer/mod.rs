@@ -58,6 +58,6 @@ pub use metrics::{Lateness, Metrics};
 pub use service::Timer;
 #[cfg(all(test, purgatorio_loom))]
 pub(crate) use shard::act_as_foreign;
-pub(crate) use shard::HomeShard;
+pub(crate) use shard::{HomeShard, Leftover};
 pub(crate) use task::Job;
 pub use task::{BoxTask, Task};

@@ -94,11 +94,35 @@ pub(crate) struct ShardState<T> {
     pub(super) closed: bool,
 }
 
+/// Memory a cancel took out of the wheel it emptied, to drop once the
+/// caller holds no lock (freeing a million timers' slots takes
+/// milliseconds). It holds no task: dropping it runs no user code.
+#[must_use = "dropping it frees the memory: hold it until the caller's locks are released"]
+pub(crate) struct Leftover<T> {
+    /// The memory; only ever dropped.
+    _memory: Option<Box<Freed<T>>>,
+}
+
+impl<T> Leftover<T> {
+    /// Nothing to free.
+    pub(super) fn none() -> Self {
+        Leftover { _memory: None }
+    }
+
+    /// Whether it holds memory to free (tests only).
+    #[cfg(all(test, not(purgatorio_loom)))]
+    pub(super) fn holds_memory(&self) -> bool {
+        self._memory.is_some()
+    }
+}
+
 impl<T> Shard<T> {
     /// Shard number `number`, of `wheel`, sharing `timing`. The memory
-    /// the wheel gives back in the driver's pass is freed after the pass
-    /// (see [`Driver::pass`](super::driver::Driver::pass)), not under the
-    /// shard's lock.
+    /// the wheel gives back is never freed under the shard's lock: a
+    /// pass frees it after the pass (see
+    /// [`Driver::pass`](super::driver::Driver::pass)), a cancel that
+    /// empties the wheel after the lock ([`Leftover`]), and so does
+    /// [`discard_waiting`](Self::discard_waiting).
     pub(super) fn new(number: u32, mut wheel: Wheel<T>, timing: Arc<Timing>) -> Self {
         wheel.defer_frees();
         Shard {
@@ -231,23 +255,31 @@ impl<T: Task> Shard<T> {
     /// Cancels the timer `key` and hands its task back; `None` if it is no
     /// longer pending.
     pub(super) fn cancel(&self, key: TimerKey) -> Option<T> {
+        let (task, leftover) = self.cancel_leaving(key);
+        drop(leftover);
+        task
+    }
+
+    /// [`cancel`](Self::cancel), handing back also what the wheel let go
+    /// of if this emptied it, for the caller to drop after its own locks.
+    #[inline]
+    pub(super) fn cancel_leaving(&self, key: TimerKey) -> (Option<T>, Leftover<T>) {
         let mut state = self.state.lock();
         let task = state.wheel.remove(key);
         state.cancelled += u64::from(task.is_some());
-        if state.wheel.len() == 0 {
-            // The cancel that empties the wheel lets go of its memory (a
-            // million timers' slots take milliseconds to free): freed here,
-            // after the lock.
-            let freed = state.wheel.take_freed();
-            drop(state);
-            drop(freed);
-        } else {
-            drop(state);
-        }
+        // Only the cancel that empties the wheel lets go of memory (a
+        // million timers' slots take milliseconds to free).
+        let leftover = Leftover {
+            _memory: match state.wheel.len() {
+                0 => state.wheel.take_freed(),
+                _ => None,
+            },
+        };
+        drop(state);
         if task.is_some() {
             self.timing.counters.figures.cancelled(1);
         }
-        task
+        (task, leftover)
     }
 
     /// Swaps the task of the pending timer `key` for `task` and returns the

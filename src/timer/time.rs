@@ -24,10 +24,13 @@ pub(crate) struct Now {
 
 /// Where a timer's time comes from, and how it becomes ticks.
 ///
-/// Every schedule reads the clock and converts two times, so this is the
-/// hot path of [`Timer::schedule`](crate::Timer::schedule): the system
-/// clock is read without a virtual call, and conversions run on whole
-/// nanoseconds in 64 bits ([`Resolution`]).
+/// Every schedule reads the clock and converts a time, so this is the hot
+/// path of [`Timer::schedule`](crate::Timer::schedule): the system clock
+/// is read without a virtual call, conversions run on whole nanoseconds in
+/// 64 bits ([`Resolution`]), and a deadline still ahead of the reading is
+/// the only time converted to ticks ([`due_at_now`](Self::due_at_now),
+/// [`due_after_now`](Self::due_after_now)): the reading's own tick cannot
+/// make it due.
 pub(crate) struct TimeSource {
     /// Where time comes from.
     clock: Arc<dyn Clock>,
@@ -93,21 +96,30 @@ impl TimeSource {
         self.ticks(self.instant())
     }
 
-    /// `at`, a reading of the clock, in ticks: the one conversion of an
-    /// instant the clock gave.
+    /// `at`, a reading of the clock, in ticks.
     #[inline]
     pub(crate) fn ticks(&self, at: Instant) -> Now {
-        let elapsed = at.saturating_duration_since(self.origin);
-        match nanos(elapsed) {
+        match self.since_origin(at) {
             Some(ns) => Now {
                 ns,
                 tick: self.resolution.now_tick_ns(ns),
             },
             None => Now {
                 ns: u64::MAX,
-                tick: self.resolution.now_tick(elapsed),
+                tick: self
+                    .resolution
+                    .now_tick(at.saturating_duration_since(self.origin)),
             },
         }
+    }
+
+    /// `at`, a reading of the clock, in whole nanoseconds since the origin
+    /// (a reading before it counts as the origin); `None` past what a
+    /// `u64` holds (584 years): the one conversion of an instant the clock
+    /// gave.
+    #[inline]
+    fn since_origin(&self, at: Instant) -> Option<u64> {
+        nanos(at.saturating_duration_since(self.origin))
     }
 
     /// The tick at which a task due `delay` after `now` may fire.
@@ -126,10 +138,7 @@ impl TimeSource {
     #[inline]
     pub(crate) fn due_after_now(&self, delay: Duration) -> (u64, u64) {
         let instant = self.instant();
-        match (
-            nanos(instant.saturating_duration_since(self.origin)),
-            nanos(delay),
-        ) {
+        match (self.since_origin(instant), nanos(delay)) {
             (Some(now), Some(delay)) if delay > 0 => {
                 let deadline = now.checked_add(delay);
                 (

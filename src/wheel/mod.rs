@@ -859,8 +859,7 @@ impl<T> Wheel<T> {
         match self.arena.remove_live(r.idx, r.check) {
             Some((value, gen)) => {
                 if self.arena.len() == 0 && (self.garbage > 0 || !self.side.is_clear()) {
-                    let freed = self.drop_refs();
-                    self.let_go(freed);
+                    self.drop_dead_refs();
                 }
                 Some(Fired {
                     key: TimerKey { idx: r.idx, gen },
@@ -885,8 +884,7 @@ impl<T> Wheel<T> {
             .remove_live(idx, check)
             .expect("the side heap's first entry is live");
         if self.arena.len() == 0 && (self.garbage > 0 || !self.side.is_clear()) {
-            let freed = self.drop_refs();
-            self.let_go(freed);
+            self.drop_dead_refs();
         }
         Fired {
             key: TimerKey { idx, gen },
@@ -978,21 +976,39 @@ impl<T> Wheel<T> {
         }
     }
 
-    /// No timer is pending: every reference left is dead, and dropped. A
-    /// wheel with no memory to give back keeps it: its buckets' blocks go
-    /// back to the pool's free lists, for the next timers, and its arena
-    /// keeps its slots. So a wheel that goes from one timer to none and
-    /// back, as a lightly loaded server's does, does not rebuild its store
-    /// each time. A larger one lets go of everything
-    /// ([`release_all`](Self::release_all)).
-    fn empty_out(&mut self) {
-        if self.arena.slots() <= arena::KEEP_SLOTS
+    /// Whether the wheel has no memory to give back: its arena, pool and
+    /// side heap are no larger than what an empty wheel keeps.
+    fn is_small(&self) -> bool {
+        self.arena.slots() <= arena::KEEP_SLOTS
             && self.pool.stored() <= pool::KEEP_REFS
             && self.side.is_clear()
-        {
+    }
+
+    /// No timer is pending: every reference left is dead, and dropped. A
+    /// small wheel ([`is_small`](Self::is_small)) keeps its memory: its
+    /// buckets' blocks go back to the pool's free lists, for the next
+    /// timers, and its arena keeps its slots. So a wheel that goes from one
+    /// timer to none and back, as a lightly loaded server's does, does not
+    /// rebuild its store each time. A larger one lets go of everything
+    /// ([`release_all`](Self::release_all)).
+    fn empty_out(&mut self) {
+        if self.is_small() {
             self.forget_refs();
         } else {
             self.release_all();
+        }
+    }
+
+    /// The last timer fired, with dead references left: drops them, as
+    /// [`empty_out`](Self::empty_out) does, but keeps the arena (its slot
+    /// was just handed out; the poll that finds the wheel empty releases
+    /// it).
+    fn drop_dead_refs(&mut self) {
+        if self.is_small() {
+            self.forget_refs();
+        } else {
+            let freed = self.drop_refs();
+            self.let_go(freed);
         }
     }
 
@@ -1006,7 +1022,8 @@ impl<T> Wheel<T> {
 
     /// Drops every reference of the buckets (their blocks go back to the
     /// pool's free lists), the ready list and the run, and disarms every
-    /// bucket. Only correct when no timer is pending in a bucket.
+    /// bucket. Only correct when no near timer is pending (none that a
+    /// reference holds).
     fn forget_refs(&mut self) {
         for bucket in self.queue.buckets() {
             self.pool.release(&mut self.buckets[bucket as usize]);
@@ -1420,7 +1437,10 @@ mod tests {
             if defers {
                 w.defer_frees();
             }
-            let keys: Vec<_> = (0..10_000u64).map(|i| w.insert(1 + i % 5_000, i)).collect();
+            // Twice the store an empty wheel keeps: both the arena and the
+            // pool have memory to give back.
+            let n = 2 * pool::KEEP_REFS as u64;
+            let keys: Vec<_> = (0..n).map(|i| w.insert(1 + i % 5_000, i)).collect();
             for (i, key) in keys.into_iter().enumerate() {
                 assert_eq!(w.remove(key), Some(i as u64));
             }
@@ -1779,6 +1799,18 @@ mod tests {
             assert_eq!(w.pool.stored(), stored);
             assert_eq!(w.next_expiration(), None);
             w.check_invariants();
+            // The last timer fires with a cancelled one's reference left.
+            let at = w.now() + 70;
+            w.insert(at, 8);
+            let gone = w.insert(at + 5_000, 9);
+            let stored = w.pool.stored();
+            assert_eq!(w.remove(gone), Some(9));
+            assert_eq!(w.garbage, 1, "its reference waits");
+            assert_eq!(w.poll(at).map(|f| f.value), Some(8));
+            assert_eq!((w.garbage, w.queue.peek()), (0, None));
+            assert!(w.poll(at).is_none());
+            assert_eq!(w.pool.stored(), stored, "the buckets keep their blocks");
+            w.check_invariants();
         }
         assert!(w.arena.slots() > 0, "the arena kept its slot");
     }
@@ -1789,13 +1821,16 @@ mod tests {
     fn removing_the_next_ready_timer_settles_the_head() {
         let mut w = Wheel::new(64, 0);
         let keys: Vec<_> = (0..4).map(|i| w.insert(5, i)).collect();
-        let later = w.insert(40, 9);
+        w.insert(40, 9);
+        let later = w.insert(50, 10);
         assert!(w.poll(5).is_some());
         assert!(
             !w.settled,
             "a poll that handed a timer out may leave it unsettled"
         );
         assert_eq!(w.ready.len(), 3);
+        // Neither on top nor the head's holder: settled all the same, since
+        // the poll left the head unsettled.
         w.remove(later);
         assert!(w.settled);
         let next = w.ready.last().copied().expect("three still ready");
@@ -1806,7 +1841,7 @@ mod tests {
         w.remove(key);
         w.check_invariants();
         assert_eq!(std::iter::from_fn(|| w.poll(5)).count(), 2);
-        assert_eq!(w.next_expiration(), None);
+        assert_eq!(w.next_expiration(), Some(40));
     }
 
     #[test]
