@@ -578,19 +578,20 @@ mod tests {
         }
     }
 
-    /// The cancel that empties a large wheel leaves nothing it gave back in
-    /// the wheel (the wheel's own test shows it is handed out, not freed
-    /// inside the removal).
-    #[test]
-    fn a_cancel_that_empties_a_wheel_frees_what_it_gave_back() {
-        let timer: Timer = TimerBuilder::new()
-            .clock(ManualClock::new())
+    /// A timer of one shard on `clock`, driven by hand.
+    fn one_shard_timer(clock: &ManualClock) -> Timer {
+        TimerBuilder::new()
+            .clock(clock.clone())
             .driver_thread(false)
             .shards(1)
             .build()
-            .expect("valid timer");
-        let driver = timer.driver();
-        let entries: Vec<_> = (1..=20_000)
+            .expect("valid timer")
+    }
+
+    /// 20,000 tasks scheduled on `driver` over its first 100 ticks: a wheel
+    /// with memory to give back once they are gone.
+    fn burst(driver: &Driver<BoxTask>) -> Vec<Entry> {
+        (1..=20_000)
             .map(
                 |tick| match driver.insert(tick % 100 + 1, 0, BoxTask::new(|| ())) {
                     Ok((entry, wake)) => {
@@ -600,7 +601,17 @@ mod tests {
                     Err(_) => panic!("the timer is open"),
                 },
             )
-            .collect();
+            .collect()
+    }
+
+    /// The cancel that empties a large wheel leaves nothing it gave back in
+    /// the wheel (the wheel's own test shows it is handed out, not freed
+    /// inside the removal).
+    #[test]
+    fn a_cancel_that_empties_a_wheel_frees_what_it_gave_back() {
+        let timer = one_shard_timer(&ManualClock::new());
+        let driver = timer.driver();
+        let entries = burst(driver);
         for entry in entries {
             assert!(driver.cancel(entry).is_some());
         }
@@ -618,24 +629,9 @@ mod tests {
     /// to its caller, to free after that lock; the others hand nothing.
     #[test]
     fn a_discard_that_empties_a_wheel_hands_its_memory_back() {
-        let timer: Timer = TimerBuilder::new()
-            .clock(ManualClock::new())
-            .driver_thread(false)
-            .shards(1)
-            .build()
-            .expect("valid timer");
+        let timer = one_shard_timer(&ManualClock::new());
         let driver = timer.driver();
-        let entries: Vec<_> = (1..=20_000)
-            .map(
-                |tick| match driver.insert(tick % 100 + 1, 0, BoxTask::new(|| ())) {
-                    Ok((entry, wake)) => {
-                        drop(wake);
-                        entry
-                    }
-                    Err(_) => panic!("the timer is open"),
-                },
-            )
-            .collect();
+        let entries = burst(driver);
         let mut held = Vec::new();
         for entry in entries {
             held.push(driver.discard(entry).holds_memory());
@@ -655,19 +651,9 @@ mod tests {
     #[test]
     fn a_pass_frees_what_an_emptied_wheel_gave_back() {
         let clock = ManualClock::new();
-        let timer: Timer = TimerBuilder::new()
-            .clock(clock.clone())
-            .driver_thread(false)
-            .shards(1)
-            .build()
-            .expect("valid timer");
+        let timer = one_shard_timer(&clock);
         let driver = timer.driver();
-        for tick in 1..=20_000 {
-            let Ok((_, wake)) = driver.insert(tick % 100 + 1, 0, BoxTask::new(|| ())) else {
-                panic!("the timer is open");
-            };
-            drop(wake);
-        }
+        burst(driver);
         clock.advance(std::time::Duration::from_secs(1));
         assert_eq!(timer.run_due(), 20_000);
         let mut state = driver.shards[0].state.lock();
