@@ -116,6 +116,24 @@ impl<T> Leftover<T> {
     }
 }
 
+impl<T> Drop for Leftover<T> {
+    /// Nothing to do, and no call, in the common case: the free itself (a
+    /// rare, long call) is kept out of line.
+    #[inline]
+    fn drop(&mut self) {
+        if let Some(memory) = self._memory.take() {
+            free_cold(memory);
+        }
+    }
+}
+
+/// Frees what a cancel let go of.
+#[cold]
+#[inline(never)]
+fn free_cold<T>(memory: Box<Freed<T>>) {
+    drop(memory);
+}
+
 impl<T> Shard<T> {
     /// Shard number `number`, of `wheel`, sharing `timing`. The memory
     /// the wheel gives back is never freed under the shard's lock: a
