@@ -237,7 +237,15 @@ impl Resolution {
     /// fire: rounded up; [`NEVER`] when out of range.
     #[inline]
     pub(crate) fn deadline_tick(&self, deadline: Duration) -> u64 {
-        nanos(deadline).map_or(NEVER, |ns| self.deadline_tick_ns(ns))
+        self.deadline_tick_of(nanos(deadline))
+    }
+
+    /// [`deadline_tick_ns`](Self::deadline_tick_ns) of a deadline in
+    /// nanoseconds since the origin, `None` meaning past what a `u64`
+    /// holds: then [`NEVER`].
+    #[inline]
+    pub(crate) fn deadline_tick_of(&self, ns: Option<u64>) -> u64 {
+        ns.map_or(NEVER, |ns| self.deadline_tick_ns(ns))
     }
 
     /// The tick at which a timer due at `deadline` may fire when the clock

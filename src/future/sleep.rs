@@ -217,20 +217,23 @@ impl Sleep {
     /// which it does after such a pass fired the entry. Without this, the
     /// sleep would wait for an entry that is gone.
     fn entry_left(&mut self, key: TimerKey, instant: Instant) -> bool {
-        if self.shard.gone(self.mark) {
-            self.fired = true;
-        } else if self.shard.time().reads_system_clock()
-            || !self.shard.behind_a_pass(instant)
-            || self.shard.contains(key)
-        {
-            return false;
-        } else {
-            // It left the wheel: fired, or drained by a shutdown (which
-            // marks the timer closed before it drains).
-            self.fired = !self.shard.is_closed();
+        let left = self.shard.gone(self.mark)
+            || (!self.shard.time().reads_system_clock()
+                && self.shard.behind_a_pass(instant)
+                && !self.shard.contains(key));
+        if left {
+            self.forget_left_entry();
         }
+        left
+    }
+
+    /// Forgets the entry, which left the wheel: it fired (its shard was
+    /// polled through its mark, or the timer is still open, since nothing
+    /// else removes an entry) or the timer shut down (which marks it closed
+    /// before it drains).
+    fn forget_left_entry(&mut self) {
+        self.fired = self.shard.gone(self.mark) || !self.shard.is_closed();
         self.entry = None;
-        true
     }
 
     /// Removes the sleep's entry, if it has one, without waking anyone.
@@ -290,10 +293,9 @@ impl Future for Sleep {
                 }
                 Err(task) => task.disarm(),
             }
-            // The entry left the wheel: it fired (so the deadline passed) or
-            // the timer shut down (which marks it closed before it drains);
-            // nothing else removes it. Both end the sleep.
-            this.fired = this.shard.gone(this.mark) || !this.shard.is_closed();
+            // The entry left the wheel: it fired or the timer shut down.
+            // Both end the sleep.
+            this.forget_left_entry();
             return this.complete();
         }
         // The clock read before the deadline: its tick is the deadline's,

@@ -604,6 +604,18 @@ mod tests {
             .collect()
     }
 
+    /// The one shard of `driver` is empty, released its arena, and keeps
+    /// none of the memory it let go of.
+    fn assert_emptied_and_nothing_kept(driver: &Driver<BoxTask>) {
+        let mut state = driver.shards[0].state.lock();
+        assert_eq!(state.wheel.len(), 0);
+        assert_eq!(state.wheel.slots(), 0, "the emptied arena was released");
+        assert!(
+            state.wheel.take_freed().is_none(),
+            "what the wheel let go of was kept in the shard"
+        );
+    }
+
     /// The cancel that empties a large wheel leaves nothing it gave back in
     /// the wheel (the wheel's own test shows it is handed out, not freed
     /// inside the removal).
@@ -615,13 +627,7 @@ mod tests {
         for entry in entries {
             assert!(driver.cancel(entry).is_some());
         }
-        let mut state = driver.shards[0].state.lock();
-        assert_eq!(state.wheel.len(), 0);
-        assert_eq!(state.wheel.slots(), 0, "the emptied arena was released");
-        assert!(
-            state.wheel.take_freed().is_none(),
-            "the emptied arena's slots were kept in the shard"
-        );
+        assert_emptied_and_nothing_kept(driver);
     }
 
     /// A discard (an operation giving up its timer, perhaps under the
@@ -641,9 +647,7 @@ mod tests {
             held.iter().all(|&h| !h),
             "only the last one hands memory back"
         );
-        let mut state = driver.shards[0].state.lock();
-        assert_eq!((state.wheel.len(), state.wheel.slots()), (0, 0));
-        assert!(state.wheel.take_freed().is_none());
+        assert_emptied_and_nothing_kept(driver);
     }
 
     /// The memory a burst's wheel gives back once it fired is freed by the
@@ -656,13 +660,7 @@ mod tests {
         burst(driver);
         clock.advance(std::time::Duration::from_secs(1));
         assert_eq!(timer.run_due(), 20_000);
-        let mut state = driver.shards[0].state.lock();
-        assert_eq!(state.wheel.len(), 0);
-        assert_eq!(state.wheel.slots(), 0, "the emptied arena was released");
-        assert!(
-            state.wheel.take_freed().is_none(),
-            "the emptied arena's slots were kept"
-        );
+        assert_emptied_and_nothing_kept(driver);
     }
 
     #[test]

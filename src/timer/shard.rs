@@ -109,6 +109,13 @@ impl<T> Leftover<T> {
         Leftover { _memory: None }
     }
 
+    /// What the wheel of `state` let go of since it was last asked.
+    fn of(state: &mut ShardState<T>) -> Self {
+        Leftover {
+            _memory: state.wheel.take_freed(),
+        }
+    }
+
     /// Whether it holds memory to free (tests only).
     #[cfg(all(test, not(purgatorio_loom)))]
     pub(super) fn holds_memory(&self) -> bool {
@@ -252,10 +259,10 @@ impl<T> Shard<T> {
     /// Empties the inbox under the shard's lock; returns the removed tasks,
     /// and the memory the wheel let go of if that emptied it, to drop
     /// after it.
-    pub(super) fn discard_waiting(&self) -> (Vec<T>, Option<Box<Freed<T>>>) {
+    pub(super) fn discard_waiting(&self) -> (Vec<T>, Leftover<T>) {
         let mut state = self.state.lock();
         let tasks = self.apply_discards(&mut state);
-        (tasks, state.wheel.take_freed())
+        (tasks, Leftover::of(&mut state))
     }
 
     /// How many timers in the wheel of `state` (this shard's, locked by
@@ -287,11 +294,9 @@ impl<T: Task> Shard<T> {
         state.cancelled += u64::from(task.is_some());
         // Only the cancel that empties the wheel lets go of memory (a
         // million timers' slots take milliseconds to free).
-        let leftover = Leftover {
-            _memory: match state.wheel.len() {
-                0 => state.wheel.take_freed(),
-                _ => None,
-            },
+        let leftover = match state.wheel.len() {
+            0 => Leftover::of(&mut state),
+            _ => Leftover::none(),
         };
         drop(state);
         if task.is_some() {

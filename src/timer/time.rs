@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::clock::{Clock, SystemClock};
-use crate::tick::{nanos, Resolution, NEVER};
+use crate::tick::{nanos, Resolution};
 
 /// A reading of the timer's clock: the time since the origin and the tick
 /// it falls in.
@@ -113,10 +113,10 @@ impl TimeSource {
         }
     }
 
-    /// `at`, a reading of the clock, in whole nanoseconds since the origin
-    /// (a reading before it counts as the origin); `None` past what a
-    /// `u64` holds (584 years): the one conversion of an instant the clock
-    /// gave.
+    /// `at` (a reading of the clock, or a deadline) in whole nanoseconds
+    /// since the origin, an instant before it counting as the origin;
+    /// `None` past what a `u64` holds (584 years): the one conversion of
+    /// an instant.
     #[inline]
     fn since_origin(&self, at: Instant) -> Option<u64> {
         nanos(at.saturating_duration_since(self.origin))
@@ -139,12 +139,9 @@ impl TimeSource {
     pub(crate) fn due_after_now(&self, delay: Duration) -> (u64, u64) {
         let instant = self.instant();
         match (self.since_origin(instant), nanos(delay)) {
+            // After the reading: rounded up, never due now.
             (Some(now), Some(delay)) if delay > 0 => {
-                let deadline = now.checked_add(delay);
-                (
-                    deadline.map_or(NEVER, |ns| self.resolution.deadline_tick_ns(ns)),
-                    0,
-                )
+                (self.resolution.deadline_tick_of(now.checked_add(delay)), 0)
             }
             _ => {
                 let now = self.ticks(instant);
@@ -157,8 +154,8 @@ impl TimeSource {
     /// reading `now`: due now if the deadline has passed.
     #[inline]
     pub(crate) fn due_at(&self, now: Now, deadline: Instant) -> u64 {
-        let deadline = nanos(deadline.saturating_duration_since(self.origin));
-        self.resolution.due_tick_ns(deadline, now.ns)
+        self.resolution
+            .due_tick_ns(self.since_origin(deadline), now.ns)
     }
 
     /// The tick at which a task due at `deadline` may fire, the clock
@@ -168,7 +165,7 @@ impl TimeSource {
     #[inline]
     pub(crate) fn due_ahead(&self, deadline: Instant) -> u64 {
         self.resolution
-            .deadline_tick(deadline.saturating_duration_since(self.origin))
+            .deadline_tick_of(self.since_origin(deadline))
     }
 
     /// Reads the clock for a task due at `deadline`: the tick at which it
@@ -211,6 +208,7 @@ pub(crate) fn is_system<C: Clock>(_: &C) -> bool {
 mod tests {
     use super::*;
     use crate::clock::ManualClock;
+    use crate::tick::NEVER;
 
     fn source(tick_ms: u64) -> (ManualClock, TimeSource) {
         let clock = ManualClock::new();

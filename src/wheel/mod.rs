@@ -1392,13 +1392,19 @@ mod tests {
         w.check_invariants();
     }
 
+    /// A wheel of 64 slots per level that defers its frees if `defers`.
+    fn deferring(defers: bool) -> Wheel<u64> {
+        let mut w = Wheel::new(64, 0);
+        if defers {
+            w.defer_frees();
+        }
+        w
+    }
+
     #[test]
     fn a_deferring_wheel_keeps_what_its_polls_give_back_for_its_owner() {
         for defers in [false, true] {
-            let mut w = Wheel::new(64, 0);
-            if defers {
-                w.defer_frees();
-            }
+            let mut w = deferring(defers);
             let far = w.insert(10_000_000, u64::MAX);
             let n = 20 * pool::KEEP_REFS as u64;
             for i in 0..n {
@@ -1433,10 +1439,7 @@ mod tests {
     #[test]
     fn a_deferring_wheel_keeps_what_removing_its_last_timer_gives_back() {
         for defers in [false, true] {
-            let mut w = Wheel::new(64, 0);
-            if defers {
-                w.defer_frees();
-            }
+            let mut w = deferring(defers);
             // Twice the store an empty wheel keeps: both the arena and the
             // pool have memory to give back.
             let n = 2 * pool::KEEP_REFS as u64;
