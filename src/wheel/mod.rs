@@ -981,7 +981,7 @@ impl<T> Wheel<T> {
     fn is_small(&self) -> bool {
         self.arena.slots() <= arena::KEEP_SLOTS
             && self.pool.stored() <= pool::KEEP_REFS
-            && self.side.is_clear()
+            && self.side.is_clear_and_small()
     }
 
     /// No timer is pending: every reference left is dead, and dropped. A

@@ -28,6 +28,10 @@ use super::reference::SIDE;
 /// Garbage entries tolerated beyond the live ones before a compaction.
 const GARBAGE_SLACK: usize = 1024;
 
+/// An emptied heap with more room than this gives its memory back
+/// ([`Side::clear`]).
+const KEEP_ENTRIES: usize = 4096;
+
 /// A side timer waiting in the heap.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(super) struct Entry {
@@ -57,6 +61,13 @@ impl Side {
     #[inline]
     pub(super) fn len(&self) -> usize {
         self.deadlines.len() - self.free.len()
+    }
+
+    /// Whether the heap holds no entry and no more memory than an empty
+    /// heap keeps ([`clear`](Self::clear) would give nothing back).
+    #[inline]
+    pub(super) fn is_clear_and_small(&self) -> bool {
+        self.is_clear() && self.heap.capacity() <= KEEP_ENTRIES
     }
 
     /// Whether the heap holds no entry, live or dead.
@@ -174,7 +185,7 @@ impl Side {
     /// heap gives its memory back: the old side, for the caller to free (or
     /// drop).
     pub(super) fn clear(&mut self) -> Option<Side> {
-        if self.heap.capacity() > 4096 {
+        if self.heap.capacity() > KEEP_ENTRIES {
             return Some(std::mem::take(self));
         }
         self.deadlines.clear();
