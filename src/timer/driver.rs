@@ -479,7 +479,10 @@ impl<T: Task> Driver<T> {
             let mut state = shard.state.visit();
             state.closed = true;
             let drained = state.wheel.drain();
+            // A large wheel's blocks and side heap take a while to free.
+            let freed = state.wheel.take_freed();
             drop(state);
+            drop(freed);
             pending.extend(drained);
         }
         self.timing.signal.notify();
@@ -648,6 +651,22 @@ mod tests {
             "only the last one hands memory back"
         );
         assert_emptied_and_nothing_kept(driver);
+    }
+
+    /// Shutdown frees what draining a large wheel gives back after the
+    /// shard's lock, and keeps none of it in the shard.
+    #[test]
+    fn shutdown_frees_what_draining_a_wheel_gave_back() {
+        let timer = one_shard_timer(&ManualClock::new());
+        let driver = timer.driver();
+        let entries = burst(driver);
+        assert_eq!(timer.shutdown().len(), entries.len());
+        let mut state = driver.shards[0].state.lock();
+        assert_eq!(state.wheel.len(), 0);
+        assert!(
+            state.wheel.take_freed().is_none(),
+            "what the drained wheel let go of was kept in the shard"
+        );
     }
 
     /// The memory a burst's wheel gives back once it fired is freed by the

@@ -601,9 +601,12 @@ impl<T> Wheel<T> {
     }
 
     /// Removes every pending timer and returns the payloads (in no
-    /// particular order). Every key turns stale.
+    /// particular order). Every key turns stale. The arena keeps its
+    /// slots; a large pool and side heap are let go of (kept for the owner
+    /// if the wheel [defers frees](Self::defer_frees)).
     pub(crate) fn drain(&mut self) -> Vec<T> {
-        drop(self.drop_refs());
+        let freed = self.drop_refs();
+        self.let_go(freed);
         self.arena.drain()
     }
 
@@ -1456,6 +1459,28 @@ mod tests {
                     freed.slots.is_some() && freed.pool.is_some(),
                     "the arena's slots and the pool's store wait for the owner"
                 );
+            }
+            w.check_invariants();
+            w.insert(3, 7);
+            assert_eq!(w.poll(3).map(|f| f.value), Some(7));
+        }
+    }
+
+    #[test]
+    fn a_deferring_wheel_keeps_what_draining_it_gives_back() {
+        for defers in [false, true] {
+            let mut w = deferring(defers);
+            let n = 2 * pool::KEEP_REFS as u64;
+            for i in 0..n {
+                w.insert(1 + i % 5_000, i);
+            }
+            w.insert(10_000_000, n);
+            assert_eq!(w.drain().len(), n as usize + 1);
+            assert_eq!(w.len(), 0);
+            let drained = w.take_freed();
+            assert_eq!(drained.is_some(), defers, "defers {defers}");
+            if let Some(freed) = drained {
+                assert!(freed.pool.is_some(), "the pool's store waits for the owner");
             }
             w.check_invariants();
             w.insert(3, 7);
