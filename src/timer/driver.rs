@@ -322,7 +322,9 @@ impl<T: Task> Driver<T> {
     /// (`u64::MAX`: none).
     pub(crate) fn pass_planning(&self) -> (usize, u64) {
         self.timing.begin_pass();
-        let now = self.timing.time().now().tick;
+        let reading = self.timing.time().now();
+        self.timing.time().check_monotonic(reading);
+        let now = reading.tick;
         let unwinding = EndOnUnwind(&self.timing, now);
         let (moved, earliest, freed) = self.run_due_at(now);
         std::mem::forget(unwinding);

@@ -5,6 +5,7 @@
 //! deadlines round up (a timer fires only in a tick that starts at or after
 //! its deadline), so nothing fires early.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -41,18 +42,35 @@ pub(crate) struct TimeSource {
     origin: Instant,
     /// Tick length and conversions.
     resolution: Resolution,
+    /// The origin as the system's monotonic clock reads it, in whole
+    /// nanoseconds, if `origin` is verifiably a reading of that clock
+    /// ([`monotonic::origin`]); [`OFF`] otherwise, or once a pass found the
+    /// two apart ([`check_monotonic`](Self::check_monotonic)). A delay
+    /// from now then reads that clock and converts no `Instant`
+    /// ([`due_after_now`](Self::due_after_now)). A plain atomic of std's,
+    /// not the loom models' own: it carries no other memory, and turns off
+    /// at most once.
+    monotonic_origin: AtomicU64,
 }
+
+/// [`TimeSource::monotonic_origin`] when the monotonic clock is not read.
+const OFF: u64 = u64::MAX;
 
 impl TimeSource {
     /// A time source on `clock` whose tick 0 starts now; `system`: the
     /// clock is the [`SystemClock`] (see [`is_system`]).
     pub(crate) fn new(clock: Arc<dyn Clock>, system: bool, resolution: Resolution) -> Self {
-        let origin = clock.now();
+        let (origin, monotonic_origin) = if system {
+            monotonic::origin()
+        } else {
+            (clock.now(), None)
+        };
         TimeSource {
             clock,
             system,
             origin,
             resolution,
+            monotonic_origin: AtomicU64::new(monotonic_origin.unwrap_or(OFF)),
         }
     }
 
@@ -135,8 +153,22 @@ impl TimeSource {
     /// A delay of at least a nanosecond puts the deadline after the
     /// reading, so its tick is the deadline rounded up, after the
     /// reading's own: that one is never converted, and tick 0 serves.
+    ///
+    /// With the system clock, that reading is the monotonic clock's own,
+    /// in nanoseconds, when `Instant` is verifiably that clock
+    /// ([`monotonic_origin`](Self::monotonic_origin)): no `Instant`
+    /// subtraction (about 55 instructions of a schedule's 570).
     #[inline]
     pub(crate) fn due_after_now(&self, delay: Duration) -> (u64, u64) {
+        let origin = self.monotonic_origin.load(Ordering::Relaxed);
+        if origin != OFF {
+            if let (Some(now), Some(delay)) = (monotonic::now(), nanos(delay)) {
+                if delay > 0 {
+                    let now = now.saturating_sub(origin);
+                    return (self.resolution.deadline_tick_of(now.checked_add(delay)), 0);
+                }
+            }
+        }
         let instant = self.instant();
         match (self.since_origin(instant), nanos(delay)) {
             // After the reading: rounded up, never due now.
@@ -187,6 +219,30 @@ impl TimeSource {
         }
     }
 
+    /// Checks, with `reading` just taken, that the monotonic clock read
+    /// now is not behind it (both since the origin); if it is, the two
+    /// clocks have come apart and a delay read from the monotonic clock
+    /// could end early, so it is never read again. The driver checks once
+    /// per pass. They are one clock on Linux today, so this never turns
+    /// it off; it guards against `Instant` moving to another clock (one
+    /// that counts suspended time, say) in a later Rust.
+    pub(crate) fn check_monotonic(&self, reading: Now) {
+        let origin = self.monotonic_origin.load(Ordering::Relaxed);
+        if origin == OFF {
+            return;
+        }
+        let behind = monotonic::now().is_none_or(|now| now.saturating_sub(origin) < reading.ns);
+        if behind {
+            self.monotonic_origin.store(OFF, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether a delay reads the monotonic clock (tests only).
+    #[cfg(all(test, not(purgatorio_loom)))]
+    pub(crate) fn reads_monotonic(&self) -> bool {
+        self.monotonic_origin.load(Ordering::Relaxed) != OFF
+    }
+
     /// The instant at which `tick` begins, if representable.
     pub(crate) fn instant_of(&self, tick: u64) -> Option<Instant> {
         self.origin.checked_add(self.resolution.tick_start(tick))
@@ -195,6 +251,96 @@ impl TimeSource {
     /// How long after its tick `deadline` began the clock reads now.
     pub(crate) fn lag(&self, deadline: u64) -> Duration {
         Duration::from_nanos(self.now().ns).saturating_sub(self.resolution.tick_start(deadline))
+    }
+}
+
+/// The system's monotonic clock, read without an `Instant`.
+///
+/// On Linux, `Instant::now` reads `CLOCK_MONOTONIC` (`clock_gettime`), and
+/// an `Instant`'s `Debug` shows that reading's seconds and nanoseconds. So
+/// the timer's origin, an `Instant`, has a value in that clock's whole
+/// nanoseconds, and a reading of that clock minus it is the time since the
+/// origin, exactly as subtracting `Instant`s would give it, for a few
+/// instructions. That holds only if both are true, so [`origin`] checks
+/// them: the origin's `Debug` must parse, and its value must lie between
+/// two readings of the monotonic clock taken around it (another clock's
+/// value would not, unless it is the clock that counts suspended time on a
+/// machine that never slept; [`TimeSource::check_monotonic`] catches that
+/// one once it slept). Otherwise every delay converts an `Instant`, as on
+/// other systems.
+#[cfg(target_os = "linux")]
+mod monotonic {
+    use std::time::Instant;
+
+    /// `CLOCK_MONOTONIC` now, in whole nanoseconds; `None` if it cannot be
+    /// read.
+    #[inline]
+    #[allow(unsafe_code)]
+    pub(super) fn now() -> Option<u64> {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `ts` is a valid `timespec` the call may write; it reads
+        // no other memory.
+        let read = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) } == 0;
+        // The kernel keeps both in range: seconds since boot (584 years
+        // before this wraps) and nanoseconds below a second.
+        read.then(|| {
+            (ts.tv_sec as u64)
+                .wrapping_mul(1_000_000_000)
+                .wrapping_add(ts.tv_nsec as u64)
+        })
+    }
+
+    /// `secs` and `subsec` (below a second) in whole nanoseconds.
+    fn nanos(secs: u64, subsec: u64) -> Option<u64> {
+        (subsec < 1_000_000_000)
+            .then(|| secs.checked_mul(1_000_000_000)?.checked_add(subsec))
+            .flatten()
+    }
+
+    /// An instant read now, for the origin, and its value in the monotonic
+    /// clock's nanoseconds if it is verifiably a reading of that clock.
+    pub(super) fn origin() -> (Instant, Option<u64>) {
+        let before = now();
+        let origin = Instant::now();
+        let after = now();
+        let value = parse(&format!("{origin:?}"))
+            .filter(|v| before.is_some_and(|b| b <= *v) && after.is_some_and(|a| *v <= a));
+        (origin, value)
+    }
+
+    /// The nanoseconds of an `Instant`'s `Debug`, `Instant { tv_sec: S,
+    /// tv_nsec: N }`; `None` for anything else.
+    pub(super) fn parse(debug: &str) -> Option<u64> {
+        let fields = debug
+            .strip_prefix("Instant { tv_sec: ")?
+            .strip_suffix(" }")?;
+        let (secs, subsec) = fields.split_once(", tv_nsec: ")?;
+        let digits = |s: &str| {
+            s.bytes()
+                .all(|b| b.is_ascii_digit())
+                .then(|| s.parse().ok())?
+        };
+        nanos(digits(secs)?, digits(subsec)?)
+    }
+}
+
+/// Elsewhere every delay converts an `Instant`.
+#[cfg(not(target_os = "linux"))]
+mod monotonic {
+    use std::time::Instant;
+
+    /// Never read.
+    #[inline]
+    pub(super) fn now() -> Option<u64> {
+        None
+    }
+
+    /// The origin, with no monotonic value.
+    pub(super) fn origin() -> (Instant, Option<u64>) {
+        (Instant::now(), None)
     }
 }
 
@@ -258,6 +404,98 @@ mod tests {
                     assert_eq!(time.due_after_now(delay).0, NEVER);
                 }
             }
+        }
+    }
+
+    /// A time source on the system clock, ticks of `tick`.
+    fn system(tick: Duration) -> TimeSource {
+        TimeSource::new(Arc::new(SystemClock), true, Resolution::new(tick))
+    }
+
+    /// A delay read from the monotonic clock lands between the ticks that
+    /// two `Instant` readings around it give: the two are one clock, and
+    /// the origin's value in it is exact (a frame off by a microsecond
+    /// fails with the 1 ns tick). Also after the monotonic clock was
+    /// turned off.
+    #[test]
+    fn a_delay_from_the_monotonic_clock_lies_between_two_instant_readings() {
+        for tick in [
+            Duration::from_nanos(1),
+            Duration::from_micros(1),
+            Duration::from_millis(1),
+        ] {
+            let time = system(tick);
+            #[cfg(target_os = "linux")]
+            assert!(
+                time.reads_monotonic(),
+                "Instant is CLOCK_MONOTONIC on Linux"
+            );
+            for round in 0..2 {
+                for delay_ns in [1u64, 999, 1_000_000, 45_000_001, 3_600_000_000_000] {
+                    let delay = Duration::from_nanos(delay_ns);
+                    let before = time.now();
+                    let (due, reached) = time.due_after_now(delay);
+                    let after = time.now();
+                    let (early, late) =
+                        (time.due_after(before, delay), time.due_after(after, delay));
+                    assert!(
+                        early <= due && due <= late,
+                        "{due} outside [{early}, {late}], tick {tick:?}, delay {delay:?}"
+                    );
+                    assert!(due > reached, "a delay is never due at once");
+                }
+                if round == 0 {
+                    // Turned off: the same answers from `Instant`s.
+                    time.check_monotonic(Now {
+                        ns: u64::MAX,
+                        tick: u64::MAX,
+                    });
+                    assert!(!time.reads_monotonic());
+                }
+            }
+        }
+    }
+
+    /// A pass's reading taken before the monotonic clock's keeps it on; one
+    /// the monotonic clock is behind (the clocks came apart) turns it off,
+    /// for good.
+    #[test]
+    fn the_monotonic_clock_is_turned_off_once_it_falls_behind() {
+        let time = system(Duration::from_millis(1));
+        #[cfg(target_os = "linux")]
+        {
+            time.check_monotonic(time.now());
+            assert!(time.reads_monotonic(), "one clock: never behind");
+        }
+        let ahead = time.now().ns + 1_000_000_000;
+        time.check_monotonic(Now { ns: ahead, tick: 0 });
+        assert!(!time.reads_monotonic());
+        time.check_monotonic(time.now());
+        assert!(!time.reads_monotonic(), "off for good");
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn an_instants_debug_parses_to_its_nanoseconds_and_nothing_else_does() {
+        use super::monotonic::parse;
+        assert_eq!(
+            parse("Instant { tv_sec: 5, tv_nsec: 7 }"),
+            Some(5_000_000_007)
+        );
+        assert_eq!(
+            parse("Instant { tv_sec: 0, tv_nsec: 999999999 }"),
+            Some(999_999_999)
+        );
+        for bad in [
+            "",
+            "Instant { tv_sec: -5, tv_nsec: 7 }",
+            "Instant { tv_sec: 5, tv_nsec: 1000000000 }",
+            "Instant { tv_sec: 5, tv_nsec: +7 }",
+            "Instant { tv_sec: 5, tv_nsec: 7, clock: 1 }",
+            "Instant { tv_sec: 18446744073709551615, tv_nsec: 0 }",
+            "Instant { t: 5 }",
+        ] {
+            assert_eq!(parse(bad), None, "{bad}");
         }
     }
 
