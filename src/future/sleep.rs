@@ -23,6 +23,10 @@ fn deadline_after(now: Instant, delay: Duration) -> Option<Instant> {
     now.checked_add(delay)
 }
 
+/// [`Sleep::mark`] without an entry when the deadline's nanoseconds are
+/// not known.
+const NO_NS: u64 = u64::MAX;
+
 /// Which waker the wheel holds for a sleep: its data and vtable addresses,
 /// what [`Waker::will_wake`] compares. The sleep keeps this rather than a
 /// second clone of the waker: a clone costs an atomic increment of the
@@ -103,10 +107,14 @@ pub struct Sleep {
     /// Its entry's key in the shard and which waker is stored there, once
     /// polled.
     entry: Option<(TimerKey, WakerId)>,
-    /// The entry's mark ([`HomeShard::gone`]): once its shard is polled
-    /// through it, the entry fired (the timer's clock read past the
-    /// deadline) and dropping the sleep takes no lock. Meaningful only
-    /// while `entry` is set.
+    /// While `entry` is set, the entry's mark ([`HomeShard::gone`]): once
+    /// its shard is polled through it, the entry fired (the timer's clock
+    /// read past the deadline) and dropping the sleep takes no lock.
+    /// Without an entry, the deadline in nanoseconds since the timer's
+    /// origin if the sleep was made from a reading of the monotonic clock
+    /// ([`Timer::sleep`]), so that its first poll converts no `Instant`;
+    /// [`NO_NS`] if not. One word for both: a sleep is no larger than
+    /// before.
     mark: u64,
     /// Whether its entry fired: the timer saw the deadline pass, even if
     /// a clock that went back reads earlier now.
@@ -127,15 +135,16 @@ impl fmt::Debug for Sleep {
 
 impl Sleep {
     /// A sleep on `timer` until `deadline`; `None`: never, and then
-    /// [`deadline`](Self::deadline) says [`FAR`] from `now`.
+    /// [`deadline`](Self::deadline) says [`FAR`] from `now`. `ns`: the
+    /// deadline in nanoseconds since the timer's origin, or [`NO_NS`].
     #[inline]
-    fn new(timer: &Timer, deadline: Option<Instant>, now: Instant) -> Self {
+    fn new(timer: &Timer, deadline: Option<Instant>, now: Instant, ns: u64) -> Self {
         Sleep {
             shard: timer.driver().home_shard(),
             deadline: deadline.unwrap_or_else(|| now.checked_add(FAR).unwrap_or(now)),
             never: deadline.is_none(),
             entry: None,
-            mark: u64::MAX,
+            mark: ns,
             fired: false,
             done: false,
         }
@@ -199,12 +208,13 @@ impl Sleep {
             match self.shard.reschedule_at(key, deadline) {
                 // Moved: its mark is the new tick's.
                 Some((mark, _wake)) => self.mark = mark,
-                None => {
-                    // It fired: the next poll schedules a fresh entry.
-                    self.entry = None;
-                    self.mark = u64::MAX;
-                }
+                // It fired: the next poll schedules a fresh entry.
+                None => self.entry = None,
             }
+        }
+        if self.entry.is_none() {
+            // The next poll converts the new deadline.
+            self.mark = NO_NS;
         }
     }
 
@@ -271,6 +281,16 @@ impl Future for Sleep {
         }
         // Every poll reads the clock, the first one too: a sleep first
         // polled after its deadline is ready at once, as `is_elapsed` says.
+        // A first poll with the deadline in nanoseconds reads them.
+        if this.entry.is_none() && this.mark != NO_NS {
+            if let Some(now) = this.shard.time().monotonic_now() {
+                if now >= this.mark {
+                    return this.complete();
+                }
+                let tick = this.shard.time().due_ahead_ns(this.mark);
+                return this.register(tick, cx);
+            }
+        }
         let instant = this.shard.time().instant();
         if !this.never && instant >= this.deadline {
             return this.complete();
@@ -305,21 +325,30 @@ impl Future for Sleep {
         } else {
             this.shard.time().due_ahead(this.deadline)
         };
+        this.register(tick, cx)
+    }
+}
+
+impl Sleep {
+    /// Files the sleep's first entry, due at `tick`, with the polling
+    /// task's waker: pending, or complete if the timer refused it (it shut
+    /// down).
+    fn register(&mut self, tick: u64, cx: &Context<'_>) -> Poll<()> {
         let waker = BoxTask::waker(cx.waker().clone());
         // No lock is held here: the driver's wake-up, if owed, goes at once.
-        let inserted = this.shard.insert(tick, waker).map(|(key, mark, wake)| {
+        let inserted = self.shard.insert(tick, waker).map(|(key, mark, wake)| {
             drop(wake);
             (key, mark)
         });
         match inserted {
             Ok((key, mark)) => {
-                this.entry = Some((key, WakerId::of(cx.waker())));
-                this.mark = mark;
+                self.entry = Some((key, WakerId::of(cx.waker())));
+                self.mark = mark;
                 Poll::Pending
             }
             Err(refused) => {
                 refused.disarm();
-                this.complete()
+                self.complete()
             }
         }
     }
@@ -508,8 +537,18 @@ impl Timer {
     /// ```
     #[inline]
     pub fn sleep(&self, delay: Duration) -> Sleep {
+        // The monotonic clock's reading, where the timer reads it: the
+        // deadline's nanoseconds come with it, and the first poll converts
+        // no `Instant` (see `Sleep::mark`).
+        let time = self.driver().time();
+        if let Some(now) = time.monotonic_now() {
+            let ns = crate::tick::nanos(delay).and_then(|delay| now.checked_add(delay));
+            if let Some((ns, at)) = ns.and_then(|ns| Some((ns, time.instant_after_origin(ns)?))) {
+                return Sleep::new(self, Some(at), at, ns);
+            }
+        }
         let now = self.now();
-        Sleep::new(self, deadline_after(now, delay), now)
+        Sleep::new(self, deadline_after(now, delay), now, NO_NS)
     }
 
     /// A future that completes once the timer's clock reaches `deadline`.
@@ -527,7 +566,7 @@ impl Timer {
     /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
     /// ```
     pub fn sleep_until(&self, deadline: Instant) -> Sleep {
-        Sleep::new(self, Some(deadline), deadline)
+        Sleep::new(self, Some(deadline), deadline, NO_NS)
     }
 
     /// `future`, unless `delay` passes first: then [`Elapsed`]. See
@@ -617,6 +656,41 @@ mod tests {
             .join()
             .expect("dropper");
         assert_eq!(timer.len(), 0, "dropped on a third thread, the entry went");
+    }
+
+    /// On the system clock (Linux), a sleep made for a delay carries its
+    /// deadline in nanoseconds, the same instant as its `deadline`, and a
+    /// first poll before it registers at that deadline's tick; a reset
+    /// before the first poll forgets them, so a deadline moved into the
+    /// past completes at once.
+    #[test]
+    fn a_sleep_made_from_the_monotonic_clock_registers_at_its_deadlines_tick() {
+        let timer = Timer::builder().build().expect("timer");
+        let time = timer.driver().time();
+        let mut cx = Context::from_waker(Waker::noop());
+        let before = timer.now();
+        let mut sleep = Box::pin(timer.sleep(Duration::from_secs(60)));
+        let after = timer.now();
+        let deadline = sleep.deadline();
+        assert!(before + Duration::from_secs(60) <= deadline);
+        assert!(deadline <= after + Duration::from_secs(60));
+        if time.monotonic_now().is_some() {
+            assert_eq!(time.instant_after_origin(sleep.mark), Some(deadline));
+        }
+        assert!(sleep.as_mut().poll(&mut cx).is_pending());
+        assert!(sleep.entry.is_some() && timer.len() == 1, "registered");
+        assert_eq!(sleep.mark, time.due_ahead(deadline), "the deadline's tick");
+
+        let mut moved = Box::pin(timer.sleep(Duration::from_secs(60)));
+        moved.reset(timer.now());
+        assert!(
+            moved.as_mut().poll(&mut cx).is_ready(),
+            "reset into the past"
+        );
+        assert!(Box::pin(timer.sleep(Duration::ZERO))
+            .as_mut()
+            .poll(&mut cx)
+            .is_ready());
     }
 
     #[test]

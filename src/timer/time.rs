@@ -160,13 +160,9 @@ impl TimeSource {
     /// subtraction (about 55 instructions of a schedule's 570).
     #[inline]
     pub(crate) fn due_after_now(&self, delay: Duration) -> (u64, u64) {
-        let origin = self.monotonic_origin.load(Ordering::Relaxed);
-        if origin != OFF {
-            if let (Some(now), Some(delay)) = (monotonic::now(), nanos(delay)) {
-                if delay > 0 {
-                    let now = now.saturating_sub(origin);
-                    return (self.resolution.deadline_tick_of(now.checked_add(delay)), 0);
-                }
+        if let (Some(now), Some(delay)) = (self.monotonic_now(), nanos(delay)) {
+            if delay > 0 {
+                return (self.resolution.deadline_tick_of(now.checked_add(delay)), 0);
             }
         }
         let instant = self.instant();
@@ -217,6 +213,32 @@ impl TimeSource {
             let now = self.ticks(instant);
             (self.due_at(now, deadline), now.tick)
         }
+    }
+
+    /// The monotonic clock read now, in whole nanoseconds since the
+    /// origin, if delays read it ([`due_after_now`](Self::due_after_now));
+    /// exactly what converting an `Instant` read now would give.
+    #[inline]
+    pub(crate) fn monotonic_now(&self) -> Option<u64> {
+        let origin = self.monotonic_origin.load(Ordering::Relaxed);
+        if origin == OFF {
+            return None;
+        }
+        Some(monotonic::now()?.saturating_sub(origin))
+    }
+
+    /// The instant `ns` nanoseconds after the origin, if representable.
+    #[inline]
+    pub(crate) fn instant_after_origin(&self, ns: u64) -> Option<Instant> {
+        self.origin.checked_add(Duration::from_nanos(ns))
+    }
+
+    /// The tick at which a task due `ns` nanoseconds after the origin may
+    /// fire, the clock reading before that: rounded up, as
+    /// [`due_ahead`](Self::due_ahead).
+    #[inline]
+    pub(crate) fn due_ahead_ns(&self, ns: u64) -> u64 {
+        self.resolution.deadline_tick_ns(ns)
     }
 
     /// Checks, with `reading` just taken, that the monotonic clock read
