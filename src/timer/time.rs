@@ -270,9 +270,12 @@ impl TimeSource {
         self.origin.checked_add(self.resolution.tick_start(tick))
     }
 
-    /// How long after its tick `deadline` began the clock reads now.
+    /// How long after its tick `deadline` began the clock reads now (the
+    /// monotonic clock's nanoseconds where delays read it: a worker asks
+    /// this of every task it runs).
     pub(crate) fn lag(&self, deadline: u64) -> Duration {
-        Duration::from_nanos(self.now().ns).saturating_sub(self.resolution.tick_start(deadline))
+        let now = self.monotonic_now().unwrap_or_else(|| self.now().ns);
+        Duration::from_nanos(now).saturating_sub(self.resolution.tick_start(deadline))
     }
 }
 
@@ -465,6 +468,16 @@ mod tests {
                         "{due} outside [{early}, {late}], tick {tick:?}, delay {delay:?}"
                     );
                     assert!(due > reached, "a delay is never due at once");
+                    // A task's lag, read between two readings.
+                    let (before, start) = (time.now(), time.resolution.tick_start(1));
+                    let lag = time.lag(1);
+                    let after = time.now();
+                    let [least, most] = [before.ns, after.ns]
+                        .map(|ns| Duration::from_nanos(ns).saturating_sub(start));
+                    assert!(
+                        least <= lag && lag <= most,
+                        "lag {lag:?} outside [{least:?}, {most:?}]"
+                    );
                 }
                 if round == 0 {
                     // Turned off: the same answers from `Instant`s.
