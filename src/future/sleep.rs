@@ -250,8 +250,12 @@ impl Sleep {
     /// Returns whether the shard says it fired.
     fn cancel(&mut self) -> bool {
         if let Some((key, _)) = self.entry.take() {
+            // Without an entry the word means nanoseconds: a poll after
+            // this (a `Timeout` whose future finished, polled again)
+            // converts the deadline again.
+            let mark = std::mem::replace(&mut self.mark, NO_NS);
             // An entry that fired has left the wheel: no lock to find that.
-            if self.shard.gone(self.mark) {
+            if self.shard.gone(mark) {
                 return true;
             }
             if let Some(task) = self.shard.cancel(key) {
@@ -680,6 +684,16 @@ mod tests {
         assert!(sleep.as_mut().poll(&mut cx).is_pending());
         assert!(sleep.entry.is_some() && timer.len() == 1, "registered");
         assert_eq!(sleep.mark, time.due_ahead(deadline), "the deadline's tick");
+
+        // Cancelled (as a `Timeout` whose future finished does) and polled
+        // again: pending, with a new entry, not misreading the old mark.
+        sleep.cancel();
+        assert_eq!(timer.len(), 0);
+        assert!(
+            sleep.as_mut().poll(&mut cx).is_pending(),
+            "early after a cancel"
+        );
+        assert_eq!(timer.len(), 1);
 
         let mut moved = Box::pin(timer.sleep(Duration::from_secs(60)));
         moved.reset(timer.now());

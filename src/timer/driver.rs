@@ -655,6 +655,24 @@ mod tests {
         assert_emptied_and_nothing_kept(driver);
     }
 
+    /// A pass checks the monotonic clock against its reading: one that has
+    /// fallen behind (`Instant` ran ahead) is turned off.
+    #[test]
+    fn a_pass_turns_off_a_monotonic_clock_that_fell_behind() {
+        let timer: Timer = TimerBuilder::new()
+            .driver_thread(false)
+            .build()
+            .expect("valid timer");
+        let time = timer.driver().time();
+        timer.run_due();
+        let on = time.reads_monotonic();
+        #[cfg(all(target_os = "linux", target_pointer_width = "64"))]
+        assert!(on, "one clock: a pass leaves it on");
+        time.shift_monotonic_origin(1_000_000_000);
+        timer.run_due();
+        assert!(!time.reads_monotonic(), "on: {on}");
+    }
+
     /// Shutdown frees what draining a large wheel gives back after the
     /// shard's lock, and keeps none of it in the shard.
     #[test]

@@ -157,22 +157,24 @@ impl TimeSource {
     /// With the system clock, that reading is the monotonic clock's own,
     /// in nanoseconds, when `Instant` is verifiably that clock
     /// ([`monotonic_origin`](Self::monotonic_origin)): no `Instant`
-    /// subtraction (about 55 instructions of a schedule's 570).
+    /// subtraction (about 55 instructions; a `Timer` schedule and cancel
+    /// take about 570 together).
     #[inline]
     pub(crate) fn due_after_now(&self, delay: Duration) -> (u64, u64) {
-        if let (Some(now), Some(delay)) = (self.monotonic_now(), nanos(delay)) {
-            if delay > 0 {
-                return (self.resolution.deadline_tick_of(now.checked_add(delay)), 0);
+        let (now, instant) = match self.monotonic_now() {
+            Some(now) => (Some(now), None),
+            None => {
+                let instant = self.instant();
+                (self.since_origin(instant), Some(instant))
             }
-        }
-        let instant = self.instant();
-        match (self.since_origin(instant), nanos(delay)) {
+        };
+        match (now, nanos(delay)) {
             // After the reading: rounded up, never due now.
             (Some(now), Some(delay)) if delay > 0 => {
                 (self.resolution.deadline_tick_of(now.checked_add(delay)), 0)
             }
             _ => {
-                let now = self.ticks(instant);
+                let now = self.ticks(instant.unwrap_or_else(|| self.instant()));
                 (self.due_after(now, delay), now.tick)
             }
         }
@@ -247,7 +249,9 @@ impl TimeSource {
     /// could end early, so it is never read again. The driver checks once
     /// per pass. They are one clock on Linux today, so this never turns
     /// it off; it guards against `Instant` moving to another clock (one
-    /// that counts suspended time, say) in a later Rust.
+    /// that counts suspended time, say) in a later Rust. It comes after
+    /// the fact: delays read between the clocks coming apart and the next
+    /// pass could end early by that much.
     pub(crate) fn check_monotonic(&self, reading: Now) {
         let origin = self.monotonic_origin.load(Ordering::Relaxed);
         if origin == OFF {
@@ -263,6 +267,16 @@ impl TimeSource {
     #[cfg(all(test, not(purgatorio_loom)))]
     pub(crate) fn reads_monotonic(&self) -> bool {
         self.monotonic_origin.load(Ordering::Relaxed) != OFF
+    }
+
+    /// Moves the monotonic clock's origin `ns` later, as if `Instant` ran
+    /// ahead of it by that much (tests only).
+    #[cfg(all(test, not(purgatorio_loom)))]
+    pub(crate) fn shift_monotonic_origin(&self, ns: u64) {
+        let origin = self.monotonic_origin.load(Ordering::Relaxed);
+        if origin != OFF {
+            self.monotonic_origin.store(origin + ns, Ordering::Relaxed);
+        }
     }
 
     /// The instant at which `tick` begins, if representable.
@@ -291,9 +305,9 @@ impl TimeSource {
 /// two readings of the monotonic clock taken around it (another clock's
 /// value would not, unless it is the clock that counts suspended time on a
 /// machine that never slept; [`TimeSource::check_monotonic`] catches that
-/// one once it slept). Otherwise every delay converts an `Instant`, as on
-/// other systems.
-#[cfg(target_os = "linux")]
+/// one at the first pass after it slept). Otherwise every delay converts
+/// an `Instant`, as on other systems.
+#[cfg(all(target_os = "linux", target_pointer_width = "64"))]
 mod monotonic {
     use std::time::Instant;
 
@@ -352,8 +366,9 @@ mod monotonic {
     }
 }
 
-/// Elsewhere every delay converts an `Instant`.
-#[cfg(not(target_os = "linux"))]
+/// Elsewhere (and on 32-bit Linux, whose `timespec` may have padding)
+/// every delay converts an `Instant`.
+#[cfg(not(all(target_os = "linux", target_pointer_width = "64")))]
 mod monotonic {
     use std::time::Instant;
 
@@ -497,7 +512,7 @@ mod tests {
     #[test]
     fn the_monotonic_clock_is_turned_off_once_it_falls_behind() {
         let time = system(Duration::from_millis(1));
-        #[cfg(target_os = "linux")]
+        #[cfg(all(target_os = "linux", target_pointer_width = "64"))]
         {
             time.check_monotonic(time.now());
             assert!(time.reads_monotonic(), "one clock: never behind");
@@ -509,7 +524,7 @@ mod tests {
         assert!(!time.reads_monotonic(), "off for good");
     }
 
-    #[cfg(target_os = "linux")]
+    #[cfg(all(target_os = "linux", target_pointer_width = "64"))]
     #[test]
     fn an_instants_debug_parses_to_its_nanoseconds_and_nothing_else_does() {
         use super::monotonic::parse;
