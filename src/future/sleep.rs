@@ -240,19 +240,20 @@ impl Sleep {
     /// Forgets the entry, which left the wheel: it fired (its shard was
     /// polled through its mark, or the timer is still open, since nothing
     /// else removes an entry) or the timer shut down (which marks it closed
-    /// before it drains).
+    /// before it drains). Without an entry, `mark` holds no mark.
     fn forget_left_entry(&mut self) {
         self.fired = self.shard.gone(self.mark) || !self.shard.is_closed();
         self.entry = None;
+        self.mark = NO_NS;
     }
 
     /// Removes the sleep's entry, if it has one, without waking anyone.
     /// Returns whether the shard says it fired.
     fn cancel(&mut self) -> bool {
         if let Some((key, _)) = self.entry.take() {
-            // Without an entry the word means nanoseconds: a poll after
-            // this (a `Timeout` whose future finished, polled again)
-            // converts the deadline again.
+            // Without an entry `mark` holds no mark: a poll after this (a
+            // `Timeout` whose future finished, polled again) converts the
+            // deadline again.
             let mark = std::mem::replace(&mut self.mark, NO_NS);
             // An entry that fired has left the wheel: no lock to find that.
             if self.shard.gone(mark) {

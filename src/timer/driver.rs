@@ -481,10 +481,10 @@ impl<T: Task> Driver<T> {
             let mut state = shard.state.visit();
             state.closed = true;
             let drained = state.wheel.drain();
-            // A large wheel's blocks and side heap take a while to free.
-            let freed = state.wheel.take_freed();
+            // A large wheel's blocks and side heap: freed after the lock.
+            let leftover = Leftover::of(&mut state);
             drop(state);
-            drop(freed);
+            drop(leftover);
             pending.extend(drained);
         }
         self.timing.signal.notify();

@@ -110,7 +110,7 @@ impl<T> Leftover<T> {
     }
 
     /// What the wheel of `state` let go of since it was last asked.
-    fn of(state: &mut ShardState<T>) -> Self {
+    pub(super) fn of(state: &mut ShardState<T>) -> Self {
         Leftover {
             _memory: state.wheel.take_freed(),
         }

@@ -253,12 +253,7 @@ impl TimeSource {
     /// the fact: delays read between the clocks coming apart and the next
     /// pass could end early by that much.
     pub(crate) fn check_monotonic(&self, reading: Now) {
-        let origin = self.monotonic_origin.load(Ordering::Relaxed);
-        if origin == OFF {
-            return;
-        }
-        let behind = monotonic::now().is_none_or(|now| now.saturating_sub(origin) < reading.ns);
-        if behind {
+        if self.monotonic_now().is_some_and(|now| now < reading.ns) {
             self.monotonic_origin.store(OFF, Ordering::Relaxed);
         }
     }

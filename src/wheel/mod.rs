@@ -592,7 +592,7 @@ impl<T> Wheel<T> {
                     self.settled = true;
                     if self.arena.len() == 0 {
                         // Everything fired: no reference is live.
-                        self.empty_out();
+                        self.empty_out(false);
                     }
                     return None;
                 }
@@ -862,7 +862,7 @@ impl<T> Wheel<T> {
         match self.arena.remove_live(r.idx, r.check) {
             Some((value, gen)) => {
                 if self.arena.len() == 0 && (self.garbage > 0 || !self.side.is_clear()) {
-                    self.drop_dead_refs();
+                    self.empty_out(true);
                 }
                 Some(Fired {
                     key: TimerKey { idx: r.idx, gen },
@@ -887,7 +887,7 @@ impl<T> Wheel<T> {
             .remove_live(idx, check)
             .expect("the side heap's first entry is live");
         if self.arena.len() == 0 && (self.garbage > 0 || !self.side.is_clear()) {
-            self.drop_dead_refs();
+            self.empty_out(true);
         }
         Fired {
             key: TimerKey { idx, gen },
@@ -973,7 +973,7 @@ impl<T> Wheel<T> {
     #[inline]
     fn collect_garbage(&mut self) {
         if self.arena.len() == 0 {
-            self.empty_out();
+            self.empty_out(false);
         } else if self.garbage > self.arena.len() + GARBAGE_SLACK {
             self.compact();
         }
@@ -992,34 +992,20 @@ impl<T> Wheel<T> {
     /// buckets' blocks go back to the pool's free lists, for the next
     /// timers, and its arena keeps its slots. So a wheel that goes from one
     /// timer to none and back, as a lightly loaded server's does, does not
-    /// rebuild its store each time. A larger one lets go of everything
-    /// ([`release_all`](Self::release_all)).
-    fn empty_out(&mut self) {
+    /// rebuild its store each time. A larger one lets go of its pool and
+    /// side heap, and of its arena unless `keep_arena`: when the last timer
+    /// is being handed out, its slot was just freed, and the poll that
+    /// finds the wheel empty releases the arena (see
+    /// [`let_go`](Self::let_go)).
+    fn empty_out(&mut self, keep_arena: bool) {
         if self.is_small() {
             self.forget_refs();
-        } else {
-            self.release_all();
+            return;
         }
-    }
-
-    /// The last timer fired, with dead references left: drops them, as
-    /// [`empty_out`](Self::empty_out) does, but keeps the arena (its slot
-    /// was just handed out; the poll that finds the wheel empty releases
-    /// it).
-    fn drop_dead_refs(&mut self) {
-        if self.is_small() {
-            self.forget_refs();
-        } else {
-            let freed = self.drop_refs();
-            self.let_go(freed);
-        }
-    }
-
-    /// Lets go of an empty wheel's references, side heap and arena slots
-    /// (see [`let_go`](Self::let_go)).
-    fn release_all(&mut self) {
         let mut freed = self.drop_refs();
-        freed.slots = self.arena.release();
+        if !keep_arena {
+            freed.slots = self.arena.release();
+        }
         self.let_go(freed);
     }
 
