@@ -5,7 +5,7 @@ use std::error::Error;
 use std::fmt;
 use std::time::Duration;
 
-use crate::tick::{
+use crate::time::{
     Invalid, MAX_SHARDS, MAX_TICK, MAX_WATCH_SHARDS, MAX_WHEEL_SIZE, MAX_WORKERS, MIN_TICK,
     MIN_WHEEL_SIZE,
 };

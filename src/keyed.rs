@@ -31,6 +31,7 @@ use crate::publish::{KeyEvent, KeyedFigures};
 use crate::sharded::Sharded;
 use crate::sync::AtomicBool;
 use crate::sync::{AtomicU64, HashState};
+use crate::time::Deadline;
 use crate::timer::{BoxTask, Driver, Entry as TimerEntry, Job, Timer, TimerBuilder};
 use hashbrown::HashTable;
 
@@ -402,7 +403,10 @@ where
         let hash = shared.shards.hash(&key);
         let mut shard = shared.shards.shard_of(hash).lock();
         if let Some(entry) = shard.find_mut(hash, |entry| entry.key == key) {
-            if let Some(wake) = shared.driver.reschedule(entry.timer, delay) {
+            if let Some(wake) = shared
+                .driver
+                .reschedule(entry.timer, Deadline::After(delay))
+            {
                 let old = std::mem::replace(&mut entry.value, value);
                 drop(shard);
                 // The driver's wake-up, after the shard's lock.
@@ -424,7 +428,10 @@ where
             hash,
             id,
         });
-        match self.timer.schedule_entry(delay, BoxTask::job(job)) {
+        match self
+            .timer
+            .schedule_entry(Deadline::After(delay), BoxTask::job(job))
+        {
             Ok((timer, wake)) => {
                 let entry = Entry {
                     key,
@@ -482,7 +489,11 @@ where
             let shard = self.shared.shards.shard_of(hash).lock();
             shard
                 .find(hash, |entry| entry.key.borrow() == key)
-                .and_then(|entry| self.shared.driver.reschedule(entry.timer, delay))
+                .and_then(|entry| {
+                    self.shared
+                        .driver
+                        .reschedule(entry.timer, Deadline::After(delay))
+                })
         };
         let moved = wake.is_some();
         drop(wake);

@@ -194,7 +194,7 @@
 //! level. Cancel frees the slot, turning its reference into garbage that is
 //! skipped when met and compacted away when it outnumbers live timers.
 
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs, missing_debug_implementations)]
 
@@ -210,7 +210,7 @@ mod purgatory;
 mod rendezvous;
 mod sharded;
 mod sync;
-mod tick;
+mod time;
 mod timer;
 mod wheel;
 
@@ -223,7 +223,7 @@ pub use purgatory::{
     CancelOnDrop, Completion, DefaultKeyHasher, DelayedOperation, DelayedRequest, Outcome, Parked,
     Purgatory, PurgatoryBuilder, PurgatoryMetrics, DEFAULT_PURGE_INTERVAL,
 };
-pub use tick::{
+pub use time::{
     DEFAULT_TICK, DEFAULT_WHEEL_SIZE, MAX_SHARDS, MAX_TICK, MAX_WATCH_SHARDS, MAX_WHEEL_SIZE,
     MAX_WORKERS, MIN_TICK, MIN_WHEEL_SIZE,
 };

@@ -13,7 +13,7 @@ use std::marker::PhantomData;
 use std::time::Duration;
 
 use crate::error::BuildError;
-use crate::tick::{Resolution, WheelConfig};
+use crate::time::{nanos, Resolution, WheelConfig};
 use crate::wheel::{Fired, TimerKey, Wheel};
 
 /// A hierarchical timing wheel driven by caller-supplied time.
@@ -86,7 +86,7 @@ pub struct LocalTimerBuilder<T> {
 }
 
 impl<T> LocalTimerBuilder<T> {
-    crate::tick::wheel_setters!("purgatorio::LocalTimer::<()>::builder()");
+    crate::time::wheel_setters!("purgatorio::LocalTimer::<()>::builder()");
 
     /// Builds the timer, with its time at zero.
     ///
@@ -357,7 +357,7 @@ impl<T> LocalTimer<T> {
     /// ```
     #[inline]
     pub fn schedule_at(&mut self, deadline: Duration, value: T) -> TimerKey {
-        let tick = self.resolution.due_tick(deadline, self.now);
+        let tick = self.resolution.due(nanos(deadline), nanos(self.now)).tick;
         self.wheel.insert(tick, value)
     }
 
@@ -408,7 +408,7 @@ impl<T> LocalTimer<T> {
     /// ```
     #[inline]
     pub fn reschedule_at(&mut self, key: TimerKey, deadline: Duration) -> bool {
-        let tick = self.resolution.due_tick(deadline, self.now);
+        let tick = self.resolution.due(nanos(deadline), nanos(self.now)).tick;
         self.wheel.reschedule(key, tick)
     }
 
@@ -446,7 +446,7 @@ impl<T> LocalTimer<T> {
     pub fn next_expiration(&self) -> Option<Duration> {
         self.wheel
             .next_expiration()
-            .map(|tick| self.resolution.tick_start(tick))
+            .map(|tick| Duration::from_nanos(self.resolution.start(tick)))
     }
 
     /// Advances the timer's time to `now` and hands out the next timer that
@@ -470,7 +470,7 @@ impl<T> LocalTimer<T> {
     #[inline]
     pub fn poll(&mut self, now: Duration) -> Option<Expired<T>> {
         self.now = self.now.max(now);
-        self.poll_tick(self.resolution.now_tick(self.now))
+        self.poll_tick(self.resolution.tick_of(nanos(self.now)))
     }
 
     /// [`poll`](Self::poll) at tick `now`, the timer's time being set.
@@ -497,7 +497,7 @@ impl<T> LocalTimer<T> {
     /// ```
     pub fn advance(&mut self, now: Duration) -> Advance<'_, T> {
         self.now = self.now.max(now);
-        let tick = self.resolution.now_tick(self.now);
+        let tick = self.resolution.tick_of(nanos(self.now));
         Advance { timer: self, tick }
     }
 
@@ -524,7 +524,7 @@ impl<T> LocalTimer<T> {
     fn expired(&self, fired: Fired<T>) -> Expired<T> {
         Expired {
             key: fired.key,
-            deadline: self.resolution.tick_start(fired.deadline),
+            deadline: Duration::from_nanos(self.resolution.start(fired.deadline)),
             value: fired.value,
         }
     }

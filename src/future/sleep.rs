@@ -9,23 +9,12 @@ use std::time::{Duration, Instant};
 use crate::timer::{BoxTask, HomeShard, Timer};
 use crate::wheel::TimerKey;
 
-use crate::tick::NEVER;
+use crate::time::{Deadline, NEVER};
 
 /// What [`Sleep::deadline`] says of a sleep that never ends: this far from
 /// when it was made (about 30 years), where an [`Instant`] can still be
 /// represented.
 const FAR: Duration = Duration::from_secs(86_400 * 365 * 30);
-
-/// The deadline `delay` after `now`; `None` (never) if an [`Instant`] cannot
-/// hold it, as for [`Duration::MAX`]: the convention of
-/// [`Timer::schedule`], whose timer then never fires.
-fn deadline_after(now: Instant, delay: Duration) -> Option<Instant> {
-    now.checked_add(delay)
-}
-
-/// [`Sleep::mark`] without an entry when the deadline's nanoseconds are
-/// not known.
-const NO_NS: u64 = u64::MAX;
 
 /// Which waker the wheel holds for a sleep: its data and vtable addresses,
 /// what [`Waker::will_wake`] compares. The sleep keeps this rather than a
@@ -107,14 +96,10 @@ pub struct Sleep {
     /// Its entry's key in the shard and which waker is stored there, once
     /// polled.
     entry: Option<(TimerKey, WakerId)>,
-    /// While `entry` is set, the entry's mark ([`HomeShard::gone`]): once
-    /// its shard is polled through it, the entry fired (the timer's clock
-    /// read past the deadline) and dropping the sleep takes no lock.
-    /// Without an entry, the deadline in nanoseconds since the timer's
-    /// origin if the sleep was made from a reading of the monotonic clock
-    /// ([`Timer::sleep`]), so that its first poll converts no `Instant`;
-    /// [`NO_NS`] if not. One word for both: a sleep is no larger than
-    /// before.
+    /// The entry's mark ([`HomeShard::gone`]), read only while `entry` is
+    /// set: once its shard is polled through it, the entry fired (the
+    /// timer's clock read past the deadline) and dropping the sleep takes
+    /// no lock.
     mark: u64,
     /// Whether its entry fired: the timer saw the deadline pass, even if
     /// a clock that went back reads earlier now.
@@ -135,16 +120,15 @@ impl fmt::Debug for Sleep {
 
 impl Sleep {
     /// A sleep on `timer` until `deadline`; `None`: never, and then
-    /// [`deadline`](Self::deadline) says [`FAR`] from `now`. `ns`: the
-    /// deadline in nanoseconds since the timer's origin, or [`NO_NS`].
+    /// [`deadline`](Self::deadline) says [`FAR`] from `now`.
     #[inline]
-    fn new(timer: &Timer, deadline: Option<Instant>, now: Instant, ns: u64) -> Self {
+    fn new(timer: &Timer, deadline: Option<Instant>, now: Instant) -> Self {
         Sleep {
             shard: timer.driver().home_shard(),
             deadline: deadline.unwrap_or_else(|| now.checked_add(FAR).unwrap_or(now)),
             never: deadline.is_none(),
             entry: None,
-            mark: ns,
+            mark: 0,
             fired: false,
             done: false,
         }
@@ -182,7 +166,7 @@ impl Sleep {
     /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
     /// ```
     pub fn is_elapsed(&self) -> bool {
-        !self.never && (self.fired || self.shard.time().instant() >= self.deadline)
+        !self.never && (self.fired || self.shard.time().read() >= self.deadline)
     }
 
     /// Moves the deadline to `deadline`, keeping the sleep's entry (and its
@@ -205,16 +189,12 @@ impl Sleep {
         self.done = false;
         self.fired = false;
         if let Some((key, _)) = self.entry {
-            match self.shard.reschedule_at(key, deadline) {
+            match self.shard.reschedule(key, Deadline::At(deadline)) {
                 // Moved: its mark is the new tick's.
                 Some((mark, _wake)) => self.mark = mark,
                 // It fired: the next poll schedules a fresh entry.
                 None => self.entry = None,
             }
-        }
-        if self.entry.is_none() {
-            // The next poll converts the new deadline.
-            self.mark = NO_NS;
         }
     }
 
@@ -228,7 +208,7 @@ impl Sleep {
     /// sleep would wait for an entry that is gone.
     fn entry_left(&mut self, key: TimerKey, instant: Instant) -> bool {
         let left = self.shard.gone(self.mark)
-            || (!self.shard.time().reads_system_clock()
+            || (!self.shard.time().is_system()
                 && self.shard.behind_a_pass(instant)
                 && !self.shard.contains(key));
         if left {
@@ -240,23 +220,18 @@ impl Sleep {
     /// Forgets the entry, which left the wheel: it fired (its shard was
     /// polled through its mark, or the timer is still open, since nothing
     /// else removes an entry) or the timer shut down (which marks it closed
-    /// before it drains). Without an entry, `mark` holds no mark.
+    /// before it drains).
     fn forget_left_entry(&mut self) {
         self.fired = self.shard.gone(self.mark) || !self.shard.is_closed();
         self.entry = None;
-        self.mark = NO_NS;
     }
 
     /// Removes the sleep's entry, if it has one, without waking anyone.
     /// Returns whether the shard says it fired.
     fn cancel(&mut self) -> bool {
         if let Some((key, _)) = self.entry.take() {
-            // Without an entry `mark` holds no mark: a poll after this (a
-            // `Timeout` whose future finished, polled again) converts the
-            // deadline again.
-            let mark = std::mem::replace(&mut self.mark, NO_NS);
             // An entry that fired has left the wheel: no lock to find that.
-            if self.shard.gone(mark) {
+            if self.shard.gone(self.mark) {
                 return true;
             }
             if let Some(task) = self.shard.cancel(key) {
@@ -286,17 +261,7 @@ impl Future for Sleep {
         }
         // Every poll reads the clock, the first one too: a sleep first
         // polled after its deadline is ready at once, as `is_elapsed` says.
-        // A first poll with the deadline in nanoseconds reads them.
-        if this.entry.is_none() && this.mark != NO_NS {
-            if let Some(now) = this.shard.time().monotonic_now() {
-                if now >= this.mark {
-                    return this.complete();
-                }
-                let tick = this.shard.time().due_ahead_ns(this.mark);
-                return this.register(tick, cx);
-            }
-        }
-        let instant = this.shard.time().instant();
+        let instant = this.shard.time().read();
         if !this.never && instant >= this.deadline {
             return this.complete();
         }
@@ -328,7 +293,10 @@ impl Future for Sleep {
         let tick = if this.never {
             NEVER
         } else {
-            this.shard.time().due_ahead(this.deadline)
+            let time = this.shard.time();
+            time.resolution()
+                .due(time.since_origin(this.deadline), 0)
+                .tick
         };
         this.register(tick, cx)
     }
@@ -542,18 +510,8 @@ impl Timer {
     /// ```
     #[inline]
     pub fn sleep(&self, delay: Duration) -> Sleep {
-        // The monotonic clock's reading, where the timer reads it: the
-        // deadline's nanoseconds come with it, and the first poll converts
-        // no `Instant` (see `Sleep::mark`).
-        let time = self.driver().time();
-        if let Some(now) = time.monotonic_now() {
-            let ns = crate::tick::nanos(delay).and_then(|delay| now.checked_add(delay));
-            if let Some((ns, at)) = ns.and_then(|ns| Some((ns, time.instant_after_origin(ns)?))) {
-                return Sleep::new(self, Some(at), at, ns);
-            }
-        }
         let now = self.now();
-        Sleep::new(self, deadline_after(now, delay), now, NO_NS)
+        Sleep::new(self, now.checked_add(delay), now)
     }
 
     /// A future that completes once the timer's clock reaches `deadline`.
@@ -571,7 +529,7 @@ impl Timer {
     /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
     /// ```
     pub fn sleep_until(&self, deadline: Instant) -> Sleep {
-        Sleep::new(self, Some(deadline), deadline, NO_NS)
+        Sleep::new(self, Some(deadline), deadline)
     }
 
     /// `future`, unless `delay` passes first: then [`Elapsed`]. See
@@ -663,13 +621,11 @@ mod tests {
         assert_eq!(timer.len(), 0, "dropped on a third thread, the entry went");
     }
 
-    /// On the system clock (Linux), a sleep made for a delay carries its
-    /// deadline in nanoseconds, the same instant as its `deadline`, and a
-    /// first poll before it registers at that deadline's tick; a reset
-    /// before the first poll forgets them, so a deadline moved into the
-    /// past completes at once.
+    /// A sleep's first poll before its deadline registers at the
+    /// deadline's tick, rounded up; cancelled and polled again it registers
+    /// anew; a reset into the past completes it at once.
     #[test]
-    fn a_sleep_made_from_the_monotonic_clock_registers_at_its_deadlines_tick() {
+    fn a_sleep_registers_at_its_deadlines_tick() {
         let timer = Timer::builder().build().expect("timer");
         let time = timer.driver().time();
         let mut cx = Context::from_waker(Waker::noop());
@@ -679,12 +635,10 @@ mod tests {
         let deadline = sleep.deadline();
         assert!(before + Duration::from_secs(60) <= deadline);
         assert!(deadline <= after + Duration::from_secs(60));
-        if time.monotonic_now().is_some() {
-            assert_eq!(time.instant_after_origin(sleep.mark), Some(deadline));
-        }
         assert!(sleep.as_mut().poll(&mut cx).is_pending());
         assert!(sleep.entry.is_some() && timer.len() == 1, "registered");
-        assert_eq!(sleep.mark, time.due_ahead(deadline), "the deadline's tick");
+        let tick = time.resolution().due(time.since_origin(deadline), 0).tick;
+        assert_eq!(sleep.mark, tick, "the deadline's tick");
 
         // Cancelled (as a `Timeout` whose future finished does) and polled
         // again: pending, with a new entry, not misreading the old mark.

@@ -205,10 +205,8 @@ fn a_sleep_reset_while_it_fires_waits_for_its_new_deadline() {
 }
 
 /// A sleep first polled on a thread that does not own the shard, while
-/// the owner schedules on it: the poll's insert revokes the owner's bias
-/// (and waits for the owner to leave its fast path), and the owner's
-/// schedule then locks through the mutex. Both entries are in the wheel
-/// once, and both fire at their tick.
+/// the owner schedules on it: both lock the shard. Both entries are in the
+/// wheel once, and both fire at their tick.
 #[test]
 fn a_foreign_first_poll_races_the_owners_schedule() {
     model("a_foreign_first_poll_races_the_owners_schedule", || {

@@ -15,7 +15,6 @@
 mod future;
 mod keyed;
 mod purgatory;
-mod sync;
 mod timer;
 
 use std::time::Duration;

@@ -9,7 +9,7 @@ use super::operation::DelayedRequest;
 use super::service::Purgatory;
 use super::watchers::DefaultKeyHasher;
 use crate::error::BuildError;
-use crate::tick::MAX_WATCH_SHARDS;
+use crate::time::MAX_WATCH_SHARDS;
 use crate::timer::{Timer, TimerBuilder};
 
 /// The default purge interval: lingering done entries tolerated before a

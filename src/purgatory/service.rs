@@ -17,6 +17,7 @@ use super::parked::Parked;
 use super::request::in_callback;
 use super::watchers::DefaultKeyHasher;
 use crate::error::{ShutDownError, WatchError, WatchErrorKind};
+use crate::time::Deadline;
 use crate::timer::{BoxTask, Job, Timer};
 
 /// Owns the timer; the last [`Purgatory`] handle drops it, which shuts down.
@@ -235,7 +236,9 @@ where
         let wake = Cell::new(None);
         let arm = || {
             let job: Arc<dyn Job> = Arc::clone(&cell) as Arc<dyn Job>;
-            let (entry, owed) = timer.schedule_entry(delay, BoxTask::job(job)).ok()?;
+            let (entry, owed) = timer
+                .schedule_entry(Deadline::After(delay), BoxTask::job(job))
+                .ok()?;
             wake.set(Some(owed));
             Some(entry)
         };

@@ -9,9 +9,6 @@
 //! keep the standard atomics in both builds. Thread-locals come from here
 //! too: loom's threads are not the operating system's.
 
-mod biased;
-
-pub(crate) use biased::{BiasedMutex, VisitBatch};
 #[cfg(not(purgatorio_loom))]
 pub(crate) use parking_lot::{Condvar, Mutex, MutexGuard};
 #[cfg(not(purgatorio_loom))]

@@ -13,12 +13,12 @@ use super::service::{Owner, Timer};
 use super::shard::Shard;
 use super::signal::Signal;
 use super::task::{BoxTask, Task};
-use super::time::{is_system, TimeSource};
 use super::timing::Timing;
 use crate::clock::{Clock, ClockWaker, SystemClock, Wake};
 use crate::error::BuildError;
 use crate::sync::{AtomicBool, AtomicU64};
-use crate::tick::{WheelConfig, MAX_SHARDS, MAX_WORKERS};
+use crate::time::{is_system_clock, TimeSource};
+use crate::time::{WheelConfig, MAX_SHARDS, MAX_WORKERS};
 use crate::wheel::Wheel;
 
 /// Builds a [`Timer`].
@@ -124,7 +124,7 @@ impl<T: Task> TimerBuilder<T> {
         Self::default()
     }
 
-    crate::tick::wheel_setters!("purgatorio::Timer::builder()");
+    crate::time::wheel_setters!("purgatorio::Timer::builder()");
 
     /// Sets the number of shards (default: twice the available cores).
     ///
@@ -163,7 +163,7 @@ impl<T: Task> TimerBuilder<T> {
     /// # drop(t);
     /// ```
     pub fn clock(mut self, clock: impl Clock) -> Self {
-        self.system_clock = is_system(&clock);
+        self.system_clock = is_system_clock(&clock);
         self.clock = Arc::new(clock);
         self
     }

@@ -9,7 +9,7 @@ use super::service::Timer;
 use super::shard::Shard;
 use super::task::{BoxTask, Task};
 use crate::error::ScheduleError;
-use crate::tick::MAX_SHARDS;
+use crate::time::{Deadline, MAX_SHARDS};
 use crate::wheel::TimerKey;
 
 /// A scheduled task of a [`Timer`](crate::Timer): cancel or reschedule it from any thread.
@@ -92,7 +92,9 @@ impl<T: Task> TimerHandle<T> {
     /// assert!(session.reschedule(Duration::from_secs(30))); // heartbeat
     /// ```
     pub fn reschedule(&self, delay: Duration) -> bool {
-        self.shard.reschedule_after(self.key, delay).is_some()
+        self.shard
+            .reschedule(self.key, Deadline::After(delay))
+            .is_some()
     }
 
     /// Moves the task to `deadline`; `false` if it is no longer pending.
@@ -106,7 +108,9 @@ impl<T: Task> TimerHandle<T> {
     /// assert!(h.reschedule_at(timer.now() + Duration::from_secs(60)));
     /// ```
     pub fn reschedule_at(&self, deadline: Instant) -> bool {
-        self.shard.reschedule_at(self.key, deadline).is_some()
+        self.shard
+            .reschedule(self.key, Deadline::At(deadline))
+            .is_some()
     }
 
     /// Whether the task is still waiting in the wheel.
@@ -251,8 +255,7 @@ impl<T: Task> Timer<T> {
         delay: Duration,
         task: impl Into<T>,
     ) -> Result<TimerId, ScheduleError<T>> {
-        let (entry, _wake) = self.schedule_entry(delay, task.into())?;
-        Ok(self.driver().id(entry))
+        self.schedule_id_of(Deadline::After(delay), task.into())
     }
 
     /// [`schedule_at`](Self::schedule_at), naming the task by a
@@ -277,7 +280,14 @@ impl<T: Task> Timer<T> {
         deadline: Instant,
         task: impl Into<T>,
     ) -> Result<TimerId, ScheduleError<T>> {
-        let (entry, _wake) = self.schedule_entry_at(deadline, task.into())?;
+        self.schedule_id_of(Deadline::At(deadline), task.into())
+    }
+
+    /// [`schedule_id`](Self::schedule_id) and
+    /// [`schedule_id_at`](Self::schedule_id_at).
+    #[inline]
+    fn schedule_id_of(&self, deadline: Deadline, task: T) -> Result<TimerId, ScheduleError<T>> {
+        let (entry, _wake) = self.schedule_entry(deadline, task)?;
         Ok(self.driver().id(entry))
     }
 
@@ -317,10 +327,7 @@ impl<T: Task> Timer<T> {
     /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
     /// ```
     pub fn reschedule(&self, id: TimerId, delay: Duration) -> bool {
-        self.driver()
-            .entry_of(id)
-            .and_then(|entry| self.driver().reschedule(entry, delay))
-            .is_some()
+        self.reschedule_id(id, Deadline::After(delay))
     }
 
     /// Moves the task `id` names to `deadline`; `false` if it is no longer
@@ -336,9 +343,15 @@ impl<T: Task> Timer<T> {
     /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
     /// ```
     pub fn reschedule_at(&self, id: TimerId, deadline: Instant) -> bool {
+        self.reschedule_id(id, Deadline::At(deadline))
+    }
+
+    /// [`reschedule`](Self::reschedule) and
+    /// [`reschedule_at`](Self::reschedule_at).
+    fn reschedule_id(&self, id: TimerId, deadline: Deadline) -> bool {
         self.driver()
             .entry_of(id)
-            .and_then(|entry| self.driver().reschedule_at(entry, deadline))
+            .and_then(|entry| self.driver().reschedule(entry, deadline))
             .is_some()
     }
 

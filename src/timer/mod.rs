@@ -46,7 +46,6 @@ mod service;
 mod shard;
 mod signal;
 mod task;
-mod time;
 mod timing;
 
 pub use builder::TimerBuilder;

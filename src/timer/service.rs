@@ -7,6 +7,8 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::time::Deadline;
+
 use super::driver::{Driver, Entry};
 use super::handle::TimerHandle;
 use super::hooks::OnShutdown;
@@ -91,7 +93,7 @@ impl<T: Task> fmt::Debug for Timer<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let timing = &self.driver().timing;
         f.debug_struct("Timer")
-            .field("tick", &timing.time().tick())
+            .field("tick", &timing.time().resolution().tick())
             .field("shards", &self.driver().shards.len())
             .field("clock", timing.time().clock())
             .field("shut_down", &timing.is_closed())
@@ -121,7 +123,7 @@ impl<T: Task> Timer<T> {
     /// assert_eq!(timer.tick(), purgatorio::DEFAULT_TICK);
     /// ```
     pub fn tick(&self) -> Duration {
-        self.driver().timing.time().tick()
+        self.driver().timing.time().resolution().tick()
     }
 
     /// The timer's name: its threads' name prefix.
@@ -142,7 +144,7 @@ impl<T: Task> Timer<T> {
     /// assert_eq!(timer.now() - t0, Duration::from_secs(1));
     /// ```
     pub fn now(&self) -> Instant {
-        self.driver().timing.time().instant()
+        self.driver().timing.time().read()
     }
 
     /// Runs `task` on a worker once `delay` has passed on the timer's clock.
@@ -172,13 +174,23 @@ impl<T: Task> Timer<T> {
         delay: Duration,
         task: impl Into<T>,
     ) -> Result<TimerHandle<T>, ScheduleError<T>> {
-        let (entry, _wake) = self.schedule_entry(delay, task.into())?;
+        self.schedule_handle(Deadline::After(delay), task.into())
+    }
+
+    /// [`schedule`](Self::schedule) and [`schedule_at`](Self::schedule_at).
+    #[inline]
+    fn schedule_handle(
+        &self,
+        deadline: Deadline,
+        task: T,
+    ) -> Result<TimerHandle<T>, ScheduleError<T>> {
+        let (entry, _wake) = self.schedule_entry(deadline, task)?;
         Ok(self.driver().handle(entry))
     }
 
-    /// [`schedule`](Self::schedule) for the crate's own entries: names the
-    /// timer by an [`Entry`] rather than a [`TimerHandle`], whose shard
-    /// reference would be one more count to move per timer.
+    /// A schedule for the crate's own entries: names the timer by an
+    /// [`Entry`] rather than a [`TimerHandle`], whose shard reference would
+    /// be one more count to move per timer.
     ///
     /// The [`Wake`] wakes the driver, if the new deadline is the earliest,
     /// when dropped: a caller holding one of the crate's locks drops it
@@ -186,11 +198,11 @@ impl<T: Task> Timer<T> {
     #[inline]
     pub(crate) fn schedule_entry(
         &self,
-        delay: Duration,
+        deadline: Deadline,
         task: T,
     ) -> Result<(Entry, Wake<'_>), ScheduleError<T>> {
-        let (tick, reached) = self.driver().time().due_after_now(delay);
-        self.driver().insert(tick, reached, task)
+        self.driver()
+            .insert(self.driver().time().due(deadline), task)
     }
 
     /// Runs `task` on a worker once the timer's clock reaches `deadline`.
@@ -215,20 +227,7 @@ impl<T: Task> Timer<T> {
         deadline: Instant,
         task: impl Into<T>,
     ) -> Result<TimerHandle<T>, ScheduleError<T>> {
-        let (entry, _wake) = self.schedule_entry_at(deadline, task.into())?;
-        Ok(self.driver().handle(entry))
-    }
-
-    /// [`schedule_at`](Self::schedule_at) by [`Entry`], as
-    /// [`schedule_entry`](Self::schedule_entry).
-    #[inline]
-    pub(crate) fn schedule_entry_at(
-        &self,
-        deadline: Instant,
-        task: T,
-    ) -> Result<(Entry, Wake<'_>), ScheduleError<T>> {
-        let (tick, reached) = self.driver().time().due_at_now(deadline);
-        self.driver().insert(tick, reached, task)
+        self.schedule_handle(Deadline::At(deadline), task.into())
     }
 
     /// Hands an internal task (a purge) straight to the workers: it never
@@ -315,7 +314,8 @@ impl<T: Task> Timer<T> {
                 .chain(state.wheel.next_expiration())
                 .min();
         });
-        earliest.and_then(|tick| timing.time().instant_of(tick))
+        let time = timing.time();
+        earliest.and_then(|tick| time.instant(time.resolution().start(tick)))
     }
 
     /// Kafka's `advanceClock(timeout)`: waits up to `timeout` (real time) for

@@ -19,12 +19,12 @@
 use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::task::Task;
-use super::time::TimeSource;
 use super::timing::{Timing, Wake};
-use crate::sync::{AtomicBool, AtomicU64, BiasedMutex, Mutex};
+use crate::sync::{AtomicBool, AtomicU64, Mutex};
+use crate::time::{Deadline, TimeSource};
 use crate::wheel::{Freed, TimerKey, Wheel};
 
 /// How many keys wait in a shard's inbox before the shard's owner removes
@@ -43,7 +43,7 @@ pub(super) const DISCARD_MAX: usize = 4 * DISCARD_BATCH;
 /// One shard: a wheel and its counters behind a lock.
 pub(crate) struct Shard<T> {
     /// The wheel and the counters updated with it.
-    pub(super) state: BiasedMutex<ShardState<T>>,
+    pub(super) state: Mutex<ShardState<T>>,
     /// What other threads write for the owner; on a line of its own, not
     /// beside the lock the owner takes for every schedule.
     inbox: Inbox,
@@ -151,7 +151,7 @@ impl<T> Shard<T> {
     pub(super) fn new(number: u32, mut wheel: Wheel<T>, timing: Arc<Timing>) -> Self {
         wheel.defer_frees();
         Shard {
-            state: BiasedMutex::new(ShardState {
+            state: Mutex::new(ShardState {
                 wheel,
                 scheduled: 0,
                 cancelled: 0,
@@ -315,28 +315,11 @@ impl<T: Task> Shard<T> {
         }
     }
 
-    /// Moves the timer `key` to `delay` from now; `None` if it is no
-    /// longer pending, else the driver's [`Wake`], to drop after the
-    /// caller's locks.
-    pub(super) fn reschedule_after(&self, key: TimerKey, delay: Duration) -> Option<Wake<'_>> {
-        let (tick, _) = self.timing.time().due_after_now(delay);
-        self.reschedule(key, tick).map(|(_, wake)| wake)
-    }
-
     /// Moves the timer `key` to `deadline`; `None` if it is no longer
     /// pending, else its new mark ([`mark`](Self::mark)) and the driver's
     /// [`Wake`], to drop after the caller's locks.
-    pub(super) fn reschedule_at(
-        &self,
-        key: TimerKey,
-        deadline: Instant,
-    ) -> Option<(u64, Wake<'_>)> {
-        self.reschedule(key, self.timing.time().due_at_now(deadline).0)
-    }
-
-    /// Moves the timer `key` to tick `tick`; as
-    /// [`reschedule_at`](Self::reschedule_at).
-    fn reschedule(&self, key: TimerKey, tick: u64) -> Option<(u64, Wake<'_>)> {
+    pub(super) fn reschedule(&self, key: TimerKey, deadline: Deadline) -> Option<(u64, Wake<'_>)> {
+        let tick = self.timing.time().due(deadline).tick;
         let mark = {
             let mut state = self.state.lock();
             state.wheel.reschedule(key, tick).then(|| self.mark(tick))
@@ -356,7 +339,7 @@ impl<T: Task> Shard<T> {
     #[inline]
     pub(super) fn insert(&self, tick: u64, task: T) -> Result<(TimerKey, u64), T> {
         let (key, mark) = {
-            let mut state = self.state.lock_home();
+            let mut state = self.state.lock();
             if state.closed {
                 return Err(task);
             }
@@ -442,12 +425,14 @@ impl<T: Task> HomeShard<T> {
     }
 
     /// Whether the clock reading `at` is behind a pass of this shard: the
-    /// clock went back since (or lies before the timer's origin). A sleep
-    /// woken by a pass that fired its entry, whose clock reads before its
-    /// deadline, always finds this (see [`Shard::passing`]).
+    /// clock went back since. A sleep woken by a pass that fired its entry
+    /// (at tick 1 or later: a sleep registers only a deadline ahead of the
+    /// origin), whose clock reads before its deadline, always finds this
+    /// (see [`Shard::passing`]); a reading before the origin counts as the
+    /// origin, tick 0.
     pub(crate) fn behind_a_pass(&self, at: Instant) -> bool {
         let time = self.time();
-        time.before_origin(at) || time.ticks(at).tick < self.0.passing.load(Ordering::Acquire)
+        time.resolution().tick_of(time.since_origin(at)) < self.0.passing.load(Ordering::Acquire)
     }
 
     /// Swaps the task of `key` for `task`, handing the old one back;
@@ -459,12 +444,8 @@ impl<T: Task> HomeShard<T> {
     /// Moves `key` to `deadline`; `None` if it is no longer pending, else
     /// its new mark (see [`gone`](Self::gone)) and the driver's [`Wake`],
     /// to drop after the caller's locks.
-    pub(crate) fn reschedule_at(
-        &self,
-        key: TimerKey,
-        deadline: Instant,
-    ) -> Option<(u64, Wake<'_>)> {
-        self.0.reschedule_at(key, deadline)
+    pub(crate) fn reschedule(&self, key: TimerKey, deadline: Deadline) -> Option<(u64, Wake<'_>)> {
+        self.0.reschedule(key, deadline)
     }
 }
 

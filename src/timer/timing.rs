@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use super::metrics::Counters;
 use super::signal::Signal;
-use super::time::TimeSource;
 use crate::sync::{AtomicBool, AtomicU64};
+use crate::time::TimeSource;
 
 /// What the timer's threads and handles share.
 pub(crate) struct Timing {

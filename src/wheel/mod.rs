@@ -50,7 +50,7 @@ mod side;
 
 use std::num::NonZeroU32;
 
-use crate::tick::NEVER;
+use crate::time::NEVER;
 use arena::{Arena, Slots};
 use bucket_queue::BucketQueue;
 use level::Geometry;

@@ -58,10 +58,10 @@ use super::pool;
 use super::shard::{owns, shard_index, HomeShard, Leftover, Shard, ShardState};
 use super::signal::Signal;
 use super::task::{BoxTask, Task};
-use super::time::TimeSource;
 use super::timing::{Timing, Wake};
 use crate::error::ScheduleError;
-use crate::sync::{Mutex, VisitBatch};
+use crate::sync::Mutex;
+use crate::time::{Deadline, Due, TimeSource};
 use crate::wheel::{Fired, Freed, TimerKey};
 
 /// The most expirations moved out of a shard under one hold of its lock.
@@ -149,22 +149,17 @@ impl<T: Task> Driver<T> {
         TimerHandle::new(Arc::clone(&self.shards[entry.shard as usize]), entry.key)
     }
 
-    /// Schedules `task` at tick `tick`, `now` being a tick the clock has
-    /// reached (a task due at or before it runs at once), in the calling
-    /// thread's home shard, and names it by an [`Entry`]; the
+    /// Schedules `task` when `due` says (a task due now runs at once), in
+    /// the calling thread's home shard, and names it by an [`Entry`]; the
     /// [`Wake`] wakes the driver, if it must, when dropped (after the
     /// caller's locks).
     #[inline]
-    pub(crate) fn insert(
-        &self,
-        tick: u64,
-        now: u64,
-        task: T,
-    ) -> Result<(Entry, Wake<'_>), ScheduleError<T>> {
+    pub(crate) fn insert(&self, due: Due, task: T) -> Result<(Entry, Wake<'_>), ScheduleError<T>> {
         let index = shard_index(self.shards.len());
         let shard = &self.shards[index];
         let number = index as u32;
-        if tick <= now && !self.pool.runs_inline() {
+        let tick = due.tick;
+        if due.now && !self.pool.runs_inline() {
             // Already due: straight to the workers (Kafka's "expired, run
             // now"). An inline executor would run it on this thread, so
             // then it goes through the wheel to the driver instead. Its key
@@ -222,16 +217,11 @@ impl<T: Task> Driver<T> {
             .then(|| Entry::new(shard, id.key()))
     }
 
-    /// Moves `entry` to `delay` from now; `None` if it is no longer
-    /// pending, else the [`Wake`] to drop after the caller's locks.
-    pub(crate) fn reschedule(&self, entry: Entry, delay: Duration) -> Option<Wake<'_>> {
-        self.shards[entry.shard as usize].reschedule_after(entry.key, delay)
-    }
-
-    /// Moves `entry` to `deadline`; as [`reschedule`](Self::reschedule).
-    pub(crate) fn reschedule_at(&self, entry: Entry, deadline: Instant) -> Option<Wake<'_>> {
+    /// Moves `entry` to `deadline`; `None` if it is no longer pending,
+    /// else the [`Wake`] to drop after the caller's locks.
+    pub(crate) fn reschedule(&self, entry: Entry, deadline: Deadline) -> Option<Wake<'_>> {
         self.shards[entry.shard as usize]
-            .reschedule_at(entry.key, deadline)
+            .reschedule(entry.key, deadline)
             .map(|(_, wake)| wake)
     }
 
@@ -240,7 +230,7 @@ impl<T: Task> Driver<T> {
     fn run_now(&self, shard: &Shard<T>, tick: u64, task: T) -> Result<u64, ScheduleError<T>> {
         match self.pool.submit(vec![Fired::untracked(tick, task)]) {
             Ok(()) => {
-                let mut state = shard.state.lock_home();
+                let mut state = shard.state.lock();
                 state.scheduled += 1;
                 state.expired += 1;
                 let nth = state.scheduled;
@@ -322,9 +312,8 @@ impl<T: Task> Driver<T> {
     /// (`u64::MAX`: none).
     pub(crate) fn pass_planning(&self) -> (usize, u64) {
         self.timing.begin_pass();
-        let reading = self.timing.time().now();
-        self.timing.time().check_monotonic(reading);
-        let now = reading.tick;
+        let time = self.timing.time();
+        let now = time.resolution().tick_of(time.now());
         let unwinding = EndOnUnwind(&self.timing, now);
         let (moved, earliest, freed) = self.run_due_at(now);
         std::mem::forget(unwinding);
@@ -349,34 +338,20 @@ impl<T: Task> Driver<T> {
         if wake == u64::MAX || !self.timing.time().clock().is_real_time() {
             return None;
         }
-        self.timing.time().instant_of(wake)
+        let time = self.timing.time();
+        time.instant(time.resolution().start(wake))
     }
 
-    /// A batch of visits to every shard: each marked, one heavy barrier
-    /// passed for all of them (see `sync::biased::VisitBatch`).
-    fn visits(&self) -> VisitBatch {
-        let mut visits = VisitBatch::new();
-        for shard in self.shards.iter() {
-            visits.mark(&shard.state);
-        }
-        visits.barrier();
-        visits
-    }
-
-    /// Calls `f` with each shard and its state, one shard at a time, with
-    /// one heavy barrier for all the shards whose owner has the bias (see
-    /// `sync::biased::VisitBatch`).
+    /// Calls `f` with each shard and its state, one shard (and its lock)
+    /// at a time.
     pub(super) fn visit_each(&self, mut f: impl FnMut(&Shard<T>, &mut ShardState<T>)) {
-        let visits = self.visits();
         for shard in self.shards.iter() {
-            f(shard, &mut shard.state.visit_in(&visits));
-            visits.end(&shard.state);
+            f(shard, &mut shard.state.lock());
         }
     }
 
     /// Moves every timer due at tick `now` to the workers, shard by shard.
     /// Returns how many, and the earliest tick at which one may be due next.
-    /// One heavy barrier serves the whole pass (see [`visit_each`](Self::visit_each)).
     ///
     /// Also returns the memory the wheels gave back (a million timers'
     /// slots, once they all fired, take milliseconds to free), for the
@@ -385,13 +360,12 @@ impl<T: Task> Driver<T> {
         let mut moved = 0;
         let mut earliest: Option<u64> = None;
         let mut freed = Vec::new();
-        let visits = self.visits();
         for shard in self.shards.iter() {
             let mut discarded = Vec::new();
             loop {
                 let mut batch = Vec::new();
                 let next = {
-                    let mut state = shard.state.visit_in(&visits);
+                    let mut state = shard.state.lock();
                     shard.passing(now);
                     // What other threads gave up leaves before anything is
                     // polled, so it does not fire; its tasks are dropped
@@ -423,9 +397,6 @@ impl<T: Task> Driver<T> {
                     break;
                 }
             }
-            // A pass that unwinds before here leaves the mark; the owner
-            // takes the bias back after `REBIAS_AFTER` locks.
-            visits.end(&shard.state);
             drop(discarded);
         }
         (moved, earliest, freed)
@@ -478,7 +449,7 @@ impl<T: Task> Driver<T> {
         self.timing.closed.store(true, SeqCst);
         let mut pending = Vec::new();
         for shard in self.shards.iter() {
-            let mut state = shard.state.visit();
+            let mut state = shard.state.lock();
             state.closed = true;
             let drained = state.wheel.drain();
             // A large wheel's blocks and side heap: freed after the lock.
@@ -561,174 +532,4 @@ impl Driver<BoxTask> {
 }
 
 #[cfg(all(test, not(purgatorio_loom)))]
-mod tests {
-    use std::sync::atomic::Ordering::SeqCst;
-
-    use super::super::timing::PASSING;
-    use super::*;
-    use crate::{ManualClock, Timer, TimerBuilder};
-
-    /// A task whose drop panics.
-    struct PanicsOnDrop;
-
-    impl Task for PanicsOnDrop {
-        fn run(self) {}
-    }
-
-    impl Drop for PanicsOnDrop {
-        fn drop(&mut self) {
-            if !std::thread::panicking() {
-                panic!("a task's drop panicked");
-            }
-        }
-    }
-
-    /// A timer of one shard on `clock`, driven by hand.
-    fn one_shard_timer(clock: &ManualClock) -> Timer {
-        TimerBuilder::new()
-            .clock(clock.clone())
-            .driver_thread(false)
-            .shards(1)
-            .build()
-            .expect("valid timer")
-    }
-
-    /// 20,000 tasks scheduled on `driver` over its first 100 ticks: a wheel
-    /// with memory to give back once they are gone.
-    fn burst(driver: &Driver<BoxTask>) -> Vec<Entry> {
-        (1..=20_000)
-            .map(
-                |tick| match driver.insert(tick % 100 + 1, 0, BoxTask::new(|| ())) {
-                    Ok((entry, wake)) => {
-                        drop(wake);
-                        entry
-                    }
-                    Err(_) => panic!("the timer is open"),
-                },
-            )
-            .collect()
-    }
-
-    /// The one shard of `driver` is empty, released its arena, and keeps
-    /// none of the memory it let go of.
-    fn assert_emptied_and_nothing_kept(driver: &Driver<BoxTask>) {
-        let mut state = driver.shards[0].state.lock();
-        assert_eq!(state.wheel.len(), 0);
-        assert_eq!(state.wheel.slots(), 0, "the emptied arena was released");
-        assert!(
-            state.wheel.take_freed().is_none(),
-            "what the wheel let go of was kept in the shard"
-        );
-    }
-
-    /// The cancel that empties a large wheel leaves nothing it gave back in
-    /// the wheel (the wheel's own test shows it is handed out, not freed
-    /// inside the removal).
-    #[test]
-    fn a_cancel_that_empties_a_wheel_frees_what_it_gave_back() {
-        let timer = one_shard_timer(&ManualClock::new());
-        let driver = timer.driver();
-        let entries = burst(driver);
-        for entry in entries {
-            assert!(driver.cancel(entry).is_some());
-        }
-        assert_emptied_and_nothing_kept(driver);
-    }
-
-    /// A discard (an operation giving up its timer, perhaps under the
-    /// operation's lock) that empties a large wheel hands the memory back
-    /// to its caller, to free after that lock; the others hand nothing.
-    #[test]
-    fn a_discard_that_empties_a_wheel_hands_its_memory_back() {
-        let timer = one_shard_timer(&ManualClock::new());
-        let driver = timer.driver();
-        let entries = burst(driver);
-        let mut held = Vec::new();
-        for entry in entries {
-            held.push(driver.discard(entry).holds_memory());
-        }
-        assert_eq!(held.pop(), Some(true), "the last discard emptied the wheel");
-        assert!(
-            held.iter().all(|&h| !h),
-            "only the last one hands memory back"
-        );
-        assert_emptied_and_nothing_kept(driver);
-    }
-
-    /// A pass checks the monotonic clock against its reading: one that has
-    /// fallen behind (`Instant` ran ahead) is turned off.
-    #[test]
-    fn a_pass_turns_off_a_monotonic_clock_that_fell_behind() {
-        let timer: Timer = TimerBuilder::new()
-            .driver_thread(false)
-            .build()
-            .expect("valid timer");
-        let time = timer.driver().time();
-        timer.run_due();
-        let on = time.reads_monotonic();
-        #[cfg(all(target_os = "linux", target_pointer_width = "64"))]
-        assert!(on, "one clock: a pass leaves it on");
-        time.shift_monotonic_origin(1_000_000_000);
-        timer.run_due();
-        assert!(!time.reads_monotonic(), "on: {on}");
-    }
-
-    /// Shutdown frees what draining a large wheel gives back after the
-    /// shard's lock, and keeps none of it in the shard.
-    #[test]
-    fn shutdown_frees_what_draining_a_wheel_gave_back() {
-        let timer = one_shard_timer(&ManualClock::new());
-        let driver = timer.driver();
-        let entries = burst(driver);
-        assert_eq!(timer.shutdown().len(), entries.len());
-        let mut state = driver.shards[0].state.lock();
-        assert_eq!(state.wheel.len(), 0);
-        assert!(
-            state.wheel.take_freed().is_none(),
-            "what the drained wheel let go of was kept in the shard"
-        );
-    }
-
-    /// The memory a burst's wheel gives back once it fired is freed by the
-    /// pass, after the lock, not kept in the shard.
-    #[test]
-    fn a_pass_frees_what_an_emptied_wheel_gave_back() {
-        let clock = ManualClock::new();
-        let timer = one_shard_timer(&clock);
-        let driver = timer.driver();
-        burst(driver);
-        clock.advance(std::time::Duration::from_secs(1));
-        assert_eq!(timer.run_due(), 20_000);
-        assert_emptied_and_nothing_kept(driver);
-    }
-
-    #[test]
-    fn a_pass_that_unwinds_still_ends_and_has_the_driver_pass_again() {
-        let timer: Timer<PanicsOnDrop> = TimerBuilder::new()
-            .clock(ManualClock::new())
-            .driver_thread(false)
-            .build()
-            .expect("valid timer");
-        let driver = timer.driver();
-        let Ok((entry, wake)) = driver.insert(50, 0, PanicsOnDrop) else {
-            panic!("the timer is open");
-        };
-        drop(wake);
-        // Given up from another thread: the pass removes it and drops it.
-        assert!(driver.shards[entry.shard as usize].defer_discard(entry.key));
-        let seen = driver.timing.signal.epoch();
-        let pass =
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| driver.pass_planning()));
-        assert!(pass.is_err(), "the task's drop did not panic");
-        assert_ne!(
-            driver.timing.next_wake.load(SeqCst),
-            PASSING,
-            "left passing"
-        );
-        assert_ne!(
-            driver.timing.signal.epoch(),
-            seen,
-            "the driver was not told"
-        );
-    }
-}
+mod tests;
