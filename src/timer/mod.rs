@@ -40,6 +40,7 @@ mod driver;
 mod executor;
 mod handle;
 mod hooks;
+mod ids;
 mod metrics;
 mod pool;
 mod service;
