@@ -81,7 +81,9 @@ enum ExecutorKind {
 /// The purgatory load: Poisson arrivals parked in a purgatory, completed or
 /// expired.
 #[derive(Debug, Clone, Parser)]
-#[command(version)]
+// Named here: `Args::command()`, which reports the checks clap cannot make,
+// would otherwise print the package's name in its usage line.
+#[command(name = "purgatory_load", version)]
 struct Args {
     /// Requests per run.
     #[arg(long, default_value_t = 200_000)]
