@@ -29,7 +29,7 @@ fn an_emptied_wheel_gives_its_arena_back_and_keeps_working() {
 #[test]
 fn an_emptied_wheel_gives_its_pool_back() {
     let mut w = Wheel::new(64, 0);
-    let n = 2 * pool::KEEP_REFS as u64;
+    let n = 2 * KEEP_REFS as u64;
     for i in 0..n {
         w.insert(1 + i % 5_000, i);
     }
@@ -57,7 +57,7 @@ fn what_polls_free_is_kept_for_the_owner() {
     for keeps in [false, true] {
         let mut w = keeping(keeps);
         let far = w.insert(10_000_000, u64::MAX);
-        let n = 20 * pool::KEEP_REFS as u64;
+        let n = 20 * KEEP_REFS as u64;
         for i in 0..n {
             w.insert(1 + i % 100_000, i);
         }
@@ -93,7 +93,7 @@ fn what_removing_the_last_timer_frees_is_kept_for_the_owner() {
         let mut w = keeping(keeps);
         // Twice the store an empty wheel keeps: both the arena and the
         // pool have memory to give back.
-        let n = 2 * pool::KEEP_REFS as u64;
+        let n = 2 * KEEP_REFS as u64;
         let keys: Vec<_> = (0..n).map(|i| w.insert(1 + i % 5_000, i)).collect();
         for (i, key) in keys.into_iter().enumerate() {
             assert_eq!(w.remove(key), Some(i as u64));
@@ -118,7 +118,7 @@ fn what_removing_the_last_timer_frees_is_kept_for_the_owner() {
 fn what_draining_frees_is_kept_for_the_owner() {
     for keeps in [false, true] {
         let mut w = keeping(keeps);
-        let n = 2 * pool::KEEP_REFS as u64;
+        let n = 2 * KEEP_REFS as u64;
         for i in 0..n {
             w.insert(1 + i % 5_000, i);
         }
@@ -140,7 +140,7 @@ fn what_draining_frees_is_kept_for_the_owner() {
 fn what_the_last_fired_timer_and_the_empty_poll_free_is_kept_together() {
     let mut w = Wheel::new(64, 0);
     w.keep_freed();
-    let n = 4 * pool::KEEP_REFS as u64;
+    let n = 4 * KEEP_REFS as u64;
     let keys: Vec<_> = (0..n)
         .map(|i| (w.insert(1 + i % 50, i), 1 + i % 50))
         .collect();
@@ -171,7 +171,7 @@ fn what_the_last_fired_timer_and_the_empty_poll_free_is_kept_together() {
 fn a_fired_burst_gives_the_pool_back_while_a_timer_waits() {
     let mut w = Wheel::new(64, 0);
     let far = w.insert(10_000_000, u64::MAX);
-    let n = 20 * pool::KEEP_REFS as u64;
+    let n = 20 * KEEP_REFS as u64;
     for i in 0..n {
         w.insert(1 + i % 100_000, i);
     }
@@ -181,7 +181,7 @@ fn a_fired_burst_gives_the_pool_back_while_a_timer_waits() {
     assert_eq!(fired, n as usize);
     w.check_invariants();
     assert!(
-        w.pool.stored() <= 16 * w.len() + pool::KEEP_REFS,
+        w.pool.stored() <= 16 * w.len() + KEEP_REFS,
         "the pool kept {} references' room for {} pending (peak {peak})",
         w.pool.stored(),
         w.len()

@@ -1,15 +1,19 @@
-//! Scenario tests of the wheel, one file per mechanism; the arithmetic of
-//! each part is tested beside it.
+//! Scenario tests of the wheel and its parts, one file per mechanism; the
+//! arithmetic and pure helpers of each part are tested beside them.
 
+mod arena;
+mod bucket_queue;
 mod compact;
 mod freed;
 mod head;
 mod order;
+mod pool;
 mod random;
 mod run;
+mod side;
 
 use super::compact::GARBAGE_SLACK;
-use super::pool::{self, Bucket};
+use super::pool::{Bucket, KEEP_REFS};
 use super::reference;
 use super::{TimerKey, Wheel};
 use crate::tick::NEVER;
