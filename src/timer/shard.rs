@@ -149,7 +149,7 @@ impl<T> Shard<T> {
     /// empties the wheel after the lock ([`Leftover`]), and so does
     /// [`discard_waiting`](Self::discard_waiting).
     pub(super) fn new(number: u32, mut wheel: Wheel<T>, timing: Arc<Timing>) -> Self {
-        wheel.defer_frees();
+        wheel.keep_freed();
         Shard {
             state: Mutex::new(ShardState {
                 wheel,

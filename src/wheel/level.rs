@@ -1,4 +1,5 @@
-//! Level arithmetic: which level and slot a deadline belongs to.
+//! Levels: which level and slot a deadline belongs to ([`Geometry`]), and
+//! the window of each level created so far ([`Levels`]).
 //!
 //! With wheel size `W`, level `L` has a tick of `W^L` base ticks and spans
 //! `W^(L+1)` ticks. Relative to the wheel's time `now`, level `L` accepts the
@@ -21,6 +22,13 @@
 //! 32 levels (W = 2), and 6 with the default W = 64; later deadlines wait in
 //! the [side heap](super::side). Powers of two use shifts and masks; other
 //! sizes divide.
+//!
+//! The wheel finds a deadline's bucket here ([`Wheel::bucket_for`]),
+//! creating levels as it needs them, and moves every level's window with
+//! its time.
+
+use super::pool::Bucket;
+use super::Wheel;
 
 /// The shape shared by all levels of one wheel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -79,6 +87,154 @@ impl Geometry {
         tick.checked_mul(self.wheel_size)
             .and_then(|span| start.checked_add(span - 1))
             .unwrap_or(u64::MAX)
+    }
+}
+
+/// One level of the wheel.
+#[derive(Clone, Copy, Debug)]
+struct Level {
+    /// Ticks per bucket (`W^level`).
+    tick: u64,
+    /// The last deadline this level accepts at the wheel's current time.
+    last: u64,
+}
+
+/// The levels a wheel created so far, finest first, and their geometry.
+#[derive(Debug)]
+pub(super) struct Levels {
+    /// Slot count and arithmetic.
+    geometry: Geometry,
+    /// Levels created so far, finest first.
+    levels: Vec<Level>,
+}
+
+impl Levels {
+    /// No level yet, for a wheel of `wheel_size` slots per level (≥ 2).
+    pub(super) fn new(wheel_size: u64) -> Self {
+        Levels {
+            geometry: Geometry::new(wheel_size),
+            levels: Vec::new(),
+        }
+    }
+
+    /// The geometry all levels share.
+    pub(super) fn geometry(&self) -> Geometry {
+        self.geometry
+    }
+
+    /// Slots per level.
+    #[inline]
+    pub(super) fn wheel_size(&self) -> u64 {
+        self.geometry.wheel_size()
+    }
+
+    /// Number of levels created so far.
+    #[inline]
+    pub(super) fn len(&self) -> usize {
+        self.levels.len()
+    }
+
+    /// The bucket (`level × W + slot`) `deadline` goes to in `level`, if
+    /// that level accepts it (`None` if it is past the level's window).
+    #[inline]
+    fn bucket_in(&self, level: usize, deadline: u64) -> Option<u32> {
+        let l = self.levels[level];
+        (deadline <= l.last).then(|| {
+            let slot = self.geometry.slot(level as u32, l.tick, deadline);
+            (level as u64 * self.geometry.wheel_size() + slot) as u32
+        })
+    }
+
+    /// Creates the next coarser level at the wheel's time `now`; returns
+    /// its tick.
+    pub(super) fn add(&mut self, now: u64) -> u64 {
+        let level = self.levels.len() as u32;
+        let tick = self
+            .geometry
+            .level_tick(level)
+            .expect("the level below accepts every deadline");
+        self.levels.push(Level {
+            tick,
+            last: self.geometry.last(tick, now),
+        });
+        tick
+    }
+
+    /// Moves every level's window to the wheel's new time `now`.
+    #[inline]
+    pub(super) fn set_now(&mut self, now: u64) {
+        for level in &mut self.levels {
+            let last = self.geometry.last(level.tick, now);
+            if last == level.last {
+                // Its window did not move, so no coarser one did: a
+                // coarser tick is a multiple of this one.
+                break;
+            }
+            level.last = last;
+        }
+    }
+
+    /// The last deadline the finest level accepts.
+    #[inline]
+    pub(super) fn finest_last(&self) -> u64 {
+        self.levels[0].last
+    }
+
+    /// The last deadline `level` accepts, and the slot `deadline` takes in
+    /// it (for the invariant check).
+    #[cfg(test)]
+    pub(super) fn window_and_slot(&self, level: usize, deadline: u64) -> (u64, u64) {
+        let l = self.levels[level];
+        (l.last, self.geometry.slot(level as u32, l.tick, deadline))
+    }
+}
+
+impl<T> Wheel<T> {
+    /// The bucket a future `deadline` goes to, creating levels as needed.
+    #[inline]
+    pub(super) fn bucket_for(&mut self, deadline: u64) -> u32 {
+        debug_assert!(
+            deadline > self.now,
+            "deadline {deadline} <= now {}",
+            self.now
+        );
+        // The finest level that accepts it, created if need be.
+        let mut level = 0;
+        loop {
+            if level == self.levels.len() {
+                self.add_level();
+            }
+            if let Some(bucket) = self.levels.bucket_in(level, deadline) {
+                return bucket;
+            }
+            level += 1;
+        }
+    }
+
+    /// Creates the next coarser level, with its buckets.
+    ///
+    /// Cold: it runs once per level in a wheel's life, and inlined into
+    /// [`place_near`](Self::place_near), which runs once per timer filed,
+    /// it made every call save and restore the registers its `resize`
+    /// loops use.
+    #[cold]
+    pub(super) fn add_level(&mut self) {
+        let tick = self.levels.add(self.now);
+        let buckets = self.buckets.len() + self.levels.wheel_size() as usize;
+        self.buckets.resize_with(buckets, Bucket::default);
+        self.head.add_buckets(buckets);
+        self.queue.add_level(tick);
+    }
+
+    /// Moves the wheel's time forward to `now`. Every reference's deadline
+    /// must be at or after it (the near window moves with it).
+    #[inline]
+    pub(super) fn set_now(&mut self, now: u64) {
+        if now > self.now {
+            self.now = now;
+            self.queue.set_now(now);
+            self.levels.set_now(now);
+        }
     }
 }
 
