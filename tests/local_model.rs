@@ -253,11 +253,13 @@ fn run(tick_ns: u64, wheel_size: usize, ops: Vec<Op>) -> Result<(), TestCaseErro
     Ok(())
 }
 
+/// Cases per model test: `PURGATORIO_MODEL_CASES`, else a count a debug
+/// build runs in seconds (CI's release step asks for 10,000).
 fn cases() -> u32 {
     std::env::var("PURGATORIO_MODEL_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(256)
+        .unwrap_or(if cfg!(debug_assertions) { 32 } else { 256 })
 }
 
 macro_rules! model_test {
