@@ -18,11 +18,15 @@
 //!
 //! A parked GET is a [`DelayedRequest`] in the purgatory; its handler awaits
 //! it through [`Parked::cancel_on_drop`](purgatorio::Parked::cancel_on_drop),
-//! so when the client goes away (hyper drops the handler's future when the
-//! connection closes) the request leaves the purgatory at once: its watch
-//! entry and its timer entry are gone, which
-//! [`Purgatory::watched`]/[`delayed`](Purgatory::delayed) show. One PUT
-//! completes every request parked on its key, with one lookup of the key.
+//! so when the client goes away (hyper drops the handler's future when it
+//! reads the end of the connection) the request is withdrawn at once: its
+//! timer entry is gone ([`Purgatory::delayed`] counts one fewer) and its
+//! answer is never made. Its entry in the key's watch list stays, inert,
+//! until the key's next PUT removes it or a purge sweeps the lists (once
+//! more than [`DEFAULT_PURGE_INTERVAL`](purgatorio::DEFAULT_PURGE_INTERVAL)
+//! such entries are estimated), as in Kafka's purgatory; so does that of a
+//! GET whose wait ended. One PUT completes every request parked on its key,
+//! with one lookup of the key.
 
 mod query;
 mod store;
