@@ -60,7 +60,10 @@ impl Server {
     /// sweeps it, as in Kafka's purgatory.)
     async fn until_parked(&self, parked: usize) {
         let purgatory = self.service.purgatory();
-        until(&format!("{parked} parked GETs"), || purgatory.delayed() == parked).await;
+        until(&format!("{parked} parked GETs"), || {
+            purgatory.delayed() == parked
+        })
+        .await;
     }
 }
 
@@ -93,7 +96,9 @@ async fn read(response: reqwest::Response) -> (StatusCode, u64, String) {
 }
 
 async fn put(client: &reqwest::Client, server: &Server, key: &str, value: &str) -> u64 {
-    let request = client.put(server.url(&format!("/keys/{key}"))).body(value.to_string());
+    let request = client
+        .put(server.url(&format!("/keys/{key}")))
+        .body(value.to_string());
     let (status, index, body) = read(bounded("PUT", request.send()).await.expect("PUT")).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body, format!("{index}\n"));
@@ -117,14 +122,19 @@ async fn a_get_past_the_index_answers_at_once_and_one_at_it_waits_for_the_put() 
     assert_eq!(seen, (StatusCode::OK, first, "v1".into()), "at once");
 
     let waiting = tokio::spawn({
-        let (client, url) = (client.clone(), server.url(&format!("/keys/config?index={first}&wait=1m")));
+        let (client, url) = (
+            client.clone(),
+            server.url(&format!("/keys/config?index={first}&wait=1m")),
+        );
         get(client, url)
     });
     server.until_parked(1).await;
     put(&client, &server, "other", "x").await;
     assert_eq!(server.service.purgatory().delayed(), 1, "another key's PUT");
     let second = put(&client, &server, "config", "v2").await;
-    let answer = bounded("the parked answer", waiting).await.expect("the GET");
+    let answer = bounded("the parked answer", waiting)
+        .await
+        .expect("the GET");
     assert_eq!(answer, (StatusCode::OK, second, "v2".into()));
     server.until_parked(0).await;
     assert_eq!(server.service.purgatory().metrics().satisfied, 1);
@@ -136,7 +146,10 @@ async fn at_its_wait_a_get_answers_with_the_current_value_and_index() {
     let client = reqwest::Client::new();
     let index = put(&client, &server, "config", "v1").await;
     let present = tokio::spawn({
-        let (client, url) = (client.clone(), server.url(&format!("/keys/config?index={index}&wait=30s")));
+        let (client, url) = (
+            client.clone(),
+            server.url(&format!("/keys/config?index={index}&wait=30s")),
+        );
         get(client, url)
     });
     let missing = tokio::spawn({
@@ -146,10 +159,17 @@ async fn at_its_wait_a_get_answers_with_the_current_value_and_index() {
     server.until_parked(2).await;
     server.clock.advance(Duration::from_secs(29));
     tokio::task::yield_now().await;
-    assert!(!present.is_finished() && !missing.is_finished(), "answered before the wait");
+    assert!(
+        !present.is_finished() && !missing.is_finished(),
+        "answered before the wait"
+    );
     server.clock.advance(Duration::from_secs(1));
     let present = bounded("the expired GET", present).await.expect("the GET");
-    assert_eq!(present, (StatusCode::OK, index, "v1".into()), "unchanged, as Consul");
+    assert_eq!(
+        present,
+        (StatusCode::OK, index, "v1".into()),
+        "unchanged, as Consul"
+    );
     let missing = bounded("the expired GET", missing).await.expect("the GET");
     assert_eq!(missing, (StatusCode::NOT_FOUND, 0, "no such key\n".into()));
     assert_eq!(server.service.purgatory().metrics().expired, 2);
@@ -174,7 +194,11 @@ async fn one_put_answers_thousands_of_gets_parked_on_its_key() {
         assert_eq!(answer, (StatusCode::OK, index, "news".into()));
     }
     server.until_parked(0).await;
-    assert_eq!(server.service.purgatory().watched(), 0, "the PUT emptied the watch list");
+    assert_eq!(
+        server.service.purgatory().watched(),
+        0,
+        "the PUT emptied the watch list"
+    );
     assert_eq!(server.service.purgatory().metrics().satisfied, CROWD as u64);
 }
 
@@ -198,7 +222,11 @@ async fn a_client_that_disconnects_withdraws_its_get_at_once() {
     let answer = bounded("the staying GET", staying).await.expect("the GET");
     assert_eq!(answer, (StatusCode::OK, index, "v".into()));
     server.until_parked(0).await;
-    assert_eq!(server.service.purgatory().watched(), 0, "the PUT swept the withdrawn GET");
+    assert_eq!(
+        server.service.purgatory().watched(),
+        0,
+        "the PUT swept the withdrawn GET"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -219,7 +247,10 @@ async fn bad_input_is_answered_400_with_a_sentence() {
     let long = "k".repeat(MAX_KEY_BYTES + 1);
     let (status, _, body) = get(client.clone(), server.url(&format!("/keys/{long}"))).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
-    assert_eq!(body, format!("the key is {} bytes; at most {MAX_KEY_BYTES}\n", long.len()));
+    assert_eq!(
+        body,
+        format!("the key is {} bytes; at most {MAX_KEY_BYTES}\n", long.len())
+    );
     let request = client.put(server.url(&format!("/keys/{long}"))).body("v");
     let (status, _, _) = read(bounded("PUT", request.send()).await.expect("PUT")).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
@@ -227,7 +258,10 @@ async fn bad_input_is_answered_400_with_a_sentence() {
     // A 1 MB key: HTTP clients refuse to send a URI over 64 KiB, so it goes
     // raw. It is past what hyper reads of a request head (about 400 KB):
     // hyper answers 431 before any handler runs, and the service lives on.
-    assert_eq!(raw_status_line(&server, &"k".repeat(1 << 20)).await, "HTTP/1.1 431 Request Header Fields Too Large");
+    assert_eq!(
+        raw_status_line(&server, &"k".repeat(1 << 20)).await,
+        "HTTP/1.1 431 Request Header Fields Too Large"
+    );
     let big_value = "v".repeat(MAX_VALUE_BYTES + 1);
     let request = client.put(server.url("/keys/k")).body(big_value);
     let (status, _, _) = read(bounded("PUT", request.send()).await.expect("PUT")).await;
@@ -237,7 +271,6 @@ async fn bad_input_is_answered_400_with_a_sentence() {
     assert_eq!(put(&client, &server, "k", "fine").await, 1);
     server.until_parked(0).await;
 }
-
 
 /// The status line of the answer to `GET /keys/{key}`, sent on a plain
 /// socket.

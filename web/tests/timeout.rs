@@ -108,13 +108,19 @@ async fn readiness_and_its_errors_are_the_inner_services() {
     handle.allow(0);
     assert_pending!(service.poll_ready());
     handle.allow(1);
-    assert!(service.is_woken(), "the inner service's readiness wakes the caller");
+    assert!(
+        service.is_woken(),
+        "the inner service's readiness wakes the caller"
+    );
     assert_ready_ok!(service.poll_ready());
     let _response = service.call("one");
     assert_pending!(service.poll_ready(), "one call allowed, no more");
     handle.send_error(Refused);
     let err = assert_ready_err!(service.poll_ready());
-    assert!(err.is::<Refused>(), "the inner readiness error, boxed: {err}");
+    assert!(
+        err.is::<Refused>(),
+        "the inner readiness error, boxed: {err}"
+    );
     assert_eq!(timer.len(), 0, "readiness is never timed");
 }
 
@@ -157,7 +163,11 @@ async fn axums_handle_error_layer_sees_towers_error() {
                 .layer(HandleErrorLayer::new(to_status))
                 .layer(TimeoutLayer::with_timer(&timer, TIMEOUT)),
         );
-    let get = |uri| Request::get(uri).body(axum::body::Body::empty()).expect("a request");
+    let get = |uri| {
+        Request::get(uri)
+            .body(axum::body::Body::empty())
+            .expect("a request")
+    };
     let fast = app.clone().oneshot(get("/fast")).await.expect("infallible");
     assert_eq!(fast.status(), StatusCode::OK);
 

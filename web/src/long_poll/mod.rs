@@ -188,10 +188,10 @@ impl LongPoll {
     /// ```
     pub async fn fetch(&self, key: &str, query: Query) -> Response {
         let Some(seen) = query.index else {
-            return answer(self.store.get(key));
+            return entry_response(self.store.get(key));
         };
         if let Some(newer) = self.store.newer_than(key, seen) {
-            return answer(Some(newer));
+            return entry_response(Some(newer));
         }
         let key: Arc<str> = key.into();
         let fetch = Fetch {
@@ -206,7 +206,7 @@ impl LongPoll {
             Err(_) => return shutting_down(),
         };
         match parked.await {
-            Some(Fetched::Entry(entry)) => answer(entry),
+            Some(Fetched::Entry(entry)) => entry_response(entry),
             Some(Fetched::ShutDown) | None => shutting_down(),
         }
     }
@@ -265,13 +265,43 @@ impl DelayedRequest for Fetch {
     }
 }
 
-/// A key's entry as a response: 200 with the value, or 404; its index in
-/// [`INDEX_HEADER`] either way.
-fn answer(entry: Option<Entry>) -> Response {
-    let (index, mut response) = match entry {
+/// The answer to a GET: 200 with the entry's value, or 404 for a key never
+/// written; the index in [`INDEX_HEADER`] either way (0 for a missing key).
+///
+/// # Examples
+///
+/// ```
+/// use axum::http::StatusCode;
+/// use purgatorio_web::long_poll::{entry_response, Entry, INDEX_HEADER};
+///
+/// let found = entry_response(Some(Entry { value: "v".into(), index: 7 }));
+/// assert_eq!(found.status(), StatusCode::OK);
+/// assert_eq!(found.headers()[INDEX_HEADER], "7");
+/// assert_eq!(entry_response(None).status(), StatusCode::NOT_FOUND);
+/// ```
+pub fn entry_response(entry: Option<Entry>) -> Response {
+    let (index, response) = match entry {
         Some(entry) => (entry.index, entry.value.into_response()),
         None => (0, (StatusCode::NOT_FOUND, "no such key\n").into_response()),
     };
+    with_index(response, index)
+}
+
+/// The answer to a PUT: 200 with the write's index, in the body and in
+/// [`INDEX_HEADER`].
+///
+/// # Examples
+///
+/// ```
+/// let written = purgatorio_web::long_poll::written_response(3);
+/// assert_eq!(written.headers()["x-index"], "3");
+/// ```
+pub fn written_response(index: u64) -> Response {
+    with_index(format!("{index}\n").into_response(), index)
+}
+
+/// `response` with `index` in [`INDEX_HEADER`].
+fn with_index(mut response: Response, index: u64) -> Response {
     response
         .headers_mut()
         .insert(INDEX_HEADER, HeaderValue::from(index));
@@ -289,22 +319,20 @@ async fn get_key(
     Path(key): Path<String>,
     RawQuery(query): RawQuery,
 ) -> Response {
-    let checked = Query::check_key(&key).and_then(|()| Query::parse(query.as_deref()));
-    match checked {
+    match Query::of_get(&key, query.as_deref()) {
         Ok(query) => service.fetch(&key, query).await,
         Err(bad) => bad.into_response(),
     }
 }
 
 /// `PUT /keys/{key}`.
-async fn put_key(State(service): State<LongPoll>, Path(key): Path<String>, value: Bytes) -> Response {
-    if let Err(bad) = Query::check_key(&key) {
-        return bad.into_response();
+async fn put_key(
+    State(service): State<LongPoll>,
+    Path(key): Path<String>,
+    value: Bytes,
+) -> Response {
+    match Query::check_key(&key) {
+        Ok(()) => written_response(service.put(&key, value)),
+        Err(bad) => bad.into_response(),
     }
-    let index = service.put(&key, value);
-    let mut response = format!("{index}\n").into_response();
-    response
-        .headers_mut()
-        .insert(INDEX_HEADER, HeaderValue::from(index));
-    response
 }

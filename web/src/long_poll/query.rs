@@ -139,6 +139,27 @@ impl Query {
         Ok(parsed)
     }
 
+    /// A GET's key and query string, checked: [`check_key`](Self::check_key)
+    /// then [`parse`](Self::parse).
+    ///
+    /// # Errors
+    ///
+    /// As those two.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use purgatorio_web::long_poll::Query;
+    ///
+    /// assert_eq!(Query::of_get("config", Some("index=3"))?.index, Some(3));
+    /// assert!(Query::of_get(&"k".repeat(2000), None).is_err());
+    /// # Ok::<(), purgatorio_web::long_poll::BadRequest>(())
+    /// ```
+    pub fn of_get(key: &str, query: Option<&str>) -> Result<Query, BadRequest> {
+        Self::check_key(key)?;
+        Self::parse(query)
+    }
+
     /// Checks a key's length.
     ///
     /// # Errors
@@ -183,7 +204,9 @@ fn parse_wait(text: &str) -> Option<Duration> {
         let digits = rest.find(|c: char| !c.is_ascii_digit())?;
         let (number, tail) = rest.split_at(digits);
         let number: u64 = number.parse().ok()?;
-        let units = tail.find(|c: char| c.is_ascii_digit()).unwrap_or(tail.len());
+        let units = tail
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(tail.len());
         let (unit, tail) = tail.split_at(units);
         let one = match unit {
             "ms" => Duration::from_millis(1),
@@ -211,7 +234,17 @@ mod tests {
         assert_eq!(parse_wait("1m30s"), Some(ms(90_000)));
         assert_eq!(parse_wait("1h"), Some(ms(3_600_000)));
         for bad in [
-            "", "-1", "-1s", "10y", "30", "s", "1.5s", "1m30", "+1s", "99999999999s", "1 s",
+            "",
+            "-1",
+            "-1s",
+            "10y",
+            "30",
+            "s",
+            "1.5s",
+            "1m30",
+            "+1s",
+            "99999999999s",
+            "1 s",
         ] {
             assert_eq!(parse_wait(bad), None, "{bad:?}");
         }
