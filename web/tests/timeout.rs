@@ -44,16 +44,49 @@ impl std::fmt::Display for Refused {
 
 impl std::error::Error for Refused {}
 
+/// A request through the layer (on a manual timer) to tower-test's mock,
+/// its answer polled once and pending.
+struct Waiting {
+    clock: ManualClock,
+    timer: Timer,
+    /// The answer, on a task that tracks its wake-ups.
+    response:
+        task::Spawn<purgatorio_web::ResponseFuture<mock::future::ResponseFuture<&'static str>>>,
+    /// The mock's side of the request, to answer it.
+    send: mock::SendResponse<&'static str>,
+    /// Keeps the mock alive.
+    _handle: mock::Handle<&'static str, &'static str>,
+}
+
+impl Waiting {
+    async fn new() -> Waiting {
+        let (clock, timer) = manual_timer();
+        let layer = TimeoutLayer::with_timer(&timer, TIMEOUT);
+        let (mut service, mut handle) = mock::spawn_layer::<&str, &str, _>(layer);
+        assert_ready_ok!(service.poll_ready());
+        let mut response = task::spawn(service.call("ping"));
+        let (request, send) = handle.next_request().await.expect("the request");
+        assert_eq!(request, "ping");
+        assert_pending!(response.poll());
+        Waiting {
+            clock,
+            timer,
+            response,
+            send,
+            _handle: handle,
+        }
+    }
+}
+
 #[tokio::test]
 async fn an_answer_in_time_passes_and_leaves_no_timer_entry() {
-    let (clock, timer) = manual_timer();
-    let layer = TimeoutLayer::with_timer(&timer, TIMEOUT);
-    let (mut service, mut handle) = mock::spawn_layer::<&str, &str, _>(layer);
-    assert_ready_ok!(service.poll_ready());
-    let mut response = task::spawn(service.call("ping"));
-    let (request, send) = handle.next_request().await.expect("the request");
-    assert_eq!(request, "ping");
-    assert_pending!(response.poll());
+    let Waiting {
+        clock,
+        timer,
+        mut response,
+        send,
+        ..
+    } = Waiting::new().await;
     assert_eq!(timer.len(), 1, "a pending answer is timed");
     clock.advance(TIMEOUT - Duration::from_millis(1));
     timer.run_due();
@@ -67,13 +100,13 @@ async fn an_answer_in_time_passes_and_leaves_no_timer_entry() {
 
 #[tokio::test]
 async fn a_late_answer_fails_with_towers_elapsed_once_the_timer_wakes_it() {
-    let (clock, timer) = manual_timer();
-    let layer = TimeoutLayer::with_timer(&timer, TIMEOUT);
-    let (mut service, mut handle) = mock::spawn_layer::<&str, &str, _>(layer);
-    assert_ready_ok!(service.poll_ready());
-    let mut response = task::spawn(service.call("ping"));
-    let (_request, send) = handle.next_request().await.expect("the request");
-    assert_pending!(response.poll());
+    let Waiting {
+        clock,
+        timer,
+        mut response,
+        send,
+        ..
+    } = Waiting::new().await;
     clock.advance(TIMEOUT);
     timer.run_due();
     assert!(response.is_woken(), "the timer wakes the waiting task");
@@ -87,13 +120,9 @@ async fn a_late_answer_fails_with_towers_elapsed_once_the_timer_wakes_it() {
 
 #[tokio::test]
 async fn the_inner_services_errors_pass_through() {
-    let (_clock, timer) = manual_timer();
-    let layer = TimeoutLayer::with_timer(&timer, TIMEOUT);
-    let (mut service, mut handle) = mock::spawn_layer::<&str, &str, _>(layer);
-    assert_ready_ok!(service.poll_ready());
-    let mut response = task::spawn(service.call("ping"));
-    let (_request, send) = handle.next_request().await.expect("the request");
-    assert_pending!(response.poll());
+    let Waiting {
+        mut response, send, ..
+    } = Waiting::new().await;
     send.send_error(Refused);
     let err = assert_ready_err!(response.poll());
     assert!(err.is::<Refused>(), "the inner error, boxed: {err}");
@@ -126,16 +155,13 @@ async fn readiness_and_its_errors_are_the_inner_services() {
 
 #[tokio::test]
 async fn a_timer_shut_down_first_is_not_a_timeout() {
-    let (_clock, timer) = manual_timer();
-    let layer = TimeoutLayer::with_timer(&timer, TIMEOUT);
-    let (mut service, mut handle) = mock::spawn_layer::<&str, &str, _>(layer);
-    assert_ready_ok!(service.poll_ready());
-    let mut response = task::spawn(service.call("ping"));
-    let _request = handle.next_request().await.expect("the request");
-    assert_pending!(response.poll());
-    timer.shutdown();
-    assert!(response.is_woken(), "the shutdown wakes the waiting task");
-    let err = assert_ready_err!(response.poll());
+    let mut waiting = Waiting::new().await;
+    waiting.timer.shutdown();
+    assert!(
+        waiting.response.is_woken(),
+        "the shutdown wakes the waiting task"
+    );
+    let err = assert_ready_err!(waiting.response.poll());
     assert!(!err.is::<Elapsed>(), "not tower's timeout: {err}");
     let ours = err
         .downcast_ref::<purgatorio::Elapsed>()

@@ -163,6 +163,14 @@ impl Connection {
     }
 }
 
+/// A multi-thread runtime with 2 workers: the machine's cores.
+pub fn two_workers() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+}
+
 /// The `p`-th percentile (0-100) of sorted `values`.
 pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
     if sorted.is_empty() {

@@ -112,10 +112,7 @@ fn report(shape: &str, ns: [f64; 3]) {
 }
 
 pub fn run(args: &Args) -> Result<(), BoxError> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
+    let runtime = crate::client::two_workers()?;
     runtime.block_on(async {
         // The shared timer's thread starts before the first round.
         let _ = shared_timer();

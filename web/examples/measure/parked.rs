@@ -208,10 +208,7 @@ async fn expiries(store: &str, count: usize) -> Result<(usize, Vec<Duration>), B
 }
 
 pub fn run(args: &Args) -> Result<(), BoxError> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
+    let runtime = crate::client::two_workers()?;
     runtime.block_on(async {
         println!("| parked | over | service | RSS/parked B | idle CPU ms/s | wake p50 ms | p99 ms | max ms |");
         println!("|---|---|---|---|---|---|---|---|");

@@ -95,10 +95,7 @@ fn router(args: &Args) -> Result<Router, BoxError> {
 
 /// Serves until killed.
 pub fn run(args: &Args) -> Result<(), BoxError> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
+    let runtime = crate::client::two_workers()?;
     runtime.block_on(async {
         let router = router(args)?;
         let mut ports = Vec::new();
