@@ -42,4 +42,6 @@
 pub mod long_poll;
 mod timeout;
 
-pub use timeout::{shared_timer, BoxError, Elapsed, ResponseFuture, Timeout, TimeoutLayer};
+pub use timeout::{
+    shared_timer, BoxError, Elapsed, ResponseFuture, Timeout, TimeoutLayer, TimerShutDown,
+};

@@ -16,24 +16,31 @@
 //! timer), then goes to the wheel shard of the thread that polled it.
 //!
 //! One [`Timer`] serves a whole server. [`TimeoutLayer::new`] uses
-//! [`shared_timer`], built on first use for the process; a server that has
-//! its own timer (to share it with its [`Purgatory`](purgatorio::Purgatory)s,
-//! or to drive it with a [`ManualClock`](purgatorio::ManualClock) in tests)
-//! gives it to [`TimeoutLayer::with_timer`]. A layer holds a clone of the
-//! timer, which is a reference count: cloning the layer or the service is
-//! cheap.
+//! [`shared_timer`], built on first use for the process, and
+//! [`TimeoutLayer::with_static_timer`] a timer of yours in a `static`: the
+//! layer then holds a `&'static Timer`, so cloning the service (axum clones
+//! a route's service for every request) moves no reference count that the
+//! runtime's workers would share, and a request whose answer is ready at its
+//! first poll costs no clock reading at all: its sleep is made at the first
+//! poll that finds the answer pending, and the timeout counts from there
+//! (hyper and axum poll a response as soon as they make it).
+//! [`TimeoutLayer::with_timer`] takes any timer (one on a
+//! [`ManualClock`](purgatorio::ManualClock) in tests): the layer holds a
+//! clone, a reference count, and each request's sleep is made when it is
+//! called.
 //!
 //! If the timer shuts down while a request waits, the request fails with
-//! [`purgatorio::Elapsed`], whose [`is_shut_down`](purgatorio::Elapsed::is_shut_down)
-//! is true: a server answers it as unavailable rather than as timed out.
+//! [`TimerShutDown`]: a server answers it as unavailable rather than as
+//! timed out.
 
+use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::OnceLock;
-use std::task::{Context, Poll};
+use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
-use purgatorio::{Executor, Timer};
+use purgatorio::{Executor, Sleep, Timer};
 use tower_layer::Layer;
 use tower_service::Service;
 
@@ -107,7 +114,7 @@ pub fn shared_timer() -> &'static Timer {
 #[derive(Clone, Debug)]
 pub struct TimeoutLayer {
     /// The timer whose sleeps time the requests.
-    timer: Timer,
+    timer: TimerRef,
     /// How long a request may take, from its call to its answer.
     timeout: Duration,
 }
@@ -132,11 +139,36 @@ impl TimeoutLayer {
     /// # drop(service);
     /// ```
     pub fn new(timeout: Duration) -> Self {
-        Self::with_timer(shared_timer(), timeout)
+        Self::with_static_timer(shared_timer(), timeout)
+    }
+
+    /// A layer that gives every request `timeout`, timed by a timer of
+    /// yours that lives in a `static`: nothing is counted when the service
+    /// is cloned, and a request answered at its first poll reads no clock.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::OnceLock;
+    /// use std::time::Duration;
+    /// use purgatorio::Timer;
+    /// use purgatorio_web::TimeoutLayer;
+    ///
+    /// static TIMER: OnceLock<Timer> = OnceLock::new();
+    /// let timer = TIMER.get_or_init(|| Timer::builder().thread_name("api").build().unwrap());
+    /// let layer = TimeoutLayer::with_static_timer(timer, Duration::from_secs(5));
+    /// assert_eq!(layer.timeout(), Duration::from_secs(5));
+    /// ```
+    pub fn with_static_timer(timer: &'static Timer, timeout: Duration) -> Self {
+        TimeoutLayer {
+            timer: TimerRef::Static(timer),
+            timeout,
+        }
     }
 
     /// A layer that gives every request `timeout`, timed by `timer` (a
-    /// clone of it is kept: a shared reference count).
+    /// clone of it is kept: a reference count, moved each time the service
+    /// is cloned). Each request's sleep is made when it is called.
     ///
     /// # Examples
     ///
@@ -152,7 +184,7 @@ impl TimeoutLayer {
     /// ```
     pub fn with_timer(timer: &Timer, timeout: Duration) -> Self {
         TimeoutLayer {
-            timer: timer.clone(),
+            timer: TimerRef::Owned(timer.clone()),
             timeout,
         }
     }
@@ -207,7 +239,7 @@ pub struct Timeout<S> {
     /// The service whose answers are timed.
     inner: S,
     /// The timer whose sleeps time them.
-    timer: Timer,
+    timer: TimerRef,
     /// How long a request may take.
     timeout: Duration,
 }
@@ -284,10 +316,37 @@ where
     }
 
     fn call(&mut self, request: Request) -> ResponseFuture<S::Future> {
+        let sleep = match &self.timer {
+            TimerRef::Static(timer) => Deadline::Later(timer, self.timeout),
+            TimerRef::Owned(timer) => Deadline::Armed(timer.sleep(self.timeout)),
+        };
         ResponseFuture {
-            timed: self.timer.timeout(self.timeout, self.inner.call(request)),
+            response: self.inner.call(request),
+            sleep,
         }
     }
+}
+
+/// The timer of a layer: a `static` one, or a handle of any.
+#[derive(Clone, Debug)]
+enum TimerRef {
+    /// [`TimeoutLayer::new`], [`TimeoutLayer::with_static_timer`].
+    Static(&'static Timer),
+    /// [`TimeoutLayer::with_timer`].
+    Owned(Timer),
+}
+
+/// A response's sleep: made, or to be made at the first poll that finds the
+/// answer pending.
+#[derive(Debug)]
+enum Deadline {
+    /// Not made yet: the timer and the timeout.
+    Later(&'static Timer, Duration),
+    /// Made (registered from its first poll on).
+    Armed(Sleep),
+    /// The answer came: the sleep was dropped, which took its timer entry
+    /// away at once.
+    Done,
 }
 
 pin_project_lite::pin_project! {
@@ -297,6 +356,10 @@ pin_project_lite::pin_project! {
     /// The inner future is polled first, so an answer ready at the same
     /// poll as the deadline wins, and one ready at its first poll never
     /// registers with the timer.
+    ///
+    /// # Panics
+    ///
+    /// If polled again after it completed, as most futures do.
     ///
     /// # Examples
     ///
@@ -317,9 +380,11 @@ pin_project_lite::pin_project! {
     #[derive(Debug)]
     #[must_use = "a response does nothing unless awaited or polled"]
     pub struct ResponseFuture<F> {
-        // The inner answer under purgatorio's timeout.
+        // The inner service's answer.
         #[pin]
-        timed: purgatorio::Timeout<F>,
+        response: F,
+        // What times it.
+        sleep: Deadline,
     }
 }
 
@@ -331,11 +396,45 @@ where
     type Output = Result<T, BoxError>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        self.project().timed.poll(cx).map(|timed| match timed {
-            Ok(answer) => answer.map_err(Into::into),
-            // The timer shut down first: not a timeout, so not tower's error.
-            Err(elapsed) if elapsed.is_shut_down() => Err(elapsed.into()),
-            Err(_) => Err(Elapsed::new().into()),
-        })
+        let this = self.project();
+        if let Poll::Ready(answer) = this.response.poll(cx) {
+            *this.sleep = Deadline::Done;
+            return Poll::Ready(answer.map_err(Into::into));
+        }
+        if let Deadline::Later(timer, timeout) = *this.sleep {
+            *this.sleep = Deadline::Armed(timer.sleep(timeout));
+        }
+        let Deadline::Armed(sleep) = this.sleep else {
+            panic!("a timeout's response polled after it completed");
+        };
+        ready!(Pin::new(&mut *sleep).poll(cx));
+        // A sleep ends before its deadline only when the timer shut down.
+        let err: BoxError = if sleep.is_elapsed() {
+            Elapsed::new().into()
+        } else {
+            TimerShutDown.into()
+        };
+        *this.sleep = Deadline::Done;
+        Poll::Ready(Err(err))
     }
 }
+
+/// The error of a request still waiting when the layer's timer shut down:
+/// not a timeout, so not [`Elapsed`]; a server answers it as unavailable.
+///
+/// # Examples
+///
+/// ```
+/// use purgatorio_web::TimerShutDown;
+/// assert_eq!(TimerShutDown.to_string(), "the timer shut down before the answer came");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TimerShutDown;
+
+impl fmt::Display for TimerShutDown {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("the timer shut down before the answer came")
+    }
+}
+
+impl std::error::Error for TimerShutDown {}

@@ -11,7 +11,7 @@ use axum::http::{Request, StatusCode};
 use axum::routing::get;
 use axum::Router;
 use purgatorio::{Executor, ManualClock, Timer};
-use purgatorio_web::{BoxError, Elapsed, TimeoutLayer};
+use purgatorio_web::{BoxError, Elapsed, TimeoutLayer, TimerShutDown};
 use tokio_test::{assert_pending, assert_ready, assert_ready_err, assert_ready_ok, task};
 use tower::{ServiceBuilder, ServiceExt};
 use tower_test::mock;
@@ -163,10 +163,7 @@ async fn a_timer_shut_down_first_is_not_a_timeout() {
     );
     let err = assert_ready_err!(waiting.response.poll());
     assert!(!err.is::<Elapsed>(), "not tower's timeout: {err}");
-    let ours = err
-        .downcast_ref::<purgatorio::Elapsed>()
-        .expect("purgatorio's Elapsed");
-    assert!(ours.is_shut_down());
+    assert!(err.is::<TimerShutDown>(), "{err}");
 }
 
 /// An axum handler that never answers, under axum's `HandleErrorLayer`:
@@ -203,4 +200,41 @@ async fn axums_handle_error_layer_sees_towers_error() {
     timer.run_due();
     let slow = assert_ready!(slow.poll()).expect("infallible");
     assert_eq!(slow.status(), StatusCode::REQUEST_TIMEOUT);
+}
+
+/// A layer on a `static` timer (as `TimeoutLayer::new`'s) makes a request's
+/// sleep at the first poll that finds the answer pending, and times it
+/// from there.
+#[tokio::test]
+async fn on_a_static_timer_the_sleep_is_made_at_the_first_pending_poll() {
+    static TIMER: std::sync::OnceLock<(ManualClock, Timer)> = std::sync::OnceLock::new();
+    let (clock, timer) = TIMER.get_or_init(manual_timer);
+    let layer = TimeoutLayer::with_static_timer(timer, TIMEOUT);
+    let (mut service, mut handle) = mock::spawn_layer::<&str, &str, _>(layer);
+
+    assert_ready_ok!(service.poll_ready());
+    let mut early = task::spawn(service.call("early"));
+    let (_, send) = handle.next_request().await.expect("the request");
+    send.send_response("at once");
+    assert_eq!(assert_ready_ok!(early.poll()), "at once");
+    assert_eq!(
+        timer.len(),
+        0,
+        "an answer ready at once made no timer entry"
+    );
+
+    assert_ready_ok!(service.poll_ready());
+    let mut late = task::spawn(service.call("late"));
+    let (_, _unanswered) = handle.next_request().await.expect("the request");
+    clock.advance(TIMEOUT); // before the first poll: not counted
+    assert_pending!(late.poll());
+    assert_eq!(timer.len(), 1, "the first pending poll registered it");
+    clock.advance(TIMEOUT - Duration::from_millis(1));
+    timer.run_due();
+    assert_pending!(late.poll());
+    clock.advance(Duration::from_millis(1));
+    timer.run_due();
+    assert!(late.is_woken(), "the timer wakes it");
+    let err = assert_ready_err!(late.poll());
+    assert!(err.is::<Elapsed>(), "{err}");
 }

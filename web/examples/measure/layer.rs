@@ -26,6 +26,10 @@ pub struct Args {
     /// Runs of each variant, in rotation; the median is reported.
     #[arg(long, default_value_t = 5)]
     rounds: usize,
+    /// Call one service per task, instead of a clone per call (what
+    /// axum's routes do with their service for every request).
+    #[arg(long)]
+    reuse: bool,
 }
 
 /// The timeout each layer gives (never reached).
@@ -59,12 +63,17 @@ where
     let tasks: Vec<_> = (0..args.tasks)
         .map(|_| {
             let mut service = service.clone();
-            let calls = args.calls as u64;
+            let (calls, reuse) = (args.calls as u64, args.reuse);
             tokio::spawn(async move {
                 let mut sum = 0;
                 for i in 0..calls {
-                    let ready = service.ready().await.map_err(Into::into).expect("ready");
-                    sum += ready.call(i).await.map_err(Into::into).expect("answer");
+                    let answer = if reuse {
+                        service.ready().await.map_err(Into::into).expect("ready");
+                        service.call(i).await
+                    } else {
+                        service.clone().oneshot(i).await
+                    };
+                    sum += answer.map_err(Into::into).expect("answer");
                 }
                 sum
             })
@@ -87,7 +96,7 @@ where
     let mut runs: [Vec<f64>; 3] = Default::default();
     for _ in 0..args.rounds {
         let tower = tower::timeout::TimeoutLayer::new(TIMEOUT).layer(inner.clone());
-        let ours = TimeoutLayer::with_timer(shared_timer(), TIMEOUT).layer(inner.clone());
+        let ours = TimeoutLayer::new(TIMEOUT).layer(inner.clone());
         runs[0].push(drive(inner.clone(), args).await.0);
         runs[1].push(drive(tower, args).await.0);
         runs[2].push(drive(ours, args).await.0);
@@ -121,8 +130,9 @@ pub fn run(args: &Args) -> Result<(), BoxError> {
             tokio::task::yield_now().await;
             Ok::<_, Infallible>(x)
         });
+        let how = if args.reuse { "one service per task" } else { "a clone per call, as axum" };
         println!(
-            "{} tasks x {} calls on 2 workers, median of {} rounds; ns of process CPU per call",
+            "{} tasks x {} calls ({how}) on 2 workers, median of {} rounds; ns of process CPU per call",
             args.tasks, args.calls, args.rounds
         );
         println!("| inner service | layer | CPU/call ns | above no layer ns |");
