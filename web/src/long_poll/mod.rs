@@ -193,21 +193,24 @@ impl LongPoll {
         if let Some(newer) = self.store.newer_than(key, seen) {
             return entry_response(Some(newer));
         }
-        let key: Arc<str> = key.into();
+        // One copy of the key for the store, the request and its watch.
+        let shared = self.store.shared_key(key);
         let fetch = Fetch {
             store: Arc::clone(&self.store),
-            key: Arc::clone(&key),
+            key: Arc::clone(&shared),
             seen,
             wait: query.wait,
         };
         // Dropped (the client went away), the request leaves at once.
-        let parked = match self.fetches.park(fetch, [key]) {
+        let parked = match self.fetches.park(fetch, [shared]) {
             Ok(parked) => parked.cancel_on_drop(),
             Err(_) => return shutting_down(),
         };
+        // The answer is read here, on the woken task, not by the PUT that
+        // completes thousands of requests at once.
         match parked.await {
-            Some(Fetched::Entry(entry)) => entry_response(entry),
-            Some(Fetched::ShutDown) | None => shutting_down(),
+            Some(Completion::ShutDown) | None => shutting_down(),
+            Some(_) => entry_response(self.store.get(key)),
         }
     }
 }
@@ -236,18 +239,9 @@ pub struct Fetch {
     wait: Duration,
 }
 
-/// How a parked GET ended: the key's entry then (`None`: never written), or
-/// a shutdown.
-#[derive(Debug)]
-pub enum Fetched {
-    /// Completed or timed out: the key's entry at that moment.
-    Entry(Option<Entry>),
-    /// The purgatory or its timer shut down first.
-    ShutDown,
-}
-
 impl DelayedRequest for Fetch {
-    type Output = Fetched;
+    /// How it ended; the handler then reads the key's entry.
+    type Output = Completion;
 
     fn delay(&self) -> Duration {
         self.wait
@@ -257,11 +251,8 @@ impl DelayedRequest for Fetch {
         self.store.index(&self.key) > self.seen
     }
 
-    fn answer(&mut self, completion: Completion) -> Fetched {
-        match completion {
-            Completion::ShutDown => Fetched::ShutDown,
-            _ => Fetched::Entry(self.store.get(&self.key)),
-        }
+    fn answer(&mut self, completion: Completion) -> Completion {
+        completion
     }
 }
 

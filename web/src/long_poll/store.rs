@@ -109,6 +109,26 @@ impl Store {
         self.keys.lock().entries.get(key).map_or(0, |e| e.index)
     }
 
+    /// `key` as the store holds it, shared (no copy of a key already
+    /// written); a new one for a key never written.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// let store = purgatorio_web::long_poll::Store::default();
+    /// store.put("k", "v".into());
+    /// assert!(Arc::ptr_eq(&store.shared_key("k"), &store.shared_key("k")));
+    /// assert_eq!(&*store.shared_key("new"), "new");
+    /// ```
+    pub fn shared_key(&self, key: &str) -> Arc<str> {
+        let keys = self.keys.lock();
+        match keys.entries.get_key_value(key) {
+            Some((shared, _)) => Arc::clone(shared),
+            None => key.into(),
+        }
+    }
+
     /// The entry of `key` if its last write is past `index`.
     ///
     /// # Examples
