@@ -15,7 +15,7 @@ pub const MAX_DEADLINE_MS: u64 = (1 << 53) - 1;
 pub const MAX_DELAY_MS: u64 = 100 * 365 * 24 * 3_600 * 1_000;
 
 /// The most timers one promotion step may move ([`Config::promote_batch`]):
-/// the bound on one script's work (see `docs/redis.md`).
+/// the bound on one script's work (see `redis/README.md`).
 pub const MAX_PROMOTE_BATCH: usize = 1_000;
 
 /// The longest namespace accepted, bytes.
@@ -73,7 +73,7 @@ pub struct Config {
     /// with [`replicas_to_ack`](Self::replicas_to_ack); `None` (the
     /// default): a schedule returns once the master has it, and a failover
     /// may lose what the replica had not yet received (see
-    /// `docs/redis.md`, "Redis Cluster").
+    /// `redis/README.md`, "Redis Cluster").
     pub replica_ack: Option<ReplicaAck>,
     /// The CA certificates, PEM, that a `rediss://` server's certificate
     /// must chain to, in place of the system's roots: for a private CA.

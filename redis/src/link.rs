@@ -111,7 +111,7 @@ pub(crate) struct Link {
 const BACKOFF_FIRST_MS: u64 = 50;
 
 /// The longest wait between two tries: the most a node lags behind Redis
-/// answering again (see `docs/redis.md`, "Outages").
+/// answering again (see `redis/README.md`, "Outages").
 pub const MAX_BACKOFF: Duration = Duration::from_millis(500);
 
 /// A wait before try number `failures + 1` of a failed call: 50 ms

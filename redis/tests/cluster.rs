@@ -416,7 +416,7 @@ fn throughput(masters: usize, namespaces: usize, per: usize) -> (f64, f64) {
     (schedules, deliveries)
 }
 
-/// The figures of `docs/redis.md`: throughput with 1 and with 3 masters,
+/// The figures of `redis/README.md`: throughput with 1 and with 3 masters,
 /// 3 namespaces of 100,000 timers each, alternated over 2 rounds. Run
 /// alone, in release:
 /// `cargo test --release -p purgatorio-redis --test cluster -- --ignored --nocapture`
