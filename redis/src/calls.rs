@@ -408,6 +408,7 @@ pub(crate) fn metrics_of((pending, stats, dead): MetricsReply, unacked: &Value) 
         dead_letters: dead,
         misfired: stat("misfired"),
         unacknowledged: reply::pending_count(unacked),
+        stranded: stat("stranded"),
     }
 }
 

@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 use redis::Value;
 
 use crate::calls::{self, Finish};
-use crate::link::{backoff, transient, Health, Tries};
+use crate::health::{backoff, Health};
+use crate::link::{transient, Tries};
 use crate::reply;
 use crate::stop::{Blocked, NOT_BLOCKED};
 use crate::{Delivery, Error, StopHandle, Timers, Verdict};
@@ -369,18 +370,20 @@ impl Consumer {
     /// [`StopHandle`] from [`stop_handle`](Self::stop_handle),
     /// acknowledging or retrying each as it says.
     ///
-    /// It rides out Redis outages: a failed call is retried with backoff
-    /// (50 ms doubling, at most [`MAX_BACKOFF`](crate::MAX_BACKOFF)), the
-    /// outage and its end are logged once each, acknowledgements that
-    /// failed are sent again, and a consumer group lost with Redis's data
-    /// is created again. An idle consumer waits in one blocking read until
+    /// It never gives up: a failed call is retried with backoff (50 ms
+    /// doubling, at most [`MAX_BACKOFF`](crate::MAX_BACKOFF)), whether
+    /// Redis is down (an outage) or refuses the call (a data error: a key
+    /// of the namespace overwritten with another type); each is logged
+    /// once as what it is, and its end once. Acknowledgements that failed
+    /// are sent again, and a consumer group lost with Redis's data is
+    /// created again. An idle consumer waits in one blocking read until
     /// the next look for abandoned entries (every half visibility timeout,
     /// at most [`MAX_BLOCK`]).
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`] if Redis refuses a call for a reason other than an
-    /// outage (a wrong type at one of the namespace's keys).
+    /// None: it returns `Ok` once stopped. (The `Result` is kept so that a
+    /// caller's `?` stays valid.)
     pub fn run(&self, mut handle: impl FnMut(&Delivery) -> Verdict) -> Result<(), Error> {
         let visibility = self.timers.link.config.visibility_timeout;
         let look_every = (visibility / 2).clamp(Duration::from_millis(1), MAX_BLOCK);
@@ -404,7 +407,11 @@ impl Consumer {
                         thread::sleep(health.failed(&e));
                     }
                 }
-                Err(e) => return Err(e),
+                // A data error (a key of the namespace overwritten by
+                // another application): logged as what it is, tried again
+                // with the outage's backoff. It may mend; giving up would
+                // leave every timer of the namespace undelivered.
+                Err(e) => thread::sleep(health.failed(&e)),
             }
         }
         // What was handled but not yet acknowledged: one last try.

@@ -113,6 +113,29 @@ impl Error {
         matches!(self, Error::Unavailable { .. })
     }
 
+    /// Whether this is a data error: Redis refused the call because a key
+    /// of the namespace holds another type than this crate writes there
+    /// (`WRONGTYPE`: another application overwrote it) or the consumer
+    /// group is missing (`NOGROUP`). Not an outage; it may mend (an
+    /// operator deletes the stray key), so the loops back off and try
+    /// again, and [`Timers::check`](crate::Timers::check) lists the timers
+    /// it strands.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use purgatorio_redis::Error;
+    ///
+    /// let wrong = redis::RedisError::from((redis::ErrorKind::TypeError, "WRONGTYPE"));
+    /// assert!(Error::Redis(wrong).is_data_error());
+    /// ```
+    pub fn is_data_error(&self) -> bool {
+        let Error::Redis(e) = self else { return false };
+        matches!(e.code(), Some("WRONGTYPE" | "NOGROUP"))
+            || e.kind() == redis::ErrorKind::TypeError
+            || e.to_string().contains("WRONGTYPE")
+    }
+
     /// `error` as a failure no retry mends: a refused TLS certificate, or
     /// Redis refusing the call.
     pub(crate) fn refused(error: redis::RedisError) -> Error {

@@ -4,9 +4,9 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::thread;
-use std::time::{Duration, Instant};
 
 use crate::error::preview;
+use crate::health::backoff;
 use crate::{scripts, Config, Error};
 
 /// The key names of one namespace.
@@ -75,6 +75,8 @@ pub(crate) struct Scripts {
     pub(crate) recur: redis::Script,
     /// [`recurring::revive`](crate::recurring).
     pub(crate) revive: redis::Script,
+    /// [`scripts::check`].
+    pub(crate) check: redis::Script,
 }
 
 /// Where a namespace's connections go.
@@ -105,73 +107,6 @@ pub(crate) struct Link {
     idle: Mutex<Vec<redis::Connection>>,
     /// Calls answered by Redis (a pipeline is one).
     round_trips: AtomicU64,
-}
-
-/// The first wait after a failed call, ms; it doubles per failure.
-const BACKOFF_FIRST_MS: u64 = 50;
-
-/// The longest wait between two tries: the most a node lags behind Redis
-/// answering again (see `redis/README.md`, "Outages").
-pub const MAX_BACKOFF: Duration = Duration::from_millis(500);
-
-/// A wait before try number `failures + 1` of a failed call: 50 ms
-/// doubling, at most [`MAX_BACKOFF`].
-pub(crate) fn backoff(failures: u32) -> Duration {
-    Duration::from_millis(BACKOFF_FIRST_MS << failures.saturating_sub(1).min(10)).min(MAX_BACKOFF)
-}
-
-/// A node's view of Redis's health, so that a long-running loop logs each
-/// change once (down, then up again) rather than each failed call.
-#[derive(Debug)]
-pub(crate) struct Health {
-    /// Who is speaking in the log: `scheduler`, `consumer worker-1`.
-    who: String,
-    /// When the current outage began, if Redis is down.
-    down_since: Option<Instant>,
-    /// Failed calls in a row.
-    failures: u32,
-}
-
-impl Health {
-    /// Redis is presumed up.
-    pub(crate) fn new(who: String) -> Health {
-        Health {
-            who,
-            down_since: None,
-            failures: 0,
-        }
-    }
-
-    /// A call failed with `error`: logs the outage if it is new, and
-    /// returns how long to wait before the next try.
-    pub(crate) fn failed(&mut self, error: &Error) -> Duration {
-        if self.down_since.is_none() {
-            self.down_since = Some(Instant::now());
-            let cause: &dyn std::fmt::Display = match error {
-                Error::Unavailable { last, .. } => last,
-                other => other,
-            };
-            log::warn!(
-                "{}: redis unavailable ({cause}); retrying with backoff up to {} ms",
-                self.who,
-                MAX_BACKOFF.as_millis()
-            );
-        }
-        self.failures += 1;
-        backoff(self.failures)
-    }
-
-    /// A call succeeded: logs the end of an outage.
-    pub(crate) fn answered(&mut self) {
-        self.failures = 0;
-        if let Some(since) = self.down_since.take() {
-            log::warn!(
-                "{}: redis answers again after {:.1} s",
-                self.who,
-                since.elapsed().as_secs_f64()
-            );
-        }
-    }
 }
 
 /// How hard a call tries before it reports [`Error::Unavailable`].
@@ -325,6 +260,7 @@ impl Link {
                 misfire: redis::Script::new(&scripts::misfire()),
                 recur: redis::Script::new(&crate::recurring::acknowledge()),
                 revive: redis::Script::new(&crate::recurring::revive()),
+                check: redis::Script::new(&scripts::check()),
             },
             idle: Mutex::new(Vec::new()),
             round_trips: AtomicU64::new(0),

@@ -12,7 +12,9 @@ use std::io::Write;
 use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
-use purgatorio_redis::{Config, Consumer, Misfire, Recurrence, Scheduler, Timers, Verdict};
+use purgatorio_redis::{
+    wait_for_redis, Config, Consumer, Misfire, Recurrence, Scheduler, Timers, Verdict,
+};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -56,6 +58,12 @@ struct Cli {
     #[cfg(feature = "tls")]
     #[arg(long, value_name = "PEM_FILE", global = true)]
     tls_ca: Option<std::path::PathBuf>,
+    /// How long a command waits for Redis at start, ms: while Redis is
+    /// down or a key of the namespace holds another type, it tries again
+    /// with the outage's backoff (50 ms doubling, at most 500 ms), logged
+    /// once. Unset: it waits forever, as the loops ride out an outage.
+    #[arg(long, value_name = "MS", global = true)]
+    wait_ms: Option<u64>,
     #[command(subcommand)]
     command: Command,
 }
@@ -102,6 +110,12 @@ enum Command {
         #[arg(long)]
         poller: bool,
     },
+    /// Look for what a data error strands: keys of the namespace that hold
+    /// another type (another application overwrote them), and timers no
+    /// promotion reaches, one line each (`stranded <id> <why>`); the count
+    /// goes to the metrics (`stranded`). Exits 0 when nothing is wrong, 3
+    /// otherwise. Changes nothing else.
+    Check,
     /// Schedule recurring timer `id`: an occurrence every `--every-ms`, or at
     /// the times of `--cron` (UTC), each delivered with `--payload`;
     /// scheduling an id again replaces its series. Prints the first
@@ -176,14 +190,43 @@ fn main() {
 }
 
 /// Connects to `--url`: one Redis, or with `--cluster` the Redis Cluster
-/// its comma-separated nodes belong to.
+/// its comma-separated nodes belong to; waits for it as `--wait-ms` says.
 fn connect(cli: &Cli, config: Config) -> Result<Timers, purgatorio_redis::Error> {
-    #[cfg(feature = "cluster")]
-    if cli.cluster {
-        let seeds: Vec<&str> = cli.url.split(',').collect();
-        return Timers::connect_cluster(&seeds, config);
+    wait(cli, || {
+        #[cfg(feature = "cluster")]
+        if cli.cluster {
+            let seeds: Vec<&str> = cli.url.split(',').collect();
+            return Timers::connect_cluster(&seeds, config.clone());
+        }
+        Timers::connect(&cli.url, config.clone())
+    })
+}
+
+/// `attempt` at start, waiting for Redis as `--wait-ms` says.
+fn wait<T>(
+    cli: &Cli,
+    attempt: impl FnMut() -> Result<T, purgatorio_redis::Error>,
+) -> Result<T, purgatorio_redis::Error> {
+    let deadline = cli.wait_ms.map(Duration::from_millis);
+    wait_for_redis(
+        &format!("{} of {}", cli.command.name(), cli.namespace),
+        deadline,
+        attempt,
+    )
+}
+
+impl Command {
+    /// The command's name, for the log.
+    fn name(&self) -> &'static str {
+        match self {
+            Command::Scheduler { .. } => "scheduler",
+            Command::Consumer { .. } => "consumer",
+            Command::Bench { .. } => "bench",
+            Command::Check => "check",
+            Command::Recurring { .. } => "recurring",
+            Command::Schedule { .. } => "schedule",
+        }
     }
-    Timers::connect(&cli.url, config)
 }
 
 fn run(cli: Cli) -> Result<(), purgatorio_redis::Error> {
@@ -219,7 +262,7 @@ fn run(cli: Cli) -> Result<(), purgatorio_redis::Error> {
         } => {
             config.visibility_timeout = Duration::from_millis(*visibility_ms);
             let timers = connect(&cli, config)?;
-            let consumer = Consumer::new(timers, name)?;
+            let consumer = wait(&cli, || Consumer::new(timers.clone(), name))?;
             let stdout = std::io::stdout();
             consumer.run(|delivery| {
                 // Redis's clock when the timer was promoted: the judge of
@@ -247,7 +290,7 @@ fn run(cli: Cli) -> Result<(), purgatorio_redis::Error> {
                 std::process::exit(2);
             }
             let (count, schedulers, spread_ms, poller) = (*count, *schedulers, *spread_ms, *poller);
-            let timers = Timers::connect(&cli.url, config)?;
+            let timers = wait(&cli, || Timers::connect(&cli.url, config.clone()))?;
             let mut redis = redis::Client::open(cli.url.as_str())
                 .and_then(|client| client.get_connection())
                 .map_err(purgatorio_redis::Error::Redis)?;
@@ -258,6 +301,31 @@ fn run(cli: Cli) -> Result<(), purgatorio_redis::Error> {
                 bench(&timers, run, schedulers)?
             };
             report.print(&mut redis);
+            Ok(())
+        }
+        Command::Check => {
+            let timers = connect(&cli, config)?;
+            let check = timers.check()?;
+            for wrong in &check.wrong_types {
+                println!(
+                    "wrong type {} holds a {}, not a {}",
+                    wrong.key, wrong.holds, wrong.expected
+                );
+            }
+            if let Some(why) = &check.records_unreadable {
+                println!("unreadable records: {why}");
+            }
+            for timer in &check.stranded {
+                println!("stranded {} {}", timer.id, timer.why);
+            }
+            println!(
+                "{} stranded timers, {} keys of another type",
+                check.stranded.len(),
+                check.wrong_types.len()
+            );
+            if !check.is_clean() {
+                std::process::exit(3);
+            }
             Ok(())
         }
         Command::Recurring {

@@ -134,7 +134,7 @@ impl Timers {
     /// # Ok::<(), purgatorio_redis::Error>(())
     /// ```
     pub fn reschedule(&self, id: &str, at_ms: u64) -> Result<bool, Error> {
-        self.check(id, at_ms, b"")?;
+        self.check_input(id, at_ms, b"")?;
         self.move_to(id, &at_ms.to_string())
     }
 

@@ -223,7 +223,7 @@ impl Timers {
         recurrence: &Recurrence,
         payload: &[u8],
     ) -> Result<u64, Error> {
-        self.check(id, 0, payload)?;
+        self.check_input(id, 0, payload)?;
         let now = self.server_time_ms()?;
         let (spec, first) = first(recurrence, now)?;
         self.send_schedule_pipe(&calls::schedule_recurring(

@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 
-use crate::link::{backoff, Health, Tries, MAX_BACKOFF};
+use crate::health::{backoff, Health, MAX_BACKOFF};
+use crate::link::Tries;
 use crate::stop::Wake;
 use crate::timers::{MisfirePage, Promotion};
 use crate::{Error, StopHandle, Timers};
@@ -207,9 +208,11 @@ impl Scheduler {
     /// Runs the node until stopped: handles misfires once, then promotes
     /// due timers and sleeps until the next deadline or a wake-up.
     ///
-    /// It rides out Redis outages: a failed step is tried again with
-    /// backoff (50 ms doubling, at most [`MAX_BACKOFF`](crate::MAX_BACKOFF)),
-    /// and the outage and its end are logged once each (`log` crate).
+    /// It never gives up: a failed step is tried again with backoff (50 ms
+    /// doubling, at most [`MAX_BACKOFF`](crate::MAX_BACKOFF)), whether Redis
+    /// is down (an outage) or refuses the step (a data error: a key of the
+    /// namespace overwritten with another type); each is logged once as
+    /// what it is, and its end once (`log` crate).
     ///
     /// # Errors
     ///

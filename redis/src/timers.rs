@@ -29,6 +29,11 @@ pub struct Metrics {
     pub misfired: u64,
     /// Delivered timers not yet acknowledged.
     pub unacknowledged: u64,
+    /// Timers that no promotion reaches, as the last
+    /// [`Timers::check`] counted them (0 before any check): a key of the
+    /// namespace overwritten or deleted by another application strands
+    /// them.
+    pub stranded: u64,
 }
 
 /// What one promotion step did.
@@ -203,7 +208,7 @@ impl Timers {
     }
 
     /// Refuses a bad id, deadline or payload before Redis is asked.
-    pub(crate) fn check(&self, id: &str, at_ms: u64, payload: &[u8]) -> Result<(), Error> {
+    pub(crate) fn check_input(&self, id: &str, at_ms: u64, payload: &[u8]) -> Result<(), Error> {
         let config = &self.link.config;
         self.check_id(id)?;
         if at_ms > MAX_DEADLINE_MS {
@@ -254,7 +259,7 @@ impl Timers {
         payload: &[u8],
         attempt: u32,
     ) -> Result<(), Error> {
-        self.check(id, at_ms, payload)?;
+        self.check_input(id, at_ms, payload)?;
         self.send_schedules(&[(id, at_ms, payload)], attempt)
     }
 
@@ -280,7 +285,7 @@ impl Timers {
     /// ```
     pub fn schedule_many(&self, timers: &[(&str, u64, &[u8])]) -> Result<(), Error> {
         for (id, at_ms, payload) in timers {
-            self.check(id, *at_ms, payload)?;
+            self.check_input(id, *at_ms, payload)?;
         }
         self.send_schedules(timers, 1)
     }

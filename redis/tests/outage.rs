@@ -66,6 +66,9 @@ fn the_cli_gives_up_on_a_server_that_never_answers() {
     for args in [&["schedule", "--count", "1"][..], &["scheduler"]] {
         let child = Command::new(common::cli())
             .args(["--url", &url, "--response-timeout-ms", "200"])
+            // Without a deadline a command waits for Redis forever
+            // (`tests/trouble.rs`).
+            .args(["--wait-ms", "1000"])
             .args(args)
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped())

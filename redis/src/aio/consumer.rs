@@ -120,8 +120,8 @@ impl Consumer {
     /// [`MAX_BACKOFF`](crate::MAX_BACKOFF)), the outage and its end are
     /// logged once each, and a consumer group lost with Redis's data is
     /// created again. It yields an error only when Redis refuses a call for
-    /// another reason (a wrong type at one of the namespace's keys), and
-    /// goes on after it, [`MAX_BACKOFF`](crate::MAX_BACKOFF) later. Timers past
+    /// another reason (a wrong type at one of the namespace's keys: a data
+    /// error, logged once as such), and goes on after it, [`MAX_BACKOFF`](crate::MAX_BACKOFF) later. Timers past
     /// [`Config::max_attempts`](crate::Config::max_attempts) go to the
     /// dead-letter stream instead of the stream.
     ///
@@ -195,7 +195,7 @@ impl Consumer {
                                 last,
                             });
                         }
-                        tokio::time::sleep(crate::link::backoff(failures)).await;
+                        tokio::time::sleep(crate::health::backoff(failures)).await;
                     }
                     Err(e) => return Err(e),
                 }

@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
-use crate::link::{backoff, transient, Link, Tries};
+use crate::health::backoff;
+use crate::link::{transient, Link, Tries};
 use crate::{Error, MAX_BACKOFF};
 
 /// A connection manager of one namespace, and the namespace's keys,

@@ -58,7 +58,7 @@ impl Timers {
     /// # Ok(()) }
     /// ```
     pub async fn reschedule(&self, id: &str, at_ms: u64) -> Result<bool, Error> {
-        self.checks.check(id, at_ms, b"")?;
+        self.checks.check_input(id, at_ms, b"")?;
         self.move_to(id, &at_ms.to_string()).await
     }
 

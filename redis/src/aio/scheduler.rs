@@ -17,7 +17,8 @@ use futures_util::StreamExt;
 use tokio::sync::Notify;
 
 use crate::aio::Timers;
-use crate::link::{Health, Link};
+use crate::health::Health;
+use crate::link::Link;
 use crate::scheduler::{wait_after, Resubscribe, Start, Wait, MISFIRE_AFTER};
 use crate::{Error, Step, MAX_SLEEP};
 

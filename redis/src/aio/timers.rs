@@ -162,7 +162,7 @@ impl Timers {
         payload: &[u8],
         attempt: u32,
     ) -> Result<(), Error> {
-        self.checks.check(id, at_ms, payload)?;
+        self.checks.check_input(id, at_ms, payload)?;
         self.send_schedules(&[(id, at_ms, payload)], attempt).await
     }
 
@@ -188,7 +188,7 @@ impl Timers {
     /// ```
     pub async fn schedule_many(&self, timers: &[(&str, u64, &[u8])]) -> Result<(), Error> {
         for (id, at_ms, payload) in timers {
-            self.checks.check(id, *at_ms, payload)?;
+            self.checks.check_input(id, *at_ms, payload)?;
         }
         self.send_schedules(timers, 1).await
     }
@@ -255,7 +255,7 @@ impl Timers {
         recurrence: &Recurrence,
         payload: &[u8],
     ) -> Result<u64, Error> {
-        self.checks.check(id, 0, payload)?;
+        self.checks.check_input(id, 0, payload)?;
         let now = self.server_time_ms().await?;
         let (spec, first) = recurring::first(recurrence, now)?;
         self.send_schedule_pipe(&calls::schedule_recurring(
