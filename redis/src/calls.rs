@@ -11,7 +11,7 @@ use crate::link::Link;
 use crate::manage::{DeadLetter, InFlight, Pending};
 use crate::recurring;
 use crate::scripts::{BATCH_BYTES, MISFIRE_PAGE, REMOVE_BATCH};
-use crate::timers::{chunks, MisfirePage, Promotion};
+use crate::timers::{chunks, MisfirePage, Promotion, Scheduled};
 use crate::{reply, Delivery, Error, Metrics, Misfire, ReplicaAck, Verdict};
 
 /// `TIME`: Redis's clock.
@@ -86,15 +86,16 @@ pub(crate) fn add_wait(pipe: &mut Pipeline, link: &Link) -> Option<ReplicaAck> {
     Some(ack)
 }
 
-/// Whether a schedule pipeline's replies (`acked`: the `WAIT` answer, when
-/// [`add_wait`] added one) reached the replicas asked for.
-pub(crate) fn replicas_reached(wait: Option<ReplicaAck>, acked: &[u32]) -> Result<(), Error> {
+/// What a schedule pipeline did, by its replies (`acked`: the `WAIT`
+/// answer, when [`add_wait`] added one): stored, and replicated as asked
+/// or not.
+pub(crate) fn scheduled(wait: Option<ReplicaAck>, acked: &[u32]) -> Scheduled {
     match (wait, acked.first()) {
-        (Some(ack), Some(&acked)) if acked < ack.replicas => Err(Error::ReplicasNotReached {
+        (Some(ack), Some(&acked)) if acked < ack.replicas => Scheduled::NotReplicated {
             acked,
             wanted: ack.replicas,
-        }),
-        _ => Ok(()),
+        },
+        _ => Scheduled::Stored,
     }
 }
 

@@ -127,10 +127,11 @@ impl Config {
     /// [`schedule_many`](crate::Timers::schedule_many), a retry's) return
     /// only once `replicas` replicas of the master hold it (Redis `WAIT`),
     /// waiting at most `timeout` for them: a failover to one of them then
-    /// loses none of it. Fewer in time is
-    /// [`Error::ReplicasNotReached`] (the master has the timers; scheduling
-    /// them again is safe, a schedule moves a pending id). `replicas` at
-    /// least 1, `timeout` from 1 ms to [`MAX_REPLICA_WAIT`].
+    /// loses none of it. Fewer in time is the outcome
+    /// [`Scheduled::NotReplicated`](crate::Scheduled::NotReplicated), not an
+    /// error: the master has the timers and delivers them (do not schedule
+    /// them again). `replicas` at least 1, `timeout` from 1 ms to
+    /// [`MAX_REPLICA_WAIT`].
     ///
     /// # Examples
     ///

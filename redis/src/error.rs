@@ -94,16 +94,6 @@ pub enum Error {
     },
     /// Redis answered something this crate does not understand.
     Protocol(String),
-    /// A schedule reached fewer replicas than
-    /// [`Config::replicas_to_ack`](crate::Config::replicas_to_ack) asks
-    /// within its timeout. The master holds it, but a failover now may lose
-    /// it; scheduling it again is safe (the same id is moved, not doubled).
-    ReplicasNotReached {
-        /// Replicas that acknowledged.
-        acked: u32,
-        /// Replicas asked for.
-        wanted: u32,
-    },
 }
 
 impl Error {
@@ -182,11 +172,6 @@ impl fmt::Display for Error {
                 write!(f, "redis unavailable after {tries} tries: {last}")
             }
             Error::Protocol(what) => write!(f, "unexpected reply from redis: {what}"),
-            Error::ReplicasNotReached { acked, wanted } => write!(
-                f,
-                "the schedule reached {acked} of the {wanted} replicas asked for in time; \
-                 the master holds it, a failover may lose it"
-            ),
         }
     }
 }

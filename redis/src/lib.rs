@@ -84,4 +84,4 @@ pub use manage::{DeadLetter, DeadLetterRetry, InFlight, Pending, MAX_LIST};
 pub use recurring::Recurrence;
 pub use scheduler::{Scheduler, Step, MAX_SLEEP};
 pub use stop::StopHandle;
-pub use timers::{Metrics, Timers};
+pub use timers::{Metrics, Scheduled, Timers};

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
 use purgatorio_redis::{
-    wait_for_redis, Config, Consumer, Misfire, Recurrence, Scheduler, Timers, Verdict,
+    wait_for_redis, Config, Consumer, Misfire, Recurrence, Scheduled, Scheduler, Timers, Verdict,
 };
 
 #[derive(Parser, Debug)]
@@ -366,6 +366,7 @@ fn run(cli: Cli) -> Result<(), purgatorio_redis::Error> {
                 .ok_or(out_of_range)?;
             let started = Instant::now();
             let ids: Vec<String> = (0..count).map(|i| format!("{prefix}{i}")).collect();
+            let mut not_replicated = 0;
             for chunk in ids.chunks(500).enumerate() {
                 let (c, chunk) = chunk;
                 let batch: Vec<(&str, u64, &[u8])> = chunk
@@ -378,13 +379,22 @@ fn run(cli: Cli) -> Result<(), purgatorio_redis::Error> {
                         (id.as_str(), at, &b"x"[..])
                     })
                     .collect();
-                timers.schedule_many(&batch)?;
+                // Stored either way; never scheduled again (it may fire).
+                if let Scheduled::NotReplicated { .. } = timers.schedule_many(&batch)? {
+                    not_replicated += batch.len();
+                }
             }
             let secs = started.elapsed().as_secs_f64();
             println!(
                 "scheduled {count} in {secs:.3} s: {:.0} schedules/s",
                 count as f64 / secs
             );
+            if not_replicated > 0 {
+                println!(
+                    "{not_replicated} stored but not replicated in time \
+                     (--replicas-to-ack): a failover now may lose them"
+                );
+            }
             Ok(())
         }
     }

@@ -36,6 +36,51 @@ pub struct Metrics {
     pub stranded: u64,
 }
 
+/// What a schedule did: the timers are stored on the master either way,
+/// and it delivers them. With
+/// [`Config::replicas_to_ack`](crate::Config::replicas_to_ack) the outcome
+/// also says whether enough replicas acknowledged them in time.
+///
+/// Neither outcome asks for a retry. A timer that was stored but not
+/// replicated in time (a master left without its replicas, as after a
+/// failover until a replica rejoins) fires; scheduling it again to
+/// "retry" would deliver it twice if it fired in between, and reporting it
+/// as failed would report a timer that fires. What it says is that a
+/// failover right now may lose it: alert on it, or wait for the replicas
+/// and check with [`Timers::get`].
+///
+/// # Examples
+///
+/// ```no_run
+/// # use purgatorio_redis::*;
+/// use std::time::Duration;
+///
+/// let config = Config::new("payments").replicas_to_ack(1, Duration::from_millis(500));
+/// let timers = Timers::connect("redis://127.0.0.1:6379", config)?;
+/// let at = timers.server_time_ms()? + 30_000;
+/// match timers.schedule("retry-order-17", at, b"charge card")? {
+///     Scheduled::Stored => {}
+///     Scheduled::NotReplicated { acked, wanted } => {
+///         eprintln!("stored, on {acked} of {wanted} replicas: a failover now may lose it");
+///     }
+/// }
+/// # Ok::<(), purgatorio_redis::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scheduled {
+    /// Stored, and held by the replicas asked for (if any were).
+    Stored,
+    /// Stored on the master, which delivers it, but fewer replicas than
+    /// [`Config::replicas_to_ack`](crate::Config::replicas_to_ack) asks
+    /// acknowledged it within its timeout. Do not schedule it again.
+    NotReplicated {
+        /// Replicas that acknowledged.
+        acked: u32,
+        /// Replicas asked for.
+        wanted: u32,
+    },
+}
+
 /// What one promotion step did.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Promotion {
@@ -234,8 +279,9 @@ impl Timers {
     ///
     /// [`Error::InvalidId`], [`Error::DeadlineOutOfRange`] (past
     /// [`MAX_DEADLINE_MS`]), [`Error::PayloadTooLarge`] before Redis is
-    /// asked; [`Error::Unavailable`] after the retries;
-    /// [`Error::ReplicasNotReached`] with [`Config::replicas_to_ack`].
+    /// asked; [`Error::Unavailable`] after the retries. A schedule stored
+    /// but not replicated in time (with [`Config::replicas_to_ack`]) is no
+    /// error: [`Scheduled::NotReplicated`].
     ///
     /// # Examples
     ///
@@ -247,7 +293,7 @@ impl Timers {
     /// timers.schedule("retry-order-17", at + 5_000, b"charge card")?; // moved
     /// # Ok::<(), purgatorio_redis::Error>(())
     /// ```
-    pub fn schedule(&self, id: &str, at_ms: u64, payload: &[u8]) -> Result<(), Error> {
+    pub fn schedule(&self, id: &str, at_ms: u64, payload: &[u8]) -> Result<Scheduled, Error> {
         self.schedule_attempt(id, at_ms, payload, 1)
     }
 
@@ -258,7 +304,7 @@ impl Timers {
         at_ms: u64,
         payload: &[u8],
         attempt: u32,
-    ) -> Result<(), Error> {
+    ) -> Result<Scheduled, Error> {
         self.check_input(id, at_ms, payload)?;
         self.send_schedules(&[(id, at_ms, payload)], attempt)
     }
@@ -283,7 +329,7 @@ impl Timers {
     /// timers.schedule_many(&batch)?; // one round trip
     /// # Ok::<(), purgatorio_redis::Error>(())
     /// ```
-    pub fn schedule_many(&self, timers: &[(&str, u64, &[u8])]) -> Result<(), Error> {
+    pub fn schedule_many(&self, timers: &[(&str, u64, &[u8])]) -> Result<Scheduled, Error> {
         for (id, at_ms, payload) in timers {
             self.check_input(id, *at_ms, payload)?;
         }
@@ -292,9 +338,13 @@ impl Timers {
 
     /// Sends checked schedules: the schedule script once per chunk, all
     /// chunks in one pipeline (loading the script first if Redis lost it).
-    fn send_schedules(&self, timers: &[(&str, u64, &[u8])], attempt: u32) -> Result<(), Error> {
+    fn send_schedules(
+        &self,
+        timers: &[(&str, u64, &[u8])],
+        attempt: u32,
+    ) -> Result<Scheduled, Error> {
         if timers.is_empty() {
-            return Ok(());
+            return Ok(Scheduled::Stored);
         }
         self.send_schedule_pipe(&calls::schedule(&self.link, timers, attempt))
     }
@@ -302,7 +352,7 @@ impl Timers {
     /// Sends a pipeline of schedule calls, loading the script first if
     /// Redis lost it (it restarted, or `SCRIPT FLUSH`); with
     /// [`Config::replicas_to_ack`], then waits for the replicas (`WAIT`).
-    pub(crate) fn send_schedule_pipe(&self, pipe: &redis::Pipeline) -> Result<(), Error> {
+    pub(crate) fn send_schedule_pipe(&self, pipe: &redis::Pipeline) -> Result<Scheduled, Error> {
         let mut pipe = pipe.clone();
         let wait = calls::add_wait(&mut pipe, &self.link);
         let response_timeout = self.link.config.response_timeout;
@@ -322,7 +372,7 @@ impl Timers {
             }
             sent
         })?;
-        calls::replicas_reached(wait, &acked)
+        Ok(calls::scheduled(wait, &acked))
     }
 
     /// Cancels timer `id`, and ends its series if it recurs (an occurrence

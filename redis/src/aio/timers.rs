@@ -9,7 +9,7 @@ use redis::Value;
 
 use crate::aio::link::Connection;
 use crate::link::{Link, Tries};
-use crate::timers::{MisfirePage, Promotion};
+use crate::timers::{MisfirePage, Promotion, Scheduled};
 use crate::{calls, recurring, Config, Error, Metrics, Recurrence};
 
 /// A namespace of durable timers on one Redis, on tokio: the async face of
@@ -150,7 +150,7 @@ impl Timers {
     /// timers.schedule("retry-order-17", at + 5_000, b"charge card").await?; // moved
     /// # Ok(()) }
     /// ```
-    pub async fn schedule(&self, id: &str, at_ms: u64, payload: &[u8]) -> Result<(), Error> {
+    pub async fn schedule(&self, id: &str, at_ms: u64, payload: &[u8]) -> Result<Scheduled, Error> {
         self.schedule_attempt(id, at_ms, payload, 1).await
     }
 
@@ -161,7 +161,7 @@ impl Timers {
         at_ms: u64,
         payload: &[u8],
         attempt: u32,
-    ) -> Result<(), Error> {
+    ) -> Result<Scheduled, Error> {
         self.checks.check_input(id, at_ms, payload)?;
         self.send_schedules(&[(id, at_ms, payload)], attempt).await
     }
@@ -186,7 +186,7 @@ impl Timers {
     /// timers.schedule_many(&batch).await?; // one round trip
     /// # Ok(()) }
     /// ```
-    pub async fn schedule_many(&self, timers: &[(&str, u64, &[u8])]) -> Result<(), Error> {
+    pub async fn schedule_many(&self, timers: &[(&str, u64, &[u8])]) -> Result<Scheduled, Error> {
         for (id, at_ms, payload) in timers {
             self.checks.check_input(id, *at_ms, payload)?;
         }
@@ -199,9 +199,9 @@ impl Timers {
         &self,
         timers: &[(&str, u64, &[u8])],
         attempt: u32,
-    ) -> Result<(), Error> {
+    ) -> Result<Scheduled, Error> {
         if timers.is_empty() {
-            return Ok(());
+            return Ok(Scheduled::Stored);
         }
         self.send_schedule_pipe(&calls::schedule(self.link(), timers, attempt))
             .await
@@ -209,7 +209,7 @@ impl Timers {
 
     /// Sends a pipeline of schedule calls, loading the script first if
     /// Redis lost it.
-    async fn send_schedule_pipe(&self, pipe: &redis::Pipeline) -> Result<(), Error> {
+    async fn send_schedule_pipe(&self, pipe: &redis::Pipeline) -> Result<Scheduled, Error> {
         let mut pipe = pipe.clone();
         let wait = calls::add_wait(&mut pipe, self.link());
         let pipe = &pipe;
@@ -225,7 +225,7 @@ impl Timers {
                 }
             })
             .await?;
-        calls::replicas_reached(wait, &acked)
+        Ok(calls::scheduled(wait, &acked))
     }
 
     /// Schedules recurring timer `id`: every occurrence is delivered with
