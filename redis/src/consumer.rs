@@ -12,7 +12,8 @@ use redis::Value;
 
 use crate::calls::{self, Finish};
 use crate::health::{backoff, Health};
-use crate::link::{transient, Tries};
+use crate::error::transient;
+use crate::link::Tries;
 use crate::reply;
 use crate::stop::{Blocked, NOT_BLOCKED};
 use crate::{Delivery, Error, StopHandle, Timers, Verdict};

@@ -129,7 +129,7 @@ impl Error {
     /// `error` as a failure no retry mends: a refused TLS certificate, or
     /// Redis refusing the call.
     pub(crate) fn refused(error: redis::RedisError) -> Error {
-        if crate::link::certificate_refused(&error) {
+        if certificate_refused(&error) {
             Error::TlsCertificate(error)
         } else {
             Error::Redis(error)
@@ -186,6 +186,40 @@ impl std::error::Error for Error {
             _ => None,
         }
     }
+}
+
+/// Whether `error` is the server's TLS certificate refused: signed by no
+/// trusted CA, expired, or for another host. No retry mends that.
+pub(crate) fn certificate_refused(error: &redis::RedisError) -> bool {
+    // `redis` 0.27 keeps the `io::Error` that carries rustls's error to
+    // itself (no `source`), so its text is all there is to go by; rustls
+    // words every certificate error so.
+    error.is_io_error() && error.to_string().contains("invalid peer certificate")
+}
+
+/// Whether `error` is worth another try (the connection, not the call).
+pub(crate) fn transient(error: &redis::RedisError) -> bool {
+    !certificate_refused(error) && transient_kind(error)
+}
+
+/// Whether `error` is of a kind worth another try.
+fn transient_kind(error: &redis::RedisError) -> bool {
+    error.is_io_error()
+        || error.is_connection_dropped()
+        || error.is_connection_refusal()
+        || error.is_timeout()
+        || matches!(
+            error.kind(),
+            redis::ErrorKind::BusyLoadingError
+                | redis::ErrorKind::TryAgain
+                // A failover or resharding under way: the next connection
+                // asks the cluster where the namespace's slot went.
+                | redis::ErrorKind::Moved
+                | redis::ErrorKind::Ask
+                | redis::ErrorKind::ClusterDown
+                | redis::ErrorKind::MasterDown
+                | redis::ErrorKind::ReadOnly
+        )
 }
 
 #[cfg(test)]

@@ -62,6 +62,7 @@ mod consumer;
 mod delivery;
 mod error;
 mod health;
+mod keys;
 mod link;
 mod manage;
 mod recurring;

@@ -7,77 +7,10 @@ use std::thread;
 
 use crate::error::preview;
 use crate::health::backoff;
-use crate::{scripts, Config, Error};
-
-/// The key names of one namespace.
-#[derive(Debug)]
-pub(crate) struct Keys {
-    /// `{namespace}`: the hash tag every key starts with.
-    pub(crate) prefix: String,
-    /// The sorted set of non-empty buckets, scored by earliest deadline.
-    pub(crate) buckets: String,
-    /// Timer id → `"<bucket> <attempt> <payload>"`.
-    pub(crate) timer: String,
-    /// The stream of due timers.
-    pub(crate) stream: String,
-    /// The dead-letter stream.
-    pub(crate) dead: String,
-    /// The counters.
-    pub(crate) stats: String,
-    /// Recurring timers: id → series.
-    pub(crate) repeat: String,
-    /// The Pub/Sub channel that wakes scheduler nodes.
-    pub(crate) wake: String,
-    /// The stream's consumer group.
-    pub(crate) group: String,
-}
-
-impl Keys {
-    /// The names for `namespace`.
-    pub(crate) fn new(namespace: &str) -> Keys {
-        let prefix = format!("{{{namespace}}}");
-        let key = |name: &str| format!("{prefix}:{name}");
-        Keys {
-            buckets: key("buckets"),
-            timer: key("timer"),
-            stream: key("stream"),
-            dead: key("dead"),
-            stats: key("stats"),
-            repeat: key("repeat"),
-            wake: key("wake"),
-            group: "purgatorio".to_string(),
-            prefix,
-        }
-    }
-}
-
-/// The scripts, loaded once per process (`EVALSHA`, `EVAL` on a miss).
-pub(crate) struct Scripts {
-    /// [`scripts::schedule`].
-    pub(crate) schedule: redis::Script,
-    /// [`scripts::cancel`].
-    pub(crate) cancel: redis::Script,
-    /// [`scripts::get`].
-    pub(crate) get: redis::Script,
-    /// [`scripts::reschedule`].
-    pub(crate) reschedule: redis::Script,
-    /// [`scripts::extend`].
-    pub(crate) extend: redis::Script,
-    /// [`scripts::remove`].
-    pub(crate) remove: redis::Script,
-    /// [`scripts::earliest`].
-    pub(crate) earliest: redis::Script,
-    /// [`scripts::promote`].
-    pub(crate) promote: redis::Script,
-    /// [`scripts::misfire`].
-    pub(crate) misfire: redis::Script,
-    /// [`recurring::acknowledge`](crate::recurring).
-    pub(crate) recur: redis::Script,
-    /// [`recurring::revive`](crate::recurring).
-    pub(crate) revive: redis::Script,
-    /// [`scripts::check`].
-    pub(crate) check: redis::Script,
-}
+use crate::error::transient;
+use crate::keys::Keys;
+use crate::scripts::Scripts;
+use crate::{Config, Error};
 
 /// Where a namespace's connections go.
 enum Route {
@@ -138,40 +71,6 @@ fn client_trusting(info: redis::ConnectionInfo, pem: &[u8]) -> Result<redis::Cli
     // Valid PEM whose DER is no CA certificate is refused here.
     redis::Client::build_with_tls(info, certificates)
         .map_err(|_| invalid("holds a certificate that is not a CA certificate"))
-}
-
-/// Whether `error` is the server's TLS certificate refused: signed by no
-/// trusted CA, expired, or for another host. No retry mends that.
-pub(crate) fn certificate_refused(error: &redis::RedisError) -> bool {
-    // `redis` 0.27 keeps the `io::Error` that carries rustls's error to
-    // itself (no `source`), so its text is all there is to go by; rustls
-    // words every certificate error so.
-    error.is_io_error() && error.to_string().contains("invalid peer certificate")
-}
-
-/// Whether `error` is worth another try (the connection, not the call).
-pub(crate) fn transient(error: &redis::RedisError) -> bool {
-    !certificate_refused(error) && transient_kind(error)
-}
-
-/// Whether `error` is of a kind worth another try.
-fn transient_kind(error: &redis::RedisError) -> bool {
-    error.is_io_error()
-        || error.is_connection_dropped()
-        || error.is_connection_refusal()
-        || error.is_timeout()
-        || matches!(
-            error.kind(),
-            redis::ErrorKind::BusyLoadingError
-                | redis::ErrorKind::TryAgain
-                // A failover or resharding under way: the next connection
-                // asks the cluster where the namespace's slot went.
-                | redis::ErrorKind::Moved
-                | redis::ErrorKind::Ask
-                | redis::ErrorKind::ClusterDown
-                | redis::ErrorKind::MasterDown
-                | redis::ErrorKind::ReadOnly
-        )
 }
 
 impl Link {
@@ -248,20 +147,7 @@ impl Link {
             handshake,
             keys: Keys::new(&config.namespace),
             config,
-            scripts: Scripts {
-                schedule: redis::Script::new(&scripts::schedule()),
-                cancel: redis::Script::new(&scripts::cancel()),
-                get: redis::Script::new(&scripts::get()),
-                reschedule: redis::Script::new(&scripts::reschedule()),
-                extend: redis::Script::new(&scripts::extend()),
-                remove: redis::Script::new(&scripts::remove()),
-                earliest: redis::Script::new(&scripts::earliest()),
-                promote: redis::Script::new(&scripts::promote()),
-                misfire: redis::Script::new(&scripts::misfire()),
-                recur: redis::Script::new(&crate::recurring::acknowledge()),
-                revive: redis::Script::new(&crate::recurring::revive()),
-                check: redis::Script::new(&scripts::check()),
-            },
+            scripts: Scripts::new(),
             idle: Mutex::new(Vec::new()),
             round_trips: AtomicU64::new(0),
         }

@@ -32,7 +32,6 @@ use std::time::Duration;
 
 use croner::Cron;
 
-use crate::scripts::{HELPERS, TRIM};
 use crate::{calls, Error, Timers, MAX_DEADLINE_MS, MAX_DELAY_MS};
 
 /// How a recurring timer repeats.
@@ -243,80 +242,6 @@ pub(crate) fn next_occurrence(spec: &str, deadline_ms: u64, promoted_ms: u64) ->
         log::warn!("a recurring timer's series {spec:?} is unreadable; it ends");
     }
     series?.next_after(deadline_ms.max(promoted_ms))
-}
-
-/// Lua: `put(id, at, payload, width, wake)` schedules timer `id` (not
-/// pending) at `at` as its first attempt; publishes on `wake` when it is
-/// the earliest of all. KEYS[1], KEYS[2]: buckets, timer.
-const PUT: &str = r"
-local function put(id, at, payload, width, wake)
-  local d = tonumber(at)
-  local earliest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-  local b = string.format('%d', math.floor(d / width))
-  redis.call('ZADD', bucket_key(b), at, id)
-  redis.call('ZADD', KEYS[1], 'LT', at, b)
-  redis.call('HSET', KEYS[2], id, b .. ' 1 ' .. payload)
-  if #earliest == 0 or d < tonumber(earliest[2]) then
-    redis.call('PUBLISH', wake, at)
-  end
-end
-";
-
-/// KEYS: buckets, timer, repeat, stream, dead. ARGV: prefix, bucket width
-/// ms, wake channel, group, id, series, next deadline ms (`""`: none),
-/// payload, `k` (0, or 8 for a dead letter), `k` field-value arguments of
-/// the dead letter, the entry. Acknowledges a recurring timer's occurrence
-/// (adding the dead letter if any) and, if this call removed the entry
-/// from the group's pending list, the series is still the delivered one,
-/// and no timer of the id is pending (a retry), schedules the next
-/// occurrence; then trims the stream as `remove` does. Returns 1 if the
-/// entry was acknowledged here.
-pub(crate) fn acknowledge() -> String {
-    format!(
-        "{HELPERS}{TRIM}{PUT}{}",
-        r"
-local width, wake, group = tonumber(ARGV[2]), ARGV[3], ARGV[4]
-local id, series, nxt, payload = ARGV[5], ARGV[6], ARGV[7], ARGV[8]
-local k = tonumber(ARGV[9])
-if k > 0 then redis.call('XADD', KEYS[5], '*', unpack(ARGV, 10, 9 + k)) end
-local entry = ARGV[10 + k]
-local acked = redis.call('XACK', KEYS[4], group, entry)
-if acked == 1 and nxt ~= '' and redis.call('HGET', KEYS[3], id) == series
-    and redis.call('HEXISTS', KEYS[2], id) == 0 then
-  put(id, nxt, payload, width, wake)
-end
-trim(KEYS[4], group)
-return acked
-"
-    )
-}
-
-/// KEYS: buckets, timer, dead. ARGV: prefix, bucket width ms, wake channel,
-/// dead-letter entry, deadline ms (or `now`: Redis's `TIME`). Moves the
-/// dead letter back to pending as a first attempt and removes it from the
-/// dead-letter stream. 1 if moved, 0 if no such dead letter, -1 if a timer
-/// of its id is pending (left alone).
-pub(crate) fn revive() -> String {
-    format!(
-        "{HELPERS}{PUT}{}",
-        r"
-local entry = ARGV[4]
-local found = redis.call('XRANGE', KEYS[3], entry, entry)
-if #found == 0 then return 0 end
-local fields, id, payload = found[1][2], nil, ''
-for i = 1, #fields, 2 do
-  if fields[i] == 'id' then id = fields[i + 1] end
-  if fields[i] == 'payload' then payload = fields[i + 1] end
-end
-if not id then return 0 end
-if redis.call('HEXISTS', KEYS[2], id) == 1 then return -1 end
-local at = ARGV[5]
-if at == 'now' then at = string.format('%d', server_ms()) end
-put(id, at, payload, tonumber(ARGV[2]), ARGV[3])
-redis.call('XDEL', KEYS[3], entry)
-return 1
-"
-    )
 }
 
 #[cfg(test)]

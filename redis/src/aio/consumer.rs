@@ -16,7 +16,8 @@ use redis::aio::MultiplexedConnection;
 use redis::Value;
 
 use crate::aio::{Deliveries, Delivery, Timers};
-use crate::link::{transient, Tries};
+use crate::error::transient;
+use crate::link::Tries;
 use crate::{calls, reply, Error, MAX_BLOCK};
 
 /// A member of the stream's consumer group, on tokio. Cheap to clone.

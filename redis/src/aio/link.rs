@@ -10,7 +10,8 @@ use std::time::Duration;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
 use crate::health::backoff;
-use crate::link::{transient, Link, Tries};
+use crate::error::transient;
+use crate::link::{Link, Tries};
 use crate::{Error, MAX_BACKOFF};
 
 /// A connection manager of one namespace, and the namespace's keys,
