@@ -77,8 +77,8 @@ impl Timers {
     /// # Ok::<(), purgatorio_redis::Error>(())
     /// ```
     pub fn check(&self) -> Result<Check, Error> {
-        let link = &self.link;
-        let keys = &link.keys;
+        let ns = &self.ns;
+        let keys = &ns.keys;
         let expected = [
             (&keys.buckets, "zset"),
             (&keys.timer, "hash"),
@@ -91,7 +91,7 @@ impl Timers {
         for (key, _) in expected {
             types.cmd("TYPE").arg(key);
         }
-        let held: Vec<String> = link.with_connection(|c| types.query(c))?;
+        let held: Vec<String> = ns.link.with_connection(|c| types.query(c))?;
         let mut check = Check {
             wrong_types: expected
                 .iter()
@@ -107,12 +107,12 @@ impl Timers {
         };
         let mut cursor = "0".to_string();
         loop {
-            let mut page = link.scripts.check.key(&keys.buckets);
+            let mut page = ns.scripts.check.key(&keys.buckets);
             page.key(&keys.timer)
                 .arg(&keys.prefix)
                 .arg(&cursor)
                 .arg(CHECK_PAGE);
-            let reply: Vec<Value> = link.with_connection(|c| page.invoke(c))?;
+            let reply: Vec<Value> = ns.link.with_connection(|c| page.invoke(c))?;
             let text = |v: &Value| match v {
                 Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
                 Value::SimpleString(s) => s.clone(),
@@ -136,7 +136,7 @@ impl Timers {
         // The count, for the metrics; a stats key of another type is
         // reported above and left alone.
         let count = check.stranded.len();
-        let _ = link.with_connection(|c| {
+        let _ = ns.link.with_connection(|c| {
             redis::cmd("HSET")
                 .arg(&keys.stats)
                 .arg("stranded")

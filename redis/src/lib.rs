@@ -65,6 +65,7 @@ mod health;
 mod keys;
 mod link;
 mod manage;
+mod namespace;
 mod recurring;
 mod reply;
 mod scheduler;

@@ -1,15 +1,15 @@
-//! The link to Redis: the key names of a namespace, the scripts, a pool of
-//! connections, and the one retry loop every call goes through.
+//! The link to Redis: where a namespace's connections go (one Redis, or
+//! the master of its slot in a Redis Cluster), a pool of connections whose
+//! every call is bounded by the response timeout, and the one retry loop
+//! every call goes through.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::thread;
+use std::time::Duration;
 
-use crate::error::preview;
+use crate::error::{preview, transient};
 use crate::health::backoff;
-use crate::error::transient;
-use crate::keys::Keys;
-use crate::scripts::Scripts;
 use crate::{Config, Error};
 
 /// Where a namespace's connections go.
@@ -23,19 +23,17 @@ enum Route {
     Cluster(crate::cluster::Seeds),
 }
 
-/// What every handle of one namespace shares.
+/// The connections of one namespace.
 pub(crate) struct Link {
     /// Where connections go.
     route: Route,
     /// The handshake of the url (`AUTH`, `SELECT`), sent by
     /// [`connect`](Self::connect) under the response timeout.
     handshake: redis::RedisConnectionInfo,
-    /// The settings.
-    pub(crate) config: Config,
-    /// The key names.
-    pub(crate) keys: Keys,
-    /// The scripts.
-    pub(crate) scripts: Scripts,
+    /// [`Config::response_timeout`].
+    response_timeout: Duration,
+    /// [`Config::retries`].
+    retries: u32,
     /// Idle connections, reused.
     idle: Mutex<Vec<redis::Connection>>,
     /// Calls answered by Redis (a pipeline is one).
@@ -74,10 +72,10 @@ fn client_trusting(info: redis::ConnectionInfo, pem: &[u8]) -> Result<redis::Cli
 }
 
 impl Link {
-    /// A link to the Redis at `url` for `config`'s namespace; connects
+    /// A link to the Redis at `url` with `config`'s settings; connects
     /// lazily.
-    pub(crate) fn open(url: &str, config: Config) -> Result<Link, Error> {
-        let (client, handshake) = Link::client(url, &config)?;
+    pub(crate) fn open(url: &str, config: &Config) -> Result<Link, Error> {
+        let (client, handshake) = Link::client(url, config)?;
         Ok(Link::with_route(Route::Single(client), handshake, config))
     }
 
@@ -85,11 +83,15 @@ impl Link {
     /// that `seeds` belong to (their handshake is the first one's);
     /// connects lazily.
     #[cfg(feature = "cluster")]
-    pub(crate) fn open_cluster(seeds: &[&str], config: Config) -> Result<Link, Error> {
+    pub(crate) fn open_cluster(
+        seeds: &[&str],
+        prefix: &str,
+        config: &Config,
+    ) -> Result<Link, Error> {
         let mut clients = Vec::new();
         let mut handshake = None;
         for url in seeds {
-            let (client, its) = Link::client(url, &config)?;
+            let (client, its) = Link::client(url, config)?;
             if its.db != 0 {
                 return Err(Error::InvalidUrl {
                     preview: preview(url),
@@ -108,7 +110,7 @@ impl Link {
                 why: "must name at least one cluster node",
             });
         };
-        let seeds = crate::cluster::Seeds::new(&Keys::new(&config.namespace).prefix, clients);
+        let seeds = crate::cluster::Seeds::new(prefix, clients);
         Ok(Link::with_route(Route::Cluster(seeds), handshake, config))
     }
 
@@ -141,13 +143,12 @@ impl Link {
     }
 
     /// The link itself.
-    fn with_route(route: Route, handshake: redis::RedisConnectionInfo, config: Config) -> Link {
+    fn with_route(route: Route, handshake: redis::RedisConnectionInfo, config: &Config) -> Link {
         Link {
             route,
             handshake,
-            keys: Keys::new(&config.namespace),
-            config,
-            scripts: Scripts::new(),
+            response_timeout: config.response_timeout,
+            retries: config.retries,
             idle: Mutex::new(Vec::new()),
             round_trips: AtomicU64::new(0),
         }
@@ -209,7 +210,7 @@ impl Link {
     /// A fresh connection to `client`'s node, with the response timeout
     /// and the url's handshake.
     fn connect_to(&self, client: &redis::Client) -> redis::RedisResult<redis::Connection> {
-        let timeout = self.config.response_timeout;
+        let timeout = self.response_timeout;
         let mut connection = client.get_connection_with_timeout(timeout)?;
         connection.set_read_timeout(Some(timeout))?;
         connection.set_write_timeout(Some(timeout))?;
@@ -238,7 +239,7 @@ impl Link {
         mut call: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
     ) -> Result<T, Error> {
         let tries = match tries {
-            Tries::Config => self.config.retries.max(1),
+            Tries::Config => self.retries.max(1),
             Tries::Once => 1,
         };
         let mut last = None;

@@ -226,7 +226,7 @@ impl Timers {
         let now = self.server_time_ms()?;
         let (spec, first) = first(recurrence, now)?;
         self.send_schedule_pipe(&calls::schedule_recurring(
-            &self.link, id, &spec, first, payload,
+            &self.ns, id, &spec, first, payload,
         ))?;
         Ok(first)
     }

@@ -268,10 +268,10 @@ impl Scheduler {
         self.stopped.store(true, Ordering::SeqCst);
         // Wake the listener so that it notices. If Redis does not take the
         // message, the listener is left to notice on its own (it holds
-        // only its connection and a clone of the link).
-        let published = self.timers.link.call(Tries::Once, |c| {
+        // only its connection and a clone of the namespace).
+        let published = self.timers.ns.link.call(Tries::Once, |c| {
             redis::cmd("PUBLISH")
-                .arg(&self.timers.link.keys.wake)
+                .arg(&self.timers.ns.keys.wake)
                 .arg("stop")
                 .query::<i64>(c)
         });
@@ -285,18 +285,18 @@ impl Scheduler {
     /// wakes the node. A lost subscription is made again with backoff
     /// ([`Resubscribe`]), logged once per outage.
     fn listen(&self) -> thread::JoinHandle<()> {
-        let link = Arc::clone(&self.timers.link);
+        let ns = Arc::clone(&self.timers.ns);
         let wake = self.wake.0.clone();
         let stopped = Arc::clone(&self.stopped);
         thread::Builder::new()
             .name("redis-wake".into())
             .spawn(move || {
-                let mut again = Resubscribe::new(&link.config.namespace);
+                let mut again = Resubscribe::new(&ns.config.namespace);
                 while !stopped.load(Ordering::SeqCst) {
                     if let Some(wait) = again.wait() {
                         thread::sleep(wait);
                     }
-                    let connection = link.connect().and_then(|c| {
+                    let connection = ns.link.connect().and_then(|c| {
                         // Silence longer than this is a dead link: listen
                         // again on a fresh connection.
                         c.set_read_timeout(Some(MAX_SLEEP))?;
@@ -310,7 +310,7 @@ impl Scheduler {
                         }
                     };
                     let mut pubsub = connection.as_pubsub();
-                    if let Err(e) = pubsub.subscribe(&link.keys.wake) {
+                    if let Err(e) = pubsub.subscribe(&ns.keys.wake) {
                         again.failed(Instant::now(), e);
                         continue;
                     }

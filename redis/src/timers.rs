@@ -8,7 +8,8 @@ use std::time::Duration;
 use redis::Value;
 
 use crate::error::preview;
-use crate::link::{Link, Tries};
+use crate::link::Tries;
+use crate::namespace::Namespace;
 use crate::scripts::{BATCH_BYTES, SCHEDULE_BATCH};
 use crate::{calls, Config, Error, MAX_DEADLINE_MS};
 
@@ -132,13 +133,13 @@ pub(crate) fn chunks<'a, 'b>(
 #[derive(Clone)]
 pub struct Timers {
     /// The connections, keys and scripts, shared by the clones.
-    pub(crate) link: Arc<Link>,
+    pub(crate) ns: Arc<Namespace>,
 }
 
 impl fmt::Debug for Timers {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Timers")
-            .field("namespace", &self.link.config.namespace)
+            .field("namespace", &self.ns.config.namespace)
             .finish()
     }
 }
@@ -169,7 +170,7 @@ impl Timers {
     pub fn connect(url: &str, config: Config) -> Result<Timers, Error> {
         config.validate()?;
         let timers = Timers {
-            link: Arc::new(Link::open(url, config)?),
+            ns: Arc::new(Namespace::open(url, config)?),
         };
         timers.server_time_ms()?;
         Ok(timers)
@@ -206,7 +207,7 @@ impl Timers {
     pub fn connect_cluster(seeds: &[&str], config: Config) -> Result<Timers, Error> {
         config.validate()?;
         let timers = Timers {
-            link: Arc::new(Link::open_cluster(seeds, config)?),
+            ns: Arc::new(Namespace::open_cluster(seeds, config)?),
         };
         timers.server_time_ms()?;
         Ok(timers)
@@ -215,12 +216,12 @@ impl Timers {
     /// Round trips to Redis made through this handle and its clones so far
     /// (a pipeline counts once).
     pub fn round_trips(&self) -> u64 {
-        self.link.round_trips()
+        self.ns.link.round_trips()
     }
 
     /// The settings.
     pub fn config(&self) -> &Config {
-        &self.link.config
+        &self.ns.config
     }
 
     /// Redis's clock, ms since the Unix epoch: the one clock every node
@@ -230,7 +231,7 @@ impl Timers {
     ///
     /// [`Error::Unavailable`] if Redis cannot be reached.
     pub fn server_time_ms(&self) -> Result<u64, Error> {
-        let time = self.link.with_connection(|c| calls::time().query(c))?;
+        let time = self.ns.link.with_connection(|c| calls::time().query(c))?;
         Ok(calls::time_ms(time))
     }
 
@@ -238,7 +239,7 @@ impl Timers {
     pub(crate) fn check_id(&self, id: &str) -> Result<(), Error> {
         let why = if id.is_empty() {
             "empty"
-        } else if id.len() > self.link.config.max_id {
+        } else if id.len() > self.ns.config.max_id {
             "longer than Config::max_id"
         } else if id.chars().any(char::is_control) {
             "holds a control character"
@@ -254,7 +255,7 @@ impl Timers {
 
     /// Refuses a bad id, deadline or payload before Redis is asked.
     pub(crate) fn check_input(&self, id: &str, at_ms: u64, payload: &[u8]) -> Result<(), Error> {
-        let config = &self.link.config;
+        let config = &self.ns.config;
         self.check_id(id)?;
         if at_ms > MAX_DEADLINE_MS {
             return Err(Error::DeadlineOutOfRange {
@@ -346,7 +347,7 @@ impl Timers {
         if timers.is_empty() {
             return Ok(Scheduled::Stored);
         }
-        self.send_schedule_pipe(&calls::schedule(&self.link, timers, attempt))
+        self.send_schedule_pipe(&calls::schedule(&self.ns, timers, attempt))
     }
 
     /// Sends a pipeline of schedule calls, loading the script first if
@@ -354,9 +355,9 @@ impl Timers {
     /// [`Config::replicas_to_ack`], then waits for the replicas (`WAIT`).
     pub(crate) fn send_schedule_pipe(&self, pipe: &redis::Pipeline) -> Result<Scheduled, Error> {
         let mut pipe = pipe.clone();
-        let wait = calls::add_wait(&mut pipe, &self.link);
-        let response_timeout = self.link.config.response_timeout;
-        let acked: Vec<u32> = self.link.with_connection(|c| {
+        let wait = calls::add_wait(&mut pipe, &self.ns);
+        let response_timeout = self.ns.config.response_timeout;
+        let acked: Vec<u32> = self.ns.link.with_connection(|c| {
             if let Some(ack) = wait {
                 c.set_read_timeout(Some(response_timeout.saturating_add(ack.timeout)))?;
             }
@@ -395,8 +396,8 @@ impl Timers {
     /// ```
     pub fn cancel(&self, id: &str) -> Result<bool, Error> {
         self.check_id(id)?;
-        let cancel = calls::cancel(&self.link, id);
-        let removed: i64 = self.link.with_connection(|c| cancel.invoke(c))?;
+        let cancel = calls::cancel(&self.ns, id);
+        let removed: i64 = self.ns.link.with_connection(|c| cancel.invoke(c))?;
         Ok(removed == 1)
     }
 
@@ -406,8 +407,8 @@ impl Timers {
     /// handles outages). Timers promoted more than `misfire_after` late are
     /// counted in [`Metrics::misfired`].
     pub(crate) fn promote(&self, misfire_after: Duration) -> Result<Promotion, Error> {
-        let promote = calls::promote(&self.link, misfire_after);
-        let step = self.link.call(Tries::Once, |c| promote.invoke(c))?;
+        let promote = calls::promote(&self.ns, misfire_after);
+        let step = self.ns.link.call(Tries::Once, |c| promote.invoke(c))?;
         calls::promotion(step)
     }
 
@@ -417,10 +418,10 @@ impl Timers {
     /// [`Misfire::FireNow`] sends nothing: promotion delivers and counts
     /// them.
     pub(crate) fn handle_misfires(&self, late: Duration) -> Result<MisfirePage, Error> {
-        let Some(misfire) = calls::misfire(&self.link, late) else {
+        let Some(misfire) = calls::misfire(&self.ns, late) else {
             return Ok(MisfirePage::Done);
         };
-        let page: calls::MisfireReply = self.link.call(Tries::Once, |c| misfire.invoke(c))?;
+        let page: calls::MisfireReply = self.ns.link.call(Tries::Once, |c| misfire.invoke(c))?;
         Ok(calls::misfire_page(page))
     }
 
@@ -441,10 +442,10 @@ impl Timers {
     /// ```
     pub fn metrics(&self) -> Result<Metrics, Error> {
         let (with_group, without) = (
-            calls::metrics(&self.link, true),
-            calls::metrics(&self.link, false),
+            calls::metrics(&self.ns, true),
+            calls::metrics(&self.ns, false),
         );
-        let (figures, unacked) = self.link.with_connection(|c| {
+        let (figures, unacked) = self.ns.link.with_connection(|c| {
             match with_group.query::<calls::MetricsGroupReply>(c) {
                 Ok((p, s, d, unacked)) => Ok(((p, s, d), unacked)),
                 // No group yet: nothing delivered.

@@ -18,7 +18,7 @@ use tokio::sync::Notify;
 
 use crate::aio::Timers;
 use crate::health::Health;
-use crate::link::Link;
+use crate::namespace::Namespace;
 use crate::scheduler::{wait_after, Resubscribe, Start, Wait, MISFIRE_AFTER};
 use crate::{Error, Step, MAX_SLEEP};
 
@@ -145,10 +145,10 @@ impl Scheduler {
             .build()
             .map_err(|e| Error::Protocol(e.to_string()))?;
         let wake = Arc::new(Notify::new());
-        let link = Arc::clone(&self.timers.connection.link);
+        let ns = Arc::clone(&self.timers.connection.ns);
         tokio::select! {
             () = shutdown => Ok(()),
-            () = listen(link, Arc::clone(&wake)) => Ok(()),
+            () = listen(ns, Arc::clone(&wake)) => Ok(()),
             () = self.promote_forever(&timer, &wake) => Ok(()),
         }
     }
@@ -179,15 +179,15 @@ impl Scheduler {
 /// for a dead link, and the listener subscribes again on a fresh
 /// connection; a failed or short-lived subscription is made again with
 /// backoff, as the blocking node's is ([`Resubscribe`]).
-async fn listen(link: Arc<Link>, wake: Arc<Notify>) {
-    let mut again = Resubscribe::new(&link.config.namespace);
+async fn listen(ns: Arc<Namespace>, wake: Arc<Notify>) {
+    let mut again = Resubscribe::new(&ns.config.namespace);
     loop {
         if let Some(wait) = again.wait() {
             tokio::time::sleep(wait).await;
         }
-        let subscribed = tokio::time::timeout(link.config.response_timeout, async {
-            let mut pubsub = link.client_with_handshake()?.get_async_pubsub().await?;
-            pubsub.subscribe(&link.keys.wake).await?;
+        let subscribed = tokio::time::timeout(ns.config.response_timeout, async {
+            let mut pubsub = ns.link.client_with_handshake()?.get_async_pubsub().await?;
+            pubsub.subscribe(&ns.keys.wake).await?;
             Ok::<_, redis::RedisError>(pubsub)
         })
         .await
