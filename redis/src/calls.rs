@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use redis::{Cmd, Pipeline, ScriptInvocation, Value};
 
+use crate::error::name_fault;
 use crate::manage::{DeadLetter, InFlight, Pending};
 use crate::namespace::Namespace;
 use crate::recurring;
@@ -684,13 +685,7 @@ pub(crate) fn retry_delay_ms(delay: Duration) -> Result<u64, Error> {
 /// [`MAX_CONSUMER_NAME`](crate::MAX_CONSUMER_NAME) bytes, or holds a control
 /// character.
 pub(crate) fn check_consumer_name(name: &str) -> Result<(), Error> {
-    let why = if name.is_empty() {
-        "empty"
-    } else if name.len() > crate::MAX_CONSUMER_NAME {
-        "longer than 256 bytes"
-    } else if name.chars().any(char::is_control) {
-        "holds a control character"
-    } else {
+    let Some(why) = name_fault(name, crate::MAX_CONSUMER_NAME, "longer than 256 bytes") else {
         return Ok(());
     };
     Err(Error::InvalidArgument {

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::error::{preview, Error};
+use crate::error::{name_fault, preview, Error};
 
 /// The latest deadline accepted, ms since the Unix epoch: 2^53 − 1, the
 /// largest whole number a Redis sorted-set score and a Lua number hold
@@ -233,17 +233,12 @@ fn check_ca_pem(pem: &[u8]) -> Result<(), &'static str> {
 
 /// Refuses a namespace that cannot be one hash tag.
 fn check_namespace(namespace: &str) -> Result<(), Error> {
-    let why = if namespace.is_empty() {
-        "empty"
-    } else if namespace.len() > MAX_NAMESPACE {
-        "longer than 128 bytes"
-    } else if namespace.contains(['{', '}']) {
-        "holds a brace (it is the keys' hash tag)"
-    } else if namespace.chars().any(char::is_control) {
-        "holds a control character"
-    } else {
-        return Ok(());
-    };
+    let why = name_fault(namespace, MAX_NAMESPACE, "longer than 128 bytes").or_else(|| {
+        namespace
+            .contains(['{', '}'])
+            .then_some("holds a brace (it is the keys' hash tag)")
+    });
+    let Some(why) = why else { return Ok(()) };
     Err(Error::InvalidNamespace {
         preview: preview(namespace),
         why,

@@ -14,6 +14,22 @@ pub(crate) fn preview(text: &str) -> String {
     }
 }
 
+/// What is wrong with a name (a timer id, a namespace, a consumer name):
+/// empty, over `max` bytes (`too_long` says so in the error), or holding
+/// a control character; `None` if nothing. The one check of a name: each
+/// kind adds its own rules after it (a namespace refuses braces).
+pub(crate) fn name_fault(name: &str, max: usize, too_long: &'static str) -> Option<&'static str> {
+    if name.is_empty() {
+        Some("empty")
+    } else if name.len() > max {
+        Some(too_long)
+    } else if name.chars().any(char::is_control) {
+        Some("holds a control character")
+    } else {
+        None
+    }
+}
+
 /// Errors: bad input is refused before Redis is asked; Redis failures are
 /// retried with backoff before they are reported.
 #[derive(Debug)]
@@ -225,6 +241,20 @@ fn transient_kind(error: &redis::RedisError) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_name_is_refused_empty_too_long_or_with_a_control_character() {
+        assert_eq!(name_fault("", 4, "long"), Some("empty"));
+        assert_eq!(name_fault("abcd", 4, "long"), None);
+        assert_eq!(name_fault("abcde", 4, "long"), Some("long"));
+        assert_eq!(
+            name_fault("a\nb", 4, "long"),
+            Some("holds a control character")
+        );
+        // Bytes, not characters: "é" is two.
+        assert_eq!(name_fault("éé", 4, "long"), None);
+        assert_eq!(name_fault("ééé", 4, "long"), Some("long"));
+    }
 
     #[test]
     fn a_long_id_is_cut_in_messages() {

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use redis::Value;
 
-use crate::error::preview;
+use crate::error::{name_fault, preview};
 use crate::link::Tries;
 use crate::namespace::Namespace;
 use crate::scripts::{BATCH_BYTES, SCHEDULE_BATCH};
@@ -237,13 +237,8 @@ impl Timers {
 
     /// Refuses a bad id before Redis is asked.
     pub(crate) fn check_id(&self, id: &str) -> Result<(), Error> {
-        let why = if id.is_empty() {
-            "empty"
-        } else if id.len() > self.ns.config.max_id {
-            "longer than Config::max_id"
-        } else if id.chars().any(char::is_control) {
-            "holds a control character"
-        } else {
+        let max = self.ns.config.max_id;
+        let Some(why) = name_fault(id, max, "longer than Config::max_id") else {
             return Ok(());
         };
         Err(Error::InvalidId {
