@@ -72,6 +72,7 @@ mod scheduler;
 mod scripts;
 mod stop;
 mod timers;
+mod zoned;
 
 pub use check::{Check, Stranded, WrongType};
 pub use config::{

@@ -5,7 +5,7 @@
 //! ```text
 //! purgatorio-redis scheduler --url redis://127.0.0.1:6379 --namespace payments
 //! purgatorio-redis consumer  --url redis://127.0.0.1:6379 --namespace payments --name worker-1
-//! purgatorio-redis recurring --namespace reports --id weekly --cron "0 9 * * MON" --payload report
+//! purgatorio-redis recurring --namespace reports --id weekly --cron "0 9 * * MON" --tz Europe/Berlin --payload report
 //! purgatorio-redis --replicas-to-ack 1 schedule --count 1000
 //! purgatorio-redis --namespace payments check
 //! ```
@@ -95,7 +95,7 @@ enum Command {
     /// otherwise. Changes nothing else.
     Check,
     /// Schedule recurring timer `id`: an occurrence every `--every-ms`, or at
-    /// the times of `--cron` (UTC), each delivered with `--payload`;
+    /// the times of `--cron` (UTC, or `--tz`'s), each delivered with `--payload`;
     /// scheduling an id again replaces its series. Prints the first
     /// occurrence's deadline, ms by Redis's clock.
     #[command(group(clap::ArgGroup::new("recurrence").required(true).args(["every_ms", "cron"])))]
@@ -107,10 +107,16 @@ enum Command {
         /// now by Redis's clock.
         #[arg(long)]
         every_ms: Option<u64>,
-        /// A cron expression, UTC: five fields (`"*/5 * * * *"`), or six
-        /// with seconds first.
+        /// A cron expression: five fields (`"*/5 * * * *"`), or six with
+        /// seconds first; in UTC unless `--tz`.
         #[arg(long)]
         cron: Option<String>,
+        /// The IANA time zone of `--cron` (`Europe/Berlin`): its times are
+        /// that zone's, summer and winter; a time in a spring-forward gap
+        /// fires once just after it, one a fall-back overlap repeats fires
+        /// once (as cronie).
+        #[arg(long, requires = "cron")]
+        tz: Option<String>,
         /// Each occurrence's payload.
         #[arg(long, default_value = "")]
         payload: String,
@@ -284,11 +290,16 @@ fn run(cli: Cli) -> Result<(), purgatorio_redis::Error> {
             id,
             every_ms,
             cron,
+            tz,
             payload,
         } => {
-            let recurrence = match (every_ms, cron) {
-                (Some(ms), None) => Recurrence::Every(Duration::from_millis(*ms)),
-                (None, Some(cron)) => Recurrence::Cron(cron.clone()),
+            let recurrence = match (every_ms, cron, tz) {
+                (Some(ms), None, None) => Recurrence::Every(Duration::from_millis(*ms)),
+                (None, Some(cron), None) => Recurrence::Cron(cron.clone()),
+                (None, Some(cron), Some(zone)) => Recurrence::CronIn {
+                    expression: cron.clone(),
+                    zone: zone.clone(),
+                },
                 // clap lets exactly one of the two through.
                 _ => {
                     eprintln!("error: give one of --every-ms and --cron");

@@ -280,8 +280,10 @@ fn the_cli_waits_for_the_replicas_asked_for() {
 }
 
 /// `recurring`: a series scheduled from the CLI is pending with its
-/// payload, and acknowledging an occurrence schedules the next one; a bad
-/// cron expression or neither `--every-ms` nor `--cron` is refused.
+/// payload, and acknowledging an occurrence schedules the next one; a
+/// cron expression in a `--tz` zone is scheduled; a bad cron expression, an
+/// unknown zone, `--tz` without `--cron`, or neither `--every-ms` nor
+/// `--cron` is refused.
 #[test]
 fn the_cli_schedules_recurring_timers() {
     let server = Server::start_volatile();
@@ -317,6 +319,28 @@ fn the_cli_schedules_recurring_timers() {
 
     let out = recurring(&["--id", "bad", "--cron", "not a cron"]);
     assert_eq!(out.status.code(), Some(1), "{out:?}");
+    // A time zone: an IANA name, and only with --cron.
+    let out = recurring(&[
+        "--id",
+        "nine",
+        "--cron",
+        "0 9 * * *",
+        "--tz",
+        "Europe/Berlin",
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(timers.get("nine").unwrap().is_some());
+    let out = recurring(&[
+        "--id",
+        "bad",
+        "--cron",
+        "0 9 * * *",
+        "--tz",
+        "Europe/Atlantis",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let out = recurring(&["--id", "bad", "--every-ms", "100", "--tz", "Europe/Berlin"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
     let out = recurring(&["--id", "none"]);
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     assert_eq!(timers.get("bad").unwrap(), None);
