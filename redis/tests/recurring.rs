@@ -76,19 +76,17 @@ fn an_interval_fires_on_its_phase_never_early_until_cancelled() {
         deadlines.push(delivery.deadline_ms);
         thread::sleep(Duration::from_millis(30));
         consumer.finish(&delivery, Verdict::Ack).unwrap();
-        // The acknowledgement scheduled the next one, after the promotion.
+        // The acknowledgement scheduled the next one: the first on the
+        // phase strictly after the delivered deadline and its promotion
+        // (200 ms later unless the machine was slower than that; a missed
+        // one is skipped, not fired late).
         let pending = timers.get("tick").unwrap().expect("the next occurrence");
-        assert!(pending.deadline_ms > delivery.promoted_ms.max(delivery.deadline_ms));
-        assert_eq!(
-            pending.deadline_ms - delivery.deadline_ms,
-            200,
-            "{pending:?}"
-        );
+        let seen = delivery.promoted_ms.max(delivery.deadline_ms);
+        assert!(pending.deadline_ms > seen, "{pending:?} {delivery:?}");
+        assert!(pending.deadline_ms <= seen + 200, "{pending:?} {delivery:?}");
+        assert_eq!((pending.deadline_ms - first) % 200, 0, "{pending:?}");
     }
-    assert!(
-        deadlines.windows(2).all(|w| w[1] == w[0] + 200),
-        "{deadlines:?}"
-    );
+    assert!(deadlines.windows(2).all(|w| w[1] > w[0]), "{deadlines:?}");
 
     // Cancelled with an occurrence in flight: that one is the last.
     let in_flight = next(&consumer);
