@@ -77,7 +77,7 @@ pub(crate) fn schedule_recurring(
 /// Adds `WAIT` to a schedule pipeline when [`Config::replicas_to_ack`](crate::Config::replicas_to_ack)
 /// asks for it: it answers once the replicas hold every write the
 /// connection made before it, the whole pipeline. Returns what was asked,
-/// for [`replicas_reached`]. The caller gives the call that much longer to
+/// for [`scheduled`]. The caller gives the call that much longer to
 /// answer.
 pub(crate) fn add_wait(pipe: &mut Pipeline, ns: &Namespace) -> Option<ReplicaAck> {
     let ack = ns.config.replica_ack?;

@@ -75,7 +75,7 @@ impl Recurrence {
     /// The first occurrence strictly after `after_ms` (ms since the Unix
     /// epoch) of this recurrence scheduled at `scheduled_ms` (an interval's
     /// phase; a cron expression does not depend on it); `None` if none
-    /// comes before [`MAX_DEADLINE_MS`](crate::MAX_DEADLINE_MS). What a
+    /// comes before [`MAX_DEADLINE_MS`]. What a
     /// series schedules after a delivery, for a look ahead (a schedule's
     /// preview, a test against another cron parser).
     ///

@@ -209,7 +209,7 @@ impl Scheduler {
     /// due timers and sleeps until the next deadline or a wake-up.
     ///
     /// It never gives up: a failed step is tried again with backoff (50 ms
-    /// doubling, at most [`MAX_BACKOFF`](crate::MAX_BACKOFF)), whether Redis
+    /// doubling, at most [`MAX_BACKOFF`]), whether Redis
     /// is down (an outage) or refuses the step (a data error: a key of the
     /// namespace overwritten with another type); each is logged once as
     /// what it is, and its end once (`log` crate).

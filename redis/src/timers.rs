@@ -410,7 +410,7 @@ impl Timers {
     /// Applies the misfire policy to up to one page of timers more than
     /// `late` overdue, and about 256 KiB of records ([`BATCH_BYTES`]);
     /// one try. [`MisfirePage::More`] when the page stopped at either limit.
-    /// [`Misfire::FireNow`] sends nothing: promotion delivers and counts
+    /// [`Misfire::FireNow`](crate::Misfire::FireNow) sends nothing: promotion delivers and counts
     /// them.
     pub(crate) fn handle_misfires(&self, late: Duration) -> Result<MisfirePage, Error> {
         let Some(misfire) = calls::misfire(&self.ns, late) else {

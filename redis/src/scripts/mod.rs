@@ -170,7 +170,7 @@ end
 
 /// Lua: `put(id, at, payload, width, wake)` schedules timer `id` (not
 /// pending) at `at` as its first attempt; publishes on `wake` when it is
-/// the earliest of all. KEYS[1], KEYS[2]: buckets, timer.
+/// the earliest of all. `KEYS[1]`, `KEYS[2]`: buckets, timer.
 pub(crate) const PUT: &str = r"
 local function put(id, at, payload, width, wake)
   local d = tonumber(at)
