@@ -100,6 +100,20 @@ pub(crate) fn scheduled(wait: Option<ReplicaAck>, acked: &[u32]) -> Scheduled {
     }
 }
 
+/// What a schedule of `timers` timers did, recorded: the outcome for the
+/// log of `namespace`'s handle, and, when it was stored but not replicated
+/// in time, the command that counts it in the metrics.
+pub(crate) fn record_replication(ns: &Namespace, outcome: Scheduled, timers: usize) -> Option<Cmd> {
+    ns.replication
+        .record(&ns.config.namespace, outcome, timers as u64);
+    let Scheduled::NotReplicated { .. } = outcome else {
+        return None;
+    };
+    let mut count = redis::cmd("HINCRBY");
+    count.arg(&ns.keys.stats).arg("not_replicated").arg(timers);
+    Some(count)
+}
+
 /// `SCRIPT LOAD` of the schedule script, for a [`schedule`] pipeline that
 /// Redis answered `NOSCRIPT` (it restarted, or `SCRIPT FLUSH`).
 pub(crate) fn load_schedule() -> Cmd {
@@ -411,6 +425,7 @@ pub(crate) fn metrics_of((pending, stats, dead): MetricsReply, unacked: &Value) 
         misfired: stat("misfired"),
         unacknowledged: reply::pending_count(unacked),
         stranded: stat("stranded"),
+        not_replicated: stat("not_replicated"),
     }
 }
 

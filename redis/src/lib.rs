@@ -67,6 +67,7 @@ mod link;
 mod manage;
 mod namespace;
 mod recurring;
+mod replication;
 mod reply;
 mod scheduler;
 mod scripts;

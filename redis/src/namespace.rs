@@ -3,6 +3,7 @@
 
 use crate::keys::Keys;
 use crate::link::Link;
+use crate::replication::Replication;
 use crate::scripts::Scripts;
 use crate::{Config, Error};
 
@@ -16,6 +17,8 @@ pub(crate) struct Namespace {
     pub(crate) scripts: Scripts,
     /// The connections.
     pub(crate) link: Link,
+    /// What `WAIT` mode did while replicas were missing.
+    pub(crate) replication: Replication,
 }
 
 impl Namespace {
@@ -40,6 +43,7 @@ impl Namespace {
             scripts: Scripts::new(),
             config,
             link,
+            replication: Replication::default(),
         }
     }
 }

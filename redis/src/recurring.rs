@@ -331,9 +331,10 @@ impl Timers {
         self.check_input(id, 0, payload)?;
         let now = self.server_time_ms()?;
         let (spec, first) = first(recurrence, now)?;
-        self.send_schedule_pipe(&calls::schedule_recurring(
-            &self.ns, id, &spec, first, payload,
-        ))?;
+        self.send_schedule_pipe(
+            &calls::schedule_recurring(&self.ns, id, &spec, first, payload),
+            1,
+        )?;
         Ok(first)
     }
 }

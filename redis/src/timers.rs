@@ -35,6 +35,12 @@ pub struct Metrics {
     /// namespace overwritten or deleted by another application strands
     /// them.
     pub stranded: u64,
+    /// Timers whose schedule was stored but not replicated in time
+    /// ([`Scheduled::NotReplicated`], with
+    /// [`Config::replicas_to_ack`](crate::Config::replicas_to_ack)): the
+    /// master delivered them, a failover before they reached a replica
+    /// could have lost them.
+    pub not_replicated: u64,
 }
 
 /// What a schedule did: the timers are stored on the master either way,
@@ -342,13 +348,18 @@ impl Timers {
         if timers.is_empty() {
             return Ok(Scheduled::Stored);
         }
-        self.send_schedule_pipe(&calls::schedule(&self.ns, timers, attempt))
+        self.send_schedule_pipe(&calls::schedule(&self.ns, timers, attempt), timers.len())
     }
 
     /// Sends a pipeline of schedule calls, loading the script first if
     /// Redis lost it (it restarted, or `SCRIPT FLUSH`); with
     /// [`Config::replicas_to_ack`], then waits for the replicas (`WAIT`).
-    pub(crate) fn send_schedule_pipe(&self, pipe: &redis::Pipeline) -> Result<Scheduled, Error> {
+    /// `timers`: how many the pipeline schedules.
+    pub(crate) fn send_schedule_pipe(
+        &self,
+        pipe: &redis::Pipeline,
+        timers: usize,
+    ) -> Result<Scheduled, Error> {
         let mut pipe = pipe.clone();
         let wait = calls::add_wait(&mut pipe, &self.ns);
         let response_timeout = self.ns.config.response_timeout;
@@ -368,7 +379,12 @@ impl Timers {
             }
             sent
         })?;
-        Ok(calls::scheduled(wait, &acked))
+        let outcome = calls::scheduled(wait, &acked);
+        if let Some(count) = calls::record_replication(&self.ns, outcome, timers) {
+            // A count for the metrics: the schedule itself is done.
+            let _ = self.ns.link.with_connection(|c| count.query::<()>(c));
+        }
+        Ok(outcome)
     }
 
     /// Cancels timer `id`, and ends its series if it recurs (an occurrence

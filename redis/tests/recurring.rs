@@ -83,7 +83,10 @@ fn an_interval_fires_on_its_phase_never_early_until_cancelled() {
         let pending = timers.get("tick").unwrap().expect("the next occurrence");
         let seen = delivery.promoted_ms.max(delivery.deadline_ms);
         assert!(pending.deadline_ms > seen, "{pending:?} {delivery:?}");
-        assert!(pending.deadline_ms <= seen + 200, "{pending:?} {delivery:?}");
+        assert!(
+            pending.deadline_ms <= seen + 200,
+            "{pending:?} {delivery:?}"
+        );
         assert_eq!((pending.deadline_ms - first) % 200, 0, "{pending:?}");
     }
     assert!(deadlines.windows(2).all(|w| w[1] > w[0]), "{deadlines:?}");

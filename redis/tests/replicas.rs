@@ -62,3 +62,59 @@ fn a_schedule_stored_but_not_replicated_is_an_outcome_and_is_delivered() {
     stop.stop();
     running.join().unwrap().unwrap();
 }
+
+/// The `INFO replication` line `field:` of `server`.
+fn replication(server: &Server, field: &str) -> String {
+    let mut c = server.raw().unwrap();
+    let info: String = redis::cmd("INFO").arg("replication").query(&mut c).unwrap();
+    info.lines()
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+        .unwrap_or_default()
+        .trim()
+        .to_string()
+}
+
+/// A master without its replica answers every schedule `NotReplicated`,
+/// counted in the metrics; once a replica (re)joins, schedules are
+/// replicated again (`Stored`), with no restart and nothing to reset.
+#[test]
+fn schedules_are_replicated_again_once_a_replica_joins_and_the_spell_is_counted() {
+    let master = Server::start_volatile();
+    let config = Config::new("rejoin").replicas_to_ack(1, Duration::from_millis(200));
+    let timers = Timers::connect(&master.url(), config).unwrap();
+    let at = timers.server_time_ms().unwrap() + 3_600_000;
+    let batch: Vec<(&str, u64, &[u8])> = vec![("a", at, b"p"), ("b", at, b"p")];
+    assert!(matches!(
+        timers.schedule_many(&batch).unwrap(),
+        Scheduled::NotReplicated { acked: 0, .. }
+    ));
+    assert!(matches!(
+        timers.schedule("c", at, b"p").unwrap(),
+        Scheduled::NotReplicated { .. }
+    ));
+    assert_eq!(timers.metrics().unwrap().not_replicated, 3);
+    // A replica joins.
+    let replica = Server::start_volatile();
+    let mut c = replica.raw().unwrap();
+    redis::cmd("REPLICAOF")
+        .arg("127.0.0.1")
+        .arg(master.port)
+        .query::<()>(&mut c)
+        .unwrap();
+    wait_for("the replica's link", PATIENCE, || {
+        (replication(&replica, "master_link_status") == "up").then_some(())
+    });
+    let mut k = 0;
+    wait_for("a replicated schedule", PATIENCE, || {
+        k += 1;
+        let outcome = timers.schedule(&format!("d{k}"), at, b"p").unwrap();
+        (outcome == Scheduled::Stored).then_some(())
+    });
+    // Each timer is on the master, and now on the replica too.
+    assert_eq!(timers.metrics().unwrap().pending, 3 + k);
+    let held: u64 = redis::cmd("HLEN")
+        .arg("{rejoin}:timer")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(held, 3 + k);
+}

@@ -204,13 +204,17 @@ impl Timers {
         if timers.is_empty() {
             return Ok(Scheduled::Stored);
         }
-        self.send_schedule_pipe(&calls::schedule(self.ns(), timers, attempt))
+        self.send_schedule_pipe(&calls::schedule(self.ns(), timers, attempt), timers.len())
             .await
     }
 
     /// Sends a pipeline of schedule calls, loading the script first if
     /// Redis lost it.
-    async fn send_schedule_pipe(&self, pipe: &redis::Pipeline) -> Result<Scheduled, Error> {
+    async fn send_schedule_pipe(
+        &self,
+        pipe: &redis::Pipeline,
+        timers: usize,
+    ) -> Result<Scheduled, Error> {
         let mut pipe = pipe.clone();
         let wait = calls::add_wait(&mut pipe, self.ns());
         let pipe = &pipe;
@@ -226,7 +230,18 @@ impl Timers {
                 }
             })
             .await?;
-        Ok(calls::scheduled(wait, &acked))
+        let outcome = calls::scheduled(wait, &acked);
+        if let Some(count) = calls::record_replication(self.ns(), outcome, timers) {
+            // A count for the metrics: the schedule itself is done.
+            let count = &count;
+            let _ = self
+                .connection
+                .call(Tries::Once, |mut c| async move {
+                    count.query_async::<()>(&mut c).await
+                })
+                .await;
+        }
+        Ok(outcome)
     }
 
     /// Schedules recurring timer `id`: every occurrence is delivered with
@@ -259,13 +274,10 @@ impl Timers {
         self.checks.check_input(id, 0, payload)?;
         let now = self.server_time_ms().await?;
         let (spec, first) = recurring::first(recurrence, now)?;
-        self.send_schedule_pipe(&calls::schedule_recurring(
-            self.ns(),
-            id,
-            &spec,
-            first,
-            payload,
-        ))
+        self.send_schedule_pipe(
+            &calls::schedule_recurring(self.ns(), id, &spec, first, payload),
+            1,
+        )
         .await?;
         Ok(first)
     }
