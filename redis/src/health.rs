@@ -168,22 +168,57 @@ pub fn wait_for_redis<T>(
     deadline: Option<Duration>,
     mut attempt: impl FnMut() -> Result<T, Error>,
 ) -> Result<T, Error> {
-    let until = deadline.map(|d| Instant::now() + d);
-    let mut health = Health::new(who.to_string());
+    let mut patience = Patience::new(who, deadline);
     loop {
-        match attempt() {
+        match patience.after(attempt()) {
+            Ok(value) => return Ok(value),
+            Err(Next::Wait(wait)) => std::thread::sleep(wait),
+            Err(Next::GiveUp(e)) => return Err(e),
+        }
+    }
+}
+
+/// The state of a wait for Redis at start, either face's: the log, the
+/// backoff, the deadline.
+pub(crate) struct Patience {
+    /// The log of the trouble met.
+    health: Health,
+    /// When to give up, if ever.
+    until: Option<Instant>,
+}
+
+/// What comes after a failed try at start.
+pub(crate) enum Next {
+    /// Try again after this long.
+    Wait(Duration),
+    /// Give up with this error.
+    GiveUp(Error),
+}
+
+impl Patience {
+    /// A wait logged as `who`, bounded by `deadline` from now if any.
+    pub(crate) fn new(who: &str, deadline: Option<Duration>) -> Patience {
+        Patience {
+            health: Health::new(who.to_string()),
+            until: deadline.map(|d| Instant::now() + d),
+        }
+    }
+
+    /// What to do after a try that gave `outcome`.
+    pub(crate) fn after<T>(&mut self, outcome: Result<T, Error>) -> Result<T, Next> {
+        match outcome {
             Ok(value) => {
-                health.answered();
-                return Ok(value);
+                self.health.answered();
+                Ok(value)
             }
             Err(e) if worth_waiting(&e) => {
-                let wait = health.failed(&e);
-                match until {
-                    Some(until) if Instant::now() + wait >= until => return Err(e),
-                    _ => std::thread::sleep(wait),
+                let wait = self.health.failed(&e);
+                match self.until {
+                    Some(until) if Instant::now() + wait >= until => Err(Next::GiveUp(e)),
+                    _ => Err(Next::Wait(wait)),
                 }
             }
-            Err(e) => return Err(e),
+            Err(e) => Err(Next::GiveUp(e)),
         }
     }
 }

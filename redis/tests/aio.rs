@@ -849,3 +849,39 @@ async fn a_failed_misfire_page_lets_nothing_be_promoted() {
     assert_eq!(skipped.promoted, 0, "{skipped:?}");
     assert_eq!(skipped.pending, 0, "{skipped:?}");
 }
+
+/// `aio::wait_for_redis`: a connect started before Redis waits for it, past
+/// what its own retries allow, and succeeds once Redis is up; with a
+/// deadline it gives up with the last error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_async_start_waits_for_redis() {
+    let port = purgatorio_testkit::free_port();
+    let url = format!("redis://127.0.0.1:{port}");
+    let gave_up = aio::wait_for_redis("early", Some(Duration::from_millis(300)), || {
+        aio::Timers::connect(&url, Config::new("early"))
+    })
+    .await;
+    assert!(
+        matches!(gave_up, Err(Error::Unavailable { .. })),
+        "{gave_up:?}"
+    );
+    let waiting = tokio::spawn({
+        let url = url.clone();
+        async move {
+            aio::wait_for_redis("early", None, || {
+                aio::Timers::connect(&url, Config::new("early"))
+            })
+            .await
+        }
+    });
+    // Past what the retries of one connect allow (0.8 s).
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    assert!(!waiting.is_finished());
+    let _server = tokio::task::block_in_place(|| Server::start_on("volatile", [port]));
+    let timers = tokio::time::timeout(PATIENCE, waiting)
+        .await
+        .expect("connected once Redis is up")
+        .unwrap()
+        .unwrap();
+    timers.server_time_ms().await.unwrap();
+}
