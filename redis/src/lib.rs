@@ -69,6 +69,7 @@ mod namespace;
 mod recurring;
 mod replication;
 mod reply;
+mod resubscribe;
 mod scheduler;
 mod scripts;
 mod stop;

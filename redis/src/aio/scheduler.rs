@@ -19,7 +19,8 @@ use tokio::sync::Notify;
 use crate::aio::Timers;
 use crate::health::Health;
 use crate::namespace::Namespace;
-use crate::scheduler::{wait_after, Resubscribe, Start, Wait, MISFIRE_AFTER};
+use crate::resubscribe::Resubscribe;
+use crate::scheduler::{wait_after, Start, Wait, MISFIRE_AFTER};
 use crate::{Error, Step, MAX_SLEEP};
 
 /// A scheduler node on tokio: moves due timers to the stream. Run any
@@ -178,7 +179,7 @@ impl Scheduler {
 /// is seen by the next step). Silence longer than [`MAX_SLEEP`] is taken
 /// for a dead link, and the listener subscribes again on a fresh
 /// connection; a failed or short-lived subscription is made again with
-/// backoff, as the blocking node's is ([`Resubscribe`]).
+/// backoff, as the blocking node's is ([`Resubscribe`](crate::resubscribe::Resubscribe)).
 async fn listen(ns: Arc<Namespace>, wake: Arc<Notify>) {
     let mut again = Resubscribe::new(&ns.config.namespace);
     loop {
