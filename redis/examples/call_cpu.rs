@@ -168,4 +168,45 @@ fn main() {
     }
     let after = backlog::persistence(&server);
     println!("forks: {forks} before, {after} after the measured calls");
+    by_batch(&server, &mut meter);
+}
+
+/// Timers promoted per batch-size run of [`by_batch`].
+const PER_BATCH_RUN: u64 = 5_000;
+
+/// What a promotion costs per timer as its batch shrinks (timers that
+/// trickle in make small calls): `PER_BATCH_RUN` timers due at once,
+/// promoted with `promote_batch` of 10, 50 and 250.
+fn by_batch(server: &Server, meter: &mut Meter) {
+    for batch in [10, 50, 250] {
+        let mut config = purgatorio_redis::Config::new(&format!("batch{batch}"));
+        config.promote_batch = batch;
+        let timers = purgatorio_redis::Timers::connect(&server.url(), config).unwrap();
+        let now = timers.server_time_ms().unwrap();
+        backlog::fill(&timers, "due", PER_BATCH_RUN, now, 1);
+        let node = purgatorio_redis::Scheduler::new(timers.clone());
+        meter.calls.remove("promote");
+        while meter.call(|| node.step().unwrap()) == purgatorio_redis::Step::Again {}
+        let calls = &meter.calls["promote"];
+        let cpu: u64 = calls.iter().map(|c| c.cpu).sum();
+        println!(
+            "promote_batch {batch:>3}: {} calls, {:.2} µs of redis-server CPU per timer, \
+             {:.0} µs per call",
+            calls.len(),
+            cpu as f64 / PER_BATCH_RUN as f64,
+            cpu as f64 / calls.len() as f64
+        );
+        // A call with nothing due: the fixed part.
+        meter.calls.remove("promote");
+        for _ in 0..50 {
+            meter.call(|| node.step().unwrap());
+        }
+        let empty = &meter.calls["promote"];
+        let mut cpu: Vec<u64> = empty.iter().map(|c| c.cpu).collect();
+        cpu.sort_unstable();
+        println!(
+            "  a promote call with nothing due: median {} µs of CPU",
+            cpu[cpu.len() / 2]
+        );
+    }
 }
