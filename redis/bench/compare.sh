@@ -2,9 +2,10 @@
 # Side by side, on one fresh redis-server of its own (no persistence, a free
 # loopback port): what a timer costs Redis end to end, and how fast and how
 # late it is, for
-#   ours     the purgatorio-redis CLI's `bench` (1 scheduler node, 2 consumers)
-#   poller   the same CLI's `bench --poller`: the common 100 ms sorted-set poller
-#   before   (optional) another build of the CLI, e.g. an older commit's
+#   ours     the example `bench` (1 scheduler node, 2 consumers)
+#   poller   the same example's `--poller`: the common 100 ms sorted-set poller
+#   before   (optional) another build's CLI with its `bench` command (d0e9184
+#            and earlier had it in the CLI), e.g. an older commit's
 #   bullmq   (optional, --bullmq; needs node) BullMQ 5 delayed jobs, 2 workers
 #            of concurrency 50 (redis/bench/bullmq.mjs), installed with npm
 #            into target/bullmq on first use
@@ -28,8 +29,8 @@ while [ $# -gt 0 ]; do
         *) echo "usage: $0 [--count N] [--spread-ms MS] [--rounds R] [--before PATH] [--bullmq]" >&2; exit 2 ;;
     esac
 done
-cargo build --release -q -p purgatorio-redis
-ours="${CARGO_TARGET_DIR:-target}/release/purgatorio-redis"
+cargo build --release -q -p purgatorio-redis --example bench
+ours="${CARGO_TARGET_DIR:-target}/release/examples/bench"
 if [ -n "$bullmq" ]; then
     node_dir="${CARGO_TARGET_DIR:-target}/bullmq"
     mkdir -p "$node_dir"
@@ -65,8 +66,11 @@ run() { # name, binary, extra arguments
     local out
     if [ "$bin" = node ]; then
         out=$(cd "$node_dir" && node bullmq.mjs "$port" "$count" "$spread")
-    else
+    elif [ "$name" = before ]; then
         out=$("$bin" --url "redis://127.0.0.1:$port" --namespace "cmp" bench \
+            --count "$count" --schedulers 1 --spread-ms "$spread" "$@")
+    else
+        out=$("$bin" --url "redis://127.0.0.1:$port" --namespace "cmp" \
             --count "$count" --schedulers 1 --spread-ms "$spread" "$@")
     fi
     read -r c1 u1 < <(usage)

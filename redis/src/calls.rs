@@ -7,11 +7,12 @@ use std::time::Duration;
 
 use redis::{Cmd, Pipeline, ScriptInvocation, Value};
 
-use crate::link::Link;
+use crate::error::name_fault;
 use crate::manage::{DeadLetter, InFlight, Pending};
+use crate::namespace::Namespace;
 use crate::recurring;
 use crate::scripts::{BATCH_BYTES, MISFIRE_PAGE, REMOVE_BATCH};
-use crate::timers::{chunks, MisfirePage, Promotion};
+use crate::timers::{chunks, MisfirePage, Promotion, Scheduled};
 use crate::{reply, Delivery, Error, Metrics, Misfire, ReplicaAck, Verdict};
 
 /// `TIME`: Redis's clock.
@@ -26,15 +27,15 @@ pub(crate) fn time_ms((secs, micros): (u64, u64)) -> u64 {
 
 /// The schedule script once per chunk of `timers` (already checked), all
 /// in one pipeline, each as delivery number `attempt`.
-pub(crate) fn schedule(link: &Link, timers: &[(&str, u64, &[u8])], attempt: u32) -> Pipeline {
+pub(crate) fn schedule(ns: &Namespace, timers: &[(&str, u64, &[u8])], attempt: u32) -> Pipeline {
     let mut pipe = redis::pipe();
-    add_schedules(&mut pipe, link, timers, attempt);
+    add_schedules(&mut pipe, ns, timers, attempt);
     pipe
 }
 
 /// Adds the [`schedule`] calls for `timers` to `pipe`.
-fn add_schedules(pipe: &mut Pipeline, link: &Link, timers: &[(&str, u64, &[u8])], attempt: u32) {
-    let (keys, scripts) = (&link.keys, &link.scripts);
+fn add_schedules(pipe: &mut Pipeline, ns: &Namespace, timers: &[(&str, u64, &[u8])], attempt: u32) {
+    let (keys, scripts) = (&ns.keys, &ns.scripts);
     let hash = scripts.schedule.get_hash();
     for chunk in chunks(timers) {
         let command = pipe
@@ -44,7 +45,7 @@ fn add_schedules(pipe: &mut Pipeline, link: &Link, timers: &[(&str, u64, &[u8])]
             .arg(&keys.buckets)
             .arg(&keys.timer)
             .arg(&keys.prefix)
-            .arg(link.config.bucket_ms)
+            .arg(ns.config.bucket_ms)
             .arg(&keys.wake);
         for (id, at_ms, payload) in chunk {
             command.arg(*id).arg(*at_ms).arg(attempt).arg(*payload);
@@ -57,7 +58,7 @@ fn add_schedules(pipe: &mut Pipeline, link: &Link, timers: &[(&str, u64, &[u8])]
 /// occurrence at `first_ms`, in one pipeline (answered as [`schedule`] is).
 /// Run again after `NOSCRIPT`, it does the same.
 pub(crate) fn schedule_recurring(
-    link: &Link,
+    ns: &Namespace,
     id: &str,
     spec: &str,
     first_ms: u64,
@@ -65,37 +66,52 @@ pub(crate) fn schedule_recurring(
 ) -> Pipeline {
     let mut pipe = redis::pipe();
     pipe.cmd("HSET")
-        .arg(&link.keys.repeat)
+        .arg(&ns.keys.repeat)
         .arg(id)
         .arg(spec)
         .ignore();
-    add_schedules(&mut pipe, link, &[(id, first_ms, payload)], 1);
+    add_schedules(&mut pipe, ns, &[(id, first_ms, payload)], 1);
     pipe
 }
 
 /// Adds `WAIT` to a schedule pipeline when [`Config::replicas_to_ack`](crate::Config::replicas_to_ack)
 /// asks for it: it answers once the replicas hold every write the
 /// connection made before it, the whole pipeline. Returns what was asked,
-/// for [`replicas_reached`]. The caller gives the call that much longer to
+/// for [`scheduled`]. The caller gives the call that much longer to
 /// answer.
-pub(crate) fn add_wait(pipe: &mut Pipeline, link: &Link) -> Option<ReplicaAck> {
-    let ack = link.config.replica_ack?;
+pub(crate) fn add_wait(pipe: &mut Pipeline, ns: &Namespace) -> Option<ReplicaAck> {
+    let ack = ns.config.replica_ack?;
     pipe.cmd("WAIT")
         .arg(ack.replicas)
         .arg(ack.timeout.as_millis() as u64);
     Some(ack)
 }
 
-/// Whether a schedule pipeline's replies (`acked`: the `WAIT` answer, when
-/// [`add_wait`] added one) reached the replicas asked for.
-pub(crate) fn replicas_reached(wait: Option<ReplicaAck>, acked: &[u32]) -> Result<(), Error> {
+/// What a schedule pipeline did, by its replies (`acked`: the `WAIT`
+/// answer, when [`add_wait`] added one): stored, and replicated as asked
+/// or not.
+pub(crate) fn scheduled(wait: Option<ReplicaAck>, acked: &[u32]) -> Scheduled {
     match (wait, acked.first()) {
-        (Some(ack), Some(&acked)) if acked < ack.replicas => Err(Error::ReplicasNotReached {
+        (Some(ack), Some(&acked)) if acked < ack.replicas => Scheduled::NotReplicated {
             acked,
             wanted: ack.replicas,
-        }),
-        _ => Ok(()),
+        },
+        _ => Scheduled::Stored,
     }
+}
+
+/// What a schedule of `timers` timers did, recorded: the outcome for the
+/// log of `namespace`'s handle, and, when it was stored but not replicated
+/// in time, the command that counts it in the metrics.
+pub(crate) fn record_replication(ns: &Namespace, outcome: Scheduled, timers: usize) -> Option<Cmd> {
+    ns.replication
+        .record(&ns.config.namespace, outcome, timers as u64);
+    let Scheduled::NotReplicated { .. } = outcome else {
+        return None;
+    };
+    let mut count = redis::cmd("HINCRBY");
+    count.arg(&ns.keys.stats).arg("not_replicated").arg(timers);
+    Some(count)
 }
 
 /// `SCRIPT LOAD` of the schedule script, for a [`schedule`] pipeline that
@@ -112,8 +128,8 @@ pub(crate) fn no_script(error: &redis::RedisError) -> bool {
 }
 
 /// Cancels pending timer `id`: 1 if it was pending.
-pub(crate) fn cancel<'a>(link: &'a Link, id: &str) -> ScriptInvocation<'a> {
-    let (keys, scripts) = (&link.keys, &link.scripts);
+pub(crate) fn cancel<'a>(ns: &'a Namespace, id: &str) -> ScriptInvocation<'a> {
+    let (keys, scripts) = (&ns.keys, &ns.scripts);
     let mut call = scripts.cancel.key(&keys.buckets);
     call.key(&keys.timer)
         .key(&keys.repeat)
@@ -123,8 +139,8 @@ pub(crate) fn cancel<'a>(link: &'a Link, id: &str) -> ScriptInvocation<'a> {
 }
 
 /// Reads pending timer `id`; see [`pending`].
-pub(crate) fn get<'a>(link: &'a Link, id: &str) -> ScriptInvocation<'a> {
-    let (keys, scripts) = (&link.keys, &link.scripts);
+pub(crate) fn get<'a>(ns: &'a Namespace, id: &str) -> ScriptInvocation<'a> {
+    let (keys, scripts) = (&ns.keys, &ns.scripts);
     let mut call = scripts.get.key(&keys.buckets);
     call.key(&keys.timer).arg(&keys.prefix).arg(id);
     call
@@ -148,21 +164,21 @@ pub(crate) fn pending(found: GetReply) -> Result<Option<Pending>, Error> {
 
 /// Moves pending timer `id` to `at` (ms, or `now`: Redis's `TIME`): 1 if
 /// it was pending.
-pub(crate) fn reschedule<'a>(link: &'a Link, id: &str, at: &str) -> ScriptInvocation<'a> {
-    let (keys, scripts) = (&link.keys, &link.scripts);
+pub(crate) fn reschedule<'a>(ns: &'a Namespace, id: &str, at: &str) -> ScriptInvocation<'a> {
+    let (keys, scripts) = (&ns.keys, &ns.scripts);
     let mut call = scripts.reschedule.key(&keys.buckets);
     call.key(&keys.timer)
         .arg(&keys.prefix)
         .arg(id)
         .arg(at)
-        .arg(link.config.bucket_ms)
+        .arg(ns.config.bucket_ms)
         .arg(&keys.wake);
     call
 }
 
 /// Up to `max` pending timers, earliest first; see [`listing`].
-pub(crate) fn earliest(link: &Link, max: usize) -> ScriptInvocation<'_> {
-    let (keys, scripts) = (&link.keys, &link.scripts);
+pub(crate) fn earliest(ns: &Namespace, max: usize) -> ScriptInvocation<'_> {
+    let (keys, scripts) = (&ns.keys, &ns.scripts);
     let mut call = scripts.earliest.key(&keys.buckets);
     call.arg(&keys.prefix).arg(max);
     call
@@ -189,8 +205,8 @@ pub(crate) fn due(listing: Vec<(String, u64)>, now_ms: u64) -> Vec<(String, u64)
 /// Up to `max` entries the group delivered and nobody acknowledged, oldest
 /// first (`XPENDING` extended form; `NOGROUP` before the group exists);
 /// read with [`held_rows`].
-pub(crate) fn held(link: &Link, max: usize) -> Cmd {
-    let keys = &link.keys;
+pub(crate) fn held(ns: &Namespace, max: usize) -> Cmd {
+    let keys = &ns.keys;
     let mut pending = redis::cmd("XPENDING");
     pending
         .arg(&keys.stream)
@@ -228,11 +244,11 @@ pub(crate) fn held_rows(reply: &Value) -> Vec<HeldRow> {
 }
 
 /// Reads the stream entries of `rows`, one `XRANGE` each, in one pipeline.
-pub(crate) fn read_entries(link: &Link, rows: &[HeldRow]) -> Pipeline {
+pub(crate) fn read_entries(ns: &Namespace, rows: &[HeldRow]) -> Pipeline {
     let mut pipe = redis::pipe();
     for (entry, ..) in rows {
         pipe.cmd("XRANGE")
-            .arg(&link.keys.stream)
+            .arg(&ns.keys.stream)
             .arg(entry)
             .arg(entry);
     }
@@ -261,9 +277,9 @@ pub(crate) fn in_flight_of(rows: Vec<HeldRow>, entries: &[Value]) -> Vec<InFligh
 
 /// Up to `max` entries of the dead-letter stream, oldest first; see
 /// [`dead_letters_of`].
-pub(crate) fn dead_letters(link: &Link, max: usize) -> Cmd {
+pub(crate) fn dead_letters(ns: &Namespace, max: usize) -> Cmd {
     let mut read = redis::cmd("XRANGE");
-    read.arg(&link.keys.dead)
+    read.arg(&ns.keys.dead)
         .arg("-")
         .arg("+")
         .arg("COUNT")
@@ -290,13 +306,13 @@ pub(crate) fn dead_letters_of(read: &Value) -> Vec<DeadLetter> {
 
 /// Moves the dead letter at `entry` back to pending, due now; answers as
 /// [`DeadLetterRetry::from_reply`](crate::DeadLetterRetry) reads.
-pub(crate) fn revive<'a>(link: &'a Link, entry: &str) -> ScriptInvocation<'a> {
-    let (keys, scripts) = (&link.keys, &link.scripts);
+pub(crate) fn revive<'a>(ns: &'a Namespace, entry: &str) -> ScriptInvocation<'a> {
+    let (keys, scripts) = (&ns.keys, &ns.scripts);
     let mut call = scripts.revive.key(&keys.buckets);
     call.key(&keys.timer)
         .key(&keys.dead)
         .arg(&keys.prefix)
-        .arg(link.config.bucket_ms)
+        .arg(ns.config.bucket_ms)
         .arg(&keys.wake)
         .arg(entry)
         .arg("now");
@@ -305,15 +321,15 @@ pub(crate) fn revive<'a>(link: &'a Link, entry: &str) -> ScriptInvocation<'a> {
 
 /// One promotion step (at most `promote_batch` timers and [`BATCH_BYTES`]
 /// of records); see [`promotion`].
-pub(crate) fn promote(link: &Link, misfire_after: Duration) -> ScriptInvocation<'_> {
-    let (keys, scripts) = (&link.keys, &link.scripts);
+pub(crate) fn promote(ns: &Namespace, misfire_after: Duration) -> ScriptInvocation<'_> {
+    let (keys, scripts) = (&ns.keys, &ns.scripts);
     let mut call = scripts.promote.key(&keys.buckets);
     call.key(&keys.timer)
         .key(&keys.stream)
         .key(&keys.stats)
         .key(&keys.repeat)
         .arg(&keys.prefix)
-        .arg(link.config.promote_batch)
+        .arg(ns.config.promote_batch)
         .arg(misfire_after.as_millis() as u64)
         .arg(BATCH_BYTES);
     call
@@ -337,8 +353,8 @@ pub(crate) fn promotion((_moved, next, now, full): PromoteReply) -> Result<Promo
 /// most [`MISFIRE_PAGE`] timers and [`BATCH_BYTES`] of records);
 /// `None` for [`Misfire::FireNow`], which sends nothing (promotion delivers
 /// and counts them). See [`misfire_page`].
-pub(crate) fn misfire(link: &Link, late: Duration) -> Option<ScriptInvocation<'_>> {
-    let (keys, scripts, config) = (&link.keys, &link.scripts, &link.config);
+pub(crate) fn misfire(ns: &Namespace, late: Duration) -> Option<ScriptInvocation<'_>> {
+    let (keys, scripts, config) = (&ns.keys, &ns.scripts, &ns.config);
     let (policy, delay) = match config.misfire {
         Misfire::FireNow => return None,
         Misfire::Skip => ("skip", 0),
@@ -373,8 +389,8 @@ pub(crate) fn misfire_page((_found, full): MisfireReply) -> MisfirePage {
 
 /// The figures of [`Metrics`]; with `group`, also the consumer group's
 /// summary (which fails with `NOGROUP` before the group exists).
-pub(crate) fn metrics(link: &Link, group: bool) -> Pipeline {
-    let keys = &link.keys;
+pub(crate) fn metrics(ns: &Namespace, group: bool) -> Pipeline {
+    let keys = &ns.keys;
     let mut pipe = redis::pipe();
     pipe.cmd("HLEN")
         .arg(&keys.timer)
@@ -408,6 +424,8 @@ pub(crate) fn metrics_of((pending, stats, dead): MetricsReply, unacked: &Value) 
         dead_letters: dead,
         misfired: stat("misfired"),
         unacknowledged: reply::pending_count(unacked),
+        stranded: stat("stranded"),
+        not_replicated: stat("not_replicated"),
     }
 }
 
@@ -417,8 +435,8 @@ pub(crate) fn no_group(error: &redis::RedisError) -> bool {
 }
 
 /// Creates the consumer group (and the stream); `BUSYGROUP` if it exists.
-pub(crate) fn create_group(link: &Link) -> Cmd {
-    let keys = &link.keys;
+pub(crate) fn create_group(ns: &Namespace) -> Cmd {
+    let keys = &ns.keys;
     let mut create = redis::cmd("XGROUP");
     create
         .arg("CREATE")
@@ -436,14 +454,14 @@ pub(crate) fn group_exists(error: &redis::RedisError) -> bool {
 
 /// Takes over up to `max` entries idle longer than the visibility timeout,
 /// for consumer `name`; read with [`reply::autoclaim_entries`].
-pub(crate) fn autoclaim(link: &Link, name: &str, max: usize) -> Cmd {
-    let keys = &link.keys;
+pub(crate) fn autoclaim(ns: &Namespace, name: &str, max: usize) -> Cmd {
+    let keys = &ns.keys;
     let mut claim = redis::cmd("XAUTOCLAIM");
     claim
         .arg(&keys.stream)
         .arg(&keys.group)
         .arg(name)
-        .arg(link.config.visibility_timeout.as_millis() as u64)
+        .arg(ns.config.visibility_timeout.as_millis() as u64)
         .arg("0-0")
         .arg("COUNT")
         .arg(max);
@@ -452,8 +470,8 @@ pub(crate) fn autoclaim(link: &Link, name: &str, max: usize) -> Cmd {
 
 /// Reads up to `max` new entries for consumer `name`, blocking up to
 /// `block_ms`; read with [`reply::read_group_entries`].
-pub(crate) fn read_group(link: &Link, name: &str, max: usize, block_ms: u64) -> Cmd {
-    let keys = &link.keys;
+pub(crate) fn read_group(ns: &Namespace, name: &str, max: usize, block_ms: u64) -> Cmd {
+    let keys = &ns.keys;
     let mut read = redis::cmd("XREADGROUP");
     read.arg("GROUP")
         .arg(&keys.group)
@@ -472,8 +490,8 @@ pub(crate) fn read_group(link: &Link, name: &str, max: usize, block_ms: u64) -> 
 /// times the group delivered each entry (`XPENDING` of it; Redis counts
 /// each take-over), and one [`Metrics::redelivered`] count for all, in one
 /// pipeline; read with [`taken_over`].
-pub(crate) fn take_over_counts(link: &Link, claimed: &[reply::Entry]) -> Pipeline {
-    let keys = &link.keys;
+pub(crate) fn take_over_counts(ns: &Namespace, claimed: &[reply::Entry]) -> Pipeline {
+    let keys = &ns.keys;
     let mut pipe = redis::pipe();
     for (entry, _) in claimed {
         pipe.cmd("XPENDING")
@@ -506,7 +524,7 @@ pub(crate) struct TakenOver {
 /// replies `counts` (one per entry): each delivery of an entry by the
 /// group counts as an attempt, and an entry past the last attempt is dead.
 pub(crate) fn taken_over(
-    link: &Link,
+    ns: &Namespace,
     claimed: Vec<reply::Entry>,
     counts: &[Value],
 ) -> Result<TakenOver, Error> {
@@ -524,7 +542,7 @@ pub(crate) fn taken_over(
         delivery.attempt = delivery
             .attempt
             .saturating_add(deliveries.saturating_sub(1));
-        if delivery.attempt > link.config.max_attempts {
+        if delivery.attempt > ns.config.max_attempts {
             out.dead.push(delivery);
         } else {
             out.deliveries.push(delivery);
@@ -556,10 +574,14 @@ pub(crate) enum Finish {
 ///
 /// [`Error::DeadlineOutOfRange`] for a retry delay past
 /// [`MAX_DELAY_MS`](crate::MAX_DELAY_MS).
-pub(crate) fn finish(link: &Link, delivery: &Delivery, verdict: Verdict) -> Result<Finish, Error> {
+pub(crate) fn finish(
+    ns: &Namespace,
+    delivery: &Delivery,
+    verdict: Verdict,
+) -> Result<Finish, Error> {
     match verdict {
         Verdict::Ack => Ok(Finish::Ack),
-        Verdict::RetryLater(_) if delivery.attempt >= link.config.max_attempts => {
+        Verdict::RetryLater(_) if delivery.attempt >= ns.config.max_attempts => {
             Ok(Finish::DeadLetter)
         }
         Verdict::RetryLater(delay) => Ok(Finish::Retry {
@@ -574,7 +596,7 @@ pub(crate) fn finish(link: &Link, delivery: &Delivery, verdict: Verdict) -> Resu
 /// occurrence of a recurring timer goes alone, through the call that also
 /// schedules its next occurrence (`recurring.rs`). Each answers a number.
 pub(crate) fn removals<'a>(
-    link: &'a Link,
+    ns: &'a Namespace,
     deliveries: &[Delivery],
     letter: Option<&Delivery>,
 ) -> Vec<ScriptInvocation<'a>> {
@@ -582,20 +604,20 @@ pub(crate) fn removals<'a>(
         deliveries.iter().partition(|d| d.series.is_some());
     let mut calls: Vec<ScriptInvocation<'a>> = plain
         .chunks(REMOVE_BATCH)
-        .map(|chunk| remove(link, chunk, letter))
+        .map(|chunk| remove(ns, chunk, letter))
         .collect();
-    calls.extend(recurring.into_iter().map(|d| acknowledge(link, d, letter)));
+    calls.extend(recurring.into_iter().map(|d| acknowledge(ns, d, letter)));
     calls
 }
 
 /// Acknowledges occurrence `delivery` of a recurring timer (adding
 /// `letter` to the dead-letter stream) and schedules the next occurrence.
 fn acknowledge<'a>(
-    link: &'a Link,
+    ns: &'a Namespace,
     delivery: &Delivery,
     letter: Option<&Delivery>,
 ) -> ScriptInvocation<'a> {
-    let (keys, scripts) = (&link.keys, &link.scripts);
+    let (keys, scripts) = (&ns.keys, &ns.scripts);
     let series = delivery.series.as_deref().unwrap_or_default();
     let next = recurring::next_occurrence(series, delivery.deadline_ms, delivery.promoted_ms);
     let mut call = scripts.recur.key(&keys.buckets);
@@ -604,7 +626,7 @@ fn acknowledge<'a>(
         .key(&keys.stream)
         .key(&keys.dead)
         .arg(&keys.prefix)
-        .arg(link.config.bucket_ms)
+        .arg(ns.config.bucket_ms)
         .arg(&keys.wake)
         .arg(&keys.group)
         .arg(&delivery.id)
@@ -639,11 +661,11 @@ fn add_letter(call: &mut ScriptInvocation<'_>, letter: Option<&Delivery>) {
 /// Removes plain `deliveries` (at most [`REMOVE_BATCH`]) from the stream,
 /// adding `letter` to the dead-letter stream in the same atomic step.
 fn remove<'a>(
-    link: &'a Link,
+    ns: &'a Namespace,
     deliveries: &[&Delivery],
     letter: Option<&Delivery>,
 ) -> ScriptInvocation<'a> {
-    let (keys, scripts) = (&link.keys, &link.scripts);
+    let (keys, scripts) = (&ns.keys, &ns.scripts);
     let mut call = scripts.remove.key(&keys.stream);
     call.key(&keys.dead).arg(&keys.group);
     add_letter(&mut call, letter);
@@ -655,8 +677,8 @@ fn remove<'a>(
 
 /// Restarts the visibility timeout of `entry` if consumer `name` still
 /// holds it: 1 if so.
-pub(crate) fn extend<'a>(link: &'a Link, name: &str, entry: &str) -> ScriptInvocation<'a> {
-    let (keys, scripts) = (&link.keys, &link.scripts);
+pub(crate) fn extend<'a>(ns: &'a Namespace, name: &str, entry: &str) -> ScriptInvocation<'a> {
+    let (keys, scripts) = (&ns.keys, &ns.scripts);
     let mut call = scripts.extend.key(&keys.stream);
     call.arg(&keys.group).arg(name).arg(entry);
     call
@@ -678,13 +700,7 @@ pub(crate) fn retry_delay_ms(delay: Duration) -> Result<u64, Error> {
 /// [`MAX_CONSUMER_NAME`](crate::MAX_CONSUMER_NAME) bytes, or holds a control
 /// character.
 pub(crate) fn check_consumer_name(name: &str) -> Result<(), Error> {
-    let why = if name.is_empty() {
-        "empty"
-    } else if name.len() > crate::MAX_CONSUMER_NAME {
-        "longer than 256 bytes"
-    } else if name.chars().any(char::is_control) {
-        "holds a control character"
-    } else {
+    let Some(why) = name_fault(name, crate::MAX_CONSUMER_NAME, "longer than 256 bytes") else {
         return Ok(());
     };
     Err(Error::InvalidArgument {
@@ -697,9 +713,9 @@ pub(crate) fn check_consumer_name(name: &str) -> Result<(), Error> {
 mod tests {
     use super::*;
 
-    /// A link that never connects (none of these tests calls Redis).
-    fn link() -> Link {
-        Link::open("redis://127.0.0.1:1", crate::Config::new("t")).expect("a valid url")
+    /// A namespace whose link never connects (none of these tests calls Redis).
+    fn ns() -> Namespace {
+        Namespace::open("redis://127.0.0.1:1", crate::Config::new("t")).expect("a valid url")
     }
 
     fn entry(id: &str, attempt: u32) -> reply::Entry {
@@ -722,10 +738,10 @@ mod tests {
 
     #[test]
     fn each_delivery_of_an_entry_taken_over_is_an_attempt_and_the_last_is_dead() {
-        let link = link(); // max_attempts 5
+        let ns = ns(); // max_attempts 5
         let claimed = vec![entry("a", 1), entry("b", 4), entry("c", 1)];
         let counts = [delivered(2), delivered(3), Value::Array(vec![])];
-        let taken = taken_over(&link, claimed, &counts).unwrap();
+        let taken = taken_over(&ns, claimed, &counts).unwrap();
         let attempts = |ds: &[Delivery]| -> Vec<(String, u32)> {
             ds.iter().map(|d| (d.id.clone(), d.attempt)).collect()
         };
@@ -734,27 +750,27 @@ mod tests {
             [("a".to_string(), 2), ("c".to_string(), 1)]
         );
         assert_eq!(attempts(&taken.dead), [("b".to_string(), 6)]);
-        let short = taken_over(&link, vec![entry("a", 1)], &[]);
+        let short = taken_over(&ns, vec![entry("a", 1)], &[]);
         assert!(matches!(short, Err(Error::Protocol(_))), "{short:?}");
     }
 
     #[test]
     fn a_verdict_is_an_ack_a_retry_or_a_dead_letter() {
-        let link = link();
+        let ns = ns();
         let at = |attempt: u32| {
             let (entry, fields) = entry("a", attempt);
             Delivery::from_entry(entry, &fields)
         };
         let later = Verdict::RetryLater(Duration::from_millis(250));
-        assert_eq!(finish(&link, &at(1), Verdict::Ack).unwrap(), Finish::Ack);
+        assert_eq!(finish(&ns, &at(1), Verdict::Ack).unwrap(), Finish::Ack);
         assert_eq!(
-            finish(&link, &at(4), later).unwrap(),
+            finish(&ns, &at(4), later).unwrap(),
             Finish::Retry { delay_ms: 250 }
         );
-        assert_eq!(finish(&link, &at(5), later).unwrap(), Finish::DeadLetter);
+        assert_eq!(finish(&ns, &at(5), later).unwrap(), Finish::DeadLetter);
         let too_far = Verdict::RetryLater(Duration::from_secs(u64::MAX));
         assert!(matches!(
-            finish(&link, &at(1), too_far),
+            finish(&ns, &at(1), too_far),
             Err(Error::DeadlineOutOfRange { .. })
         ));
     }

@@ -2,7 +2,7 @@
 //! one slot, on one master. Every connection of the namespace goes to that
 //! master, found by asking the cluster (`CLUSTER SLOTS`) each time a new
 //! connection is opened; a call answered `MOVED`, or a master that stopped
-//! answering, drops its connection (see [`transient`](crate::link)), and
+//! answering, drops its connection (see [`transient`](crate::error)), and
 //! the next connection asks again, so a failover or a resharding is
 //! followed within the retry loop's backoff.
 //!

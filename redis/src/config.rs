@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::error::{preview, Error};
+use crate::error::{name_fault, preview, Error};
 
 /// The latest deadline accepted, ms since the Unix epoch: 2^53 − 1, the
 /// largest whole number a Redis sorted-set score and a Lua number hold
@@ -15,7 +15,7 @@ pub const MAX_DEADLINE_MS: u64 = (1 << 53) - 1;
 pub const MAX_DELAY_MS: u64 = 100 * 365 * 24 * 3_600 * 1_000;
 
 /// The most timers one promotion step may move ([`Config::promote_batch`]):
-/// the bound on one script's work (see `docs/redis.md`).
+/// the bound on one script's work (see `redis/README.md`).
 pub const MAX_PROMOTE_BATCH: usize = 1_000;
 
 /// The longest namespace accepted, bytes.
@@ -73,7 +73,7 @@ pub struct Config {
     /// with [`replicas_to_ack`](Self::replicas_to_ack); `None` (the
     /// default): a schedule returns once the master has it, and a failover
     /// may lose what the replica had not yet received (see
-    /// `docs/redis.md`, "Redis Cluster").
+    /// `redis/README.md`, "Redis Cluster").
     pub replica_ack: Option<ReplicaAck>,
     /// The CA certificates, PEM, that a `rediss://` server's certificate
     /// must chain to, in place of the system's roots: for a private CA.
@@ -127,10 +127,11 @@ impl Config {
     /// [`schedule_many`](crate::Timers::schedule_many), a retry's) return
     /// only once `replicas` replicas of the master hold it (Redis `WAIT`),
     /// waiting at most `timeout` for them: a failover to one of them then
-    /// loses none of it. Fewer in time is
-    /// [`Error::ReplicasNotReached`] (the master has the timers; scheduling
-    /// them again is safe, a schedule moves a pending id). `replicas` at
-    /// least 1, `timeout` from 1 ms to [`MAX_REPLICA_WAIT`].
+    /// loses none of it. Fewer in time is the outcome
+    /// [`Scheduled::NotReplicated`](crate::Scheduled::NotReplicated), not an
+    /// error: the master has the timers and delivers them (do not schedule
+    /// them again). `replicas` at least 1, `timeout` from 1 ms to
+    /// [`MAX_REPLICA_WAIT`].
     ///
     /// # Examples
     ///
@@ -232,17 +233,12 @@ fn check_ca_pem(pem: &[u8]) -> Result<(), &'static str> {
 
 /// Refuses a namespace that cannot be one hash tag.
 fn check_namespace(namespace: &str) -> Result<(), Error> {
-    let why = if namespace.is_empty() {
-        "empty"
-    } else if namespace.len() > MAX_NAMESPACE {
-        "longer than 128 bytes"
-    } else if namespace.contains(['{', '}']) {
-        "holds a brace (it is the keys' hash tag)"
-    } else if namespace.chars().any(char::is_control) {
-        "holds a control character"
-    } else {
-        return Ok(());
-    };
+    let why = name_fault(namespace, MAX_NAMESPACE, "longer than 128 bytes").or_else(|| {
+        namespace
+            .contains(['{', '}'])
+            .then_some("holds a brace (it is the keys' hash tag)")
+    });
+    let Some(why) = why else { return Ok(()) };
     Err(Error::InvalidNamespace {
         preview: preview(namespace),
         why,

@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 use redis::Value;
 
 use crate::calls::{self, Finish};
-use crate::link::{backoff, transient, Health, Tries};
+use crate::error::transient;
+use crate::health::{backoff, Health};
+use crate::link::Tries;
 use crate::reply;
 use crate::stop::{Blocked, NOT_BLOCKED};
 use crate::{Delivery, Error, StopHandle, Timers, Verdict};
@@ -105,8 +107,8 @@ impl Consumer {
 
     /// Creates the consumer group if it does not exist (with the stream).
     fn create_group(&self, tries: Tries) -> Result<(), Error> {
-        let create = calls::create_group(&self.timers.link);
-        let created = self.timers.link.call(tries, |c| create.query::<()>(c));
+        let create = calls::create_group(&self.timers.ns);
+        let created = self.timers.ns.link.call(tries, |c| create.query::<()>(c));
         match created {
             Err(Error::Redis(e)) if calls::group_exists(&e) => Ok(()),
             other => other,
@@ -118,7 +120,7 @@ impl Consumer {
     pub fn stop_handle(&self) -> StopHandle {
         StopHandle::consumer(
             Arc::clone(&self.stopped),
-            Arc::clone(&self.timers.link),
+            Arc::clone(&self.timers.ns),
             Arc::clone(&self.blocked),
         )
     }
@@ -170,16 +172,16 @@ impl Consumer {
 
     /// [`take_over`](Self::take_over), trying as `tries` says.
     fn take_over_with(&self, max: usize, tries: Tries) -> Result<Vec<Delivery>, Error> {
-        let link = &self.timers.link;
-        let claim = calls::autoclaim(link, &self.name, max);
-        let claimed: Value = link.call(tries, |c| claim.query(c))?;
+        let ns = &self.timers.ns;
+        let claim = calls::autoclaim(ns, &self.name, max);
+        let claimed: Value = ns.link.call(tries, |c| claim.query(c))?;
         let claimed = reply::autoclaim_entries(&claimed);
         if claimed.is_empty() {
             return Ok(Vec::new());
         }
-        let counts = calls::take_over_counts(link, &claimed);
-        let counts: Vec<Value> = link.call(tries, |c| counts.query(c))?;
-        let taken = calls::taken_over(link, claimed, &counts)?;
+        let counts = calls::take_over_counts(ns, &claimed);
+        let counts: Vec<Value> = ns.link.call(tries, |c| counts.query(c))?;
+        let taken = calls::taken_over(ns, claimed, &counts)?;
         for dead in &taken.dead {
             self.dead_letter(dead, tries)?;
         }
@@ -201,9 +203,9 @@ impl Consumer {
     /// consumer's own connection: its client id is published while it
     /// blocks, so that [`StopHandle::stop`] can cut the wait short.
     fn read_with(&self, block: Duration, max: usize, tries: Tries) -> Result<Vec<Delivery>, Error> {
-        let link = &self.timers.link;
+        let ns = &self.timers.ns;
         let tries = match tries {
-            Tries::Config => link.config.retries.max(1),
+            Tries::Config => ns.config.retries.max(1),
             Tries::Once => 1,
         };
         let block_ms = u64::try_from(block.as_millis()).unwrap_or(u64::MAX).max(1);
@@ -240,14 +242,14 @@ impl Consumer {
         block_ms: u64,
         max: usize,
     ) -> redis::RedisResult<Value> {
-        let link = &self.timers.link;
+        let ns = &self.timers.ns;
         if reader.is_none() {
-            let mut connection = link.connect()?;
+            let mut connection = ns.link.connect()?;
             let id: i64 = redis::cmd("CLIENT").arg("ID").query(&mut connection)?;
             *reader = Some(Reader { connection, id });
         }
         let Reader { connection, id } = reader.as_mut().expect("opened above");
-        connection.set_read_timeout(Some(link.config.response_timeout.saturating_add(block)))?;
+        connection.set_read_timeout(Some(ns.config.response_timeout.saturating_add(block)))?;
         // Published before the flag is checked: a stop either sees the id or
         // is seen here (both SeqCst).
         self.blocked.store(*id, Ordering::SeqCst);
@@ -255,8 +257,8 @@ impl Consumer {
             self.blocked.store(NOT_BLOCKED, Ordering::SeqCst);
             return Ok(Value::Nil);
         }
-        link.count_round_trip();
-        let read = calls::read_group(link, &self.name, max, block_ms).query(connection);
+        ns.link.count_round_trip();
+        let read = calls::read_group(ns, &self.name, max, block_ms).query(connection);
         self.blocked.store(NOT_BLOCKED, Ordering::SeqCst);
         match read {
             // CLIENT UNBLOCK (a stop) ends the wait with no entries.
@@ -279,8 +281,11 @@ impl Consumer {
         letter: Option<&Delivery>,
         tries: Tries,
     ) -> Result<(), Error> {
-        for remove in calls::removals(&self.timers.link, deliveries, letter) {
-            self.timers.link.call(tries, |c| remove.invoke::<i64>(c))?;
+        for remove in calls::removals(&self.timers.ns, deliveries, letter) {
+            self.timers
+                .ns
+                .link
+                .call(tries, |c| remove.invoke::<i64>(c))?;
         }
         Ok(())
     }
@@ -309,8 +314,8 @@ impl Consumer {
     /// # Ok::<(), purgatorio_redis::Error>(())
     /// ```
     pub fn extend_visibility(&self, delivery: &Delivery) -> Result<bool, Error> {
-        let extend = calls::extend(&self.timers.link, &self.name, &delivery.entry);
-        let extended: i64 = self.timers.link.with_connection(|c| extend.invoke(c))?;
+        let extend = calls::extend(&self.timers.ns, &self.name, &delivery.entry);
+        let extended: i64 = self.timers.ns.link.with_connection(|c| extend.invoke(c))?;
         Ok(extended == 1)
     }
 
@@ -332,7 +337,7 @@ impl Consumer {
         verdict: Verdict,
         tries: Tries,
     ) -> Result<(), Error> {
-        match calls::finish(&self.timers.link, delivery, verdict)? {
+        match calls::finish(&self.timers.ns, delivery, verdict)? {
             Finish::Ack => {}
             Finish::DeadLetter => return self.dead_letter(delivery, tries),
             Finish::Retry { delay_ms } => {
@@ -369,20 +374,22 @@ impl Consumer {
     /// [`StopHandle`] from [`stop_handle`](Self::stop_handle),
     /// acknowledging or retrying each as it says.
     ///
-    /// It rides out Redis outages: a failed call is retried with backoff
-    /// (50 ms doubling, at most [`MAX_BACKOFF`](crate::MAX_BACKOFF)), the
-    /// outage and its end are logged once each, acknowledgements that
-    /// failed are sent again, and a consumer group lost with Redis's data
-    /// is created again. An idle consumer waits in one blocking read until
+    /// It never gives up: a failed call is retried with backoff (50 ms
+    /// doubling, at most [`MAX_BACKOFF`](crate::MAX_BACKOFF)), whether
+    /// Redis is down (an outage) or refuses the call (a data error: a key
+    /// of the namespace overwritten with another type); each is logged
+    /// once as what it is, and its end once. Acknowledgements that failed
+    /// are sent again, and a consumer group lost with Redis's data is
+    /// created again. An idle consumer waits in one blocking read until
     /// the next look for abandoned entries (every half visibility timeout,
     /// at most [`MAX_BLOCK`]).
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`] if Redis refuses a call for a reason other than an
-    /// outage (a wrong type at one of the namespace's keys).
+    /// None: it returns `Ok` once stopped. (The `Result` is kept so that a
+    /// caller's `?` stays valid.)
     pub fn run(&self, mut handle: impl FnMut(&Delivery) -> Verdict) -> Result<(), Error> {
-        let visibility = self.timers.link.config.visibility_timeout;
+        let visibility = self.timers.ns.config.visibility_timeout;
         let look_every = (visibility / 2).clamp(Duration::from_millis(1), MAX_BLOCK);
         let mut health = Health::new(format!("consumer {}", self.name));
         let mut round = Round {
@@ -404,7 +411,11 @@ impl Consumer {
                         thread::sleep(health.failed(&e));
                     }
                 }
-                Err(e) => return Err(e),
+                // A data error (a key of the namespace overwritten by
+                // another application): logged as what it is, tried again
+                // with the outage's backoff. It may mend; giving up would
+                // leave every timer of the namespace undelivered.
+                Err(e) => thread::sleep(health.failed(&e)),
             }
         }
         // What was handled but not yet acknowledged: one last try.

@@ -14,6 +14,22 @@ pub(crate) fn preview(text: &str) -> String {
     }
 }
 
+/// What is wrong with a name (a timer id, a namespace, a consumer name):
+/// empty, over `max` bytes (`too_long` says so in the error), or holding
+/// a control character; `None` if nothing. The one check of a name: each
+/// kind adds its own rules after it (a namespace refuses braces).
+pub(crate) fn name_fault(name: &str, max: usize, too_long: &'static str) -> Option<&'static str> {
+    if name.is_empty() {
+        Some("empty")
+    } else if name.len() > max {
+        Some(too_long)
+    } else if name.chars().any(char::is_control) {
+        Some("holds a control character")
+    } else {
+        None
+    }
+}
+
 /// Errors: bad input is refused before Redis is asked; Redis failures are
 /// retried with backoff before they are reported.
 #[derive(Debug)]
@@ -94,16 +110,6 @@ pub enum Error {
     },
     /// Redis answered something this crate does not understand.
     Protocol(String),
-    /// A schedule reached fewer replicas than
-    /// [`Config::replicas_to_ack`](crate::Config::replicas_to_ack) asks
-    /// within its timeout. The master holds it, but a failover now may lose
-    /// it; scheduling it again is safe (the same id is moved, not doubled).
-    ReplicasNotReached {
-        /// Replicas that acknowledged.
-        acked: u32,
-        /// Replicas asked for.
-        wanted: u32,
-    },
 }
 
 impl Error {
@@ -113,10 +119,33 @@ impl Error {
         matches!(self, Error::Unavailable { .. })
     }
 
+    /// Whether this is a data error: Redis refused the call because a key
+    /// of the namespace holds another type than this crate writes there
+    /// (`WRONGTYPE`: another application overwrote it) or the consumer
+    /// group is missing (`NOGROUP`). Not an outage; it may mend (an
+    /// operator deletes the stray key), so the loops back off and try
+    /// again, and [`Timers::check`](crate::Timers::check) lists the timers
+    /// it strands.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use purgatorio_redis::Error;
+    ///
+    /// let wrong = redis::RedisError::from((redis::ErrorKind::TypeError, "WRONGTYPE"));
+    /// assert!(Error::Redis(wrong).is_data_error());
+    /// ```
+    pub fn is_data_error(&self) -> bool {
+        let Error::Redis(e) = self else { return false };
+        matches!(e.code(), Some("WRONGTYPE" | "NOGROUP"))
+            || e.kind() == redis::ErrorKind::TypeError
+            || e.to_string().contains("WRONGTYPE")
+    }
+
     /// `error` as a failure no retry mends: a refused TLS certificate, or
     /// Redis refusing the call.
     pub(crate) fn refused(error: redis::RedisError) -> Error {
-        if crate::link::certificate_refused(&error) {
+        if certificate_refused(&error) {
             Error::TlsCertificate(error)
         } else {
             Error::Redis(error)
@@ -159,11 +188,6 @@ impl fmt::Display for Error {
                 write!(f, "redis unavailable after {tries} tries: {last}")
             }
             Error::Protocol(what) => write!(f, "unexpected reply from redis: {what}"),
-            Error::ReplicasNotReached { acked, wanted } => write!(
-                f,
-                "the schedule reached {acked} of the {wanted} replicas asked for in time; \
-                 the master holds it, a failover may lose it"
-            ),
         }
     }
 }
@@ -180,9 +204,57 @@ impl std::error::Error for Error {
     }
 }
 
+/// Whether `error` is the server's TLS certificate refused: signed by no
+/// trusted CA, expired, or for another host. No retry mends that.
+pub(crate) fn certificate_refused(error: &redis::RedisError) -> bool {
+    // `redis` 0.27 keeps the `io::Error` that carries rustls's error to
+    // itself (no `source`), so its text is all there is to go by; rustls
+    // words every certificate error so.
+    error.is_io_error() && error.to_string().contains("invalid peer certificate")
+}
+
+/// Whether `error` is worth another try (the connection, not the call).
+pub(crate) fn transient(error: &redis::RedisError) -> bool {
+    !certificate_refused(error) && transient_kind(error)
+}
+
+/// Whether `error` is of a kind worth another try.
+fn transient_kind(error: &redis::RedisError) -> bool {
+    error.is_io_error()
+        || error.is_connection_dropped()
+        || error.is_connection_refusal()
+        || error.is_timeout()
+        || matches!(
+            error.kind(),
+            redis::ErrorKind::BusyLoadingError
+                | redis::ErrorKind::TryAgain
+                // A failover or resharding under way: the next connection
+                // asks the cluster where the namespace's slot went.
+                | redis::ErrorKind::Moved
+                | redis::ErrorKind::Ask
+                | redis::ErrorKind::ClusterDown
+                | redis::ErrorKind::MasterDown
+                | redis::ErrorKind::ReadOnly
+        )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_name_is_refused_empty_too_long_or_with_a_control_character() {
+        assert_eq!(name_fault("", 4, "long"), Some("empty"));
+        assert_eq!(name_fault("abcd", 4, "long"), None);
+        assert_eq!(name_fault("abcde", 4, "long"), Some("long"));
+        assert_eq!(
+            name_fault("a\nb", 4, "long"),
+            Some("holds a control character")
+        );
+        // Bytes, not characters: "é" is two.
+        assert_eq!(name_fault("éé", 4, "long"), None);
+        assert_eq!(name_fault("ééé", 4, "long"), Some("long"));
+    }
 
     #[test]
     fn a_long_id_is_cut_in_messages() {

@@ -54,21 +54,29 @@
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub mod aio;
 mod calls;
+mod check;
 #[cfg(feature = "cluster")]
 mod cluster;
 mod config;
 mod consumer;
 mod delivery;
 mod error;
+mod health;
+mod keys;
 mod link;
 mod manage;
+mod namespace;
 mod recurring;
+mod replication;
 mod reply;
+mod resubscribe;
 mod scheduler;
 mod scripts;
 mod stop;
 mod timers;
+mod zoned;
 
+pub use check::{Check, Stranded, WrongType};
 pub use config::{
     Config, Misfire, ReplicaAck, MAX_DEADLINE_MS, MAX_DELAY_MS, MAX_NAMESPACE, MAX_PAYLOAD_LIMIT,
     MAX_PROMOTE_BATCH, MAX_REPLICA_WAIT,
@@ -76,9 +84,9 @@ pub use config::{
 pub use consumer::{Consumer, MAX_BLOCK, MAX_CONSUMER_NAME};
 pub use delivery::{Backoff, Delivery, Verdict};
 pub use error::Error;
-pub use link::MAX_BACKOFF;
+pub use health::{wait_for_redis, MAX_BACKOFF};
 pub use manage::{DeadLetter, DeadLetterRetry, InFlight, Pending, MAX_LIST};
 pub use recurring::Recurrence;
 pub use scheduler::{Scheduler, Step, MAX_SLEEP};
 pub use stop::StopHandle;
-pub use timers::{Metrics, Timers};
+pub use timers::{Metrics, Scheduled, Timers};

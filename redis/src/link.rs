@@ -1,81 +1,16 @@
-//! The link to Redis: the key names of a namespace, the scripts, a pool of
-//! connections, and the one retry loop every call goes through.
+//! The link to Redis: where a namespace's connections go (one Redis, or
+//! the master of its slot in a Redis Cluster), a pool of connections whose
+//! every call is bounded by the response timeout, and the one retry loop
+//! every call goes through.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crate::error::preview;
-use crate::{scripts, Config, Error};
-
-/// The key names of one namespace.
-#[derive(Debug)]
-pub(crate) struct Keys {
-    /// `{namespace}`: the hash tag every key starts with.
-    pub(crate) prefix: String,
-    /// The sorted set of non-empty buckets, scored by earliest deadline.
-    pub(crate) buckets: String,
-    /// Timer id → `"<bucket> <attempt> <payload>"`.
-    pub(crate) timer: String,
-    /// The stream of due timers.
-    pub(crate) stream: String,
-    /// The dead-letter stream.
-    pub(crate) dead: String,
-    /// The counters.
-    pub(crate) stats: String,
-    /// Recurring timers: id → series.
-    pub(crate) repeat: String,
-    /// The Pub/Sub channel that wakes scheduler nodes.
-    pub(crate) wake: String,
-    /// The stream's consumer group.
-    pub(crate) group: String,
-}
-
-impl Keys {
-    /// The names for `namespace`.
-    pub(crate) fn new(namespace: &str) -> Keys {
-        let prefix = format!("{{{namespace}}}");
-        let key = |name: &str| format!("{prefix}:{name}");
-        Keys {
-            buckets: key("buckets"),
-            timer: key("timer"),
-            stream: key("stream"),
-            dead: key("dead"),
-            stats: key("stats"),
-            repeat: key("repeat"),
-            wake: key("wake"),
-            group: "purgatorio".to_string(),
-            prefix,
-        }
-    }
-}
-
-/// The scripts, loaded once per process (`EVALSHA`, `EVAL` on a miss).
-pub(crate) struct Scripts {
-    /// [`scripts::schedule`].
-    pub(crate) schedule: redis::Script,
-    /// [`scripts::cancel`].
-    pub(crate) cancel: redis::Script,
-    /// [`scripts::get`].
-    pub(crate) get: redis::Script,
-    /// [`scripts::reschedule`].
-    pub(crate) reschedule: redis::Script,
-    /// [`scripts::extend`].
-    pub(crate) extend: redis::Script,
-    /// [`scripts::remove`].
-    pub(crate) remove: redis::Script,
-    /// [`scripts::earliest`].
-    pub(crate) earliest: redis::Script,
-    /// [`scripts::promote`].
-    pub(crate) promote: redis::Script,
-    /// [`scripts::misfire`].
-    pub(crate) misfire: redis::Script,
-    /// [`recurring::acknowledge`](crate::recurring).
-    pub(crate) recur: redis::Script,
-    /// [`recurring::revive`](crate::recurring).
-    pub(crate) revive: redis::Script,
-}
+use crate::error::{preview, transient};
+use crate::health::backoff;
+use crate::{Config, Error};
 
 /// Where a namespace's connections go.
 enum Route {
@@ -88,90 +23,21 @@ enum Route {
     Cluster(crate::cluster::Seeds),
 }
 
-/// What every handle of one namespace shares.
+/// The connections of one namespace.
 pub(crate) struct Link {
     /// Where connections go.
     route: Route,
     /// The handshake of the url (`AUTH`, `SELECT`), sent by
     /// [`connect`](Self::connect) under the response timeout.
     handshake: redis::RedisConnectionInfo,
-    /// The settings.
-    pub(crate) config: Config,
-    /// The key names.
-    pub(crate) keys: Keys,
-    /// The scripts.
-    pub(crate) scripts: Scripts,
+    /// [`Config::response_timeout`].
+    response_timeout: Duration,
+    /// [`Config::retries`].
+    retries: u32,
     /// Idle connections, reused.
     idle: Mutex<Vec<redis::Connection>>,
     /// Calls answered by Redis (a pipeline is one).
     round_trips: AtomicU64,
-}
-
-/// The first wait after a failed call, ms; it doubles per failure.
-const BACKOFF_FIRST_MS: u64 = 50;
-
-/// The longest wait between two tries: the most a node lags behind Redis
-/// answering again (see `docs/redis.md`, "Outages").
-pub const MAX_BACKOFF: Duration = Duration::from_millis(500);
-
-/// A wait before try number `failures + 1` of a failed call: 50 ms
-/// doubling, at most [`MAX_BACKOFF`].
-pub(crate) fn backoff(failures: u32) -> Duration {
-    Duration::from_millis(BACKOFF_FIRST_MS << failures.saturating_sub(1).min(10)).min(MAX_BACKOFF)
-}
-
-/// A node's view of Redis's health, so that a long-running loop logs each
-/// change once (down, then up again) rather than each failed call.
-#[derive(Debug)]
-pub(crate) struct Health {
-    /// Who is speaking in the log: `scheduler`, `consumer worker-1`.
-    who: String,
-    /// When the current outage began, if Redis is down.
-    down_since: Option<Instant>,
-    /// Failed calls in a row.
-    failures: u32,
-}
-
-impl Health {
-    /// Redis is presumed up.
-    pub(crate) fn new(who: String) -> Health {
-        Health {
-            who,
-            down_since: None,
-            failures: 0,
-        }
-    }
-
-    /// A call failed with `error`: logs the outage if it is new, and
-    /// returns how long to wait before the next try.
-    pub(crate) fn failed(&mut self, error: &Error) -> Duration {
-        if self.down_since.is_none() {
-            self.down_since = Some(Instant::now());
-            let cause: &dyn std::fmt::Display = match error {
-                Error::Unavailable { last, .. } => last,
-                other => other,
-            };
-            log::warn!(
-                "{}: redis unavailable ({cause}); retrying with backoff up to {} ms",
-                self.who,
-                MAX_BACKOFF.as_millis()
-            );
-        }
-        self.failures += 1;
-        backoff(self.failures)
-    }
-
-    /// A call succeeded: logs the end of an outage.
-    pub(crate) fn answered(&mut self) {
-        self.failures = 0;
-        if let Some(since) = self.down_since.take() {
-            log::warn!(
-                "{}: redis answers again after {:.1} s",
-                self.who,
-                since.elapsed().as_secs_f64()
-            );
-        }
-    }
 }
 
 /// How hard a call tries before it reports [`Error::Unavailable`].
@@ -205,45 +71,11 @@ fn client_trusting(info: redis::ConnectionInfo, pem: &[u8]) -> Result<redis::Cli
         .map_err(|_| invalid("holds a certificate that is not a CA certificate"))
 }
 
-/// Whether `error` is the server's TLS certificate refused: signed by no
-/// trusted CA, expired, or for another host. No retry mends that.
-pub(crate) fn certificate_refused(error: &redis::RedisError) -> bool {
-    // `redis` 0.27 keeps the `io::Error` that carries rustls's error to
-    // itself (no `source`), so its text is all there is to go by; rustls
-    // words every certificate error so.
-    error.is_io_error() && error.to_string().contains("invalid peer certificate")
-}
-
-/// Whether `error` is worth another try (the connection, not the call).
-pub(crate) fn transient(error: &redis::RedisError) -> bool {
-    !certificate_refused(error) && transient_kind(error)
-}
-
-/// Whether `error` is of a kind worth another try.
-fn transient_kind(error: &redis::RedisError) -> bool {
-    error.is_io_error()
-        || error.is_connection_dropped()
-        || error.is_connection_refusal()
-        || error.is_timeout()
-        || matches!(
-            error.kind(),
-            redis::ErrorKind::BusyLoadingError
-                | redis::ErrorKind::TryAgain
-                // A failover or resharding under way: the next connection
-                // asks the cluster where the namespace's slot went.
-                | redis::ErrorKind::Moved
-                | redis::ErrorKind::Ask
-                | redis::ErrorKind::ClusterDown
-                | redis::ErrorKind::MasterDown
-                | redis::ErrorKind::ReadOnly
-        )
-}
-
 impl Link {
-    /// A link to the Redis at `url` for `config`'s namespace; connects
+    /// A link to the Redis at `url` with `config`'s settings; connects
     /// lazily.
-    pub(crate) fn open(url: &str, config: Config) -> Result<Link, Error> {
-        let (client, handshake) = Link::client(url, &config)?;
+    pub(crate) fn open(url: &str, config: &Config) -> Result<Link, Error> {
+        let (client, handshake) = Link::client(url, config)?;
         Ok(Link::with_route(Route::Single(client), handshake, config))
     }
 
@@ -251,11 +83,15 @@ impl Link {
     /// that `seeds` belong to (their handshake is the first one's);
     /// connects lazily.
     #[cfg(feature = "cluster")]
-    pub(crate) fn open_cluster(seeds: &[&str], config: Config) -> Result<Link, Error> {
+    pub(crate) fn open_cluster(
+        seeds: &[&str],
+        prefix: &str,
+        config: &Config,
+    ) -> Result<Link, Error> {
         let mut clients = Vec::new();
         let mut handshake = None;
         for url in seeds {
-            let (client, its) = Link::client(url, &config)?;
+            let (client, its) = Link::client(url, config)?;
             if its.db != 0 {
                 return Err(Error::InvalidUrl {
                     preview: preview(url),
@@ -274,7 +110,7 @@ impl Link {
                 why: "must name at least one cluster node",
             });
         };
-        let seeds = crate::cluster::Seeds::new(&Keys::new(&config.namespace).prefix, clients);
+        let seeds = crate::cluster::Seeds::new(prefix, clients);
         Ok(Link::with_route(Route::Cluster(seeds), handshake, config))
     }
 
@@ -307,25 +143,12 @@ impl Link {
     }
 
     /// The link itself.
-    fn with_route(route: Route, handshake: redis::RedisConnectionInfo, config: Config) -> Link {
+    fn with_route(route: Route, handshake: redis::RedisConnectionInfo, config: &Config) -> Link {
         Link {
             route,
             handshake,
-            keys: Keys::new(&config.namespace),
-            config,
-            scripts: Scripts {
-                schedule: redis::Script::new(&scripts::schedule()),
-                cancel: redis::Script::new(&scripts::cancel()),
-                get: redis::Script::new(&scripts::get()),
-                reschedule: redis::Script::new(&scripts::reschedule()),
-                extend: redis::Script::new(&scripts::extend()),
-                remove: redis::Script::new(&scripts::remove()),
-                earliest: redis::Script::new(&scripts::earliest()),
-                promote: redis::Script::new(&scripts::promote()),
-                misfire: redis::Script::new(&scripts::misfire()),
-                recur: redis::Script::new(&crate::recurring::acknowledge()),
-                revive: redis::Script::new(&crate::recurring::revive()),
-            },
+            response_timeout: config.response_timeout,
+            retries: config.retries,
             idle: Mutex::new(Vec::new()),
             round_trips: AtomicU64::new(0),
         }
@@ -387,7 +210,7 @@ impl Link {
     /// A fresh connection to `client`'s node, with the response timeout
     /// and the url's handshake.
     fn connect_to(&self, client: &redis::Client) -> redis::RedisResult<redis::Connection> {
-        let timeout = self.config.response_timeout;
+        let timeout = self.response_timeout;
         let mut connection = client.get_connection_with_timeout(timeout)?;
         connection.set_read_timeout(Some(timeout))?;
         connection.set_write_timeout(Some(timeout))?;
@@ -416,7 +239,7 @@ impl Link {
         mut call: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
     ) -> Result<T, Error> {
         let tries = match tries {
-            Tries::Config => self.config.retries.max(1),
+            Tries::Config => self.retries.max(1),
             Tries::Once => 1,
         };
         let mut last = None;

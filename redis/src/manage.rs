@@ -109,8 +109,8 @@ impl Timers {
     /// ```
     pub fn get(&self, id: &str) -> Result<Option<Pending>, Error> {
         self.check_id(id)?;
-        let get = calls::get(&self.link, id);
-        let found = self.link.with_connection(|c| get.invoke(c))?;
+        let get = calls::get(&self.ns, id);
+        let found = self.ns.link.with_connection(|c| get.invoke(c))?;
         calls::pending(found)
     }
 
@@ -134,14 +134,14 @@ impl Timers {
     /// # Ok::<(), purgatorio_redis::Error>(())
     /// ```
     pub fn reschedule(&self, id: &str, at_ms: u64) -> Result<bool, Error> {
-        self.check(id, at_ms, b"")?;
+        self.check_input(id, at_ms, b"")?;
         self.move_to(id, &at_ms.to_string())
     }
 
     /// Moves pending timer `id` to `at` (ms, or `now`: Redis's `TIME`).
     fn move_to(&self, id: &str, at: &str) -> Result<bool, Error> {
-        let reschedule = calls::reschedule(&self.link, id, at);
-        let moved: i64 = self.link.with_connection(|c| reschedule.invoke(c))?;
+        let reschedule = calls::reschedule(&self.ns, id, at);
+        let moved: i64 = self.ns.link.with_connection(|c| reschedule.invoke(c))?;
         Ok(moved == 1)
     }
 
@@ -179,8 +179,8 @@ impl Timers {
     /// ```
     pub fn earliest(&self, max: usize) -> Result<Vec<(String, u64)>, Error> {
         check_list(max)?;
-        let earliest = calls::earliest(&self.link, max);
-        let flat: Vec<String> = self.link.with_connection(|c| earliest.invoke(c))?;
+        let earliest = calls::earliest(&self.ns, max);
+        let flat: Vec<String> = self.ns.link.with_connection(|c| earliest.invoke(c))?;
         calls::listing(&flat)
     }
 
@@ -231,8 +231,8 @@ impl Timers {
     /// ```
     pub fn in_flight(&self, max: usize) -> Result<Vec<InFlight>, Error> {
         check_list(max)?;
-        let held = calls::held(&self.link, max);
-        let rows: Value = self.link.with_connection(|c| match held.query(c) {
+        let held = calls::held(&self.ns, max);
+        let rows: Value = self.ns.link.with_connection(|c| match held.query(c) {
             Err(e) if calls::no_group(&e) => Ok(Value::Nil), // nothing delivered yet
             other => other,
         })?;
@@ -240,8 +240,8 @@ impl Timers {
         if rows.is_empty() {
             return Ok(Vec::new());
         }
-        let read = calls::read_entries(&self.link, &rows);
-        let entries: Vec<Value> = self.link.with_connection(|c| read.query(c))?;
+        let read = calls::read_entries(&self.ns, &rows);
+        let entries: Vec<Value> = self.ns.link.with_connection(|c| read.query(c))?;
         Ok(calls::in_flight_of(rows, &entries))
     }
 
@@ -254,8 +254,8 @@ impl Timers {
     /// [`Error::Unavailable`] after the retries.
     pub fn dead_letters(&self, max: usize) -> Result<Vec<DeadLetter>, Error> {
         check_list(max)?;
-        let read = calls::dead_letters(&self.link, max);
-        let read: Value = self.link.with_connection(|c| read.query(c))?;
+        let read = calls::dead_letters(&self.ns, max);
+        let read: Value = self.ns.link.with_connection(|c| read.query(c))?;
         Ok(calls::dead_letters_of(&read))
     }
 
@@ -279,8 +279,8 @@ impl Timers {
     /// # Ok::<(), purgatorio_redis::Error>(())
     /// ```
     pub fn retry_dead_letter(&self, letter: &DeadLetter) -> Result<DeadLetterRetry, Error> {
-        let revive = calls::revive(&self.link, &letter.entry);
-        let reply: i64 = self.link.with_connection(|c| revive.invoke(c))?;
+        let revive = calls::revive(&self.ns, &letter.entry);
+        let reply: i64 = self.ns.link.with_connection(|c| revive.invoke(c))?;
         Ok(DeadLetterRetry::from_reply(reply))
     }
 }

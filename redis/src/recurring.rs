@@ -24,15 +24,26 @@
 //!   pending occurrence, and an in-flight occurrence's acknowledgement then
 //!   finds no series and schedules nothing.
 //!
-//! Cron expressions are read by the `croner` crate in UTC: five fields
-//! (minute granularity) or six (seconds first).
+//! Cron expressions are read by the `croner` crate: five fields (minute
+//! granularity) or six (seconds first), in UTC ([`Recurrence::Cron`]) or in
+//! an IANA time zone ([`Recurrence::CronIn`], the tz database of the
+//! `chrono-tz` crate compiled in). Across a daylight-saving change a zone's
+//! series follows cronie (`zoned.rs`): a time that falls in a
+//! spring-forward gap (02:30 in Berlin on the last Sunday of March) fires
+//! once, at the first instant after the gap (03:00); a time that a
+//! fall-back overlap repeats (02:30 on the last Sunday of October) fires
+//! once, at its first instant; an expression whose minute or hour field
+//! begins with `*` (`*/15 * * * *`) runs by the clock, on both passes of
+//! the overlap. Never early: each
+//! occurrence is a real instant, and the next one is strictly after the
+//! last one delivered.
 
 use std::str::FromStr;
 use std::time::Duration;
 
+use chrono_tz::Tz;
 use croner::Cron;
 
-use crate::scripts::{HELPERS, TRIM};
 use crate::{calls, Error, Timers, MAX_DEADLINE_MS, MAX_DELAY_MS};
 
 /// How a recurring timer repeats.
@@ -46,6 +57,50 @@ pub enum Recurrence {
     /// five minutes), `"0 9 * * MON-FRI"`, or with a seconds field first,
     /// `"*/10 * * * * *"`.
     Cron(String),
+    /// At the times of a cron expression in an IANA time zone:
+    /// `expression: "0 9 * * MON-FRI", zone: "Europe/Berlin"` is 09:00 on
+    /// Berlin's weekdays, summer and winter. Daylight-saving changes follow
+    /// cronie (see the module's docs): a time in a spring-forward gap fires
+    /// once at the first instant after it, a time a fall-back overlap
+    /// repeats fires once, at its first instant.
+    CronIn {
+        /// The cron expression, as for [`Recurrence::Cron`].
+        expression: String,
+        /// The IANA zone (`Europe/Berlin`, `America/New_York`, `UTC`).
+        zone: String,
+    },
+}
+
+impl Recurrence {
+    /// The first occurrence strictly after `after_ms` (ms since the Unix
+    /// epoch) of this recurrence scheduled at `scheduled_ms` (an interval's
+    /// phase; a cron expression does not depend on it); `None` if none
+    /// comes before [`MAX_DEADLINE_MS`]. What a
+    /// series schedules after a delivery, for a look ahead (a schedule's
+    /// preview, a test against another cron parser).
+    ///
+    /// # Errors
+    ///
+    /// As [`Timers::schedule_recurring`](crate::Timers::schedule_recurring)
+    /// for a recurrence that is refused.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use purgatorio_redis::Recurrence;
+    ///
+    /// let nine = Recurrence::CronIn {
+    ///     expression: "0 9 * * *".into(),
+    ///     zone: "Europe/Berlin".into(),
+    /// };
+    /// // 2027-01-01T00:00Z: 09:00 in Berlin is 08:00 UTC in winter.
+    /// let new_year = 1_798_761_600_000;
+    /// assert_eq!(nine.next_after(new_year, new_year)?, Some(new_year + 8 * 3_600_000));
+    /// # Ok::<(), purgatorio_redis::Error>(())
+    /// ```
+    pub fn next_after(&self, scheduled_ms: u64, after_ms: u64) -> Result<Option<u64>, Error> {
+        Ok(Series::new(self, scheduled_ms)?.next_after(after_ms))
+    }
 }
 
 /// A series as stored in Redis and read back: its recurrence, and the
@@ -64,8 +119,21 @@ pub(crate) struct Series {
 enum Kind {
     /// Every this many ms.
     Every(u64),
-    /// At the times of this expression (and its text, as given).
-    Cron(Box<Cron>, String),
+    /// At the times of this expression (and its text, as given), in UTC
+    /// or in a zone.
+    Cron(Box<Cron>, String, Option<Tz>),
+}
+
+/// The zone named `name` (IANA); `None` if there is no such zone.
+fn zone(name: &str) -> Option<Tz> {
+    Tz::from_str(name).ok()
+}
+
+/// The first time of `cron` strictly after `after_ms`, in UTC.
+fn cron_after_utc(cron: &Cron, after_ms: u64) -> Option<u64> {
+    let after = chrono::DateTime::from_timestamp_millis(i64::try_from(after_ms).ok()?)?;
+    let next = cron.find_next_occurrence(&after, false).ok()?;
+    u64::try_from(next.timestamp_millis()).ok()
 }
 
 /// The longest cron expression accepted, bytes.
@@ -94,14 +162,22 @@ impl Series {
                 Kind::Every(ms)
             }
             Recurrence::Cron(expression) => {
-                if expression.len() > MAX_CRON || expression.chars().any(char::is_control) {
+                Kind::Cron(Box::new(parse_cron(expression)?), expression.clone(), None)
+            }
+            Recurrence::CronIn {
+                expression,
+                zone: name,
+            } => {
+                let Some(tz) = zone(name) else {
                     return Err(invalid(
-                        "a cron expression is at most 256 bytes, no control character",
+                        "the time zone is not an IANA zone name (Europe/Berlin)",
                     ));
-                }
-                let cron = Cron::from_str(expression)
-                    .map_err(|_| invalid("the cron expression does not parse"))?;
-                Kind::Cron(Box::new(cron), expression.clone())
+                };
+                Kind::Cron(
+                    Box::new(parse_cron(expression)?),
+                    expression.clone(),
+                    Some(tz),
+                )
             }
         };
         let series = Series { anchor_ms, kind };
@@ -113,12 +189,16 @@ impl Series {
         Ok(series)
     }
 
-    /// The series as stored: `every <ms> <anchor>` or `cron <anchor>
-    /// <expression>`.
+    /// The series as stored: `every <ms> <anchor>`, `cron <anchor>
+    /// <expression>` or `cron-in <anchor> <zone> <expression>` (a zone's
+    /// name has no space).
     pub(crate) fn spec(&self) -> String {
         match &self.kind {
             Kind::Every(ms) => format!("every {ms} {}", self.anchor_ms),
-            Kind::Cron(_, expression) => format!("cron {} {expression}", self.anchor_ms),
+            Kind::Cron(_, expression, None) => format!("cron {} {expression}", self.anchor_ms),
+            Kind::Cron(_, expression, Some(tz)) => {
+                format!("cron-in {} {} {expression}", self.anchor_ms, tz.name())
+            }
         }
     }
 
@@ -140,7 +220,16 @@ impl Series {
                 let cron = Cron::from_str(expression).ok()?;
                 Some(Series {
                     anchor_ms: anchor.parse().ok()?,
-                    kind: Kind::Cron(Box::new(cron), expression.to_string()),
+                    kind: Kind::Cron(Box::new(cron), expression.to_string(), None),
+                })
+            }
+            "cron-in" => {
+                let (anchor, rest) = rest.split_once(' ')?;
+                let (name, expression) = rest.split_once(' ')?;
+                let cron = Cron::from_str(expression).ok()?;
+                Some(Series {
+                    anchor_ms: anchor.parse().ok()?,
+                    kind: Kind::Cron(Box::new(cron), expression.to_string(), Some(zone(name)?)),
                 })
             }
             _ => None,
@@ -156,10 +245,11 @@ impl Series {
                 let periods = after_ms.saturating_sub(self.anchor_ms) / ms + 1;
                 self.anchor_ms.checked_add(periods.checked_mul(*ms)?)?
             }
-            Kind::Cron(cron, _) => {
-                let after = chrono::DateTime::from_timestamp_millis(i64::try_from(after_ms).ok()?)?;
-                let next = cron.find_next_occurrence(&after, false).ok()?;
-                let next = u64::try_from(next.timestamp_millis()).ok()?;
+            Kind::Cron(cron, expression, tz) => {
+                let next = match tz {
+                    Some(tz) => crate::zoned::next_in_zone(cron, expression, *tz, after_ms)?,
+                    None => cron_after_utc(cron, after_ms)?,
+                };
                 // Cron has whole seconds; never at or before `after_ms`.
                 if next <= after_ms {
                     return None;
@@ -169,6 +259,21 @@ impl Series {
         };
         (next <= MAX_DEADLINE_MS).then_some(next)
     }
+}
+
+/// `expression` parsed, if it is a cron expression of at most
+/// [`MAX_CRON`] bytes with no control character.
+fn parse_cron(expression: &str) -> Result<Cron, Error> {
+    let invalid = |why| Error::InvalidArgument {
+        name: "recurrence",
+        why,
+    };
+    if expression.len() > MAX_CRON || expression.chars().any(char::is_control) {
+        return Err(invalid(
+            "a cron expression is at most 256 bytes, no control character",
+        ));
+    }
+    Cron::from_str(expression).map_err(|_| invalid("the cron expression does not parse"))
 }
 
 /// The stored form of `recurrence`'s series scheduled at `now_ms`, and its
@@ -223,12 +328,13 @@ impl Timers {
         recurrence: &Recurrence,
         payload: &[u8],
     ) -> Result<u64, Error> {
-        self.check(id, 0, payload)?;
+        self.check_input(id, 0, payload)?;
         let now = self.server_time_ms()?;
         let (spec, first) = first(recurrence, now)?;
-        self.send_schedule_pipe(&calls::schedule_recurring(
-            &self.link, id, &spec, first, payload,
-        ))?;
+        self.send_schedule_pipe(
+            &calls::schedule_recurring(&self.ns, id, &spec, first, payload),
+            1,
+        )?;
         Ok(first)
     }
 }
@@ -243,80 +349,6 @@ pub(crate) fn next_occurrence(spec: &str, deadline_ms: u64, promoted_ms: u64) ->
         log::warn!("a recurring timer's series {spec:?} is unreadable; it ends");
     }
     series?.next_after(deadline_ms.max(promoted_ms))
-}
-
-/// Lua: `put(id, at, payload, width, wake)` schedules timer `id` (not
-/// pending) at `at` as its first attempt; publishes on `wake` when it is
-/// the earliest of all. KEYS[1], KEYS[2]: buckets, timer.
-const PUT: &str = r"
-local function put(id, at, payload, width, wake)
-  local d = tonumber(at)
-  local earliest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-  local b = string.format('%d', math.floor(d / width))
-  redis.call('ZADD', bucket_key(b), at, id)
-  redis.call('ZADD', KEYS[1], 'LT', at, b)
-  redis.call('HSET', KEYS[2], id, b .. ' 1 ' .. payload)
-  if #earliest == 0 or d < tonumber(earliest[2]) then
-    redis.call('PUBLISH', wake, at)
-  end
-end
-";
-
-/// KEYS: buckets, timer, repeat, stream, dead. ARGV: prefix, bucket width
-/// ms, wake channel, group, id, series, next deadline ms (`""`: none),
-/// payload, `k` (0, or 8 for a dead letter), `k` field-value arguments of
-/// the dead letter, the entry. Acknowledges a recurring timer's occurrence
-/// (adding the dead letter if any) and, if this call removed the entry
-/// from the group's pending list, the series is still the delivered one,
-/// and no timer of the id is pending (a retry), schedules the next
-/// occurrence; then trims the stream as `remove` does. Returns 1 if the
-/// entry was acknowledged here.
-pub(crate) fn acknowledge() -> String {
-    format!(
-        "{HELPERS}{TRIM}{PUT}{}",
-        r"
-local width, wake, group = tonumber(ARGV[2]), ARGV[3], ARGV[4]
-local id, series, nxt, payload = ARGV[5], ARGV[6], ARGV[7], ARGV[8]
-local k = tonumber(ARGV[9])
-if k > 0 then redis.call('XADD', KEYS[5], '*', unpack(ARGV, 10, 9 + k)) end
-local entry = ARGV[10 + k]
-local acked = redis.call('XACK', KEYS[4], group, entry)
-if acked == 1 and nxt ~= '' and redis.call('HGET', KEYS[3], id) == series
-    and redis.call('HEXISTS', KEYS[2], id) == 0 then
-  put(id, nxt, payload, width, wake)
-end
-trim(KEYS[4], group)
-return acked
-"
-    )
-}
-
-/// KEYS: buckets, timer, dead. ARGV: prefix, bucket width ms, wake channel,
-/// dead-letter entry, deadline ms (or `now`: Redis's `TIME`). Moves the
-/// dead letter back to pending as a first attempt and removes it from the
-/// dead-letter stream. 1 if moved, 0 if no such dead letter, -1 if a timer
-/// of its id is pending (left alone).
-pub(crate) fn revive() -> String {
-    format!(
-        "{HELPERS}{PUT}{}",
-        r"
-local entry = ARGV[4]
-local found = redis.call('XRANGE', KEYS[3], entry, entry)
-if #found == 0 then return 0 end
-local fields, id, payload = found[1][2], nil, ''
-for i = 1, #fields, 2 do
-  if fields[i] == 'id' then id = fields[i + 1] end
-  if fields[i] == 'payload' then payload = fields[i + 1] end
-end
-if not id then return 0 end
-if redis.call('HEXISTS', KEYS[2], id) == 1 then return -1 end
-local at = ARGV[5]
-if at == 'now' then at = string.format('%d', server_ms()) end
-put(id, at, payload, tonumber(ARGV[2]), ARGV[3])
-redis.call('XDEL', KEYS[3], entry)
-return 1
-"
-    )
 }
 
 #[cfg(test)]

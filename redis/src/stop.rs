@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
 
-use crate::link::{Link, Tries};
+use crate::link::Tries;
+use crate::namespace::Namespace;
 
 /// What wakes a scheduler node.
 pub(crate) enum Wake {
@@ -39,7 +40,7 @@ enum Target {
     /// A consumer's blocking read, cut short by `CLIENT UNBLOCK`.
     Consumer {
         /// For the `CLIENT UNBLOCK` call.
-        link: Arc<Link>,
+        ns: Arc<Namespace>,
         /// The blocked connection.
         blocked: Blocked,
     },
@@ -80,12 +81,12 @@ impl StopHandle {
     /// A handle for a consumer's loop.
     pub(crate) fn consumer(
         stopped: Arc<AtomicBool>,
-        link: Arc<Link>,
+        ns: Arc<Namespace>,
         blocked: Blocked,
     ) -> StopHandle {
         StopHandle {
             stopped,
-            target: Target::Consumer { link, blocked },
+            target: Target::Consumer { ns, blocked },
         }
     }
 
@@ -97,7 +98,7 @@ impl StopHandle {
             Target::Scheduler(wake) => {
                 let _ = wake.send(Wake::Stop);
             }
-            Target::Consumer { link, blocked } => {
+            Target::Consumer { ns, blocked } => {
                 // The consumer publishes its connection before it checks the
                 // flag, then blocks: if it missed the flag, its id is here.
                 // Its read may not have reached Redis yet (UNBLOCK answers
@@ -108,7 +109,7 @@ impl StopHandle {
                     if id == NOT_BLOCKED || since.elapsed() > UNBLOCK_PATIENCE {
                         return;
                     }
-                    let unblocked = link.call(Tries::Once, |c| {
+                    let unblocked = ns.link.call(Tries::Once, |c| {
                         redis::cmd("CLIENT").arg("UNBLOCK").arg(id).query::<i64>(c)
                     });
                     match unblocked {

@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use redis::Value;
 
-use crate::error::preview;
-use crate::link::{Link, Tries};
+use crate::error::{name_fault, preview};
+use crate::link::Tries;
+use crate::namespace::Namespace;
 use crate::scripts::{BATCH_BYTES, SCHEDULE_BATCH};
 use crate::{calls, Config, Error, MAX_DEADLINE_MS};
 
@@ -29,6 +30,62 @@ pub struct Metrics {
     pub misfired: u64,
     /// Delivered timers not yet acknowledged.
     pub unacknowledged: u64,
+    /// Timers that no promotion reaches, as the last
+    /// [`Timers::check`] counted them (0 before any check): a key of the
+    /// namespace overwritten or deleted by another application strands
+    /// them.
+    pub stranded: u64,
+    /// Timers whose schedule was stored but not replicated in time
+    /// ([`Scheduled::NotReplicated`], with
+    /// [`Config::replicas_to_ack`](crate::Config::replicas_to_ack)): the
+    /// master delivered them, a failover before they reached a replica
+    /// could have lost them.
+    pub not_replicated: u64,
+}
+
+/// What a schedule did: the timers are stored on the master either way,
+/// and it delivers them. With
+/// [`Config::replicas_to_ack`](crate::Config::replicas_to_ack) the outcome
+/// also says whether enough replicas acknowledged them in time.
+///
+/// Neither outcome asks for a retry. A timer that was stored but not
+/// replicated in time (a master left without its replicas, as after a
+/// failover until a replica rejoins) fires; scheduling it again to
+/// "retry" would deliver it twice if it fired in between, and reporting it
+/// as failed would report a timer that fires. What it says is that a
+/// failover right now may lose it: alert on it, or wait for the replicas
+/// and check with [`Timers::get`].
+///
+/// # Examples
+///
+/// ```no_run
+/// # use purgatorio_redis::*;
+/// use std::time::Duration;
+///
+/// let config = Config::new("payments").replicas_to_ack(1, Duration::from_millis(500));
+/// let timers = Timers::connect("redis://127.0.0.1:6379", config)?;
+/// let at = timers.server_time_ms()? + 30_000;
+/// match timers.schedule("retry-order-17", at, b"charge card")? {
+///     Scheduled::Stored => {}
+///     Scheduled::NotReplicated { acked, wanted } => {
+///         eprintln!("stored, on {acked} of {wanted} replicas: a failover now may lose it");
+///     }
+/// }
+/// # Ok::<(), purgatorio_redis::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scheduled {
+    /// Stored, and held by the replicas asked for (if any were).
+    Stored,
+    /// Stored on the master, which delivers it, but fewer replicas than
+    /// [`Config::replicas_to_ack`](crate::Config::replicas_to_ack) asks
+    /// acknowledged it within its timeout. Do not schedule it again.
+    NotReplicated {
+        /// Replicas that acknowledged.
+        acked: u32,
+        /// Replicas asked for.
+        wanted: u32,
+    },
 }
 
 /// What one promotion step did.
@@ -82,13 +139,13 @@ pub(crate) fn chunks<'a, 'b>(
 #[derive(Clone)]
 pub struct Timers {
     /// The connections, keys and scripts, shared by the clones.
-    pub(crate) link: Arc<Link>,
+    pub(crate) ns: Arc<Namespace>,
 }
 
 impl fmt::Debug for Timers {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Timers")
-            .field("namespace", &self.link.config.namespace)
+            .field("namespace", &self.ns.config.namespace)
             .finish()
     }
 }
@@ -119,7 +176,7 @@ impl Timers {
     pub fn connect(url: &str, config: Config) -> Result<Timers, Error> {
         config.validate()?;
         let timers = Timers {
-            link: Arc::new(Link::open(url, config)?),
+            ns: Arc::new(Namespace::open(url, config)?),
         };
         timers.server_time_ms()?;
         Ok(timers)
@@ -156,7 +213,7 @@ impl Timers {
     pub fn connect_cluster(seeds: &[&str], config: Config) -> Result<Timers, Error> {
         config.validate()?;
         let timers = Timers {
-            link: Arc::new(Link::open_cluster(seeds, config)?),
+            ns: Arc::new(Namespace::open_cluster(seeds, config)?),
         };
         timers.server_time_ms()?;
         Ok(timers)
@@ -165,12 +222,12 @@ impl Timers {
     /// Round trips to Redis made through this handle and its clones so far
     /// (a pipeline counts once).
     pub fn round_trips(&self) -> u64 {
-        self.link.round_trips()
+        self.ns.link.round_trips()
     }
 
     /// The settings.
     pub fn config(&self) -> &Config {
-        &self.link.config
+        &self.ns.config
     }
 
     /// Redis's clock, ms since the Unix epoch: the one clock every node
@@ -180,19 +237,14 @@ impl Timers {
     ///
     /// [`Error::Unavailable`] if Redis cannot be reached.
     pub fn server_time_ms(&self) -> Result<u64, Error> {
-        let time = self.link.with_connection(|c| calls::time().query(c))?;
+        let time = self.ns.link.with_connection(|c| calls::time().query(c))?;
         Ok(calls::time_ms(time))
     }
 
     /// Refuses a bad id before Redis is asked.
     pub(crate) fn check_id(&self, id: &str) -> Result<(), Error> {
-        let why = if id.is_empty() {
-            "empty"
-        } else if id.len() > self.link.config.max_id {
-            "longer than Config::max_id"
-        } else if id.chars().any(char::is_control) {
-            "holds a control character"
-        } else {
+        let max = self.ns.config.max_id;
+        let Some(why) = name_fault(id, max, "longer than Config::max_id") else {
             return Ok(());
         };
         Err(Error::InvalidId {
@@ -203,8 +255,8 @@ impl Timers {
     }
 
     /// Refuses a bad id, deadline or payload before Redis is asked.
-    pub(crate) fn check(&self, id: &str, at_ms: u64, payload: &[u8]) -> Result<(), Error> {
-        let config = &self.link.config;
+    pub(crate) fn check_input(&self, id: &str, at_ms: u64, payload: &[u8]) -> Result<(), Error> {
+        let config = &self.ns.config;
         self.check_id(id)?;
         if at_ms > MAX_DEADLINE_MS {
             return Err(Error::DeadlineOutOfRange {
@@ -229,8 +281,9 @@ impl Timers {
     ///
     /// [`Error::InvalidId`], [`Error::DeadlineOutOfRange`] (past
     /// [`MAX_DEADLINE_MS`]), [`Error::PayloadTooLarge`] before Redis is
-    /// asked; [`Error::Unavailable`] after the retries;
-    /// [`Error::ReplicasNotReached`] with [`Config::replicas_to_ack`].
+    /// asked; [`Error::Unavailable`] after the retries. A schedule stored
+    /// but not replicated in time (with [`Config::replicas_to_ack`]) is no
+    /// error: [`Scheduled::NotReplicated`].
     ///
     /// # Examples
     ///
@@ -242,7 +295,7 @@ impl Timers {
     /// timers.schedule("retry-order-17", at + 5_000, b"charge card")?; // moved
     /// # Ok::<(), purgatorio_redis::Error>(())
     /// ```
-    pub fn schedule(&self, id: &str, at_ms: u64, payload: &[u8]) -> Result<(), Error> {
+    pub fn schedule(&self, id: &str, at_ms: u64, payload: &[u8]) -> Result<Scheduled, Error> {
         self.schedule_attempt(id, at_ms, payload, 1)
     }
 
@@ -253,8 +306,8 @@ impl Timers {
         at_ms: u64,
         payload: &[u8],
         attempt: u32,
-    ) -> Result<(), Error> {
-        self.check(id, at_ms, payload)?;
+    ) -> Result<Scheduled, Error> {
+        self.check_input(id, at_ms, payload)?;
         self.send_schedules(&[(id, at_ms, payload)], attempt)
     }
 
@@ -278,30 +331,39 @@ impl Timers {
     /// timers.schedule_many(&batch)?; // one round trip
     /// # Ok::<(), purgatorio_redis::Error>(())
     /// ```
-    pub fn schedule_many(&self, timers: &[(&str, u64, &[u8])]) -> Result<(), Error> {
+    pub fn schedule_many(&self, timers: &[(&str, u64, &[u8])]) -> Result<Scheduled, Error> {
         for (id, at_ms, payload) in timers {
-            self.check(id, *at_ms, payload)?;
+            self.check_input(id, *at_ms, payload)?;
         }
         self.send_schedules(timers, 1)
     }
 
     /// Sends checked schedules: the schedule script once per chunk, all
     /// chunks in one pipeline (loading the script first if Redis lost it).
-    fn send_schedules(&self, timers: &[(&str, u64, &[u8])], attempt: u32) -> Result<(), Error> {
+    fn send_schedules(
+        &self,
+        timers: &[(&str, u64, &[u8])],
+        attempt: u32,
+    ) -> Result<Scheduled, Error> {
         if timers.is_empty() {
-            return Ok(());
+            return Ok(Scheduled::Stored);
         }
-        self.send_schedule_pipe(&calls::schedule(&self.link, timers, attempt))
+        self.send_schedule_pipe(&calls::schedule(&self.ns, timers, attempt), timers.len())
     }
 
     /// Sends a pipeline of schedule calls, loading the script first if
     /// Redis lost it (it restarted, or `SCRIPT FLUSH`); with
     /// [`Config::replicas_to_ack`], then waits for the replicas (`WAIT`).
-    pub(crate) fn send_schedule_pipe(&self, pipe: &redis::Pipeline) -> Result<(), Error> {
+    /// `timers`: how many the pipeline schedules.
+    pub(crate) fn send_schedule_pipe(
+        &self,
+        pipe: &redis::Pipeline,
+        timers: usize,
+    ) -> Result<Scheduled, Error> {
         let mut pipe = pipe.clone();
-        let wait = calls::add_wait(&mut pipe, &self.link);
-        let response_timeout = self.link.config.response_timeout;
-        let acked: Vec<u32> = self.link.with_connection(|c| {
+        let wait = calls::add_wait(&mut pipe, &self.ns);
+        let response_timeout = self.ns.config.response_timeout;
+        let acked: Vec<u32> = self.ns.link.with_connection(|c| {
             if let Some(ack) = wait {
                 c.set_read_timeout(Some(response_timeout.saturating_add(ack.timeout)))?;
             }
@@ -317,7 +379,12 @@ impl Timers {
             }
             sent
         })?;
-        calls::replicas_reached(wait, &acked)
+        let outcome = calls::scheduled(wait, &acked);
+        if let Some(count) = calls::record_replication(&self.ns, outcome, timers) {
+            // A count for the metrics: the schedule itself is done.
+            let _ = self.ns.link.with_connection(|c| count.query::<()>(c));
+        }
+        Ok(outcome)
     }
 
     /// Cancels timer `id`, and ends its series if it recurs (an occurrence
@@ -340,8 +407,8 @@ impl Timers {
     /// ```
     pub fn cancel(&self, id: &str) -> Result<bool, Error> {
         self.check_id(id)?;
-        let cancel = calls::cancel(&self.link, id);
-        let removed: i64 = self.link.with_connection(|c| cancel.invoke(c))?;
+        let cancel = calls::cancel(&self.ns, id);
+        let removed: i64 = self.ns.link.with_connection(|c| cancel.invoke(c))?;
         Ok(removed == 1)
     }
 
@@ -351,21 +418,21 @@ impl Timers {
     /// handles outages). Timers promoted more than `misfire_after` late are
     /// counted in [`Metrics::misfired`].
     pub(crate) fn promote(&self, misfire_after: Duration) -> Result<Promotion, Error> {
-        let promote = calls::promote(&self.link, misfire_after);
-        let step = self.link.call(Tries::Once, |c| promote.invoke(c))?;
+        let promote = calls::promote(&self.ns, misfire_after);
+        let step = self.ns.link.call(Tries::Once, |c| promote.invoke(c))?;
         calls::promotion(step)
     }
 
     /// Applies the misfire policy to up to one page of timers more than
     /// `late` overdue, and about 256 KiB of records ([`BATCH_BYTES`]);
     /// one try. [`MisfirePage::More`] when the page stopped at either limit.
-    /// [`Misfire::FireNow`] sends nothing: promotion delivers and counts
+    /// [`Misfire::FireNow`](crate::Misfire::FireNow) sends nothing: promotion delivers and counts
     /// them.
     pub(crate) fn handle_misfires(&self, late: Duration) -> Result<MisfirePage, Error> {
-        let Some(misfire) = calls::misfire(&self.link, late) else {
+        let Some(misfire) = calls::misfire(&self.ns, late) else {
             return Ok(MisfirePage::Done);
         };
-        let page: calls::MisfireReply = self.link.call(Tries::Once, |c| misfire.invoke(c))?;
+        let page: calls::MisfireReply = self.ns.link.call(Tries::Once, |c| misfire.invoke(c))?;
         Ok(calls::misfire_page(page))
     }
 
@@ -386,10 +453,10 @@ impl Timers {
     /// ```
     pub fn metrics(&self) -> Result<Metrics, Error> {
         let (with_group, without) = (
-            calls::metrics(&self.link, true),
-            calls::metrics(&self.link, false),
+            calls::metrics(&self.ns, true),
+            calls::metrics(&self.ns, false),
         );
-        let (figures, unacked) = self.link.with_connection(|c| {
+        let (figures, unacked) = self.ns.link.with_connection(|c| {
             match with_group.query::<calls::MetricsGroupReply>(c) {
                 Ok((p, s, d, unacked)) => Ok(((p, s, d), unacked)),
                 // No group yet: nothing delivered.

@@ -1,5 +1,5 @@
 //! Side by side with BullMQ, the most used Redis delayed-job library, on one
-//! fresh `redis-server`: the same timers (2,000 over 1 s) through our CLI's
+//! fresh `redis-server`: the same timers (2,000 over 1 s) through the example
 //! `bench` and through BullMQ delayed jobs (`redis/bench/bullmq.mjs`), each
 //! on an emptied server, with Redis's own
 //! counters read around each run. BullMQ is installed from npm into
@@ -11,7 +11,7 @@ mod common;
 
 use std::process::Command;
 
-use common::{cli, Server, PATIENCE};
+use common::{Server, PATIENCE};
 use purgatorio_testkit::{node_modules_with, output_within};
 
 /// The BullMQ release line `redis/bench/compare.sh` installs too.
@@ -39,6 +39,23 @@ fn usage(server: &Server) -> (u64, u64) {
         .filter_map(|l| l.split_once(':')?.1.trim().parse::<f64>().ok())
         .sum();
     (commands, (cpu_s * 1e6) as u64)
+}
+
+/// The example `bench`, which `cargo test` builds beside this test (in
+/// `target/<profile>/examples/`).
+fn bench() -> std::path::PathBuf {
+    let exe = std::env::current_exe().expect("the test's path");
+    let profile = exe
+        .parent()
+        .and_then(std::path::Path::parent)
+        .expect("target/<profile>/deps/");
+    let bench = profile.join("examples").join("bench");
+    assert!(
+        bench.exists(),
+        "{} is missing: cargo build -p purgatorio-redis --example bench",
+        bench.display()
+    );
+    bench
 }
 
 /// Empties the server and its counters.
@@ -103,8 +120,8 @@ fn side_by_side_with_bullmq_on_one_redis_server() {
     let (count, spread) = (COUNT.to_string(), SPREAD_MS.to_string());
     let ours = measure(
         &server,
-        Command::new(cli())
-            .args(["--url", &server.url(), "--namespace", "cmp", "bench"])
+        Command::new(bench())
+            .args(["--url", &server.url(), "--namespace", "cmp"])
             .args([
                 "--count",
                 &count,

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use purgatorio_redis::{Config, Consumer, Error, Scheduler, Timers, Verdict};
+use purgatorio_redis::{Config, Consumer, Error, Scheduled, Scheduler, Timers, Verdict};
 use purgatorio_testkit::{wait_for, RedisCluster};
 
 mod common;
@@ -152,7 +152,8 @@ fn namespaces_spread_over_the_masters_deliver_on_each() {
 struct Failover {
     /// Schedules that returned `Ok`.
     acknowledged: usize,
-    /// Schedules refused with `ReplicasNotReached`.
+    /// Schedules stored but not replicated in time
+    /// (`Scheduled::NotReplicated`).
     not_replicated: usize,
     /// Acknowledged and never delivered.
     lost: usize,
@@ -204,8 +205,10 @@ fn failover(cluster: &mut RedisCluster, namespace: &str, config: Config, lag: La
                     .map(|id| (id.as_str(), now + 1_000, &b"p"[..]))
                     .collect();
                 match timers.schedule_many(&batch) {
-                    Ok(()) => acknowledged.extend(ids.into_iter().map(|id| (id, now + 1_000))),
-                    Err(Error::ReplicasNotReached { .. }) => refused += batch.len(),
+                    Ok(Scheduled::Stored) => {
+                        acknowledged.extend(ids.into_iter().map(|id| (id, now + 1_000)));
+                    }
+                    Ok(Scheduled::NotReplicated { .. }) => refused += batch.len(),
                     Err(e) => assert!(e.is_unavailable(), "{e}"),
                 }
                 thread::sleep(Duration::from_millis(10));
@@ -315,29 +318,6 @@ fn a_killed_master_fails_over_and_wait_bounds_what_is_lost() {
     assert!(with_wait.not_replicated > 0, "{with_wait:?}");
 }
 
-#[test]
-fn a_schedule_no_replica_acknowledged_is_a_typed_error() {
-    let server = common::Server::start_volatile();
-    let config = Config::new("wait").replicas_to_ack(1, Duration::from_millis(50));
-    let timers = Timers::connect(&server.url(), config).unwrap();
-    let at = timers.server_time_ms().unwrap() + 60_000;
-    match timers.schedule("a", at, b"p") {
-        Err(Error::ReplicasNotReached {
-            acked: 0,
-            wanted: 1,
-        }) => {}
-        other => panic!("{other:?}"),
-    }
-    // The master holds it: scheduling again moves it, never doubles it.
-    assert_eq!(timers.get("a").unwrap().map(|p| p.deadline_ms), Some(at));
-    let batch: Vec<(&str, u64, &[u8])> = vec![("a", at + 1, b"p"), ("b", at, b"p")];
-    assert!(matches!(
-        timers.schedule_many(&batch),
-        Err(Error::ReplicasNotReached { .. })
-    ));
-    assert_eq!(timers.metrics().unwrap().pending, 2);
-}
-
 /// Schedules/s and deliveries/s of `namespaces` namespaces on a cluster of
 /// `masters` masters (no replicas): each namespace gets `per` timers from
 /// its own thread (`schedule_many`, 10,000 per call), all due within 0.5 s,
@@ -416,7 +396,7 @@ fn throughput(masters: usize, namespaces: usize, per: usize) -> (f64, f64) {
     (schedules, deliveries)
 }
 
-/// The figures of `docs/redis.md`: throughput with 1 and with 3 masters,
+/// The figures of `redis/README.md`: throughput with 1 and with 3 masters,
 /// 3 namespaces of 100,000 timers each, alternated over 2 rounds. Run
 /// alone, in release:
 /// `cargo test --release -p purgatorio-redis --test cluster -- --ignored --nocapture`

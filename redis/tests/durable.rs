@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::{parse_deliveries as parse, Server, PATIENCE};
 use purgatorio_redis::{Config, Consumer, Scheduler, Timers, Verdict};
@@ -184,11 +184,9 @@ fn an_unacknowledged_delivery_is_taken_over_retried_later_and_dead_lettered() {
     drop(dead);
     // Another takes it over, but only after the visibility timeout.
     let alive = Consumer::new(timers.clone(), "alive").unwrap();
-    let taken_at = Instant::now();
     let second = wait_for("the take-over", PATIENCE, || {
         alive.take_over(10).unwrap().pop()
     });
-    assert!(taken_at.elapsed() < PATIENCE);
     assert_eq!((second.id.as_str(), second.attempt), ("job", 2));
     // It asks for a retry 300 ms later: delivered again, not before.
     let asked = timers.server_time_ms().unwrap();

@@ -16,7 +16,8 @@ use redis::aio::MultiplexedConnection;
 use redis::Value;
 
 use crate::aio::{Deliveries, Delivery, Timers};
-use crate::link::{transient, Tries};
+use crate::error::transient;
+use crate::link::Tries;
 use crate::{calls, reply, Error, MAX_BLOCK};
 
 /// A member of the stream's consumer group, on tokio. Cheap to clone.
@@ -120,8 +121,8 @@ impl Consumer {
     /// [`MAX_BACKOFF`](crate::MAX_BACKOFF)), the outage and its end are
     /// logged once each, and a consumer group lost with Redis's data is
     /// created again. It yields an error only when Redis refuses a call for
-    /// another reason (a wrong type at one of the namespace's keys), and
-    /// goes on after it, [`MAX_BACKOFF`](crate::MAX_BACKOFF) later. Timers past
+    /// another reason (a wrong type at one of the namespace's keys: a data
+    /// error, logged once as such), and goes on after it, [`MAX_BACKOFF`](crate::MAX_BACKOFF) later. Timers past
     /// [`Config::max_attempts`](crate::Config::max_attempts) go to the
     /// dead-letter stream instead of the stream.
     ///
@@ -195,7 +196,7 @@ impl Consumer {
                                 last,
                             });
                         }
-                        tokio::time::sleep(crate::link::backoff(failures)).await;
+                        tokio::time::sleep(crate::health::backoff(failures)).await;
                     }
                     Err(e) => return Err(e),
                 }
@@ -278,7 +279,7 @@ impl Shared {
 
     /// Creates the consumer group if it does not exist.
     pub(super) async fn create_group(&self, tries: Tries) -> Result<(), Error> {
-        let create = &calls::create_group(self.timers.link());
+        let create = &calls::create_group(self.timers.ns());
         let created = self
             .timers
             .connection
@@ -299,9 +300,9 @@ impl Shared {
         max: usize,
         tries: Tries,
     ) -> Result<Vec<crate::Delivery>, Error> {
-        let link = self.timers.link();
+        let ns = self.timers.ns();
         let connection = &self.timers.connection;
-        let claim = &calls::autoclaim(link, &self.name, max);
+        let claim = &calls::autoclaim(ns, &self.name, max);
         let claimed: Value = connection
             .call(
                 tries,
@@ -312,14 +313,14 @@ impl Shared {
         if claimed.is_empty() {
             return Ok(Vec::new());
         }
-        let counts = &calls::take_over_counts(link, &claimed);
+        let counts = &calls::take_over_counts(ns, &claimed);
         let counts: Vec<Value> = connection
             .call(
                 tries,
                 |mut c| async move { counts.query_async(&mut c).await },
             )
             .await?;
-        let taken = calls::taken_over(link, claimed, &counts)?;
+        let taken = calls::taken_over(ns, claimed, &counts)?;
         for dead in &taken.dead {
             self.remove_with(std::slice::from_ref(dead), Some(dead), tries)
                 .await?;
@@ -334,10 +335,10 @@ impl Shared {
         block: Duration,
         max: usize,
     ) -> Result<Vec<crate::Delivery>, Error> {
-        let link = self.timers.link();
+        let ns = self.timers.ns();
         let mut reader = self.reader.lock().await;
-        link.count_round_trip();
-        let response_timeout = link.config.response_timeout;
+        ns.link.count_round_trip();
+        let response_timeout = ns.config.response_timeout;
         let block = block.min(MAX_BLOCK);
         let read = async {
             if reader.is_none() {
@@ -346,7 +347,7 @@ impl Shared {
                 let config = redis::AsyncConnectionConfig::new()
                     .set_connection_timeout(response_timeout)
                     .set_response_timeout(response_timeout + MAX_BLOCK);
-                let client = link.client_with_handshake()?;
+                let client = ns.link.client_with_handshake()?;
                 *reader = Some(
                     client
                         .get_multiplexed_async_connection_with_config(&config)
@@ -355,7 +356,7 @@ impl Shared {
             }
             let connection = reader.as_mut().expect("opened above");
             let block_ms = u64::try_from(block.as_millis()).unwrap_or(u64::MAX).max(1);
-            calls::read_group(link, &self.name, max, block_ms)
+            calls::read_group(ns, &self.name, max, block_ms)
                 .query_async::<Value>(connection)
                 .await
         };
@@ -399,7 +400,7 @@ impl Shared {
         letter: Option<&crate::Delivery>,
         tries: Tries,
     ) -> Result<(), Error> {
-        for remove in &calls::removals(self.timers.link(), timers, letter) {
+        for remove in &calls::removals(self.timers.ns(), timers, letter) {
             self.timers
                 .connection
                 .call(tries, |mut c| async move {

@@ -179,7 +179,7 @@ impl Delivery {
     pub async fn finish(&self, verdict: Verdict) -> Result<(), Error> {
         let shared = &self.shared;
         let timer = &self.timer;
-        match calls::finish(shared.timers.link(), timer, verdict)? {
+        match calls::finish(shared.timers.ns(), timer, verdict)? {
             Finish::Ack => {}
             Finish::DeadLetter => {
                 return shared
@@ -221,12 +221,12 @@ impl Delivery {
     /// ```
     pub async fn extend_visibility(&self) -> Result<bool, Error> {
         let shared = &self.shared;
-        let (link, name, entry) = (shared.timers.link(), &shared.name, &self.timer.entry);
+        let (ns, name, entry) = (shared.timers.ns(), &shared.name, &self.timer.entry);
         let extended: i64 = shared
             .timers
             .connection
             .call(Tries::Config, |mut c| async move {
-                calls::extend(link, name, entry).invoke_async(&mut c).await
+                calls::extend(ns, name, entry).invoke_async(&mut c).await
             })
             .await?;
         Ok(extended == 1)

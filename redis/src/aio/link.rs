@@ -9,7 +9,10 @@ use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
-use crate::link::{backoff, transient, Link, Tries};
+use crate::error::transient;
+use crate::health::backoff;
+use crate::link::Tries;
+use crate::namespace::Namespace;
 use crate::{Error, MAX_BACKOFF};
 
 /// A connection manager of one namespace, and the namespace's keys,
@@ -17,7 +20,7 @@ use crate::{Error, MAX_BACKOFF};
 #[derive(Clone)]
 pub(crate) struct Connection {
     /// The keys, scripts and settings, shared with the blocking face.
-    pub(crate) link: Arc<Link>,
+    pub(crate) ns: Arc<Namespace>,
     /// The multiplexed connection; calls from many tasks share it.
     manager: ConnectionManager,
 }
@@ -29,31 +32,31 @@ impl Connection {
     /// and whose connecting is bounded by the configured response timeout,
     /// handshake included. One try: the callers retry.
     pub(crate) async fn open(
-        link: Arc<Link>,
+        ns: Arc<Namespace>,
         response_timeout: Duration,
     ) -> redis::RedisResult<Connection> {
-        let client = link.client_with_handshake()?;
+        let client = ns.link.client_with_handshake()?;
         let config = ConnectionManagerConfig::new()
             .set_response_timeout(response_timeout)
-            .set_connection_timeout(link.config.response_timeout)
+            .set_connection_timeout(ns.config.response_timeout)
             // The manager's own reconnect makes one attempt whenever a call
             // finds the connection broken; the backoff between attempts is
             // ours ([`call`](Self::call)), so that both faces wait alike.
             .set_number_of_retries(0)
             .set_max_delay(MAX_BACKOFF.as_millis() as u64);
         let manager = ConnectionManager::new_with_config(client, config).await?;
-        Ok(Connection { link, manager })
+        Ok(Connection { ns, manager })
     }
 
     /// Opens a connection as [`open`](Self::open) does, trying as `tries`
     /// says.
     pub(crate) async fn open_with(
-        link: Arc<Link>,
+        ns: Arc<Namespace>,
         response_timeout: Duration,
         tries: Tries,
     ) -> Result<Connection, Error> {
-        retry(&link, tries, || {
-            Connection::open(Arc::clone(&link), response_timeout)
+        retry(&ns, tries, || {
+            Connection::open(Arc::clone(&ns), response_timeout)
         })
         .await
     }
@@ -67,25 +70,29 @@ impl Connection {
         F: FnMut(ConnectionManager) -> Fut,
         Fut: Future<Output = redis::RedisResult<T>>,
     {
-        retry(&self.link, tries, || call(self.manager.clone())).await
+        retry(&self.ns, tries, || call(self.manager.clone())).await
     }
 }
 
 /// Runs `attempt` until it succeeds, fails for good, or `tries` transient
 /// failures (waiting [`backoff`] between them) make it
 /// [`Error::Unavailable`]. Each try counts as a round trip.
-pub(crate) async fn retry<T, F, Fut>(link: &Link, tries: Tries, mut attempt: F) -> Result<T, Error>
+pub(crate) async fn retry<T, F, Fut>(
+    ns: &Namespace,
+    tries: Tries,
+    mut attempt: F,
+) -> Result<T, Error>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = redis::RedisResult<T>>,
 {
     let tries = match tries {
-        Tries::Config => link.config.retries.max(1),
+        Tries::Config => ns.config.retries.max(1),
         Tries::Once => 1,
     };
     let mut failures = 0;
     loop {
-        link.count_round_trip();
+        ns.link.count_round_trip();
         match attempt().await {
             Ok(value) => return Ok(value),
             Err(e) if transient(&e) => {

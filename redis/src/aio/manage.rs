@@ -29,11 +29,11 @@ impl Timers {
     /// ```
     pub async fn get(&self, id: &str) -> Result<Option<Pending>, Error> {
         self.checks.check_id(id)?;
-        let link = self.link();
+        let ns = self.ns();
         let found: calls::GetReply = self
             .connection
             .call(Tries::Config, |mut c| async move {
-                calls::get(link, id).invoke_async(&mut c).await
+                calls::get(ns, id).invoke_async(&mut c).await
             })
             .await?;
         calls::pending(found)
@@ -58,7 +58,7 @@ impl Timers {
     /// # Ok(()) }
     /// ```
     pub async fn reschedule(&self, id: &str, at_ms: u64) -> Result<bool, Error> {
-        self.checks.check(id, at_ms, b"")?;
+        self.checks.check_input(id, at_ms, b"")?;
         self.move_to(id, &at_ms.to_string()).await
     }
 
@@ -85,11 +85,11 @@ impl Timers {
 
     /// Moves pending timer `id` to `at` (ms, or `now`).
     async fn move_to(&self, id: &str, at: &str) -> Result<bool, Error> {
-        let link = self.link();
+        let ns = self.ns();
         let moved: i64 = self
             .connection
             .call(Tries::Config, |mut c| async move {
-                calls::reschedule(link, id, at).invoke_async(&mut c).await
+                calls::reschedule(ns, id, at).invoke_async(&mut c).await
             })
             .await?;
         Ok(moved == 1)
@@ -117,11 +117,11 @@ impl Timers {
     /// ```
     pub async fn earliest(&self, max: usize) -> Result<Vec<(String, u64)>, Error> {
         check_list(max)?;
-        let link = self.link();
+        let ns = self.ns();
         let flat: Vec<String> = self
             .connection
             .call(Tries::Config, |mut c| async move {
-                calls::earliest(link, max).invoke_async(&mut c).await
+                calls::earliest(ns, max).invoke_async(&mut c).await
             })
             .await?;
         calls::listing(&flat)
@@ -172,7 +172,7 @@ impl Timers {
     /// ```
     pub async fn in_flight(&self, max: usize) -> Result<Vec<InFlight>, Error> {
         check_list(max)?;
-        let held = &calls::held(self.link(), max);
+        let held = &calls::held(self.ns(), max);
         let rows: Value = self
             .connection
             .call(Tries::Config, |mut c| async move {
@@ -186,7 +186,7 @@ impl Timers {
         if rows.is_empty() {
             return Ok(Vec::new());
         }
-        let read = &calls::read_entries(self.link(), &rows);
+        let read = &calls::read_entries(self.ns(), &rows);
         let entries: Vec<Value> = self
             .connection
             .call(Tries::Config, |mut c| async move {
@@ -218,7 +218,7 @@ impl Timers {
     /// ```
     pub async fn dead_letters(&self, max: usize) -> Result<Vec<DeadLetter>, Error> {
         check_list(max)?;
-        let read = &calls::dead_letters(self.link(), max);
+        let read = &calls::dead_letters(self.ns(), max);
         let read: Value = self
             .connection
             .call(Tries::Config, |mut c| async move {
@@ -248,7 +248,7 @@ impl Timers {
     /// # Ok(()) }
     /// ```
     pub async fn retry_dead_letter(&self, letter: &DeadLetter) -> Result<DeadLetterRetry, Error> {
-        let revive = &calls::revive(self.link(), &letter.entry);
+        let revive = &calls::revive(self.ns(), &letter.entry);
         let reply: i64 = self
             .connection
             .call(Tries::Config, |mut c| async move {

@@ -47,11 +47,13 @@ mod delivery;
 mod link;
 mod manage;
 mod scheduler;
+mod start;
 mod stream;
 mod timers;
 
 pub use consumer::Consumer;
 pub use delivery::Delivery;
 pub use scheduler::Scheduler;
+pub use start::wait_for_redis;
 pub use stream::Deliveries;
 pub use timers::Timers;

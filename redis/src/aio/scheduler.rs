@@ -17,8 +17,10 @@ use futures_util::StreamExt;
 use tokio::sync::Notify;
 
 use crate::aio::Timers;
-use crate::link::{Health, Link};
-use crate::scheduler::{wait_after, Resubscribe, Start, Wait, MISFIRE_AFTER};
+use crate::health::Health;
+use crate::namespace::Namespace;
+use crate::resubscribe::Resubscribe;
+use crate::scheduler::{wait_after, Start, Wait, MISFIRE_AFTER};
 use crate::{Error, Step, MAX_SLEEP};
 
 /// A scheduler node on tokio: moves due timers to the stream. Run any
@@ -144,10 +146,10 @@ impl Scheduler {
             .build()
             .map_err(|e| Error::Protocol(e.to_string()))?;
         let wake = Arc::new(Notify::new());
-        let link = Arc::clone(&self.timers.connection.link);
+        let ns = Arc::clone(&self.timers.connection.ns);
         tokio::select! {
             () = shutdown => Ok(()),
-            () = listen(link, Arc::clone(&wake)) => Ok(()),
+            () = listen(ns, Arc::clone(&wake)) => Ok(()),
             () = self.promote_forever(&timer, &wake) => Ok(()),
         }
     }
@@ -177,16 +179,16 @@ impl Scheduler {
 /// is seen by the next step). Silence longer than [`MAX_SLEEP`] is taken
 /// for a dead link, and the listener subscribes again on a fresh
 /// connection; a failed or short-lived subscription is made again with
-/// backoff, as the blocking node's is ([`Resubscribe`]).
-async fn listen(link: Arc<Link>, wake: Arc<Notify>) {
-    let mut again = Resubscribe::new(&link.config.namespace);
+/// backoff, as the blocking node's is ([`Resubscribe`](crate::resubscribe::Resubscribe)).
+async fn listen(ns: Arc<Namespace>, wake: Arc<Notify>) {
+    let mut again = Resubscribe::new(&ns.config.namespace);
     loop {
         if let Some(wait) = again.wait() {
             tokio::time::sleep(wait).await;
         }
-        let subscribed = tokio::time::timeout(link.config.response_timeout, async {
-            let mut pubsub = link.client_with_handshake()?.get_async_pubsub().await?;
-            pubsub.subscribe(&link.keys.wake).await?;
+        let subscribed = tokio::time::timeout(ns.config.response_timeout, async {
+            let mut pubsub = ns.link.client_with_handshake()?.get_async_pubsub().await?;
+            pubsub.subscribe(&ns.keys.wake).await?;
             Ok::<_, redis::RedisError>(pubsub)
         })
         .await

@@ -13,7 +13,8 @@ use tokio::time::Instant;
 
 use crate::aio::consumer::Shared;
 use crate::aio::Delivery;
-use crate::link::{Health, Tries};
+use crate::health::Health;
+use crate::link::Tries;
 use crate::{calls, Error};
 
 /// Deliveries read per blocking read of a [`Deliveries`] stream.
@@ -99,6 +100,9 @@ impl Feed {
                     }
                 }
                 Err(e) => {
+                    // Logged as what it is (once), yielded, and the next
+                    // read waits: the stream goes on.
+                    self.health.failed(&e);
                     self.pause = true;
                     return Some((Err(e), self));
                 }

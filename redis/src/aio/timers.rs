@@ -8,8 +8,9 @@ use std::sync::Arc;
 use redis::Value;
 
 use crate::aio::link::Connection;
-use crate::link::{Link, Tries};
-use crate::timers::{MisfirePage, Promotion};
+use crate::link::Tries;
+use crate::namespace::Namespace;
+use crate::timers::{MisfirePage, Promotion, Scheduled};
 use crate::{calls, recurring, Config, Error, Metrics, Recurrence};
 
 /// A namespace of durable timers on one Redis, on tokio: the async face of
@@ -69,18 +70,18 @@ impl Timers {
     /// ```
     pub async fn connect(url: &str, config: Config) -> Result<Timers, Error> {
         config.validate()?;
-        let link = Arc::new(Link::open(url, config)?);
+        let ns = Arc::new(Namespace::open(url, config)?);
         // The manager's response timeout is one for every call: a
         // schedule's `WAIT` (`Config::replicas_to_ack`) may take its own
         // timeout on top.
-        let wait = link
+        let wait = ns
             .config
             .replica_ack
             .map_or(std::time::Duration::ZERO, |ack| ack.timeout);
-        let timeout = link.config.response_timeout.saturating_add(wait);
-        let connection = Connection::open_with(Arc::clone(&link), timeout, Tries::Config).await?;
+        let timeout = ns.config.response_timeout.saturating_add(wait);
+        let connection = Connection::open_with(Arc::clone(&ns), timeout, Tries::Config).await?;
         let timers = Timers {
-            checks: crate::Timers { link },
+            checks: crate::Timers { ns },
             connection,
         };
         timers.server_time_ms().await?;
@@ -88,19 +89,19 @@ impl Timers {
     }
 
     /// The keys, scripts and settings.
-    pub(crate) fn link(&self) -> &Link {
-        &self.connection.link
+    pub(crate) fn ns(&self) -> &Namespace {
+        &self.connection.ns
     }
 
     /// Round trips to Redis made through this handle, its clones, and the
     /// consumers and schedulers made from them (a pipeline counts once).
     pub fn round_trips(&self) -> u64 {
-        self.link().round_trips()
+        self.ns().link.round_trips()
     }
 
     /// The settings.
     pub fn config(&self) -> &Config {
-        &self.link().config
+        &self.ns().config
     }
 
     /// Redis's clock, ms since the Unix epoch: the one clock every node
@@ -150,7 +151,7 @@ impl Timers {
     /// timers.schedule("retry-order-17", at + 5_000, b"charge card").await?; // moved
     /// # Ok(()) }
     /// ```
-    pub async fn schedule(&self, id: &str, at_ms: u64, payload: &[u8]) -> Result<(), Error> {
+    pub async fn schedule(&self, id: &str, at_ms: u64, payload: &[u8]) -> Result<Scheduled, Error> {
         self.schedule_attempt(id, at_ms, payload, 1).await
     }
 
@@ -161,8 +162,8 @@ impl Timers {
         at_ms: u64,
         payload: &[u8],
         attempt: u32,
-    ) -> Result<(), Error> {
-        self.checks.check(id, at_ms, payload)?;
+    ) -> Result<Scheduled, Error> {
+        self.checks.check_input(id, at_ms, payload)?;
         self.send_schedules(&[(id, at_ms, payload)], attempt).await
     }
 
@@ -186,9 +187,9 @@ impl Timers {
     /// timers.schedule_many(&batch).await?; // one round trip
     /// # Ok(()) }
     /// ```
-    pub async fn schedule_many(&self, timers: &[(&str, u64, &[u8])]) -> Result<(), Error> {
+    pub async fn schedule_many(&self, timers: &[(&str, u64, &[u8])]) -> Result<Scheduled, Error> {
         for (id, at_ms, payload) in timers {
-            self.checks.check(id, *at_ms, payload)?;
+            self.checks.check_input(id, *at_ms, payload)?;
         }
         self.send_schedules(timers, 1).await
     }
@@ -199,19 +200,23 @@ impl Timers {
         &self,
         timers: &[(&str, u64, &[u8])],
         attempt: u32,
-    ) -> Result<(), Error> {
+    ) -> Result<Scheduled, Error> {
         if timers.is_empty() {
-            return Ok(());
+            return Ok(Scheduled::Stored);
         }
-        self.send_schedule_pipe(&calls::schedule(self.link(), timers, attempt))
+        self.send_schedule_pipe(&calls::schedule(self.ns(), timers, attempt), timers.len())
             .await
     }
 
     /// Sends a pipeline of schedule calls, loading the script first if
     /// Redis lost it.
-    async fn send_schedule_pipe(&self, pipe: &redis::Pipeline) -> Result<(), Error> {
+    async fn send_schedule_pipe(
+        &self,
+        pipe: &redis::Pipeline,
+        timers: usize,
+    ) -> Result<Scheduled, Error> {
         let mut pipe = pipe.clone();
-        let wait = calls::add_wait(&mut pipe, self.link());
+        let wait = calls::add_wait(&mut pipe, self.ns());
         let pipe = &pipe;
         let acked: Vec<u32> = self
             .connection
@@ -225,7 +230,18 @@ impl Timers {
                 }
             })
             .await?;
-        calls::replicas_reached(wait, &acked)
+        let outcome = calls::scheduled(wait, &acked);
+        if let Some(count) = calls::record_replication(self.ns(), outcome, timers) {
+            // A count for the metrics: the schedule itself is done.
+            let count = &count;
+            let _ = self
+                .connection
+                .call(Tries::Once, |mut c| async move {
+                    count.query_async::<()>(&mut c).await
+                })
+                .await;
+        }
+        Ok(outcome)
     }
 
     /// Schedules recurring timer `id`: every occurrence is delivered with
@@ -255,16 +271,13 @@ impl Timers {
         recurrence: &Recurrence,
         payload: &[u8],
     ) -> Result<u64, Error> {
-        self.checks.check(id, 0, payload)?;
+        self.checks.check_input(id, 0, payload)?;
         let now = self.server_time_ms().await?;
         let (spec, first) = recurring::first(recurrence, now)?;
-        self.send_schedule_pipe(&calls::schedule_recurring(
-            self.link(),
-            id,
-            &spec,
-            first,
-            payload,
-        ))
+        self.send_schedule_pipe(
+            &calls::schedule_recurring(self.ns(), id, &spec, first, payload),
+            1,
+        )
         .await?;
         Ok(first)
     }
@@ -289,11 +302,11 @@ impl Timers {
     /// ```
     pub async fn cancel(&self, id: &str) -> Result<bool, Error> {
         self.checks.check_id(id)?;
-        let link = self.link();
+        let ns = self.ns();
         let removed: i64 = self
             .connection
             .call(Tries::Config, |mut c| async move {
-                calls::cancel(link, id).invoke_async(&mut c).await
+                calls::cancel(ns, id).invoke_async(&mut c).await
             })
             .await?;
         Ok(removed == 1)
@@ -316,8 +329,8 @@ impl Timers {
     /// # Ok(()) }
     /// ```
     pub async fn metrics(&self) -> Result<Metrics, Error> {
-        let link = self.link();
-        let (with_group, without) = (&calls::metrics(link, true), &calls::metrics(link, false));
+        let ns = self.ns();
+        let (with_group, without) = (&calls::metrics(ns, true), &calls::metrics(ns, false));
         let (figures, unacked) = self
             .connection
             .call(Tries::Config, |mut c| async move {
@@ -343,13 +356,11 @@ impl Timers {
         &self,
         misfire_after: std::time::Duration,
     ) -> Result<Promotion, Error> {
-        let link = self.link();
+        let ns = self.ns();
         let step: calls::PromoteReply = self
             .connection
             .call(Tries::Once, |mut c| async move {
-                calls::promote(link, misfire_after)
-                    .invoke_async(&mut c)
-                    .await
+                calls::promote(ns, misfire_after).invoke_async(&mut c).await
             })
             .await?;
         calls::promotion(step)
@@ -360,7 +371,7 @@ impl Timers {
         &self,
         late: std::time::Duration,
     ) -> Result<MisfirePage, Error> {
-        let Some(misfire) = &calls::misfire(self.link(), late) else {
+        let Some(misfire) = &calls::misfire(self.ns(), late) else {
             return Ok(MisfirePage::Done);
         };
         let page: calls::MisfireReply = self

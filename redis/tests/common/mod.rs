@@ -4,6 +4,9 @@
 
 #![allow(dead_code)] // each test binary uses its own part
 
+pub mod backlog;
+pub mod probe;
+
 use std::collections::HashMap;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -176,7 +179,10 @@ pub fn parse_commandstats(info: &str) -> HashMap<String, (u64, u64)> {
 
 /// The CLI binary.
 pub fn cli() -> &'static str {
-    env!("CARGO_BIN_EXE_purgatorio-redis")
+    // `option_env!`: `examples/call_cpu.rs` shares this module, and Cargo
+    // sets the variable for tests only; the example never calls this.
+    #[allow(clippy::option_env_unwrap)]
+    option_env!("CARGO_BIN_EXE_purgatorio-redis").expect("the CLI, built for tests")
 }
 
 /// Spawns the CLI with `args` against `url`/`namespace`, stdout to `out` and
