@@ -46,7 +46,7 @@ enum Slot<T> {
         /// The payload, handed back on cancel or expiry.
         value: T,
         /// Identifies this occupant.
-        gen: NonZeroU32,
+        generation: NonZeroU32,
         /// The check of the one live reference to this slot.
         check: u32,
     },
@@ -55,17 +55,17 @@ enum Slot<T> {
         /// The next free slot, or [`NIL`].
         next_free: u32,
         /// The generation the next occupant gets (never 0).
-        gen: u32,
+        generation: u32,
     },
 }
 
-/// The generation after `gen`; skips 0, which no generation takes.
+/// The generation after `generation`; skips 0, which no generation takes.
 #[inline]
-fn next_gen(gen: u32) -> u32 {
-    if gen == u32::MAX {
+fn next_generation(generation: u32) -> u32 {
+    if generation == u32::MAX {
         1
     } else {
-        gen + 1
+        generation + 1
     }
 }
 
@@ -122,33 +122,45 @@ impl<T> Arena<T> {
             );
             self.slots.push(Slot::Vacant {
                 next_free: NIL,
-                gen: self.fresh,
+                generation: self.fresh,
             });
             self.free = (self.slots.len() - 1) as u32;
         }
         let idx = self.free;
         let slot = &mut self.slots[idx as usize];
-        let Slot::Vacant { next_free, gen } = *slot else {
+        let Slot::Vacant {
+            next_free,
+            generation,
+        } = *slot
+        else {
             unreachable!("free list points at occupied slot {idx}")
         };
-        let gen = NonZeroU32::new(gen).expect("generations are never zero");
-        *slot = Slot::Occupied { value, gen, check };
+        let generation = NonZeroU32::new(generation).expect("generations are never zero");
+        *slot = Slot::Occupied {
+            value,
+            generation,
+            check,
+        };
         self.free = next_free;
         self.len += 1;
-        (idx, gen)
+        (idx, generation)
     }
 
-    /// Whether `(idx, gen)` names an occupied slot.
+    /// Whether `(idx, generation)` names an occupied slot.
     #[inline]
-    pub(crate) fn contains(&self, idx: u32, gen: NonZeroU32) -> bool {
-        matches!(self.slots.get(idx as usize), Some(Slot::Occupied { gen: g, .. }) if *g == gen)
+    pub(crate) fn contains(&self, idx: u32, generation: NonZeroU32) -> bool {
+        matches!(self.slots.get(idx as usize), Some(Slot::Occupied { generation: g, .. }) if *g == generation)
     }
 
-    /// The payload of `(idx, gen)`, if occupied.
+    /// The payload of `(idx, generation)`, if occupied.
     #[inline]
-    pub(crate) fn get_mut(&mut self, idx: u32, gen: NonZeroU32) -> Option<&mut T> {
+    pub(crate) fn get_mut(&mut self, idx: u32, generation: NonZeroU32) -> Option<&mut T> {
         match self.slots.get_mut(idx as usize) {
-            Some(Slot::Occupied { value, gen: g, .. }) if *g == gen => Some(value),
+            Some(Slot::Occupied {
+                value,
+                generation: g,
+                ..
+            }) if *g == generation => Some(value),
             _ => None,
         }
     }
@@ -160,24 +172,26 @@ impl<T> Arena<T> {
         matches!(self.slots.get(idx as usize), Some(Slot::Occupied { check: c, .. }) if *c == check)
     }
 
-    /// Gives `(idx, gen)` a new live reference with `check`; the old one
+    /// Gives `(idx, generation)` a new live reference with `check`; the old one
     /// becomes garbage unless its check is the same. Returns the old check,
-    /// or `None` if `(idx, gen)` is not occupied.
+    /// or `None` if `(idx, generation)` is not occupied.
     #[inline]
-    pub(crate) fn recheck(&mut self, idx: u32, gen: NonZeroU32, check: u32) -> Option<u32> {
+    pub(crate) fn recheck(&mut self, idx: u32, generation: NonZeroU32, check: u32) -> Option<u32> {
         match self.slots.get_mut(idx as usize) {
             Some(Slot::Occupied {
-                gen: g, check: c, ..
-            }) if *g == gen => Some(std::mem::replace(c, check)),
+                generation: g,
+                check: c,
+                ..
+            }) if *g == generation => Some(std::mem::replace(c, check)),
             _ => None,
         }
     }
 
-    /// Frees `(idx, gen)` and returns its payload and its live reference's
+    /// Frees `(idx, generation)` and returns its payload and its live reference's
     /// check, if occupied.
     #[inline]
-    pub(crate) fn remove(&mut self, idx: u32, gen: NonZeroU32) -> Option<(T, u32)> {
-        if !self.contains(idx, gen) {
+    pub(crate) fn remove(&mut self, idx: u32, generation: NonZeroU32) -> Option<(T, u32)> {
+        if !self.contains(idx, generation) {
             return None;
         }
         let (value, _, check) = self.vacate(idx);
@@ -191,17 +205,17 @@ impl<T> Arena<T> {
         if !self.is_live(idx, check) {
             return None;
         }
-        let (value, gen, _) = self.vacate(idx);
-        Some((value, gen))
+        let (value, generation, _) = self.vacate(idx);
+        Some((value, generation))
     }
 
     /// Frees an occupied slot; returns its payload, generation and check.
     fn vacate(&mut self, idx: u32) -> (T, NonZeroU32, u32) {
         let slot = &mut self.slots[idx as usize];
         let next = match slot {
-            Slot::Occupied { gen, .. } => {
-                self.span = self.span.max(gen.get().wrapping_sub(self.fresh));
-                next_gen(gen.get())
+            Slot::Occupied { generation, .. } => {
+                self.span = self.span.max(generation.get().wrapping_sub(self.fresh));
+                next_generation(generation.get())
             }
             Slot::Vacant { .. } => unreachable!("vacating a vacant slot"),
         };
@@ -209,13 +223,17 @@ impl<T> Arena<T> {
             slot,
             Slot::Vacant {
                 next_free: self.free,
-                gen: next,
+                generation: next,
             },
         );
         self.free = idx;
         self.len -= 1;
         match old {
-            Slot::Occupied { value, gen, check } => (value, gen, check),
+            Slot::Occupied {
+                value,
+                generation,
+                check,
+            } => (value, generation, check),
             Slot::Vacant { .. } => unreachable!("vacating a vacant slot"),
         }
     }
@@ -233,7 +251,7 @@ impl<T> Arena<T> {
         if self.len != 0 || self.slots.len() <= KEEP_SLOTS {
             return None;
         }
-        self.fresh = next_gen(self.fresh.wrapping_add(self.span));
+        self.fresh = next_generation(self.fresh.wrapping_add(self.span));
         self.span = 0;
         self.free = NIL;
         Some(Slots {
@@ -278,7 +296,7 @@ mod tests {
 
     #[test]
     fn generations_wrap_without_zero() {
-        assert_eq!(next_gen(u32::MAX), 1);
-        assert_eq!(next_gen(1), 2);
+        assert_eq!(next_generation(u32::MAX), 1);
+        assert_eq!(next_generation(1), 2);
     }
 }

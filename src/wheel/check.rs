@@ -1,5 +1,5 @@
 //! The invariant check (tests only): the module's invariants, asserted
-//! with the values involved.
+//! with the values involved, and what else the tests read of a wheel.
 
 use std::collections::HashMap;
 
@@ -8,6 +8,22 @@ use super::reference::{self, Ref};
 use super::Wheel;
 
 impl<T> Wheel<T> {
+    /// The wheel's time in ticks.
+    pub(crate) fn now(&self) -> u64 {
+        self.now
+    }
+
+    /// Number of levels created so far.
+    pub(crate) fn levels(&self) -> usize {
+        self.levels.len()
+    }
+
+    /// The arena's slots, occupied or vacant.
+    #[cfg(not(purgatorio_loom))]
+    pub(crate) fn slots(&self) -> usize {
+        self.arena.slots()
+    }
+
     /// Checks the structure's invariants (tests only), among them the two
     /// windows the layout rests on:
     ///

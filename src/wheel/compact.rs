@@ -6,12 +6,15 @@
 //! [`Garbage`] count says how many wait. When they outnumber the live timers
 //! by [`GARBAGE_SLACK`], a compaction drops them all and re-keys every
 //! bucket: O(references), amortised O(1) per cancel. When the last live
-//! timer goes, every reference is dropped at once instead
-//! ([`freed`](super::freed)'s `empty_out`).
+//! timer goes, every reference is dropped at once instead (the wheel's
+//! `empty_out`, [`freed`](super::freed)).
 
+use super::arena::Arena;
+use super::bucket_queue::BucketQueue;
+use super::head::Head;
 use super::pool::{Bucket, Pool};
 use super::reference::{Ref, SIDE};
-use super::Wheel;
+use super::side::Side;
 
 /// Garbage references tolerated beyond the number of live timers before a
 /// compaction (references, not bytes).
@@ -40,10 +43,24 @@ impl Garbage {
         self.compactions
     }
 
-    /// One more reference died (its timer was cancelled or moved).
+    /// Whether the dead references outnumber the `live` timers by more
+    /// than [`GARBAGE_SLACK`]: time to [`compact`].
     #[inline]
-    pub(super) fn add(&mut self) {
-        self.count += 1;
+    pub(super) fn outnumbers(&self, live: usize) -> bool {
+        self.count > live + GARBAGE_SLACK
+    }
+
+    /// Counts the reference or side entry that carried `check` as garbage:
+    /// its timer (in `arena`) was cancelled or moved. The `side` heap
+    /// counts its own, and drops them when they outnumber its live ones.
+    #[inline]
+    pub(super) fn forget<T>(&mut self, check: u32, side: &mut Side, arena: &Arena<T>) {
+        if check & SIDE == 0 {
+            self.count += 1;
+        } else {
+            side.release(check);
+            side.collect_garbage(|idx, check| arena.is_live(idx, check));
+        }
     }
 
     /// `n` dead references were met and dropped.
@@ -57,6 +74,16 @@ impl Garbage {
     pub(super) fn met_dead(&mut self) {
         debug_assert!(self.count > 0, "dead reference not counted as garbage");
         self.count = self.count.saturating_sub(1);
+    }
+
+    /// A compaction dropped `n` dead references.
+    #[inline]
+    pub(super) fn compacted(&mut self, n: usize) {
+        #[cfg(test)]
+        {
+            self.compactions += 1;
+        }
+        self.met(n);
     }
 
     /// Every reference was dropped.
@@ -84,28 +111,6 @@ fn retain_kept(refs: &mut Vec<Ref>, mut keep: impl FnMut(Ref) -> bool) -> usize 
     before - kept
 }
 
-/// Keeps the references of `bucket` that `keep` accepts; returns how many
-/// it dropped, and the earliest kept one with its deadline at wheel time
-/// `now`.
-pub(super) fn retain_kept_in(
-    pool: &mut Pool,
-    bucket: &mut Bucket,
-    now: u64,
-    keep: impl FnMut(Ref) -> bool,
-) -> (usize, Option<(u64, Ref)>) {
-    let before = bucket.len();
-    pool.retain(bucket, keep);
-    let earliest = (0..bucket.blocks())
-        .filter_map(|k| {
-            pool.block(bucket, k)
-                .iter()
-                .map(|&r| (r.deadline(now), r))
-                .min_by_key(|e| e.0)
-        })
-        .min_by_key(|e| e.0);
-    (before - bucket.len(), earliest)
-}
-
 /// Which arena slots a compaction has kept a reference to: the first
 /// reference that reads as live for a slot is kept, and any other one is a
 /// stale duplicate (it reads as live because the slot's new occupant has
@@ -129,66 +134,35 @@ impl Kept {
     }
 }
 
-impl<T> Wheel<T> {
-    /// Counts the reference or side entry that carried `check` as garbage:
-    /// its timer was cancelled or moved.
-    #[inline]
-    pub(super) fn forget(&mut self, check: u32) {
-        if check & SIDE == 0 {
-            self.garbage.add();
-        } else {
-            self.side.release(check);
-            let arena = &self.arena;
-            self.side
-                .collect_garbage(|idx, check| arena.is_live(idx, check));
-        }
+/// Removes every dead reference (of `arena`'s timers), and every
+/// duplicate of a live one, from the ready list and the run (`lists`) and
+/// from every armed bucket of `queue`, and re-keys each bucket to its
+/// earliest live deadline at wheel time `now` (its holder in `head`);
+/// returns how many references it dropped. O(references).
+pub(super) fn compact<T>(
+    arena: &Arena<T>,
+    lists: [&mut Vec<Ref>; 2],
+    queue: &mut BucketQueue,
+    buckets: &mut [Bucket],
+    pool: &mut Pool,
+    head: &mut Head,
+    now: u64,
+) -> usize {
+    // A stale reference that reads as live has its timer's deadline
+    // (see `reference`): keeping one reference per slot drops them,
+    // else a slot reused at one deadline over and over (a clock that
+    // does not move) would keep its stale references counted for ever,
+    // and every later change would compact again.
+    let mut kept = Kept::new(arena.slots());
+    let mut keep = |r: Ref| arena.is_live(r.idx, r.check) && kept.first(r);
+    let mut dropped = 0;
+    for refs in lists {
+        dropped += retain_kept(refs, &mut keep);
     }
-
-    /// Drops all references when no timer is live, or compacts when garbage
-    /// outnumbers the live timers.
-    #[inline]
-    pub(super) fn collect_garbage(&mut self) {
-        if self.arena.len() == 0 {
-            self.empty_out(false);
-        } else if self.garbage.count > self.arena.len() + GARBAGE_SLACK {
-            self.compact();
-        }
+    let armed: Vec<u32> = queue.buckets().collect();
+    for bucket in armed {
+        let refs = &mut buckets[bucket as usize];
+        dropped += head.rekey(queue, pool, refs, bucket, now, &mut keep);
     }
-
-    /// Removes every dead reference, and every duplicate of a live one, and
-    /// re-keys every bucket to its earliest live deadline. O(references).
-    fn compact(&mut self) {
-        #[cfg(test)]
-        {
-            self.garbage.compactions += 1;
-        }
-        let arena = &self.arena;
-        let mut kept = Kept::new(arena.slots());
-        let mut keep = |r: Ref| arena.is_live(r.idx, r.check) && kept.first(r);
-        let mut dropped = 0;
-        for refs in [&mut self.ready, self.run.refs_mut()] {
-            dropped += retain_kept(refs, &mut keep);
-        }
-        let armed: Vec<u32> = self.queue.buckets().collect();
-        for bucket in armed {
-            let refs = &mut self.buckets[bucket as usize];
-            let (gone, earliest) = retain_kept_in(&mut self.pool, refs, self.now, &mut keep);
-            dropped += gone;
-            match earliest {
-                Some((deadline, r)) => {
-                    self.queue.rekey(bucket, deadline);
-                    self.head.hold(bucket, r);
-                }
-                None => {
-                    self.queue.disarm(bucket);
-                }
-            }
-        }
-        // A stale reference that reads as live has its timer's deadline
-        // (see `reference`): keeping one reference per slot drops them,
-        // else a slot reused at one deadline over and over (a clock that
-        // does not move) would keep its stale references counted for ever,
-        // and every later change would compact again.
-        self.garbage.met(dropped);
-    }
+    dropped
 }

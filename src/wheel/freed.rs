@@ -1,23 +1,22 @@
 //! Freed memory: what a wheel gives back, and who frees it.
 //!
 //! A wheel gives memory back when it empties (a large arena's slots, pool
-//! and side heap: [`empty_out`](Wheel::empty_out)) and when its pool's
-//! store outgrows its references ([`trim_pool`](Wheel::trim_pool)). A small
+//! and side heap: [`Freer::give_back`], unless [`is_small`]) and when its
+//! pool's store outgrows its references ([`Freer::trim_pool`]). A small
 //! wheel keeps its memory for its next timers instead, so one that goes
 //! from one timer to none and back does not rebuild its store each time.
 //!
 //! The memory given back is a [`Freed`]. By default the wheel frees it in
 //! the call that gave it back ([`Freer::Wheel`]). A wheel behind a lock
-//! [keeps it](Wheel::keep_freed) for its owner instead ([`Freer::Owner`]),
-//! who [takes it](Wheel::take_freed) after every call that can empty the
-//! wheel or rebuild its pool and drops it after the lock: freeing a million
-//! timers' slots takes milliseconds, which must neither hold the lock nor
-//! delay the tasks a poll handed out.
+//! keeps it for its owner instead ([`Freer::Owner`], the wheel's
+//! `keep_freed`), who takes it (`take_freed`) after every call that can
+//! empty the wheel or rebuild its pool and drops it after the lock: freeing
+//! a million timers' slots takes milliseconds, which must neither hold the
+//! lock nor delay the tasks a poll handed out.
 
-use super::arena::{self, Slots};
-use super::pool::{self, Pool};
+use super::arena::{self, Arena, Slots};
+use super::pool::{self, Bucket, Pool};
 use super::side::Side;
-use super::Wheel;
 
 /// Memory a wheel gave back (an emptied arena's slots, a pool's or side
 /// heap's old store), held to be freed outside its owner's lock. None of it
@@ -86,9 +85,27 @@ pub(super) enum Freer<T> {
 }
 
 impl<T> Freer<T> {
+    /// Makes the memory given back wait for the owner to take it
+    /// ([`take`](Self::take)) and free it after its lock.
+    pub(super) fn keep(&mut self) {
+        if let Freer::Wheel = self {
+            *self = Freer::Owner(None);
+        }
+    }
+
+    /// The memory given back since the last call, if it is kept for the
+    /// owner ([`keep`](Self::keep)).
+    #[inline]
+    pub(super) fn take(&mut self) -> Option<Box<Freed<T>>> {
+        match self {
+            Freer::Owner(kept) => kept.take(),
+            Freer::Wheel => None,
+        }
+    }
+
     /// Frees `freed` now, or keeps it for the owner beside what it kept
     /// already.
-    pub(super) fn hand(&mut self, freed: Freed<T>) {
+    fn hand(&mut self, freed: Freed<T>) {
         let Freer::Owner(kept) = self else {
             return;
         };
@@ -100,97 +117,46 @@ impl<T> Freer<T> {
             None => *kept = Some(Box::new(freed)),
         }
     }
-}
 
-impl<T> Wheel<T> {
-    /// Makes the memory a poll or a removal gives back wait for the owner
-    /// to take it ([`take_freed`](Self::take_freed)) and free it after its
-    /// lock, instead of being freed inside the call.
-    pub(crate) fn keep_freed(&mut self) {
-        if let Freer::Wheel = self.freed {
-            self.freed = Freer::Owner(None);
-        }
-    }
-
-    /// The memory polls and removals gave back since the last call, if the
-    /// wheel [keeps it](Self::keep_freed): to drop after the owner's lock.
-    #[inline]
-    pub(crate) fn take_freed(&mut self) -> Option<Box<Freed<T>>> {
-        match &mut self.freed {
-            Freer::Owner(kept) => kept.take(),
-            Freer::Wheel => None,
-        }
-    }
-
-    /// Rebuilds the buckets' pool smaller once its store is more than 16
-    /// times the references the wheel can hold (its pending timers and its
-    /// garbage), past [`pool::KEEP_REFS`]: after a burst fired, the blocks
-    /// it freed would otherwise stay until the wheel empties. Amortized
-    /// over the references freed since the store last had that size.
-    pub(super) fn trim_pool(&mut self) {
-        let needed = self.arena.len() + self.garbage.count();
-        if self.pool.stored() > 16 * needed + pool::KEEP_REFS {
-            let old = self.pool.rebuild(self.buckets.iter_mut());
-            self.freed.hand(Freed {
+    /// Rebuilds the `pool` of `buckets` smaller once its store is more than
+    /// 16 times the references the wheel can hold (`needed`: its pending
+    /// timers and its garbage), past [`pool::KEEP_REFS`], and hands the old
+    /// store on: after a burst fired, the blocks it freed would otherwise
+    /// stay until the wheel empties. Amortized over the references freed
+    /// since the store last had that size.
+    pub(super) fn trim_pool(&mut self, pool: &mut Pool, buckets: &mut [Bucket], needed: usize) {
+        if pool.stored() > 16 * needed + pool::KEEP_REFS {
+            let old = pool.rebuild(buckets.iter_mut());
+            self.hand(Freed {
                 pool: Some(old),
                 ..Freed::default()
             });
         }
     }
 
-    /// Whether the wheel has no memory to give back: its arena, pool and
-    /// side heap are no larger than what an empty wheel keeps.
-    fn is_small(&self) -> bool {
-        self.arena.slots() <= arena::KEEP_SLOTS
-            && self.pool.stored() <= pool::KEEP_REFS
-            && self.side.is_clear_and_small()
+    /// The wheel emptied (its references were dropped): empties the `pool`
+    /// and the `side` heap, whose stores a large one gives back, and
+    /// releases `arena`'s slots if given, and frees or keeps what was given
+    /// back ([`hand`](Self::hand)).
+    pub(super) fn give_back(
+        &mut self,
+        pool: &mut Pool,
+        side: &mut Side,
+        arena: Option<&mut Arena<T>>,
+    ) {
+        let freed = Freed {
+            pool: pool.clear(),
+            side: side.clear(),
+            slots: arena.and_then(Arena::release),
+        };
+        self.hand(freed);
     }
+}
 
-    /// No timer is pending: every reference left is dead, and dropped. A
-    /// small wheel ([`is_small`](Self::is_small)) keeps its memory: its
-    /// buckets' blocks go back to the pool's free lists, for the next
-    /// timers, and its arena keeps its slots. A larger one gives back its
-    /// pool and side heap, and its arena unless `keep_arena`: when the last
-    /// timer is being handed out, its slot was just freed, and the poll
-    /// that finds the wheel empty releases the arena.
-    pub(super) fn empty_out(&mut self, keep_arena: bool) {
-        if self.is_small() {
-            self.forget_refs();
-            return;
-        }
-        let mut freed = self.drop_refs();
-        if !keep_arena {
-            freed.slots = self.arena.release();
-        }
-        self.freed.hand(freed);
-    }
-
-    /// Drops every reference of the buckets (their blocks go back to the
-    /// pool's free lists), the ready list and the run, and disarms every
-    /// bucket. Only correct when no near timer is pending (none that a
-    /// reference holds).
-    fn forget_refs(&mut self) {
-        for bucket in self.queue.buckets() {
-            self.pool.release(&mut self.buckets[bucket as usize]);
-        }
-        self.queue.clear();
-        self.ready.clear();
-        self.run.clear();
-        self.garbage.clear();
-        self.head.settle();
-    }
-
-    /// Drops every reference and side entry and disarms every bucket. Only
-    /// correct when no timer is pending (or the arena is drained right after).
-    /// Returns the memory a large pool and side heap gave back.
-    pub(super) fn drop_refs(&mut self) -> Freed<T> {
-        self.forget_refs();
-        let pool = self.pool.clear();
-        let side = self.side.clear();
-        Freed {
-            pool,
-            side,
-            slots: None,
-        }
-    }
+/// Whether a wheel with this `arena`, `pool` and `side` heap has no memory
+/// to give back: each is no larger than what an empty wheel keeps.
+pub(super) fn is_small<T>(arena: &Arena<T>, pool: &Pool, side: &Side) -> bool {
+    arena.slots() <= arena::KEEP_SLOTS
+        && pool.stored() <= pool::KEEP_REFS
+        && side.is_clear_and_small()
 }

@@ -12,9 +12,9 @@
 //! nothing up.
 
 use super::arena::Arena;
-use super::compact::retain_kept_in;
+use super::bucket_queue::BucketQueue;
+use super::pool::{Bucket, Pool};
 use super::reference::{Ref, NO_REF};
-use super::Wheel;
 
 /// A coarse head bucket whose key-setting timer died is rescanned for its
 /// exact key up to this many references; a larger one keeps its early key and
@@ -32,6 +32,8 @@ pub(super) struct Head {
     /// unsettled (a bucket that became the head may hold a dead holder); a
     /// removal then settles it, as does any removal of a timer on top.
     settled: bool,
+    /// The finest level's buckets (bucket ids below it are level 0's).
+    finest: usize,
 }
 
 impl Default for Head {
@@ -39,13 +41,18 @@ impl Default for Head {
         Head {
             holders: Vec::new(),
             settled: true,
+            finest: 0,
         }
     }
 }
 
 impl Head {
-    /// Makes room for holders of `buckets` buckets in all.
+    /// Makes room for holders of `buckets` buckets in all (the first call:
+    /// the finest level's).
     pub(super) fn add_buckets(&mut self, buckets: usize) {
+        if self.finest == 0 {
+            self.finest = buckets;
+        }
         self.holders.resize(buckets, NO_REF);
     }
 
@@ -62,7 +69,7 @@ impl Head {
     }
 
     /// Whether the head is settled.
-    #[cfg(test)]
+    #[inline]
     pub(super) fn is_settled(&self) -> bool {
         self.settled
     }
@@ -75,7 +82,7 @@ impl Head {
 
     /// The head is settled (or nothing is dead).
     #[inline]
-    pub(super) fn settle(&mut self) {
+    pub(super) fn mark_settled(&mut self) {
         self.settled = true;
     }
 }
@@ -90,77 +97,103 @@ fn pop_dead<T>(arena: &Arena<T>, refs: &mut Vec<Ref>) -> usize {
     before - refs.len()
 }
 
-impl<T> Wheel<T> {
-    /// After the timer in slot `idx` was removed or moved: settles the head
-    /// if that timer may have been on top of it (the last reference of the
-    /// ready list or of the run, or the head bucket's holder), or if a poll
-    /// left it unsettled. Otherwise it is settled already, and only that
-    /// timer's references died: no lookup in the arena.
-    #[inline]
-    pub(super) fn settle_after(&mut self, idx: u32) {
-        let on_top = |r: Option<Ref>| r.is_some_and(|r| r.idx == idx);
-        if !self.head.settled
-            || on_top(self.ready.last().copied())
-            || on_top(self.run.last())
-            || self
-                .queue
-                .peek()
-                .is_some_and(|(_, bucket)| self.head.holder(bucket).idx == idx)
-        {
-            self.settle_head();
-        }
-    }
+/// Keeps the references of `bucket` that `keep` accepts; returns how many
+/// it dropped, and the earliest kept one with its deadline at wheel time
+/// `now`.
+fn retain_kept_in(
+    pool: &mut Pool,
+    bucket: &mut Bucket,
+    now: u64,
+    keep: impl FnMut(Ref) -> bool,
+) -> (usize, Option<(u64, Ref)>) {
+    let before = bucket.len();
+    pool.retain(bucket, keep);
+    let earliest = (0..bucket.blocks())
+        .filter_map(|k| {
+            pool.block(bucket, k)
+                .iter()
+                .map(|&r| (r.deadline(now), r))
+                .min_by_key(|e| e.0)
+        })
+        .min_by_key(|e| e.0);
+    (before - bucket.len(), earliest)
+}
 
-    /// Makes the head of the bucket queue exact again after its key-setting
-    /// timer died, so that [`next_expiration`](Self::next_expiration) does not
-    /// ask for a wake-up with nothing due. Amortised O(1): dead references met
-    /// here are dropped for good, and a rescan is bounded by [`RESCAN_LIMIT`].
-    pub(super) fn settle_head(&mut self) {
-        self.head.settled = true;
-        self.garbage.met(pop_dead(&self.arena, &mut self.ready));
-        self.garbage.met(pop_dead(&self.arena, self.run.refs_mut()));
-        while let Some((_, bucket)) = self.queue.peek() {
+impl Head {
+    /// Makes the head live again after its timer died, so that the wheel's
+    /// next expiration does not ask for a wake-up with nothing due: pops
+    /// the dead references (of `arena`'s timers) off the top of the ready
+    /// list and the run (`lists`), and settles the head bucket of `queue`
+    /// (`buckets` in `pool`, at wheel time `now`); returns how many dead
+    /// references it dropped. Amortised O(1): dead references met here are
+    /// dropped for good, and a rescan is bounded by [`RESCAN_LIMIT`].
+    pub(super) fn settle<T>(
+        &mut self,
+        arena: &Arena<T>,
+        lists: [&mut Vec<Ref>; 2],
+        queue: &mut BucketQueue,
+        buckets: &mut [Bucket],
+        pool: &mut Pool,
+        now: u64,
+    ) -> usize {
+        self.settled = true;
+        let mut dropped = 0;
+        for refs in lists {
+            dropped += pop_dead(arena, refs);
+        }
+        while let Some((_, bucket)) = queue.peek() {
             let b = bucket as usize;
-            let holder = self.head.holders[b];
-            if self.arena.is_live(holder.idx, holder.check) {
-                return;
+            let holder = self.holders[b];
+            if arena.is_live(holder.idx, holder.check) {
+                break;
             }
-            let refs = &mut self.buckets[b];
-            if b < self.levels.wheel_size() as usize {
+            let refs = &mut buckets[b];
+            if b < self.finest {
                 // Level 0: every reference has the key as its deadline, so
                 // any live one makes the key exact.
-                let arena = &self.arena;
-                self.garbage.met(
-                    self.pool
-                        .pop_while(refs, |r| !arena.is_live(r.idx, r.check)),
-                );
-                match self.pool.last(refs) {
+                dropped += pool.pop_while(refs, |r| !arena.is_live(r.idx, r.check));
+                match pool.last(refs) {
                     Some(live) => {
-                        self.head.holders[b] = live;
-                        return;
+                        self.holders[b] = live;
+                        break;
                     }
                     None => {
-                        self.queue.disarm(bucket);
+                        queue.disarm(bucket);
                     }
                 }
             } else if refs.len() <= RESCAN_LIMIT {
-                let arena = &self.arena;
-                let (dropped, earliest) = retain_kept_in(&mut self.pool, refs, self.now, |r| {
-                    arena.is_live(r.idx, r.check)
-                });
-                self.garbage.met(dropped);
-                match earliest {
-                    Some((deadline, r)) => {
-                        self.queue.rekey(bucket, deadline);
-                        self.head.holders[b] = r;
-                    }
-                    None => {
-                        self.queue.disarm(bucket);
-                    }
-                }
+                let live = |r: Ref| arena.is_live(r.idx, r.check);
+                dropped += self.rekey(queue, pool, refs, bucket, now, live);
             } else {
-                return;
+                break;
             }
         }
+        dropped
+    }
+
+    /// Keeps the references of armed `bucket` (`refs`, in `pool`) that
+    /// `keep` accepts, and re-keys the bucket in `queue` to the earliest
+    /// kept one at wheel time `now`, its holder now, or disarms it if none
+    /// is kept; returns how many references it dropped.
+    pub(super) fn rekey(
+        &mut self,
+        queue: &mut BucketQueue,
+        pool: &mut Pool,
+        refs: &mut Bucket,
+        bucket: u32,
+        now: u64,
+        keep: impl FnMut(Ref) -> bool,
+    ) -> usize {
+        let (dropped, earliest) = retain_kept_in(pool, refs, now, keep);
+        match earliest {
+            Some((deadline, r)) => {
+                queue.rekey(bucket, deadline);
+                self.hold(bucket, r);
+            }
+            None => {
+                queue.disarm(bucket);
+            }
+        }
+        dropped
     }
 }

@@ -27,24 +27,24 @@ pub struct TimerKey {
     /// Generation of the occupant: higher than any generation before the
     /// arena last gave its slots back, so a key from before matches nothing
     /// after.
-    pub(super) gen: NonZeroU32,
+    pub(super) generation: NonZeroU32,
 }
 
 impl TimerKey {
     /// A key that never names a timer (slot indices stop below `u32::MAX`).
     pub(crate) const DEAD: TimerKey = TimerKey {
         idx: u32::MAX,
-        gen: NonZeroU32::MIN,
+        generation: NonZeroU32::MIN,
     };
 
     /// The `n`th key that never names a timer: keys of different `n` below
     /// 2³² − 1 differ, so tasks that never enter a wheel (due at once) can
     /// still be told apart by their keys.
     pub(crate) fn dead(n: u64) -> TimerKey {
-        let gen = (n % u64::from(u32::MAX)) as u32 + 1;
+        let generation = (n % u64::from(u32::MAX)) as u32 + 1;
         TimerKey {
             idx: u32::MAX,
-            gen: NonZeroU32::new(gen).unwrap_or(NonZeroU32::MIN),
+            generation: NonZeroU32::new(generation).unwrap_or(NonZeroU32::MIN),
         }
     }
 

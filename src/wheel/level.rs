@@ -23,12 +23,9 @@
 //! the [side heap](super::side). Powers of two use shifts and masks; other
 //! sizes divide.
 //!
-//! The wheel finds a deadline's bucket here ([`Wheel::bucket_for`]),
-//! creating levels as it needs them, and moves every level's window with
-//! its time.
-
-use super::pool::Bucket;
-use super::Wheel;
+//! The wheel asks here for a deadline's bucket ([`Levels::bucket_in`]),
+//! creates levels as it needs them ([`Levels::add`]), and moves every
+//! level's window with its time ([`Levels::set_now`]).
 
 /// The shape shared by all levels of one wheel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -137,7 +134,7 @@ impl Levels {
     /// The bucket (`level × W + slot`) `deadline` goes to in `level`, if
     /// that level accepts it (`None` if it is past the level's window).
     #[inline]
-    fn bucket_in(&self, level: usize, deadline: u64) -> Option<u32> {
+    pub(super) fn bucket_in(&self, level: usize, deadline: u64) -> Option<u32> {
         let l = self.levels[level];
         (deadline <= l.last).then(|| {
             let slot = self.geometry.slot(level as u32, l.tick, deadline);
@@ -186,55 +183,6 @@ impl Levels {
     pub(super) fn window_and_slot(&self, level: usize, deadline: u64) -> (u64, u64) {
         let l = self.levels[level];
         (l.last, self.geometry.slot(level as u32, l.tick, deadline))
-    }
-}
-
-impl<T> Wheel<T> {
-    /// The bucket a future `deadline` goes to, creating levels as needed.
-    #[inline]
-    pub(super) fn bucket_for(&mut self, deadline: u64) -> u32 {
-        debug_assert!(
-            deadline > self.now,
-            "deadline {deadline} <= now {}",
-            self.now
-        );
-        // The finest level that accepts it, created if need be.
-        let mut level = 0;
-        loop {
-            if level == self.levels.len() {
-                self.add_level();
-            }
-            if let Some(bucket) = self.levels.bucket_in(level, deadline) {
-                return bucket;
-            }
-            level += 1;
-        }
-    }
-
-    /// Creates the next coarser level, with its buckets.
-    ///
-    /// Cold: it runs once per level in a wheel's life, and inlined into
-    /// [`place_near`](Self::place_near), which runs once per timer filed,
-    /// it made every call save and restore the registers its `resize`
-    /// loops use.
-    #[cold]
-    pub(super) fn add_level(&mut self) {
-        let tick = self.levels.add(self.now);
-        let buckets = self.buckets.len() + self.levels.wheel_size() as usize;
-        self.buckets.resize_with(buckets, Bucket::default);
-        self.head.add_buckets(buckets);
-        self.queue.add_level(tick);
-    }
-
-    /// Moves the wheel's time forward to `now`. Every reference's deadline
-    /// must be at or after it (the near window moves with it).
-    #[inline]
-    pub(super) fn set_now(&mut self, now: u64) {
-        if now > self.now {
-            self.now = now;
-            self.queue.set_now(now);
-            self.levels.set_now(now);
-        }
     }
 }
 

@@ -5,18 +5,10 @@
 //! A timer's payload lives in an arena slot; the wheel files an 8-byte
 //! *reference* `(slot, check)` to it in the bucket of its deadline. With
 //! `W` slots per level, level `L` is a ring of `W` buckets of `W^L` ticks
-//! each (W = 64, 1 ms tick):
-//!
-//! | level | bucket width | level span | bucket id      |
-//! |-------|--------------|------------|----------------|
-//! | 0     | 1 ms         | 64 ms      | `slot`         |
-//! | 1     | 64 ms        | 4.1 s      | `W + slot`     |
-//! | 2     | 4.1 s        | 4.5 min    | `2·W + slot`   |
-//! | …     | ×64          | ×64        | `L·W + slot`   |
-//!
-//! A deadline goes to the finest level whose window, starting at the slot
-//! that holds the wheel's time, still reaches it, in slot
-//! `(deadline / W^L) mod W` ([`level`]). Levels are created lazily.
+//! each (W = 64, 1 ms tick: 1 ms, 64 ms, 4.1 s, …, table in [`level`]),
+//! bucket id `L·W + slot`. A deadline goes to the finest level whose
+//! window, starting at the slot that holds the wheel's time, still reaches
+//! it, in slot `(deadline / W^L) mod W`. Levels are created lazily.
 //!
 //! | part | file | what it holds |
 //! |------|------|---------------|
@@ -29,7 +21,7 @@
 //! | side heap | [`side`] | timers due at once when scheduled (*overdue*) or 2^31 ticks or more ahead (*far*) |
 //! | garbage | [`compact`] | how many references are dead; compaction when they outnumber the live timers |
 //! | head | [`head`] | per bucket, the reference that set its key; settling the head after a removal |
-//! | freed | [`freed`] | memory the wheel gives back, freed at once or after its owner's lock |
+//! | freed | [`freed`] | memory the wheel gives back (this module's one name for it), freed at once or, if it [keeps it](Wheel::keep_freed), [by its owner](Wheel::take_freed) after the lock |
 //!
 //! Scheduling appends a reference; cancelling frees the arena slot, which
 //! turns the reference into *garbage* without touching its bucket (dropped
@@ -45,7 +37,6 @@
 //! ## Invariants
 //!
 //! Checked after every step of the tests (`check.rs`):
-//!
 //! * **level window**: a reference in an armed bucket of level `L` is due in
 //!   `[now, last_L]`, in that bucket's slot, so ring order from the current
 //!   slot is time order (what lets the bucket queue be a bitmap);
@@ -58,14 +49,6 @@
 //!   references = near timers + garbage;
 //! * when the head is *settled*, what the next poll looks at first is live
 //!   (but for a large coarse bucket, which keeps its early key until flushed).
-//!
-//! ## Freed memory
-//!
-//! **Freed** is this module's one name for memory a wheel gives back (an
-//! emptied arena's slots, an old pool or side heap store): a wheel behind a
-//! lock calls [`keep_freed`](Wheel::keep_freed), and its owner takes what
-//! each call gave back with [`take_freed`](Wheel::take_freed) and drops it
-//! after the lock. None of it holds a payload.
 
 mod arena;
 mod bucket_queue;
@@ -168,12 +151,6 @@ impl<T> Wheel<T> {
         wheel
     }
 
-    /// The wheel's time in ticks.
-    #[cfg(test)]
-    pub(crate) fn now(&self) -> u64 {
-        self.now
-    }
-
     /// Number of pending timers (including due ones not yet polled).
     #[inline]
     pub(crate) fn len(&self) -> usize {
@@ -186,87 +163,79 @@ impl<T> Wheel<T> {
         self.levels.wheel_size()
     }
 
-    /// Number of levels created so far.
-    #[cfg(test)]
-    pub(crate) fn levels(&self) -> usize {
-        self.levels.len()
+    /// Makes the memory polls and removals give back wait for the owner to
+    /// [take it](Self::take_freed) and free it after its lock.
+    pub(crate) fn keep_freed(&mut self) {
+        self.freed.keep();
     }
 
-    /// The arena's slots, occupied or vacant (tests only).
-    #[cfg(all(test, not(purgatorio_loom)))]
-    pub(crate) fn slots(&self) -> usize {
-        self.arena.slots()
-    }
-
-    /// The check a timer due at `deadline` gets now: its reference's, or a
-    /// side heap entry's (reserved here, filed by [`place`](Self::place)).
+    /// The memory given back since the last call, if [kept](Self::keep_freed).
     #[inline]
-    fn check_for(&mut self, deadline: u64) -> u32 {
-        if is_near(deadline, self.now) {
-            near_check(deadline)
-        } else {
-            self.side.reserve(deadline)
-        }
+    pub(crate) fn take_freed(&mut self) -> Option<Box<Freed<T>>> {
+        self.freed.take()
     }
 
     /// Schedules `value` at tick `deadline`.
     #[inline]
     pub(crate) fn insert(&mut self, deadline: u64, value: T) -> TimerKey {
         // One test of the window, the common case first.
-        let (idx, gen) = if is_near(deadline, self.now) {
+        let (idx, generation) = if is_near(deadline, self.now) {
             let check = near_check(deadline);
-            let (idx, gen) = self.arena.insert(value, check);
+            let (idx, generation) = self.arena.insert(value, check);
             self.place_near(Ref { idx, check }, deadline);
-            (idx, gen)
+            (idx, generation)
         } else {
             let check = self.side.reserve(deadline);
-            let (idx, gen) = self.arena.insert(value, check);
+            let (idx, generation) = self.arena.insert(value, check);
             self.side.push(idx, check, deadline);
-            (idx, gen)
+            (idx, generation)
         };
-        TimerKey { idx, gen }
+        TimerKey { idx, generation }
     }
 
     /// Whether `key` is pending.
     #[inline]
     pub(crate) fn contains(&self, key: TimerKey) -> bool {
-        self.arena.contains(key.idx, key.gen)
+        self.arena.contains(key.idx, key.generation)
     }
 
     /// The payload of pending `key`, to change in place.
     #[inline]
     pub(crate) fn get_mut(&mut self, key: TimerKey) -> Option<&mut T> {
-        self.arena.get_mut(key.idx, key.gen)
+        self.arena.get_mut(key.idx, key.generation)
     }
 
     /// Cancels `key`; returns its payload if it was pending.
     #[inline]
     pub(crate) fn remove(&mut self, key: TimerKey) -> Option<T> {
-        let (value, check) = self.arena.remove(key.idx, key.gen)?;
-        self.forget(check);
-        self.collect_garbage();
-        self.settle_after(key.idx);
+        let (value, check) = self.arena.remove(key.idx, key.generation)?;
+        self.garbage.forget(check, &mut self.side, &self.arena);
+        self.tidy_after(key.idx);
         Some(value)
     }
 
     /// Moves pending `key` to tick `deadline`; `false` if it is not pending.
     #[inline]
     pub(crate) fn reschedule(&mut self, key: TimerKey, deadline: u64) -> bool {
-        if !self.arena.contains(key.idx, key.gen) {
+        if !self.arena.contains(key.idx, key.generation) {
             return false;
         }
-        let check = self.check_for(deadline);
-        let old = self.arena.recheck(key.idx, key.gen, check);
+        // Its reference's check, or a side heap entry's (reserved here).
+        let check = if is_near(deadline, self.now) {
+            near_check(deadline)
+        } else {
+            self.side.reserve(deadline)
+        };
+        let old = self.arena.recheck(key.idx, key.generation, check);
         debug_assert!(old.is_some(), "recheck of a pending timer");
         match old {
             // The same near deadline: the old reference is still the live one.
             Some(old) if old == check && old & SIDE == 0 => return true,
-            Some(old) => self.forget(old),
+            Some(old) => self.garbage.forget(old, &mut self.side, &self.arena),
             None => return false,
         }
         self.place(key.idx, check, deadline);
-        self.collect_garbage();
-        self.settle_after(key.idx);
+        self.tidy_after(key.idx);
         true
     }
 
@@ -350,7 +319,7 @@ impl<T> Wheel<T> {
                         self.settle_head();
                     }
                     // With no garbage every reference is live.
-                    self.head.settle();
+                    self.head.mark_settled();
                     if self.arena.len() == 0 {
                         // Everything fired: no reference is live.
                         self.empty_out(false);
@@ -366,8 +335,8 @@ impl<T> Wheel<T> {
     /// slots; a large pool and side heap are freed (kept for the owner if
     /// the wheel [keeps what it frees](Self::keep_freed)).
     pub(crate) fn drain(&mut self) -> Vec<T> {
-        let freed = self.drop_refs();
-        self.freed.hand(freed);
+        self.forget_refs();
+        self.freed.give_back(&mut self.pool, &mut self.side, None);
         self.arena.drain()
     }
 
@@ -464,17 +433,22 @@ impl<T> Wheel<T> {
         if slot.is_empty() {
             *slot = refs;
         }
-        self.trim_pool();
+        let needed = self.arena.len() + self.garbage.count();
+        self.freed
+            .trim_pool(&mut self.pool, &mut self.buckets, needed);
     }
 
     /// Frees the timer behind `r`, due at `deadline`, if `r` is live.
     #[inline]
     fn take(&mut self, r: Ref, deadline: u64) -> Option<Fired<T>> {
         match self.arena.remove_live(r.idx, r.check) {
-            Some((value, gen)) => {
+            Some((value, generation)) => {
                 self.empty_out_if_last();
                 Some(Fired {
-                    key: TimerKey { idx: r.idx, gen },
+                    key: TimerKey {
+                        idx: r.idx,
+                        generation,
+                    },
                     deadline,
                     value,
                 })
@@ -490,13 +464,13 @@ impl<T> Wheel<T> {
     /// [`Side::first`].
     fn take_side(&mut self, idx: u32, check: u32, deadline: u64) -> Fired<T> {
         self.side.pop_first();
-        let (value, gen) = self
+        let (value, generation) = self
             .arena
             .remove_live(idx, check)
             .expect("the side heap's first entry is live");
         self.empty_out_if_last();
         Fired {
-            key: TimerKey { idx, gen },
+            key: TimerKey { idx, generation },
             deadline,
             value,
         }
@@ -510,5 +484,117 @@ impl<T> Wheel<T> {
         if self.arena.len() == 0 && (self.garbage.count() > 0 || !self.side.is_clear()) {
             self.empty_out(true);
         }
+    }
+
+    /// The bucket a future `deadline` goes to, creating levels as needed.
+    #[inline]
+    fn bucket_for(&mut self, deadline: u64) -> u32 {
+        debug_assert!(deadline > self.now, "deadline {deadline} <= {}", self.now);
+        // The finest level that accepts it, created if need be.
+        let mut level = 0;
+        loop {
+            if level == self.levels.len() {
+                self.add_level();
+            }
+            if let Some(bucket) = self.levels.bucket_in(level, deadline) {
+                return bucket;
+            }
+            level += 1;
+        }
+    }
+
+    /// Creates the next coarser level, with its buckets.
+    ///
+    /// Cold: it runs once per level in a wheel's life, and inlined into
+    /// [`place_near`](Self::place_near), which runs once per timer filed,
+    /// it made every call save and restore the registers its `resize`
+    /// loops use.
+    #[cold]
+    fn add_level(&mut self) {
+        let tick = self.levels.add(self.now);
+        let buckets = self.buckets.len() + self.levels.wheel_size() as usize;
+        self.buckets.resize_with(buckets, Bucket::default);
+        self.head.add_buckets(buckets);
+        self.queue.add_level(tick);
+    }
+
+    /// Moves the wheel's time forward to `now`. Every reference's deadline
+    /// must be at or after it (the near window moves with it).
+    #[inline]
+    fn set_now(&mut self, now: u64) {
+        if now > self.now {
+            self.now = now;
+            self.queue.set_now(now);
+            self.levels.set_now(now);
+        }
+    }
+
+    /// After the timer in slot `idx` was removed or moved: drops all
+    /// references if no timer is live, or compacts if garbage outnumbers the
+    /// live timers; settles the head if a poll left it unsettled or that
+    /// timer may have been on top (else no lookup in the arena).
+    #[inline]
+    fn tidy_after(&mut self, idx: u32) {
+        if self.arena.len() == 0 {
+            self.empty_out(false);
+        } else if self.garbage.outnumbers(self.arena.len()) {
+            self.compact();
+        }
+        let on_top = |r: Option<Ref>| r.is_some_and(|r| r.idx == idx);
+        let holder = |(_, bucket)| self.head.holder(bucket).idx == idx;
+        if !self.head.is_settled()
+            || on_top(self.ready.last().copied())
+            || on_top(self.run.last())
+            || self.queue.peek().is_some_and(holder)
+        {
+            self.settle_head();
+        }
+    }
+
+    /// Makes what the next poll looks at first live ([`Head::settle`]).
+    /// Not inlined: its argument set-up lengthened the cancel path (W1).
+    #[inline(never)]
+    fn settle_head(&mut self) {
+        let lists = [&mut self.ready, self.run.refs_mut()];
+        let (queue, buckets, pool) = (&mut self.queue, &mut self.buckets, &mut self.pool);
+        let dropped = self
+            .head
+            .settle(&self.arena, lists, queue, buckets, pool, self.now);
+        self.garbage.met(dropped);
+    }
+
+    /// Drops every dead reference, and every duplicate of a live one.
+    #[cold]
+    fn compact(&mut self) {
+        let lists = [&mut self.ready, self.run.refs_mut()];
+        let (queue, head, pool) = (&mut self.queue, &mut self.head, &mut self.pool);
+        let buckets = &mut self.buckets;
+        let dropped = compact::compact(&self.arena, lists, queue, buckets, pool, head, self.now);
+        self.garbage.compacted(dropped);
+    }
+
+    /// No timer is pending: drops every reference left. A wheel that is not
+    /// small ([`freed::is_small`]) gives back its pool, side heap and, unless
+    /// `keep_arena` (the poll that finds it empty will), its arena.
+    fn empty_out(&mut self, keep_arena: bool) {
+        let small = freed::is_small(&self.arena, &self.pool, &self.side);
+        self.forget_refs();
+        if !small {
+            let arena = (!keep_arena).then_some(&mut self.arena);
+            self.freed.give_back(&mut self.pool, &mut self.side, arena);
+        }
+    }
+
+    /// Drops every reference (the buckets' blocks go back to the pool's free
+    /// lists) and disarms every bucket; only correct when no near timer is pending.
+    fn forget_refs(&mut self) {
+        for bucket in self.queue.buckets() {
+            self.pool.release(&mut self.buckets[bucket as usize]);
+        }
+        self.queue.clear();
+        self.ready.clear();
+        self.run.clear();
+        self.garbage.clear();
+        self.head.mark_settled();
     }
 }
