@@ -1,5 +1,5 @@
 //! Two names for one scheduled task: [`TimerHandle`], which cancels or
-//! moves it by itself, and [`TimerId`], a plain value the [`Timer`] takes.
+//! moves it by itself, and [`TimerId`], a plain value the [`Timer`](crate::Timer) takes.
 
 use std::fmt;
 use std::sync::Arc;
@@ -126,7 +126,7 @@ impl<T: Task> TimerHandle<T> {
     }
 
     /// The task's [`TimerId`]: the same task, named for the timer's own
-    /// methods ([`Timer::cancel`] and the rest).
+    /// methods ([`Timer::cancel`](crate::Timer::cancel) and the rest).
     ///
     /// # Examples
     ///
@@ -143,10 +143,10 @@ impl<T: Task> TimerHandle<T> {
     }
 }
 
-/// A scheduled task of a [`Timer`], named by a plain value: [`Copy`], 16
+/// A scheduled task of a [`Timer`](crate::Timer), named by a plain value: [`Copy`], 16
 /// bytes, no reference count and nothing to drop. Give it to the timer that
-/// made it: [`Timer::cancel`], [`Timer::reschedule`],
-/// [`Timer::reschedule_at`], [`Timer::is_pending`].
+/// made it: [`Timer::cancel`](crate::Timer::cancel), [`Timer::reschedule`](crate::Timer::reschedule),
+/// [`Timer::reschedule_at`](crate::Timer::reschedule_at), [`Timer::is_pending`](crate::Timer::is_pending).
 ///
 /// It is what a [`TimerHandle`] is without its reference to the timer's
 /// memory: for a server that keeps millions of pending timers in its own

@@ -12,7 +12,7 @@ use crate::time::Deadline;
 /// The timer's tasks by [`TimerId`].
 impl<T: Task> Timer<T> {
     /// [`schedule`](Self::schedule), naming the task by a [`TimerId`]
-    /// instead of a [`TimerHandle`].
+    /// instead of a [`TimerHandle`](crate::TimerHandle).
     ///
     /// # Errors
     ///
@@ -70,7 +70,7 @@ impl<T: Task> Timer<T> {
     }
 
     /// Cancels the task `id` names and hands it back; `Some` iff this call
-    /// prevented it from running (as [`TimerHandle::cancel`]). The task is
+    /// prevented it from running (as [`TimerHandle::cancel`](crate::TimerHandle::cancel)). The task is
     /// returned, not dropped, so its `Drop` runs wherever the caller lets it
     /// go, outside the timer's locks.
     ///
