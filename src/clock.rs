@@ -3,7 +3,7 @@
 //! Clocks are pluggable through the [`Clock`] trait: [`SystemClock`] reads the
 //! operating system's monotonic clock, [`ManualClock`] only moves when told to
 //! and is what tests and simulations use. Turning their instants into ticks
-//! is `tick.rs`'s job, not theirs.
+//! is `time`'s job (`src/time/`), not theirs.
 
 use std::fmt;
 use std::sync::{Arc, Weak};
