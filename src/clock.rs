@@ -15,7 +15,9 @@ use crate::sync::Mutex;
 ///
 /// Implementations must be monotonic: `now` never returns an earlier instant
 /// than a previous call did. (A clock that goes backwards anyway is tolerated:
-/// the timer treats it as standing still, so nothing fires early.)
+/// the timer treats it as standing still, so nothing fires early; the one
+/// exception is a reading before the timer was built, which counts as that
+/// moment, so a deadline between the two counts as reached.)
 ///
 /// A clock whose time does not pass by itself, like [`ManualClock`], returns
 /// `false` from [`is_real_time`](Clock::is_real_time) and calls every

@@ -446,7 +446,7 @@ impl<T> LocalTimer<T> {
     pub fn next_expiration(&self) -> Option<Duration> {
         self.wheel
             .next_expiration()
-            .map(|tick| Duration::from_nanos(self.resolution.start(tick)))
+            .map(|tick| self.resolution.start_after_origin(tick))
     }
 
     /// Advances the timer's time to `now` and hands out the next timer that
@@ -524,7 +524,7 @@ impl<T> LocalTimer<T> {
     fn expired(&self, fired: Fired<T>) -> Expired<T> {
         Expired {
             key: fired.key,
-            deadline: Duration::from_nanos(self.resolution.start(fired.deadline)),
+            deadline: self.resolution.start_after_origin(fired.deadline),
             value: fired.value,
         }
     }

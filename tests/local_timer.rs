@@ -273,3 +273,21 @@ fn a_deadline_inside_the_current_tick_is_due_at_once() {
     assert!(timer.poll(ms(19)).is_none());
     assert_eq!(timer.poll(ms(20)).unwrap().into_inner(), 'z');
 }
+
+#[test]
+fn at_the_end_of_time_a_zero_delay_is_still_due_at_once() {
+    let mut timer = LocalTimer::new();
+    let far = timer.schedule(Duration::from_nanos(u64::MAX - 1), "far");
+    let mut fired: Vec<&str> = timer
+        .advance(Duration::MAX)
+        .map(|e| e.into_inner())
+        .collect();
+    assert_eq!(fired, vec!["far"], "a reading at the cap reaches it");
+    assert!(!timer.contains(far));
+    timer.schedule(Duration::ZERO, "now");
+    fired = timer
+        .advance(Duration::MAX)
+        .map(|e| e.into_inner())
+        .collect();
+    assert_eq!(fired, vec!["now"]);
+}

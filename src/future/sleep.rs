@@ -294,9 +294,7 @@ impl Future for Sleep {
             NEVER
         } else {
             let time = this.shard.time();
-            time.resolution()
-                .due(time.since_origin(this.deadline), 0)
-                .tick
+            time.resolution().ceil(time.since_origin(this.deadline))
         };
         this.register(tick, cx)
     }
@@ -582,6 +580,7 @@ impl Timer {
 mod tests {
     use super::*;
     use crate::ManualClock;
+    use std::sync::Arc;
     use std::task::Waker;
 
     #[test]
@@ -637,7 +636,7 @@ mod tests {
         assert!(deadline <= after + Duration::from_secs(60));
         assert!(sleep.as_mut().poll(&mut cx).is_pending());
         assert!(sleep.entry.is_some() && timer.len() == 1, "registered");
-        let tick = time.resolution().due(time.since_origin(deadline), 0).tick;
+        let tick = time.resolution().ceil(time.since_origin(deadline));
         assert_eq!(sleep.mark, tick, "the deadline's tick");
 
         // Cancelled (as a `Timeout` whose future finished does) and polled
@@ -660,6 +659,54 @@ mod tests {
             .as_mut()
             .poll(&mut cx)
             .is_ready());
+    }
+
+    /// A clock that can be set anywhere, before the timer's origin too.
+    #[derive(Debug)]
+    struct SetClock(std::sync::Mutex<Instant>);
+
+    impl crate::Clock for SetClock {
+        fn now(&self) -> Instant {
+            *self.0.lock().expect("clock")
+        }
+    }
+
+    /// A clock that went back to before the timer's origin, a sleep whose
+    /// deadline lies between that reading and the origin: its entry fires
+    /// at tick 0 on the next pass, which moves no mark, and the woken sleep
+    /// still ends (it used to wait for an entry that was gone).
+    #[test]
+    fn a_sleep_between_a_reading_before_the_origin_and_the_origin_ends_at_the_next_pass() {
+        let base = Instant::now();
+        let clock = Arc::new(SetClock(std::sync::Mutex::new(
+            base + Duration::from_secs(10),
+        )));
+        let timer = Timer::builder()
+            .clock(Shared(Arc::clone(&clock)))
+            .driver_thread(false)
+            .build()
+            .expect("timer");
+        *clock.0.lock().expect("clock") = base + Duration::from_secs(5);
+        let mut sleep = Box::pin(timer.sleep_until(base + Duration::from_secs(8)));
+        let mut cx = Context::from_waker(Waker::noop());
+        assert!(
+            sleep.as_mut().poll(&mut cx).is_pending(),
+            "before its deadline"
+        );
+        assert_eq!(timer.len(), 1);
+        timer.run_due();
+        assert_eq!(timer.len(), 0, "the pass fired the entry at tick 0");
+        assert!(sleep.as_mut().poll(&mut cx).is_ready(), "woken, it ends");
+    }
+
+    /// An `Arc` of a clock, as a clock.
+    #[derive(Debug)]
+    struct Shared(Arc<SetClock>);
+
+    impl crate::Clock for Shared {
+        fn now(&self) -> Instant {
+            self.0.now()
+        }
     }
 
     #[test]

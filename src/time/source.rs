@@ -94,29 +94,23 @@ impl TimeSource {
         ticks::nanos(at.saturating_duration_since(self.origin))
     }
 
-    /// The instant `ns` after the origin, if an [`Instant`] can hold it:
-    /// the inverse of [`since_origin`](Self::since_origin).
-    #[inline]
-    pub(crate) fn instant(&self, ns: u64) -> Option<Instant> {
-        self.origin.checked_add(Duration::from_nanos(ns))
+    /// The instant at which `tick` begins, if an [`Instant`] can hold it:
+    /// exactly the instant whose [`since_origin`](Self::since_origin) is
+    /// the tick's start.
+    pub(crate) fn instant_of(&self, tick: u64) -> Option<Instant> {
+        let start = Duration::from_nanos(self.resolution.start(tick));
+        self.origin.checked_add(start)
     }
 
-    /// `deadline` in nanoseconds since the origin, and the clock's reading
-    /// there: the reading is taken once, and a delay is added to it.
+    /// When a task due at `deadline` falls due: the clock is read once, and
+    /// a delay is added to that reading.
     #[inline]
-    pub(crate) fn deadline(&self, deadline: Deadline) -> (u64, u64) {
+    pub(crate) fn due(&self, deadline: Deadline) -> Due {
         let now = self.now();
         let at = match deadline {
             Deadline::After(delay) => ticks::after(now, delay),
             Deadline::At(at) => self.since_origin(at),
         };
-        (at, now)
-    }
-
-    /// When a task due at `deadline` falls due, read now.
-    #[inline]
-    pub(crate) fn due(&self, deadline: Deadline) -> Due {
-        let (at, now) = self.deadline(deadline);
         self.resolution.due(at, now)
     }
 
@@ -175,16 +169,19 @@ mod tests {
         assert_eq!(time.lag(1), Duration::from_millis(5));
     }
 
-    /// An instant converts exactly both ways; one before the origin counts
-    /// as the origin.
+    /// An instant converts exactly both ways (at the finest tick, a tick's
+    /// start is its nanosecond); one before the origin counts as the
+    /// origin.
     #[test]
     fn instants_convert_exactly_both_ways() {
-        let (clock, time) = source(1);
+        let clock = ManualClock::new();
+        let finest = Resolution::new(Duration::from_nanos(1));
+        let time = TimeSource::new(Arc::new(clock.clone()), false, finest);
         let origin = time.read();
         for ns in [0u64, 1, 999_999, 1_000_001, 3_600_000_000_007] {
             let at = origin + Duration::from_nanos(ns);
             assert_eq!(time.since_origin(at), ns);
-            assert_eq!(time.instant(ns), Some(at));
+            assert_eq!(time.instant_of(ns), Some(at));
         }
         if let Some(before) = origin.checked_sub(Duration::from_secs(1)) {
             assert_eq!(time.since_origin(before), 0);
@@ -203,9 +200,10 @@ mod tests {
         assert!(time.is_system());
         for delay in [1u64, 999, 1_000_000, 3_600_000_000_000].map(Duration::from_nanos) {
             let before = time.read();
-            let (at, _) = time.deadline(Deadline::After(delay));
+            let due = time.due(Deadline::After(delay));
             let after = time.read();
-            let at = time.instant(at).expect("representable");
+            // At the finest tick, the deadline's tick is its nanosecond.
+            let at = time.instant_of(due.tick).expect("representable");
             assert!(before + delay <= at && at <= after + delay, "{delay:?}");
         }
     }

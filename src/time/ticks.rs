@@ -93,28 +93,37 @@ impl Resolution {
     }
 
     /// The tick a reading `ns` after the origin falls in: rounded down, and
-    /// never [`NEVER`].
+    /// never [`NEVER`]. A reading at the cap ([`NEVER_NS`]: 584 years or
+    /// more) has passed every deadline below it, so it reaches the last
+    /// tick a deadline can have.
     #[inline]
     pub(crate) fn tick_of(&self, ns: u64) -> u64 {
+        if ns == NEVER_NS {
+            return LATEST_READING;
+        }
         self.split(ns).0.min(LATEST_READING)
+    }
+
+    /// The tick at which a deadline `ns` after the origin may fire: rounded
+    /// up, so the tick begins at or after it; [`NEVER`] for [`NEVER_NS`].
+    #[inline]
+    pub(crate) fn ceil(&self, ns: u64) -> u64 {
+        if ns == NEVER_NS {
+            return NEVER;
+        }
+        let (q, r) = self.split(ns);
+        q + u64::from(r > 0)
     }
 
     /// When a task due `deadline` after the origin falls due, the clock
     /// reading `now`: a deadline still ahead at its own tick, rounded up
-    /// (which lies after the reading's, so it is not due now); a deadline
-    /// reached, due now, at its own tick but never past the reading's, so a
-    /// long-past deadline keeps its place in deadline order. A deadline of
-    /// [`NEVER_NS`] is due at [`NEVER`].
+    /// ([`ceil`](Self::ceil), after the reading's, so it is not due now); a
+    /// deadline reached, due now, at its own tick but never past the
+    /// reading's, so a long-past deadline keeps its place in deadline order.
+    /// A deadline of [`NEVER_NS`] ahead of the reading is due at [`NEVER`].
     #[inline]
     pub(crate) fn due(&self, deadline: u64, now: u64) -> Due {
-        if deadline == NEVER_NS {
-            return Due {
-                tick: NEVER,
-                now: false,
-            };
-        }
-        let (q, r) = self.split(deadline);
-        let tick = q + u64::from(r > 0);
+        let tick = self.ceil(deadline);
         if deadline > now {
             Due { tick, now: false }
         } else {
@@ -130,6 +139,12 @@ impl Resolution {
     #[inline]
     pub(crate) fn start(&self, tick: u64) -> u64 {
         tick.saturating_mul(self.tick_ns)
+    }
+
+    /// [`start`](Self::start) as a [`Duration`] since the origin.
+    #[inline]
+    pub(crate) fn start_after_origin(&self, tick: u64) -> Duration {
+        Duration::from_nanos(self.start(tick))
     }
 }
 
@@ -204,8 +219,15 @@ mod tests {
         assert_eq!(after(5, Duration::MAX), NEVER_NS);
         assert_eq!(after(u64::MAX - 1, Duration::from_nanos(7)), NEVER_NS);
         assert_eq!(r.due(NEVER_NS, 0).tick, NEVER);
-        assert_eq!(r.due(NEVER_NS, NEVER_NS).tick, NEVER, "never due");
         assert!(r.tick_of(u64::MAX) < NEVER);
+        for tick in [1, 3, 1_000_000, 3_600_000_000_000] {
+            let r = Resolution::new(Duration::from_nanos(tick));
+            // A reading at the cap reaches every deadline below it, and a
+            // deadline reached at the cap is due now, not never.
+            assert!(r.tick_of(NEVER_NS) >= r.due(NEVER_NS - 1, 0).tick, "{tick}");
+            assert!(r.due(NEVER_NS, NEVER_NS).now, "{tick}");
+            assert!(r.due(NEVER_NS, NEVER_NS).tick <= r.tick_of(NEVER_NS));
+        }
         let hour = Resolution::new(Duration::from_secs(3600));
         assert_eq!(hour.start(NEVER), NEVER_NS);
         assert_eq!(hour.start(2), 7_200_000_000_000);

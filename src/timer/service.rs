@@ -314,8 +314,7 @@ impl<T: Task> Timer<T> {
                 .chain(state.wheel.next_expiration())
                 .min();
         });
-        let time = timing.time();
-        earliest.and_then(|tick| time.instant(time.resolution().start(tick)))
+        earliest.and_then(|tick| timing.time().instant_of(tick))
     }
 
     /// Kafka's `advanceClock(timeout)`: waits up to `timeout` (real time) for

@@ -333,9 +333,8 @@ impl<T: Task> Shard<T> {
     }
 
     /// Inserts `task` at `tick` from the calling thread, whose home this
-    /// shard is (it claims it if nobody owns it yet); returns its key and
-    /// mark ([`mark`](Self::mark)), or gives the task back if the shard is
-    /// closed. Counts it as scheduled.
+    /// shard is; returns its key and mark ([`mark`](Self::mark)), or gives
+    /// the task back if the shard is closed. Counts it as scheduled.
     #[inline]
     pub(super) fn insert(&self, tick: u64, task: T) -> Result<(TimerKey, u64), T> {
         let (key, mark) = {
@@ -424,15 +423,15 @@ impl<T: Task> HomeShard<T> {
         self.0.contains(key)
     }
 
-    /// Whether the clock reading `at` is behind a pass of this shard: the
-    /// clock went back since. A sleep woken by a pass that fired its entry
-    /// (at tick 1 or later: a sleep registers only a deadline ahead of the
-    /// origin), whose clock reads before its deadline, always finds this
-    /// (see [`Shard::passing`]); a reading before the origin counts as the
-    /// origin, tick 0.
+    /// Whether the clock reading `at` is behind a pass of this shard (the
+    /// clock went back since), or at or before the timer's origin (a pass
+    /// there fires tick 0, which moves no mark). A sleep woken by a pass
+    /// that fired its entry, whose clock reads before its deadline, always
+    /// finds this (see [`Shard::passing`]).
     pub(crate) fn behind_a_pass(&self, at: Instant) -> bool {
         let time = self.time();
-        time.resolution().tick_of(time.since_origin(at)) < self.0.passing.load(Ordering::Acquire)
+        let since = time.since_origin(at);
+        since == 0 || time.resolution().tick_of(since) < self.0.passing.load(Ordering::Acquire)
     }
 
     /// Swaps the task of `key` for `task`, handing the old one back;

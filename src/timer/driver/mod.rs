@@ -338,8 +338,7 @@ impl<T: Task> Driver<T> {
         if wake == u64::MAX || !self.timing.time().clock().is_real_time() {
             return None;
         }
-        let time = self.timing.time();
-        time.instant(time.resolution().start(wake))
+        self.timing.time().instant_of(wake)
     }
 
     /// Calls `f` with each shard and its state, one shard (and its lock)
