@@ -82,6 +82,10 @@ pub struct Broker {
     pub refused: AtomicU64,
     /// Connections closed for silence.
     pub idle_closed: AtomicU64,
+    /// Connections closed for a request that stopped arriving.
+    pub stalled_closed: AtomicU64,
+    /// Connections closed for an answer that made no progress.
+    pub write_stalled: AtomicU64,
     /// Answers that could not be encoded in their version (bugs of ours).
     pub encode_errors: AtomicU64,
     /// What clients may make the broker hold.
@@ -313,6 +317,8 @@ pub async fn start(config: &Config) -> Result<Arc<Broker>, StartError> {
         segments_deleted: AtomicU64::new(0),
         refused: AtomicU64::new(0),
         idle_closed: AtomicU64::new(0),
+        stalled_closed: AtomicU64::new(0),
+        write_stalled: AtomicU64::new(0),
         encode_errors: AtomicU64::new(0),
         limits: config.limits.clone(),
         producer_ids,

@@ -108,6 +108,23 @@ struct Args {
     /// waits, reading nothing.
     #[arg(long, default_value_t = 200 * 1024 * 1024)]
     queued_max_request_bytes: u64,
+    /// The most of --queued-max-request-bytes one connection holds,
+    /// percent: while a request is served, the next is read ahead only
+    /// within it (a connection served nothing may always read one request
+    /// of up to --max-request-bytes). Frames larger than an eighth of the
+    /// budget never take its last eighth, kept for small requests.
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u8).range(1..=100))]
+    queued_max_request_share: u8,
+    /// Close a connection whose request has begun arriving and then sends
+    /// nothing for this long, ms: its bytes hold the budget, so this is
+    /// seconds, not --connections-max-idle-ms.
+    #[arg(long, default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(1..))]
+    request_read_timeout_ms: u64,
+    /// Close a connection whose answer makes no progress for this long, ms
+    /// (a client that stops reading). Nothing more is read from a
+    /// connection until its answer is written.
+    #[arg(long, default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(1..))]
+    write_timeout_ms: u64,
     /// Close a connection that sends nothing for this long, ms, between
     /// requests or in the middle of one (Kafka's connections.max.idle.ms).
     #[arg(long, default_value_t = 600_000, value_parser = clap::value_parser!(u64).range(1..))]
@@ -147,6 +164,7 @@ async fn main() {
             )
             .exit();
     }
+    let queued = usize::try_from(args.queued_max_request_bytes).unwrap_or(usize::MAX);
     let config = broker::Config {
         listen: args.listen.clone(),
         partitions: args.partitions,
@@ -169,8 +187,11 @@ async fn main() {
         group_max_size: args.group_max_size as usize,
         limits: wire::Limits::new(
             max_request,
-            usize::try_from(args.queued_max_request_bytes).unwrap_or(usize::MAX),
+            queued,
+            queued / 100 * usize::from(args.queued_max_request_share),
             Duration::from_millis(args.connections_max_idle_ms),
+            Duration::from_millis(args.request_read_timeout_ms),
+            Duration::from_millis(args.write_timeout_ms),
         ),
     };
     let broker = match broker::start(&config).await {
@@ -202,7 +223,7 @@ async fn main() {
         // Formatted first, then written at once: stderr is unbuffered, and
         // `eprintln!` would make a write of each piece (26 a line).
         let line = format!(
-            "stats: seq={seq} batches={} segments_deleted={} parked={} satisfied={} expired={} cancelled={} timer_wakeups={} group_waits={} group_satisfied={} group_expired={} sessions_expired={} durable_acks={} refused={} idle_closed={} budget_free={} encode_errors={} partition_fsyncs={}\n",
+            "stats: seq={seq} batches={} segments_deleted={} parked={} satisfied={} expired={} cancelled={} timer_wakeups={} group_waits={} group_satisfied={} group_expired={} sessions_expired={} durable_acks={} refused={} idle_closed={} stalled_closed={} write_stalled={} budget_free={} encode_errors={} partition_fsyncs={}\n",
             broker.batches.load(Ordering::Relaxed),
             broker.segments_deleted.load(Ordering::Relaxed),
             broker.fetches.delayed(),
@@ -217,7 +238,9 @@ async fn main() {
             broker.produces.metrics().satisfied,
             broker.refused.load(Ordering::Relaxed),
             broker.idle_closed.load(Ordering::Relaxed),
-            broker.limits.budget.available_permits(),
+            broker.stalled_closed.load(Ordering::Relaxed),
+            broker.write_stalled.load(Ordering::Relaxed),
+            broker.limits.budget.available(),
             broker.encode_errors.load(Ordering::Relaxed),
             broker
                 .store

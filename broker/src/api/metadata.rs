@@ -226,6 +226,18 @@ fn broker_configs(broker: &Broker) -> Vec<ConfigEntry> {
             c.limits.queued_bytes.to_string(),
         ),
         set(
+            "queued.max.request.share.bytes",
+            c.limits.connection_bytes.to_string(),
+        ),
+        set(
+            "request.read.timeout.ms",
+            c.limits.read_timeout.as_millis().to_string(),
+        ),
+        set(
+            "write.timeout.ms",
+            c.limits.write_timeout.as_millis().to_string(),
+        ),
+        set(
             "connections.max.idle.ms",
             c.limits.idle.as_millis().to_string(),
         ),

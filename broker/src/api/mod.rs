@@ -162,6 +162,7 @@ impl Header {
             },
             version: self.version,
             response,
+            streamed: Vec::new(),
         }
     }
 }
@@ -250,7 +251,12 @@ pub async fn serve(
         RequestKind::InitProducerId(r) => {
             ResponseKind::InitProducerId(produce::init_producer_id(broker, &r))
         }
-        RequestKind::Fetch(r) => ResponseKind::Fetch(fetch::fetch(broker, r).await?),
+        RequestKind::Fetch(r) => {
+            let (response, streamed) = fetch::fetch(broker, r).await?;
+            let mut answer = header.answer(ResponseKind::Fetch(response));
+            answer.streamed = streamed;
+            return Ok(Reply::Answer(Box::new(answer)));
+        }
         RequestKind::ListOffsets(r) => ResponseKind::ListOffsets(fetch::list_offsets(broker, &r)),
         RequestKind::FindCoordinator(_) => {
             ResponseKind::FindCoordinator(groups::find_coordinator(broker))

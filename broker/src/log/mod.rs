@@ -34,7 +34,7 @@ pub mod sync;
 
 pub use batch::{BatchHeader, Timed};
 pub use partition::{AppendError, Log, Unreadable};
-pub use read::First;
+pub use read::{FileRange, First, Records};
 pub use retention::Retention;
 pub use roll::RollWork;
 pub use segment::Place;
