@@ -17,6 +17,7 @@ use crate::api::groups::DelayedCommit;
 use crate::api::produce::DelayedProduce;
 use crate::coordinator::Coordinator;
 use crate::log::{Log, LogConfig, Place, Topic, TopicPartition};
+use crate::offsets::GroupCommit;
 use crate::producers::ProducerIds;
 use crate::store::{OffsetsKey, Store};
 use crate::wire::Limits;
@@ -164,7 +165,9 @@ impl Broker {
         Ok(topic)
     }
 
-    /// Deletes the topic `name` and its files.
+    /// Deletes the topic `name`, its files and every group's commits of
+    /// it (Kafka's rule: a topic made again under the name starts with
+    /// none).
     ///
     /// # Errors
     ///
@@ -175,7 +178,13 @@ impl Broker {
         removed
             .ok_or(ResponseError::UnknownTopicOrPartition)?
             .retire();
+        self.groups.forget_topic(name);
         if let Some(store) = &self.store {
+            // Before the files go: a crash in between leaves the topic
+            // without commits, never a later topic of the name with these.
+            store
+                .commit(&[GroupCommit::topic_deleted(name)])
+                .map_err(|_| ResponseError::KafkaStorageError)?;
             store
                 .delete(name)
                 .map_err(|_| ResponseError::KafkaStorageError)?;
@@ -280,7 +289,14 @@ pub async fn start(config: &Config) -> Result<Arc<Broker>, StartError> {
         config.group_max_size,
     )
     .map_err(StartError::Timer)?;
-    groups.restore(commits);
+    // Commits of a topic that is gone (its deletion's record not yet
+    // durable at a crash) are not restored.
+    groups.restore(
+        commits
+            .into_iter()
+            .filter(|c| recovered.contains_key(&c.committed.topic))
+            .collect(),
+    );
     let producer_ids = match &store {
         Some(store) => {
             let seen = recovered

@@ -22,6 +22,17 @@ one line per answer for the Rust test to check.
         `AGAIN ErrorName`, tries "huge" with 100,001 partitions (one past the
         broker's bound) and prints `HUGE ErrorName`, deletes "five" and
         prints `AFTER five n|none`.
+    probe_client.py recreate BOOTSTRAP TOPIC GROUP
+        creates TOPIC (1 partition) with the admin client, produces 50
+        records, commits offset 40 for GROUP, deletes TOPIC, creates it
+        again, produces 50 records, and prints `COMMITTED n|none` and
+        `FIRST offset` (the first record GROUP's consumer then reads, with
+        auto_offset_reset earliest).
+    probe_client.py committed BOOTSTRAP TOPIC GROUP
+        prints `COMMITTED n|none` for GROUP on TOPIC[0].
+    probe_client.py transactions BOOTSTRAP
+        init_transactions() of a transactional producer; prints `TXN ok` or
+        `TXN ErrorName message`.
     probe_client.py groups BOOTSTRAP TOPIC
         joins group "watchers" as client "probe-1" on TOPIC, then with the
         admin client prints `LISTED group state`, `DESCRIBED group state
@@ -144,6 +155,59 @@ def groups(bootstrap, topic):
     admin.close()
 
 
+def committed(bootstrap, topic, group):
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
+    got = consumer.committed(TopicPartition(topic, 0))
+    print("COMMITTED %s" % ("none" if got is None else got), flush=True)
+    consumer.close()
+
+
+def recreate(bootstrap, topic, group):
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+
+    def fill():
+        producer = KafkaProducer(bootstrap_servers=bootstrap)
+        for i in range(50):
+            producer.send(topic, value=b"v%d" % i, partition=0)
+        producer.flush()
+        producer.close()
+
+    admin.create_topics([NewTopic(topic, 1, 1)])
+    fill()
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
+    consumer.commit({TopicPartition(topic, 0): OffsetAndMetadata(40, "", -1)})
+    consumer.close()
+    admin.delete_topics([topic])
+    admin.create_topics([NewTopic(topic, 1, 1)])
+    fill()
+    admin.close()
+    committed(bootstrap, topic, group)
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
+                             auto_offset_reset="earliest")
+    tp = TopicPartition(topic, 0)
+    consumer.assign([tp])
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        records = consumer.poll(timeout_ms=500).get(tp)
+        if records:
+            print("FIRST %d" % records[0].offset, flush=True)
+            break
+    consumer.close()
+
+
+def transactions(bootstrap):
+    try:
+        producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id="tx-probe",
+                                 max_block_ms=10000)
+        producer.init_transactions()
+        print("TXN ok", flush=True)
+        producer.close()
+    except Exception as e:
+        print("TXN %s %s" % (type(e).__name__, e), flush=True)
+
+
 if __name__ == "__main__":
     {
         "commit": commit,
@@ -152,4 +216,7 @@ if __name__ == "__main__":
         "at": at,
         "topics": topics,
         "groups": groups,
+        "recreate": recreate,
+        "committed": committed,
+        "transactions": transactions,
     }[sys.argv[1]](*sys.argv[2:])

@@ -231,13 +231,13 @@ fn response(broker: &Broker, request: &FetchRequest) -> (FetchResponse, Vec<File
 /// ListOffsets: latest (-1) is the high watermark, earliest (-2) the log
 /// start (which retention moves), max-timestamp (-3) the record with the
 /// largest timestamp, and a timestamp the first record at or after it
-/// (offset -1 if none), found through the segments' time indexes.
+/// (offset -1 if none), found through the segments' time indexes. A topic
+/// that does not exist is UNKNOWN_TOPIC_OR_PARTITION (never created).
 pub fn list_offsets(broker: &Broker, request: &ListOffsetsRequest) -> ListOffsetsResponse {
     let mut response = ListOffsetsResponse::default();
     for topic in &request.topics {
         let mut t = list_offsets_response::ListOffsetsTopicResponse::default();
         t.name = topic.name.clone();
-        let _ = broker.topic(&topic.name);
         for partition in &topic.partitions {
             let mut p = list_offsets_response::ListOffsetsPartitionResponse::default();
             p.partition_index = partition.partition_index;

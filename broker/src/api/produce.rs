@@ -121,7 +121,9 @@ async fn append(
     let deadline = tokio::time::Instant::now() + request_timeout(request);
     for topic_data in &request.topic_data {
         let name = topic_data.name.to_string();
-        let topic = broker.topic(&name);
+        // Only Metadata creates topics (Kafka's rule): a produce to one
+        // that does not exist is UNKNOWN_TOPIC_OR_PARTITION.
+        let topic = broker.existing_topic(&name);
         let mut topic_response = produce_response::TopicProduceResponse::default();
         topic_response.name = topic_data.name.clone();
         for partition in &topic_data.partition_data {
@@ -299,14 +301,16 @@ fn append_batches(
 
 /// InitProducerId: a fresh producer id with epoch 0, or (v3+, for a
 /// producer that gives its id and epoch) the same id with the next epoch.
-/// Transactions are not served.
+/// Transactions are not served: a transactional id is answered
+/// UNSUPPORTED_VERSION, as Kafka answers it when its inter-broker protocol
+/// predates transactions (not an authorization error).
 pub fn init_producer_id(
     broker: &Broker,
     request: &InitProducerIdRequest,
 ) -> InitProducerIdResponse {
     let mut response = InitProducerIdResponse::default();
     if request.transactional_id.is_some() {
-        response.error_code = ResponseError::TransactionalIdAuthorizationFailed.code();
+        response.error_code = ResponseError::UnsupportedVersion.code();
         response.producer_id = ProducerId(NO_PRODUCER);
         response.producer_epoch = -1;
         return response;

@@ -4,7 +4,7 @@
 #![allow(dead_code)] // each test binary uses its own part
 
 mod wire;
-pub use wire::{frame, read_frame};
+pub use wire::{frame, metadata_frame, read_frame};
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -160,6 +160,14 @@ impl Broker {
         let s = TcpStream::connect(&self.addr).unwrap();
         s.set_read_timeout(Some(PATIENCE)).unwrap();
         s
+    }
+
+    /// Creates `topics` (with the broker's `--partitions`) through
+    /// Metadata, the one request that creates topics.
+    pub fn create(&self, topics: &[&str]) {
+        let mut s = self.connect();
+        s.write_all(&metadata_frame(Some(topics), true)).unwrap();
+        assert!(read_frame(&mut s).is_some(), "Metadata not answered");
     }
 
     /// Whether a fresh connection is answered (an ApiVersions round trip).
