@@ -7,7 +7,6 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
-use kafka_protocol::ResponseError;
 use parking_lot::RwLock;
 use purgatorio::{Executor, Purgatory, Timer};
 use tokio::net::TcpListener;
@@ -16,18 +15,11 @@ use crate::api::fetch::DelayedFetch;
 use crate::api::groups::DelayedCommit;
 use crate::api::produce::DelayedProduce;
 use crate::coordinator::Coordinator;
-use crate::log::{Log, LogConfig, Place, Topic, TopicPartition};
-use crate::offsets::GroupCommit;
+use crate::log::{Log, LogConfig, Topic, TopicPartition};
 use crate::producers::ProducerIds;
 use crate::store::{OffsetsKey, Store};
+use crate::topics::{Creating, PartitionLimits};
 use crate::wire::Limits;
-
-/// The longest topic name Kafka accepts, bytes.
-const MAX_TOPIC_NAME: usize = 249;
-
-/// The most partitions a topic may have (a bound on what one CreateTopics
-/// may make the broker allocate).
-pub const MAX_PARTITIONS: i32 = 100_000;
 
 /// What the broker is started with.
 #[derive(Clone, Debug)]
@@ -52,6 +44,8 @@ pub struct Config {
     pub retention_check: std::time::Duration,
     /// The most members a consumer group holds.
     pub group_max_size: usize,
+    /// The most partitions one request creates, and the broker holds.
+    pub partition_limits: PartitionLimits,
 }
 
 /// Everything the connections share.
@@ -99,99 +93,12 @@ pub struct Broker {
     pub fetch_max_bytes: usize,
     /// What it was started with (DescribeConfigs shows it).
     pub config: Config,
-}
-
-/// Whether `name` is a legal topic name (Kafka's rule: 1 to 249 of
-/// `[a-zA-Z0-9._-]`, and neither "." nor "..", which with `--data-dir`
-/// would name the data directory or its parent).
-pub fn legal_topic_name(name: &str) -> bool {
-    !name.is_empty()
-        && name != "."
-        && name != ".."
-        && name.len() <= MAX_TOPIC_NAME
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+    /// Topics being made, their disk work under way off the topics' lock:
+    /// the names reserved, and the partitions the broker will then hold.
+    pub creating: parking_lot::Mutex<Creating>,
 }
 
 impl Broker {
-    /// The topic `name`, created with `--partitions` partitions if new;
-    /// `None` for an illegal name or a topic whose files cannot be made.
-    pub fn topic(&self, name: &str) -> Option<Arc<Topic>> {
-        if let Some(topic) = self.topics.read().get(name) {
-            return Some(Arc::clone(topic));
-        }
-        match self.create_topic(name, self.partitions) {
-            Ok(topic) => Some(topic),
-            // Made meanwhile by another request.
-            Err(ResponseError::TopicAlreadyExists) => self.existing_topic(name),
-            Err(_) => None,
-        }
-    }
-
-    /// Creates the topic `name` with `partitions` partitions.
-    ///
-    /// # Errors
-    ///
-    /// INVALID_TOPIC_EXCEPTION for an illegal name, INVALID_PARTITIONS
-    /// outside `1..=MAX_PARTITIONS`, TOPIC_ALREADY_EXISTS, or
-    /// KAFKA_STORAGE_ERROR if its files cannot be made.
-    pub fn create_topic(&self, name: &str, partitions: i32) -> Result<Arc<Topic>, ResponseError> {
-        if !legal_topic_name(name) {
-            return Err(ResponseError::InvalidTopicException);
-        }
-        if !(1..=MAX_PARTITIONS).contains(&partitions) {
-            return Err(ResponseError::InvalidPartitions);
-        }
-        let mut topics = self.topics.write();
-        if topics.contains_key(name) {
-            return Err(ResponseError::TopicAlreadyExists);
-        }
-        let logs = match &self.store {
-            Some(store) => store
-                .create(name, partitions)
-                .map_err(|_| ResponseError::KafkaStorageError)?,
-            None => (0..partitions)
-                .map(|_| {
-                    Log::create(
-                        Place::Anonymous(std::env::temp_dir()),
-                        self.config.log.segment_bytes,
-                    )
-                })
-                .collect(),
-        };
-        let topic = Arc::new(Topic::new(logs));
-        topics.insert(name.to_string(), Arc::clone(&topic));
-        Ok(topic)
-    }
-
-    /// Deletes the topic `name`, its files and every group's commits of
-    /// it (Kafka's rule: a topic made again under the name starts with
-    /// none).
-    ///
-    /// # Errors
-    ///
-    /// UNKNOWN_TOPIC_OR_PARTITION, or KAFKA_STORAGE_ERROR if its files
-    /// cannot be removed (the topic is gone from the broker anyway).
-    pub fn delete_topic(&self, name: &str) -> Result<(), ResponseError> {
-        let removed = self.topics.write().remove(name);
-        removed
-            .ok_or(ResponseError::UnknownTopicOrPartition)?
-            .retire();
-        self.groups.forget_topic(name);
-        if let Some(store) = &self.store {
-            // Before the files go: a crash in between leaves the topic
-            // without commits, never a later topic of the name with these.
-            store
-                .commit(&[GroupCommit::topic_deleted(name)])
-                .map_err(|_| ResponseError::KafkaStorageError)?;
-            store
-                .delete(name)
-                .map_err(|_| ResponseError::KafkaStorageError)?;
-        }
-        Ok(())
-    }
-
     /// The topic `name`, if it exists (never created).
     pub fn existing_topic(&self, name: &str) -> Option<Arc<Topic>> {
         self.topics.read().get(name).cloned()
@@ -315,10 +222,11 @@ pub async fn start(config: &Config) -> Result<Arc<Broker>, StartError> {
         }
         None => ProducerIds::in_memory(0),
     };
-    let topics = recovered
+    let topics: HashMap<String, Arc<Topic>> = recovered
         .into_iter()
         .map(|(name, logs)| (name, Arc::new(Topic::new(logs))))
         .collect();
+    let partitions_held = topics.values().map(|t| t.partitions.len()).sum();
     let broker = Arc::new(Broker {
         topics: RwLock::new(topics),
         store,
@@ -341,6 +249,10 @@ pub async fn start(config: &Config) -> Result<Arc<Broker>, StartError> {
         message_max_bytes: config.message_max_bytes,
         fetch_max_bytes: config.fetch_max_bytes,
         config: config.clone(),
+        creating: parking_lot::Mutex::new(Creating {
+            names: Default::default(),
+            partitions: partitions_held,
+        }),
     });
     if broker.store.is_some() {
         tokio::spawn(crate::store::group_commit(Arc::clone(&broker)));
@@ -355,28 +267,4 @@ pub async fn start(config: &Config) -> Result<Arc<Broker>, StartError> {
 /// an earlier one).
 async fn drive_timer(timer: Timer) {
     timer.drive(|at| tokio::time::sleep_until(at.into())).await;
-}
-
-#[cfg(test)]
-mod tests {
-    use super::legal_topic_name;
-
-    #[test]
-    fn topic_names_follow_kafka_s_rule() {
-        for legal in ["orders", "a.b_c-9", "...", "-", &"t".repeat(249)] {
-            assert!(legal_topic_name(legal), "{legal:?}");
-        }
-        for illegal in [
-            "",
-            ".",
-            "..",
-            "a/b",
-            "a b",
-            "é",
-            "@offsets.log",
-            &"t".repeat(250),
-        ] {
-            assert!(!legal_topic_name(illegal), "{illegal:?}");
-        }
-    }
 }

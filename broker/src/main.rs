@@ -37,6 +37,7 @@
 //! | [`producers`] | idempotent producers: ids, epochs, the last five sequences |
 //! | [`store`] | `--data-dir` files and the group commit |
 //! | [`offsets`] | `--data-dir`: the committed offsets' internal log |
+//! | [`topics`] | making and deleting topics, their disk work off the request path |
 //! | [`broker`] | the shared state, and start-up |
 
 use std::io::Write;
@@ -55,6 +56,7 @@ mod offsets;
 mod producers;
 mod roller;
 mod store;
+mod topics;
 mod wire;
 
 /// `--retention-bytes` when not given and there is no `--data-dir`:
@@ -72,7 +74,7 @@ struct Args {
     #[arg(long, default_value = "127.0.0.1:9092")]
     listen: String,
     /// Partitions of a topic created on first use.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(i32).range(1..=i64::from(broker::MAX_PARTITIONS)))]
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(i32).range(1..=i64::from(topics::MAX_PARTITIONS)))]
     partitions: i32,
     /// Keep partitions (segment files) and committed offsets here
     /// (recovered at start; an acks=-1 produce is answered once a
@@ -146,6 +148,16 @@ struct Args {
     /// GROUP_MAX_SIZE_REACHED.
     #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u32).range(1..))]
     group_max_size: u32,
+    /// The most partitions one request creates (CreateTopics, or Metadata
+    /// creating the topics it names); a topic past it is answered
+    /// POLICY_VIOLATION, as Kafka's controller answers a request of more
+    /// than 10,000 records.
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..))]
+    max_partitions_per_request: u32,
+    /// The most partitions the broker holds; a topic that would pass it is
+    /// answered POLICY_VIOLATION.
+    #[arg(long, default_value_t = 200_000, value_parser = clap::value_parser!(u32).range(1..))]
+    max_partitions: u32,
     /// Print a stats line (batches, parked fetches, timer wake-ups) to
     /// stderr this often, ms.
     #[arg(long, default_value_t = 10_000)]
@@ -185,6 +197,10 @@ async fn main() {
         },
         retention_check: Duration::from_millis(args.retention_check_interval_ms),
         group_max_size: args.group_max_size as usize,
+        partition_limits: topics::PartitionLimits {
+            per_request: args.max_partitions_per_request as usize,
+            per_broker: args.max_partitions as usize,
+        },
         limits: wire::Limits::new(
             max_request,
             queued,

@@ -165,7 +165,7 @@ impl Store {
                     .and_then(|s| s.parse::<usize>().ok())
                     // A stray name past the partition bound is not ours: it
                     // must not make the start create that many partitions.
-                    .filter(|&index| index < crate::broker::MAX_PARTITIONS as usize)
+                    .filter(|&index| index < crate::topics::MAX_PARTITIONS as usize)
                 else {
                     continue;
                 };

@@ -3,22 +3,26 @@
 //! topic that does not exist is UNKNOWN_TOPIC_OR_PARTITION; a deleted
 //! topic's committed offsets go with it (also across a restart); and a
 //! transactional producer is told the feature is unavailable
-//! (UNSUPPORTED_VERSION), not that it lacks an authorization. Through
-//! kafka-python where it asks, raw frames otherwise.
+//! (UNSUPPORTED_VERSION), not that it lacks an authorization; the
+//! partitions one request creates and the broker holds are bounded
+//! (POLICY_VIOLATION); and a topic's disk work stops no other request.
+//! Through kafka-python where it asks, raw frames otherwise.
 
 use std::io::Write;
+use std::time::Instant;
 
 use bytes::Buf;
 use kafka_protocol::messages::{
-    list_offsets_request, produce_request, ApiKey, ListOffsetsRequest, ListOffsetsResponse,
-    MetadataResponse, ProduceRequest, ProduceResponse, TopicName,
+    create_topics_request, list_offsets_request, produce_request, ApiKey, CreateTopicsRequest,
+    CreateTopicsResponse, ListOffsetsRequest, ListOffsetsResponse, MetadataResponse,
+    ProduceRequest, ProduceResponse, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use kafka_protocol::ResponseError;
 use purgatorio_testkit::TempDir;
 
 mod common;
-use common::{frame, metadata_frame, probe, read_frame, Broker};
+use common::{frame, metadata_frame, probe, read_frame, Broker, PATIENCE};
 
 /// The error code of a Produce (v7, acks 1) of one empty partition's data
 /// to `topic`.
@@ -113,4 +117,124 @@ fn a_transactional_producer_is_told_transactions_are_unavailable() {
     // 35] UnsupportedVersionError" (d0e9184: Error 53,
     // TransactionalIdAuthorizationFailedError).
     assert!(out.contains("[Error 35] UnsupportedVersionError"), "{out}");
+}
+
+/// A CreateTopics (v4) of `topics`, (name, partitions).
+fn create_topics_frame(topics: &[(&str, i32)]) -> bytes::Bytes {
+    let mut request = CreateTopicsRequest::default();
+    request.timeout_ms = 60_000;
+    request.topics = topics
+        .iter()
+        .map(|(name, partitions)| {
+            let mut t = create_topics_request::CreatableTopic::default();
+            t.name = TopicName(StrBytes::from_string(name.to_string()));
+            t.num_partitions = *partitions;
+            t.replication_factor = 1;
+            t
+        })
+        .collect();
+    frame(ApiKey::CreateTopics, 4, |b| request.encode(b, 4).unwrap())
+}
+
+/// Each topic's error code and message from a CreateTopics (v4).
+fn create_topics(broker: &Broker, topics: &[(&str, i32)]) -> Vec<(i16, String)> {
+    let mut s = broker.connect();
+    s.write_all(&create_topics_frame(topics)).unwrap();
+    let mut answer = read_frame(&mut s).expect("a create topics answer");
+    answer.advance(4);
+    let r = CreateTopicsResponse::decode(&mut answer, 4).unwrap();
+    r.topics
+        .iter()
+        .map(|t| {
+            let message = t.error_message.as_deref().unwrap_or_default();
+            (t.error_code, message.to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn partitions_past_the_request_s_or_the_broker_s_bound_are_policy_violation() {
+    let broker = Broker::start_with(
+        4,
+        None,
+        &[
+            "--max-partitions-per-request",
+            "10",
+            "--max-partitions",
+            "15",
+        ],
+    );
+    let policy = ResponseError::PolicyViolation.code();
+    // 8 + 8 in one request: the second passes the request's 10.
+    let answers = create_topics(&broker, &[("a", 8), ("b", 8)]);
+    assert_eq!(answers[0].0, 0);
+    assert_eq!(answers[1].0, policy, "{answers:?}");
+    assert!(answers[1].1.contains("excessively large"), "{answers:?}");
+    // 8 more would make 16 on a broker bounded at 15; 7 make 15.
+    assert_eq!(create_topics(&broker, &[("c", 8)])[0].0, policy);
+    assert_eq!(create_topics(&broker, &[("d", 7)])[0].0, 0);
+    assert_eq!(partitions(&broker, "c"), None);
+    // Metadata's auto-creation (4 partitions) is bounded too.
+    let mut s = broker.connect();
+    s.write_all(&metadata_frame(Some(&["e"]), true)).unwrap();
+    let mut answer = read_frame(&mut s).unwrap();
+    answer.advance(5);
+    let r = MetadataResponse::decode(&mut answer, 9).unwrap();
+    assert_eq!(r.topics[0].error_code, policy);
+    // Deleting a topic gives its partitions back.
+    let mut admin = broker.connect();
+    let mut delete = kafka_protocol::messages::DeleteTopicsRequest::default();
+    delete.topic_names = vec![TopicName(StrBytes::from_static_str("a"))];
+    delete.timeout_ms = 5_000;
+    admin
+        .write_all(&frame(ApiKey::DeleteTopics, 3, |b| {
+            delete.encode(b, 3).unwrap()
+        }))
+        .unwrap();
+    assert!(read_frame(&mut admin).is_some());
+    assert_eq!(create_topics(&broker, &[("c", 8)])[0].0, 0);
+}
+
+#[test]
+fn a_large_create_topics_stops_no_other_request() {
+    let dir = TempDir::new("broker-wide-create");
+    let broker = Broker::start_in(1, Some(dir.path()));
+    broker.create(&["existing"]);
+    // A asks for 500 partitions: seconds of directories, files and fsyncs
+    // in a debug build.
+    let mut a = broker.connect();
+    a.write_all(&create_topics_frame(&[("wide", 500)])).unwrap();
+    let started = Instant::now();
+    while !dir.path().join("wide").exists() {
+        assert!(started.elapsed() < PATIENCE, "the creation never began");
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    // Meanwhile B's Metadata of an existing topic, which reads the topics'
+    // lock, is answered again and again (d0e9184 held that lock through
+    // the disk work: B waited for all of it).
+    a.set_nonblocking(true).unwrap();
+    let pending = |a: &std::net::TcpStream| matches!(a.peek(&mut [0u8; 1]), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock);
+    let mut b = broker.connect();
+    let mut answered_meanwhile = 0;
+    while pending(&a) && started.elapsed() < PATIENCE {
+        b.write_all(&metadata_frame(Some(&["existing"]), false))
+            .unwrap();
+        assert!(read_frame(&mut b).is_some());
+        if pending(&a) {
+            answered_meanwhile += 1;
+        }
+    }
+    a.set_nonblocking(false).unwrap();
+    let answers = {
+        let mut answer = read_frame(&mut a).expect("the creation's answer");
+        answer.advance(4);
+        CreateTopicsResponse::decode(&mut answer, 4).unwrap()
+    };
+    assert_eq!(answers.topics[0].error_code, 0);
+    eprintln!("{answered_meanwhile} Metadata round trips while 500 partitions were made");
+    assert!(
+        answered_meanwhile >= 5,
+        "{answered_meanwhile} answers while the topic was made"
+    );
+    assert_eq!(partitions(&broker, "wide"), Some(500));
 }

@@ -1,6 +1,8 @@
 //! ApiVersions, Metadata, CreateTopics and DeleteTopics: what the broker
 //! serves, where topics are, and making and removing them.
 
+use std::sync::Arc;
+
 use kafka_protocol::messages::{
     api_versions_response::ApiVersion, create_topics_response, delete_topics_response,
     describe_configs_response, metadata_response, ApiVersionsResponse, BrokerId,
@@ -11,7 +13,8 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 use super::{str_bytes, SERVED};
-use crate::broker::{legal_topic_name, Broker};
+use crate::broker::Broker;
+use crate::topics::{legal_topic_name, RequestQuota, EXCESSIVE};
 
 /// The only broker's id.
 pub const NODE: BrokerId = BrokerId(0);
@@ -34,8 +37,10 @@ pub fn api_versions() -> ApiVersionsResponse {
 
 /// Metadata: this broker leads every partition; a topic asked for is
 /// created on first use unless the request says not to (v4+), then it is
-/// UNKNOWN_TOPIC_OR_PARTITION.
-pub fn metadata(broker: &Broker, request: MetadataRequest) -> MetadataResponse {
+/// UNKNOWN_TOPIC_OR_PARTITION; past the partition bounds, it is
+/// POLICY_VIOLATION.
+pub async fn metadata(broker: &Arc<Broker>, request: MetadataRequest) -> MetadataResponse {
+    let mut quota = RequestQuota::new(broker.config.partition_limits);
     let mut response = MetadataResponse::default();
     let mut node = metadata_response::MetadataResponseBroker::default();
     node.node_id = NODE;
@@ -55,12 +60,14 @@ pub fn metadata(broker: &Broker, request: MetadataRequest) -> MetadataResponse {
         let mut topic = metadata_response::MetadataResponseTopic::default();
         topic.name = Some(TopicName(str_bytes(&name)));
         let found = if request.allow_auto_topic_creation {
-            broker.topic(&name)
+            broker.topic(&name, &mut quota).await
         } else {
-            broker.existing_topic(&name)
+            broker
+                .existing_topic(&name)
+                .ok_or(ResponseError::UnknownTopicOrPartition)
         };
         match found {
-            Some(t) => {
+            Ok(t) => {
                 topic.partitions = (0..t.partitions.len() as i32)
                     .map(|i| {
                         let mut p = metadata_response::MetadataResponsePartition::default();
@@ -72,10 +79,13 @@ pub fn metadata(broker: &Broker, request: MetadataRequest) -> MetadataResponse {
                     })
                     .collect();
             }
-            None if !legal_topic_name(&name) => {
+            Err(_) if !legal_topic_name(&name) => {
                 topic.error_code = ResponseError::InvalidTopicException.code();
             }
-            None => topic.error_code = ResponseError::UnknownTopicOrPartition.code(),
+            Err(ResponseError::PolicyViolation) => {
+                topic.error_code = ResponseError::PolicyViolation.code();
+            }
+            Err(_) => topic.error_code = ResponseError::UnknownTopicOrPartition.code(),
         }
         response.topics.push(topic);
     }
@@ -88,9 +98,14 @@ const DEFAULT: i32 = -1;
 
 /// CreateTopics: each topic with its own partition count (-1: the
 /// `--partitions` default) and a replication factor of 1 (or -1); with
-/// `validate_only`, checked and not made.
-pub fn create_topics(broker: &Broker, request: &CreateTopicsRequest) -> CreateTopicsResponse {
+/// `validate_only`, checked and not made. Topics past the request's or the
+/// broker's partition bound are POLICY_VIOLATION.
+pub async fn create_topics(
+    broker: &Arc<Broker>,
+    request: &CreateTopicsRequest,
+) -> CreateTopicsResponse {
     let mut response = CreateTopicsResponse::default();
+    let mut quota = RequestQuota::new(broker.config.partition_limits);
     for topic in &request.topics {
         let mut result = create_topics_response::CreatableTopicResult::default();
         result.name = topic.name.clone();
@@ -104,16 +119,14 @@ pub fn create_topics(broker: &Broker, request: &CreateTopicsRequest) -> CreateTo
         } else if !topic.assignments.is_empty() {
             Err(ResponseError::InvalidReplicaAssignment)
         } else if request.validate_only {
-            match broker.existing_topic(&topic.name) {
-                Some(_) => Err(ResponseError::TopicAlreadyExists),
-                None if !legal_topic_name(&topic.name) => Err(ResponseError::InvalidTopicException),
-                None if !(1..=crate::broker::MAX_PARTITIONS).contains(&partitions) => {
-                    Err(ResponseError::InvalidPartitions)
-                }
-                None => Ok(()),
-            }
+            broker
+                .check_new(&topic.name, partitions)
+                .and_then(|()| quota.take(partitions))
         } else {
-            broker.create_topic(&topic.name, partitions).map(|_| ())
+            broker
+                .create_topic(&topic.name, partitions, &mut quota)
+                .await
+                .map(|_| ())
         };
         match outcome {
             Ok(()) => {
@@ -122,7 +135,11 @@ pub fn create_topics(broker: &Broker, request: &CreateTopicsRequest) -> CreateTo
             }
             Err(error) => {
                 result.error_code = error.code();
-                result.error_message = Some(str_bytes(&error.to_string()));
+                let message = match error {
+                    ResponseError::PolicyViolation => EXCESSIVE.to_string(),
+                    _ => error.to_string(),
+                };
+                result.error_message = Some(str_bytes(&message));
                 result.num_partitions = -1;
                 result.replication_factor = -1;
             }
@@ -246,6 +263,11 @@ fn broker_configs(broker: &Broker) -> Vec<ConfigEntry> {
             c.initial_rebalance_delay.as_millis().to_string(),
         ),
         set("group.max.size", c.group_max_size.to_string()),
+        set(
+            "max.partitions.per.request",
+            c.partition_limits.per_request.to_string(),
+        ),
+        set("max.partitions", c.partition_limits.per_broker.to_string()),
         set("log.segment.bytes", c.log.segment_bytes.to_string()),
         set("log.retention.ms", signed(c.log.retention.ms)),
         set("log.retention.bytes", signed(c.log.retention.bytes)),
@@ -316,7 +338,11 @@ pub fn describe_configs(
             }
             Err(error) => {
                 result.error_code = error.code();
-                result.error_message = Some(str_bytes(&error.to_string()));
+                let message = match error {
+                    ResponseError::PolicyViolation => EXCESSIVE.to_string(),
+                    _ => error.to_string(),
+                };
+                result.error_message = Some(str_bytes(&message));
             }
         }
         response.results.push(result);

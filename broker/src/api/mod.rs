@@ -237,9 +237,9 @@ pub async fn serve(
     };
     let response = match request {
         RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(metadata::api_versions()),
-        RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::metadata(broker, r)),
+        RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::metadata(broker, r).await),
         RequestKind::CreateTopics(r) => {
-            ResponseKind::CreateTopics(metadata::create_topics(broker, &r))
+            ResponseKind::CreateTopics(metadata::create_topics(broker, &r).await)
         }
         RequestKind::DeleteTopics(r) => {
             ResponseKind::DeleteTopics(metadata::delete_topics(broker, &r))

@@ -374,9 +374,14 @@ mod tests {
                 },
                 retention_check: Duration::from_secs(60),
                 group_max_size: 10,
+                partition_limits: crate::topics::PartitionLimits {
+                    per_request: 10,
+                    per_broker: 10,
+                },
             };
             let broker = start(&config).await.unwrap();
-            let topic = broker.topic("stuck").unwrap();
+            let mut quota = crate::topics::RequestQuota::new(config.partition_limits);
+            let topic = broker.create_topic("stuck", 1, &mut quota).await.unwrap();
             {
                 // A roll work that never comes back (a disk that hangs):
                 // the partition's first segment is never made.
