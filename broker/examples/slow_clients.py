@@ -10,6 +10,8 @@ port, in memory, and stops it by PID.
         --bin target/release/purgatorio-broker
     flock /tmp/bench.lock $PY broker/examples/slow_clients.py unread-fetches \\
         --bin target/release/purgatorio-broker --conns 200
+    flock /tmp/bench.lock $PY broker/examples/slow_clients.py wide-create \\
+        --bin target/release/purgatorio-broker --partitions 10000
 
 stalled-frames: three connections each send 70 MiB of an announced 100 MiB
 request and stop; Metadata round trips (raw v1, fresh connection each) are
@@ -20,6 +22,10 @@ send a Fetch for all of it (v4, max_bytes 55 MiB) and read only the
 answer's 4-byte length; the broker's RSS is sampled for 15 s, while a
 kafka-python producer and consumer time produce-to-consume round trips
 (before and beside them).
+
+wide-create: on a fresh data directory, one connection asks CreateTopics
+for a topic of N partitions while a kafka-python producer times its
+acks=1 produces to an existing topic until the answer arrives.
 """
 
 import argparse
@@ -242,13 +248,68 @@ def unread_fetches(args):
         broker.stop()
 
 
+def create_topics_v4(name, partitions):
+    topic = struct.pack(">h", len(name)) + name.encode()
+    topic += struct.pack(">ihii", partitions, 1, 0, 0)  # no assignments, no configs
+    body = struct.pack(">i", 1) + topic + struct.pack(">ib", 120000, 0)
+    return request(19, 4, body)
+
+
+def wide_create(args):
+    import shutil
+    import tempfile
+    from kafka import KafkaProducer
+    data = tempfile.mkdtemp(prefix="slow-clients-")
+    broker = Broker(args.bin, ["--data-dir", data])
+    try:
+        producer = KafkaProducer(bootstrap_servers=broker.bootstrap(), acks=1, linger_ms=0)
+        producer.send("existing", b"warm").get(timeout=30)
+
+        def produce_ms():
+            started = time.perf_counter()
+            producer.send("existing", b"x").get(timeout=120)
+            return (time.perf_counter() - started) * 1000
+
+        unloaded = [produce_ms() for _ in range(200)]
+        print("produce round trips unloaded:", summary(unloaded))
+        done = threading.Event()
+        took = [0.0]
+
+        def create():
+            started = time.perf_counter()
+            s = socket.create_connection(broker.addr)
+            s.sendall(create_topics_v4("wide", args.partitions))
+            s.settimeout(300)
+            length = struct.unpack(">i", read_exact(s, 4))[0]
+            answer = read_exact(s, length)
+            took[0] = time.perf_counter() - started
+            error = struct.unpack(">h", answer[4 + 4 + 4 + 2 + len("wide"):][:2])[0]
+            print("CreateTopics of %d partitions answered in %.2f s, error %d" % (
+                args.partitions, took[0], error))
+            done.set()
+
+        creator = threading.Thread(target=create)
+        creator.start()
+        loaded = []
+        while not done.is_set():
+            loaded.append(produce_ms())
+        creator.join()
+        print("produce round trips while it ran:", summary(loaded))
+        producer.close()
+    finally:
+        broker.stop()
+        shutil.rmtree(data, ignore_errors=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("mode", choices=["stalled-frames", "unread-fetches"])
+    parser.add_argument("mode", choices=["stalled-frames", "unread-fetches", "wide-create"])
     parser.add_argument("--bin", required=True, help="the broker binary")
     parser.add_argument("--conns", type=int, default=200, help="unread-fetches: connections")
+    parser.add_argument("--partitions", type=int, default=10000, help="wide-create: partitions")
     args = parser.parse_args()
-    {"stalled-frames": stalled_frames, "unread-fetches": unread_fetches}[args.mode](args)
+    {"stalled-frames": stalled_frames, "unread-fetches": unread_fetches,
+     "wide-create": wide_create}[args.mode](args)
 
 
 if __name__ == "__main__":
