@@ -197,3 +197,57 @@ fn fetches_never_read_hold_no_records_and_close_after_the_write_timeout() {
     assert_eq!(broker.wait_stat("write_stalled", |v| v >= 8), 8);
     drop(unread);
 }
+
+#[test]
+fn a_connection_reads_ahead_only_within_its_share() {
+    const MIB: usize = 1 << 20;
+    // A budget of 8 MiB, a share of 10 % (838,860 bytes).
+    let broker = Broker::start_with(
+        1,
+        None,
+        &[
+            "--max-request-bytes",
+            &(2 * MIB).to_string(),
+            "--queued-max-request-bytes",
+            &(8 * MIB).to_string(),
+            "--queued-max-request-share",
+            "10",
+        ],
+    );
+    let share = (8 * MIB / 100 * 10) as u64;
+    let mut s = broker.connect();
+    // A fetch that waits 5 s for data, then a whole 2 MiB request behind
+    // it, read ahead while the fetch waits.
+    let mut fetch = fetch_frame(12, "none", 1024).to_vec();
+    fetch_wait(&mut fetch, 5_000);
+    let mut ahead = (2 * MIB as i32).to_be_bytes().to_vec();
+    ahead.resize(4 + 2 * MIB, 0);
+    let writer = {
+        let mut s = s.try_clone().unwrap();
+        std::thread::spawn(move || {
+            let _ = s.write_all(&fetch);
+            let _ = s.write_all(&ahead);
+        })
+    };
+    broker.wait_stat("parked", |n| n == 1);
+    let total = 8 * MIB as u64;
+    broker.wait_stat("budget_free", |free| free < total - share / 2);
+    let least = (0..5).map(|_| broker.stat("budget_free")).min().unwrap();
+    eprintln!("budget free while the fetch waits: {least} of {total}, share {share}");
+    assert!(
+        least + share + 1024 >= total,
+        "the connection holds {} bytes, its share is {share}",
+        total - least
+    );
+    drop(s.shutdown(std::net::Shutdown::Both));
+    let _ = writer.join();
+}
+
+/// Sets a Fetch (v12) frame's `max_wait_ms` (after the length, the
+/// header and the replica id).
+fn fetch_wait(frame: &mut [u8], ms: i32) {
+    // Length 4, api key 2, version 2, correlation 4, client id 2 + 4,
+    // header tags 1, replica id 4.
+    let at = 4 + 2 + 2 + 4 + 2 + 4 + 1 + 4;
+    frame[at..at + 4].copy_from_slice(&ms.to_be_bytes());
+}
