@@ -215,7 +215,7 @@ fn a_connection_reads_ahead_only_within_its_share() {
         ],
     );
     let share = (8 * MIB / 100 * 10) as u64;
-    let mut s = broker.connect();
+    let s = broker.connect();
     // A fetch that waits 5 s for data, then a whole 2 MiB request behind
     // it, read ahead while the fetch waits.
     let mut fetch = fetch_frame(12, "none", 1024).to_vec();
