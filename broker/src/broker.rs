@@ -149,13 +149,18 @@ impl std::error::Error for StartError {}
 /// [`StartError`] naming what failed: the listen address, the timer, or the
 /// data directory (with the path).
 pub async fn start(config: &Config) -> Result<Arc<Broker>, StartError> {
-    let (store, recovered, commits) = match &config.data_dir {
+    let (store, recovered, mut configs, commits) = match &config.data_dir {
         Some(dir) => {
             let (store, recovered) =
                 Store::open(dir.clone(), config.log.segment_bytes).map_err(StartError::Store)?;
-            (Some(store), recovered.topics, recovered.commits)
+            (
+                Some(store),
+                recovered.topics,
+                recovered.configs,
+                recovered.commits,
+            )
         }
-        None => (None, HashMap::new(), Vec::new()),
+        None => (None, HashMap::new(), HashMap::new(), Vec::new()),
     };
     let listener = TcpListener::bind(&config.listen)
         .await
@@ -224,7 +229,10 @@ pub async fn start(config: &Config) -> Result<Arc<Broker>, StartError> {
     };
     let topics: HashMap<String, Arc<Topic>> = recovered
         .into_iter()
-        .map(|(name, logs)| (name, Arc::new(Topic::new(logs))))
+        .map(|(name, logs)| {
+            let config = configs.remove(&name).unwrap_or_default();
+            (name, Arc::new(Topic::new(logs, config)))
+        })
         .collect();
     let partitions_held = topics.values().map(|t| t.partitions.len()).sum();
     let broker = Arc::new(Broker {

@@ -24,6 +24,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::broker::Broker;
+use crate::log::config::{TopicConfig, CONFIG_FILE};
 use crate::log::partition::SyncTarget;
 use crate::log::segment::file_name;
 use crate::log::sync::sync_dir;
@@ -82,6 +83,8 @@ pub struct Store {
 pub struct Recovered {
     /// The logs of the recovered topics, by name.
     pub topics: HashMap<String, Vec<Log>>,
+    /// The configs of those that set any (`<topic>/@config`).
+    pub configs: HashMap<String, TopicConfig>,
     /// The groups' live commits.
     pub commits: Vec<GroupCommit>,
 }
@@ -141,6 +144,7 @@ impl Store {
     pub fn open(dir: PathBuf, segment_bytes: u64) -> Result<(Store, Recovered), OpenError> {
         fs::create_dir_all(&dir).doing("create the data directory", &dir)?;
         let mut topics = HashMap::new();
+        let mut configs = HashMap::new();
         for entry in fs::read_dir(&dir).doing("list the data directory", &dir)? {
             let entry = entry.doing("list the data directory", &dir)?;
             let path = entry.path();
@@ -156,6 +160,8 @@ impl Store {
                 }
                 continue;
             }
+            let config = read_config(&path)?;
+            let segment_bytes = config.segment_bytes.unwrap_or(segment_bytes);
             let mut count = 0usize;
             for file in fs::read_dir(&path).doing("list the topic directory", &path)? {
                 let file = file.doing("list the topic directory", &path)?.path();
@@ -183,6 +189,9 @@ impl Store {
             // The partition directories made, the files migrated out.
             sync_dir(&path).doing("fsync", &path)?;
             if !logs.is_empty() {
+                if !config.set.is_empty() {
+                    configs.insert(name.clone(), config);
+                }
                 topics.insert(name, logs);
             }
         }
@@ -202,18 +211,40 @@ impl Store {
             deletions: AtomicU64::new(0),
             wake: tokio::sync::Notify::new(),
         };
-        Ok((store, Recovered { topics, commits }))
+        Ok((
+            store,
+            Recovered {
+                topics,
+                configs,
+                commits,
+            },
+        ))
     }
 
-    /// Creates the directories of a new topic.
+    /// Creates the directories of a new topic, and its configs' file if
+    /// it sets any.
     ///
     /// # Errors
     ///
     /// [`OpenError`] naming the directory or file that could not be made.
-    pub fn create(&self, topic: &str, partitions: i32) -> Result<Vec<Log>, OpenError> {
+    pub fn create(
+        &self,
+        topic: &str,
+        partitions: i32,
+        config: &TopicConfig,
+    ) -> Result<Vec<Log>, OpenError> {
         let dir = self.dir.join(topic);
+        if !config.set.is_empty() {
+            fs::create_dir_all(&dir).doing("create the topic directory", &dir)?;
+            let path = dir.join(CONFIG_FILE);
+            let file = fs::File::create(&path).doing("create", &path)?;
+            std::io::Write::write_all(&mut &file, config.to_file().as_bytes())
+                .doing("write", &path)?;
+            crate::log::sync::sync_file(&file).doing("fsync", &path)?;
+        }
+        let segment_bytes = config.segment_bytes.unwrap_or(self.segment_bytes);
         let logs = (0..partitions)
-            .map(|i| open_partition(&dir.join(i.to_string()), self.segment_bytes))
+            .map(|i| open_partition(&dir.join(i.to_string()), segment_bytes))
             .collect::<Result<Vec<_>, _>>()?;
         // The new names, before any record in them can be acknowledged.
         sync_dir(&dir).doing("fsync", &dir)?;
@@ -283,6 +314,18 @@ impl Store {
     pub fn dirty(&self, at: &TopicPartition) {
         self.dirty.lock().insert(at.clone());
         self.wake.notify_one();
+    }
+}
+
+/// The configs a topic directory keeps (none: the broker's).
+fn read_config(dir: &Path) -> Result<TopicConfig, OpenError> {
+    let path = dir.join(CONFIG_FILE);
+    match fs::read_to_string(&path) {
+        Ok(text) => TopicConfig::from_file(&text)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+            .doing("read", &path),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(TopicConfig::default()),
+        Err(e) => Err(e).doing("read", &path),
     }
 }
 
@@ -478,7 +521,8 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("pg-store-{}-deleted", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
         let (store, _) = Store::open(dir.clone(), 1 << 20).unwrap();
-        let mut logs = store.create("t", 2).unwrap();
+        let none = TopicConfig::default();
+        let mut logs = store.create("t", 2, &none).unwrap();
         logs[0]
             .append_now(&crate::log::batch::testing::of(1))
             .unwrap();
@@ -486,7 +530,7 @@ mod tests {
         store.delete("t").unwrap();
         // The name is free at once: a new topic of it starts empty.
         assert!(!dir.join("t").exists());
-        let logs = store.create("t", 1).unwrap();
+        let logs = store.create("t", 1, &none).unwrap();
         assert_eq!(logs[0].next(), 0);
         drop(logs);
         drop(store);
@@ -507,7 +551,9 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("pg-store-{}-named", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
         let (store, _) = Store::open(dir.clone(), 1 << 20).unwrap();
-        let mut logs = store.create("orders.deleted", 1).unwrap();
+        let mut logs = store
+            .create("orders.deleted", 1, &TopicConfig::default())
+            .unwrap();
         logs[0]
             .append_now(&crate::log::batch::testing::of(1))
             .unwrap();

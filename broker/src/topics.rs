@@ -22,6 +22,7 @@ use std::sync::Arc;
 use kafka_protocol::ResponseError;
 
 use crate::broker::Broker;
+use crate::log::config::TopicConfig;
 use crate::log::{Log, Place, Topic};
 use crate::offsets::GroupCommit;
 
@@ -112,7 +113,11 @@ impl Broker {
         if let Some(topic) = self.existing_topic(name) {
             return Ok(topic);
         }
-        match self.create_topic(name, self.partitions, quota).await {
+        let config = TopicConfig::default();
+        match self
+            .create_topic(name, self.partitions, config, quota)
+            .await
+        {
             // Made meanwhile by another request.
             Err(ResponseError::TopicAlreadyExists) => self
                 .existing_topic(name)
@@ -121,8 +126,8 @@ impl Broker {
         }
     }
 
-    /// Creates the topic `name` with `partitions` partitions, its disk work
-    /// on the blocking pool.
+    /// Creates the topic `name` with `partitions` partitions and its
+    /// (checked) `config`, its disk work on the blocking pool.
     ///
     /// # Errors
     ///
@@ -134,6 +139,7 @@ impl Broker {
         self: &Arc<Self>,
         name: &str,
         partitions: i32,
+        config: TopicConfig,
         quota: &mut RequestQuota,
     ) -> Result<Arc<Topic>, ResponseError> {
         self.check_new(name, partitions)?;
@@ -141,7 +147,7 @@ impl Broker {
         self.reserve(name, partitions)?;
         let broker = Arc::clone(self);
         let name = name.to_string();
-        tokio::task::spawn_blocking(move || broker.make(name, partitions))
+        tokio::task::spawn_blocking(move || broker.make(name, partitions, config))
             .await
             .map_err(|_| ResponseError::KafkaStorageError)?
     }
@@ -189,22 +195,25 @@ impl Broker {
     /// The blocking work of a reserved topic: its logs made, the topic
     /// inserted, the reservation released (its partitions too if the
     /// files could not be made).
-    fn make(&self, name: String, partitions: i32) -> Result<Arc<Topic>, ResponseError> {
+    fn make(
+        &self,
+        name: String,
+        partitions: i32,
+        config: TopicConfig,
+    ) -> Result<Arc<Topic>, ResponseError> {
+        let segment_bytes = config
+            .segment_bytes
+            .unwrap_or(self.config.log.segment_bytes);
         let logs = match &self.store {
             Some(store) => store
-                .create(&name, partitions)
+                .create(&name, partitions, &config)
                 .map_err(|_| ResponseError::KafkaStorageError),
             None => Ok((0..partitions)
-                .map(|_| {
-                    Log::create(
-                        Place::Anonymous(std::env::temp_dir()),
-                        self.config.log.segment_bytes,
-                    )
-                })
+                .map(|_| Log::create(Place::Anonymous(std::env::temp_dir()), segment_bytes))
                 .collect()),
         };
         let made = logs.map(|logs| {
-            let topic = Arc::new(Topic::new(logs));
+            let topic = Arc::new(Topic::new(logs, config));
             self.topics.write().insert(name.clone(), Arc::clone(&topic));
             topic
         });

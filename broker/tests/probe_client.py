@@ -33,6 +33,17 @@ one line per answer for the Rust test to check.
     probe_client.py transactions BOOTSTRAP
         init_transactions() of a transactional producer; prints `TXN ok` or
         `TXN ErrorName message`.
+    probe_client.py configs BOOTSTRAP
+        creates "kept" (retention.ms 3600000, segment.bytes 4096,
+        max.message.bytes 2048) and "two" (min.insync.replicas 2) and prints
+        `CREATED name` for each, then `REFUSED name ErrorName` for topics
+        with an unknown config, retention.ms=banana and
+        cleanup.policy=compact; prints `DESCRIBED kept name value` for its
+        retention.ms and segment.bytes; sends a 3000-byte record to "kept"
+        (`BIG ErrorName`) and an acks=all record to "two" (`ALL
+        ErrorName`).
+    probe_client.py describe BOOTSTRAP TOPIC
+        prints `DESCRIBED topic name value` for retention.ms and segment.bytes.
     probe_client.py groups BOOTSTRAP TOPIC
         joins group "watchers" as client "probe-1" on TOPIC, then with the
         admin client prints `LISTED group state`, `DESCRIBED group state
@@ -208,6 +219,49 @@ def transactions(bootstrap):
         print("TXN %s %s" % (type(e).__name__, e), flush=True)
 
 
+def describe(bootstrap, topic):
+    from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    configs = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)], config_filter="all")
+    for name in ("retention.ms", "segment.bytes"):
+        print("DESCRIBED %s %s %s" % (topic, name, configs["topic"][topic][name]["value"]), flush=True)
+    admin.close()
+
+
+def configs(bootstrap):
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    made = {
+        "kept": {"retention.ms": "3600000", "segment.bytes": "4096", "max.message.bytes": "2048"},
+        "two": {"min.insync.replicas": "2"},
+    }
+    for name, topic_configs in made.items():
+        admin.create_topics([NewTopic(name, 1, 1, topic_configs=topic_configs)])
+        print("CREATED %s" % name, flush=True)
+    for name, topic_configs in [
+        ("unknown", {"no.such.config": "1"}),
+        ("banana", {"retention.ms": "banana"}),
+        ("compacted", {"cleanup.policy": "compact"}),
+    ]:
+        try:
+            admin.create_topics([NewTopic(name, 1, 1, topic_configs=topic_configs)])
+            print("REFUSED %s none" % name, flush=True)
+        except Exception as e:
+            print("REFUSED %s %s" % (name, type(e).__name__), flush=True)
+    admin.close()
+    describe(bootstrap, "kept")
+    for label, topic, value, acks in (("BIG", "kept", b"x" * 3000, 1), ("ALL", "two", b"v", "all")):
+        producer = KafkaProducer(bootstrap_servers=bootstrap, acks=acks, retries=0)
+        try:
+            producer.send(topic, value, partition=0).get(timeout=20)
+            print("%s accepted" % label, flush=True)
+        except Exception as e:
+            print("%s %s" % (label, type(e).__name__), flush=True)
+        producer.close()
+
+
 if __name__ == "__main__":
     {
         "commit": commit,
@@ -219,4 +273,6 @@ if __name__ == "__main__":
         "recreate": recreate,
         "committed": committed,
         "transactions": transactions,
+        "configs": configs,
+        "describe": describe,
     }[sys.argv[1]](*sys.argv[2:])

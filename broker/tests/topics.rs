@@ -238,3 +238,60 @@ fn a_large_create_topics_stops_no_other_request() {
     );
     assert_eq!(partitions(&broker, "wide"), Some(500));
 }
+
+#[test]
+fn topic_configs_are_checked_applied_and_kept() {
+    let dir = TempDir::new("broker-topic-configs");
+    // Retention looks every 100 ms; the broker's own keeps 7 days.
+    let args = ["--retention-check-interval-ms", "100"];
+    let broker = Broker::start_with(1, Some(dir.path()), &args);
+    let out = probe(&["configs", &broker.addr]);
+    for line in [
+        "CREATED kept",
+        "CREATED two",
+        "REFUSED unknown InvalidConfigurationError",
+        "REFUSED banana InvalidConfigurationError",
+        "REFUSED compacted InvalidConfigurationError",
+        "DESCRIBED kept retention.ms 3600000",
+        "DESCRIBED kept segment.bytes 4096",
+        "BIG MessageSizeTooLargeError",
+        "ALL NotEnoughReplicasError",
+    ] {
+        assert!(out.contains(line), "no {line:?} in {out}");
+    }
+    // segment.bytes and retention.ms applied: records two hours old fill
+    // 4 KiB segments, and all but the active one go within a second or so.
+    let out = probe(&[
+        "produce_timed",
+        &broker.addr,
+        "kept",
+        "2000",
+        "now-7200000",
+        "1",
+    ]);
+    assert!(out.contains("DONE"), "{out}");
+    let started = Instant::now();
+    loop {
+        let out = probe(&["at", &broker.addr, "kept"]);
+        let earliest: i64 = out
+            .lines()
+            .find_map(|l| l.strip_prefix("EARLIEST "))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{out}"));
+        if earliest > 0 {
+            break;
+        }
+        assert!(
+            started.elapsed() < PATIENCE,
+            "retention.ms not applied: {out}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    // Kept across a restart.
+    let addr = broker.addr.clone();
+    drop(broker);
+    let broker = Broker::start_on(&addr, 1, Some(dir.path()), &args);
+    let out = probe(&["describe", &broker.addr, "kept"]);
+    assert!(out.contains("retention.ms 3600000"), "{out}");
+    assert!(out.contains("segment.bytes 4096"), "{out}");
+}

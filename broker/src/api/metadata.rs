@@ -14,6 +14,8 @@ use kafka_protocol::ResponseError;
 
 use super::{str_bytes, SERVED};
 use crate::broker::Broker;
+use crate::log::config::{InvalidConfig, TopicConfig};
+use crate::log::Topic;
 use crate::topics::{legal_topic_name, RequestQuota, EXCESSIVE};
 
 /// The only broker's id.
@@ -97,9 +99,11 @@ pub async fn metadata(broker: &Arc<Broker>, request: MetadataRequest) -> Metadat
 const DEFAULT: i32 = -1;
 
 /// CreateTopics: each topic with its own partition count (-1: the
-/// `--partitions` default) and a replication factor of 1 (or -1); with
-/// `validate_only`, checked and not made. Topics past the request's or the
-/// broker's partition bound are POLICY_VIOLATION.
+/// `--partitions` default), a replication factor of 1 (or -1) and its
+/// configs (checked: INVALID_CONFIG names what is refused, see
+/// [`TopicConfig`]); with `validate_only`, checked and not made. Topics
+/// past the request's or the broker's partition bound are
+/// POLICY_VIOLATION.
 pub async fn create_topics(
     broker: &Arc<Broker>,
     request: &CreateTopicsRequest,
@@ -114,17 +118,29 @@ pub async fn create_topics(
         } else {
             topic.num_partitions
         };
+        // Why a config was refused, in Kafka's words.
+        let mut refused = None;
+        let config = TopicConfig::parse(
+            topic
+                .configs
+                .iter()
+                .map(|c| (c.name.as_str(), c.value.as_deref())),
+        );
         let outcome = if !matches!(i32::from(topic.replication_factor), DEFAULT | 1) {
             Err(ResponseError::InvalidReplicationFactor)
         } else if !topic.assignments.is_empty() {
             Err(ResponseError::InvalidReplicaAssignment)
+        } else if let Err(InvalidConfig(why)) = &config {
+            refused = Some(why.clone());
+            Err(ResponseError::InvalidConfig)
         } else if request.validate_only {
             broker
                 .check_new(&topic.name, partitions)
                 .and_then(|()| quota.take(partitions))
         } else {
+            let config = config.unwrap_or_default();
             broker
-                .create_topic(&topic.name, partitions, &mut quota)
+                .create_topic(&topic.name, partitions, config, &mut quota)
                 .await
                 .map(|_| ())
         };
@@ -137,7 +153,7 @@ pub async fn create_topics(
                 result.error_code = error.code();
                 let message = match error {
                     ResponseError::PolicyViolation => EXCESSIVE.to_string(),
-                    _ => error.to_string(),
+                    _ => refused.unwrap_or_else(|| error.to_string()),
                 };
                 result.error_message = Some(str_bytes(&message));
                 result.num_partitions = -1;
@@ -179,42 +195,49 @@ const DEFAULT_CONFIG: i8 = 5;
 /// A config name and its value, as DescribeConfigs shows it.
 struct ConfigEntry {
     /// The name, in Kafka's words.
-    name: &'static str,
+    name: String,
     /// The value.
     value: String,
     /// Whether it is the default (else set by a flag at start-up).
     default: bool,
 }
 
-/// The configs of a topic (every topic has the broker's).
-fn topic_configs(broker: &Broker) -> Vec<ConfigEntry> {
-    vec![
-        ConfigEntry {
-            name: "cleanup.policy",
-            value: "delete".into(),
-            default: true,
-        },
-        ConfigEntry {
-            name: "max.message.bytes",
-            value: broker.message_max_bytes.to_string(),
-            default: false,
-        },
-        ConfigEntry {
-            name: "retention.ms",
-            value: signed(broker.config.log.retention.ms),
-            default: false,
-        },
-        ConfigEntry {
-            name: "retention.bytes",
-            value: signed(broker.config.log.retention.bytes),
-            default: false,
-        },
-        ConfigEntry {
-            name: "segment.bytes",
-            value: broker.config.log.segment_bytes.to_string(),
-            default: false,
-        },
-    ]
+/// The configs of a topic: the five applied, its own value if set, else
+/// the broker's; then every other config it set.
+fn topic_configs(broker: &Broker, topic: &Topic) -> Vec<ConfigEntry> {
+    let own = &topic.config;
+    let retention = own.retention(&broker.config.log.retention);
+    let entry = |name: &str, value: String, default: bool| ConfigEntry {
+        name: name.to_string(),
+        value,
+        default,
+    };
+    let set = |name: &str| own.set.iter().any(|(n, _)| n == name);
+    let mut entries = vec![
+        entry("cleanup.policy", "delete".into(), !set("cleanup.policy")),
+        entry(
+            "max.message.bytes",
+            own.max_message_bytes
+                .unwrap_or(broker.message_max_bytes)
+                .to_string(),
+            false,
+        ),
+        entry("retention.ms", signed(retention.ms), false),
+        entry("retention.bytes", signed(retention.bytes), false),
+        entry(
+            "segment.bytes",
+            own.segment_bytes
+                .unwrap_or(broker.config.log.segment_bytes)
+                .to_string(),
+            false,
+        ),
+    ];
+    for (name, value) in &own.set {
+        if !entries.iter().any(|e| &e.name == name) {
+            entries.push(entry(name, value.clone(), false));
+        }
+    }
+    entries
 }
 
 /// A bound as Kafka writes it: -1 for none.
@@ -225,8 +248,8 @@ fn signed(bound: Option<u64>) -> String {
 /// The broker's configs: the limits it was started with.
 fn broker_configs(broker: &Broker) -> Vec<ConfigEntry> {
     let c = &broker.config;
-    let set = |name, value: String| ConfigEntry {
-        name,
+    let set = |name: &str, value: String| ConfigEntry {
+        name: name.to_string(),
         value,
         default: false,
     };
@@ -300,7 +323,7 @@ pub fn describe_configs(
         let entries = match resource.resource_type {
             TOPIC_RESOURCE => broker
                 .existing_topic(&resource.resource_name)
-                .map(|_| topic_configs(broker))
+                .map(|topic| topic_configs(broker, &topic))
                 .ok_or(ResponseError::UnknownTopicOrPartition),
             BROKER_RESOURCE if matches!(resource.resource_name.as_str(), "0" | "") => {
                 Ok(broker_configs(broker))
@@ -321,7 +344,7 @@ pub fn describe_configs(
                     .map(|e| {
                         let mut config =
                             describe_configs_response::DescribeConfigsResourceResult::default();
-                        config.name = str_bytes(e.name);
+                        config.name = str_bytes(&e.name);
                         config.value = Some(str_bytes(&e.value));
                         config.read_only = true;
                         // Only v0 has is_default; later ones say it
@@ -338,11 +361,7 @@ pub fn describe_configs(
             }
             Err(error) => {
                 result.error_code = error.code();
-                let message = match error {
-                    ResponseError::PolicyViolation => EXCESSIVE.to_string(),
-                    _ => error.to_string(),
-                };
-                result.error_message = Some(str_bytes(&message));
+                result.error_message = Some(str_bytes(&error.to_string()));
             }
         }
         response.results.push(result);

@@ -203,7 +203,9 @@ enum Stalled {
 /// # Errors
 ///
 /// CORRUPT_MESSAGE for malformed batches (or a CRC that does not match),
-/// MESSAGE_TOO_LARGE for a batch over `--message-max-bytes`, the
+/// MESSAGE_TOO_LARGE for a batch over the topic's `max.message.bytes` (else
+/// `--message-max-bytes`), NOT_ENOUGH_REPLICAS for acks=-1 to a topic whose
+/// `min.insync.replicas` is above 1, the
 /// producer's refusal (OUT_OF_ORDER_SEQUENCE_NUMBER,
 /// INVALID_PRODUCER_EPOCH), KAFKA_STORAGE_ERROR if the segment files
 /// cannot be written or made (or the log is failed), REQUEST_TIMED_OUT if
@@ -215,8 +217,15 @@ async fn append_partition(
     acks: i16,
     deadline: tokio::time::Instant,
 ) -> Result<Appended, ResponseError> {
+    let config = &target.topic.config;
+    // One node holds one replica: more in sync cannot be had (Kafka's
+    // answer when the in-sync replicas are fewer than the topic asks).
+    if acks == -1 && config.min_insync_replicas.is_some_and(|n| n > 1) {
+        return Err(ResponseError::NotEnoughReplicas);
+    }
     let batches = split_batches(records).ok_or(ResponseError::CorruptMessage)?;
-    if batches.iter().any(|b| b.len() > broker.message_max_bytes) {
+    let max = config.max_message_bytes.unwrap_or(broker.message_max_bytes);
+    if batches.iter().any(|b| b.len() > max) {
         return Err(ResponseError::MessageTooLarge);
     }
     let mut rest = batches.as_slice();
@@ -381,7 +390,10 @@ mod tests {
             };
             let broker = start(&config).await.unwrap();
             let mut quota = crate::topics::RequestQuota::new(config.partition_limits);
-            let topic = broker.create_topic("stuck", 1, &mut quota).await.unwrap();
+            let topic = broker
+                .create_topic("stuck", 1, Default::default(), &mut quota)
+                .await
+                .unwrap();
             {
                 // A roll work that never comes back (a disk that hangs):
                 // the partition's first segment is never made.

@@ -24,6 +24,7 @@
 //! bounded memory, nothing kept across a restart.
 
 pub mod batch;
+pub mod config;
 pub mod index;
 pub mod partition;
 pub mod read;
@@ -75,6 +76,8 @@ pub struct Topic {
     /// wakes the produces waiting for a new segment
     /// ([`AppendError::Rolling`]).
     pub rolled: tokio::sync::Notify,
+    /// Its own configs, over the broker's.
+    pub config: config::TopicConfig,
     /// Whether its directory is still its own: false once it is deleted
     /// (the directory then holds nothing of it, or a new topic's files).
     /// A roll work makes files only under a read guard of `true`; the
@@ -83,10 +86,11 @@ pub struct Topic {
 }
 
 impl Topic {
-    /// A topic of these logs.
-    pub fn new(logs: Vec<Log>) -> Topic {
+    /// A topic of these logs, with these configs.
+    pub fn new(logs: Vec<Log>, config: config::TopicConfig) -> Topic {
         Topic {
             partitions: logs.into_iter().map(parking_lot::Mutex::new).collect(),
+            config,
             rolled: tokio::sync::Notify::new(),
             live: parking_lot::RwLock::new(true),
         }
