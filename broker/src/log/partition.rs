@@ -55,6 +55,8 @@ pub use errors::{AppendError, Unreadable};
 /// eighth of a segment if that is less): what a start replays at most.
 pub const SNAPSHOT_INTERVAL: u64 = 64 * 1024 * 1024;
 
+/// One partition's log.
+#[derive(Debug)]
 pub struct Log {
     /// Its segments, oldest first, the last active; none until the first
     /// append (a partition without records holds no file descriptor).

@@ -48,8 +48,6 @@ impl SyncTarget {
     }
 }
 
-/// One partition's log.
-
 impl Log {
     /// With `--data-dir`: offsets below this are on disk (fsynced).
     pub fn durable(&self) -> i64 {
