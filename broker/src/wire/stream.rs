@@ -10,7 +10,7 @@
 //! per process, which no client knows, and the range's index; markers are
 //! found in order, each after the one before.
 //!
-//! [`write`] writes the parts, each step bounded by the write timeout: an
+//! [`write()`] writes the parts, each step bounded by the write timeout: an
 //! answer that makes no progress for it closes the connection.
 
 use std::io;

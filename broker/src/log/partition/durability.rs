@@ -89,7 +89,7 @@ impl Log {
     /// Fails the log for good after a failed fsync (logged once, naming
     /// the partition): the bytes it did not write may be gone and a later
     /// fsync would not say so. Appends are refused
-    /// ([`AppendError::Failed`], answered KAFKA_STORAGE_ERROR), the durable
+    /// ([`AppendError::Failed`](super::AppendError::Failed), answered KAFKA_STORAGE_ERROR), the durable
     /// offset never moves again, and the acks=all produces waiting for it
     /// are answered KAFKA_STORAGE_ERROR. A restart recovers what the disk
     /// holds.

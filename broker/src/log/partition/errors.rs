@@ -52,12 +52,12 @@ impl std::error::Error for Unreadable {
 #[derive(Debug)]
 pub enum AppendError {
     /// The batch needs a new segment whose files are still being made:
-    /// run (or wait for) the partition's [`RollWork`](super::roll::RollWork), then append again.
+    /// run (or wait for) the partition's [`RollWork`](crate::log::roll::RollWork), then append again.
     Rolling,
     /// A write failed, or the roll work this append waited for did
     /// (reported once; the next append tries again).
     Io(io::Error),
-    /// The log is failed for good ([`Log::fail`]): an fsync failed, or
+    /// The log is failed for good ([`Log::fail`](super::Log::fail)): an fsync failed, or
     /// its topic was deleted.
     Failed,
 }
