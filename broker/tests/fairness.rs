@@ -166,26 +166,7 @@ fn fetches_never_read_hold_no_records_and_close_after_the_write_timeout() {
         .collect();
     let during = broker.rss_kib();
     // A consumer beside them reads every record.
-    let (ok, out, err) = kcat(
-        &[
-            "-b",
-            &broker.addr,
-            "-t",
-            "big",
-            "-C",
-            "-p",
-            "0",
-            "-o",
-            "beginning",
-            "-e",
-            "-q",
-            "-f",
-            "%o\\n",
-        ],
-        b"",
-    );
-    assert!(ok, "kcat -C failed: {err}");
-    assert_eq!(out.lines().count(), 24 * 1024);
+    assert_eq!(common::consume(&broker, "big").len(), 24 * 1024);
     eprintln!(
         "RSS {before} KiB, {during} KiB with eight unread 24 MiB answers (d0e9184 buffered each twice)"
     );
