@@ -42,6 +42,10 @@ one line per answer for the Rust test to check.
         retention.ms and segment.bytes; sends a 3000-byte record to "kept"
         (`BIG ErrorName`) and an acks=all record to "two" (`ALL
         ErrorName`).
+    probe_client.py assign BOOTSTRAP
+        creates "placed" with a manual replica assignment of partitions 0
+        and 1 on broker 0 and prints `PLACED n` (its partitions), then tries
+        "elsewhere" on broker 1 and prints `ELSEWHERE ErrorName`.
     probe_client.py describe BOOTSTRAP TOPIC
         prints `DESCRIBED topic name value` for retention.ms and segment.bytes.
     probe_client.py groups BOOTSTRAP TOPIC
@@ -229,6 +233,22 @@ def describe(bootstrap, topic):
     admin.close()
 
 
+def assign(bootstrap):
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics([NewTopic("placed", -1, -1, replica_assignments={0: [0], 1: [0]})])
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
+    print("PLACED %d" % len(consumer.partitions_for_topic("placed")), flush=True)
+    consumer.close()
+    try:
+        admin.create_topics([NewTopic("elsewhere", -1, -1, replica_assignments={0: [1]})])
+        print("ELSEWHERE created", flush=True)
+    except Exception as e:
+        print("ELSEWHERE %s" % type(e).__name__, flush=True)
+    admin.close()
+
+
 def configs(bootstrap):
     from kafka.admin import KafkaAdminClient, NewTopic
 
@@ -275,4 +295,5 @@ if __name__ == "__main__":
         "transactions": transactions,
         "configs": configs,
         "describe": describe,
+        "assign": assign,
     }[sys.argv[1]](*sys.argv[2:])

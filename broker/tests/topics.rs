@@ -295,3 +295,15 @@ fn topic_configs_are_checked_applied_and_kept() {
     assert!(out.contains("retention.ms 3600000"), "{out}");
     assert!(out.contains("segment.bytes 4096"), "{out}");
 }
+
+#[test]
+fn a_replica_assignment_naming_this_broker_is_accepted() {
+    let broker = Broker::start(1);
+    let out = probe(&["assign", &broker.addr]);
+    // librdkafka 0081 too: d0e9184 refused every assignment.
+    assert!(out.contains("PLACED 2"), "{out}");
+    assert!(
+        out.contains("ELSEWHERE InvalidReplicationAssignmentError"),
+        "{out}"
+    );
+}

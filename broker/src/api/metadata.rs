@@ -113,10 +113,11 @@ pub async fn create_topics(
     for topic in &request.topics {
         let mut result = create_topics_response::CreatableTopicResult::default();
         result.name = topic.name.clone();
-        let partitions = if topic.num_partitions == DEFAULT {
-            broker.partitions
-        } else {
-            topic.num_partitions
+        let assigned = assigned_partitions(topic);
+        let partitions = match assigned {
+            Some(Ok(n)) => n,
+            _ if topic.num_partitions == DEFAULT => broker.partitions,
+            _ => topic.num_partitions,
         };
         // Why a config was refused, in Kafka's words.
         let mut refused = None;
@@ -128,8 +129,8 @@ pub async fn create_topics(
         );
         let outcome = if !matches!(i32::from(topic.replication_factor), DEFAULT | 1) {
             Err(ResponseError::InvalidReplicationFactor)
-        } else if !topic.assignments.is_empty() {
-            Err(ResponseError::InvalidReplicaAssignment)
+        } else if let Some(Err(error)) = assigned {
+            Err(error)
         } else if let Err(InvalidConfig(why)) = &config {
             refused = Some(why.clone());
             Err(ResponseError::InvalidConfig)
@@ -163,6 +164,35 @@ pub async fn create_topics(
         response.topics.push(result);
     }
     response
+}
+
+/// The partitions a CreateTopics topic's manual replica assignment makes
+/// (`None`: it gives none). Kafka's rules: with an assignment the
+/// partition count and replication factor are -1 (else INVALID_REQUEST);
+/// partitions are numbered from 0 without a gap, each on this broker alone
+/// (else INVALID_REPLICA_ASSIGNMENT).
+fn assigned_partitions(
+    topic: &kafka_protocol::messages::create_topics_request::CreatableTopic,
+) -> Option<Result<i32, ResponseError>> {
+    if topic.assignments.is_empty() {
+        return None;
+    }
+    if topic.num_partitions != DEFAULT || i32::from(topic.replication_factor) != DEFAULT {
+        return Some(Err(ResponseError::InvalidRequest));
+    }
+    let mut indexes: Vec<i32> = topic
+        .assignments
+        .iter()
+        .map(|a| a.partition_index)
+        .collect();
+    indexes.sort_unstable();
+    let numbered = indexes.iter().enumerate().all(|(i, &p)| p == i as i32);
+    let here = topic.assignments.iter().all(|a| a.broker_ids == [NODE]);
+    Some(if numbered && here {
+        i32::try_from(indexes.len()).map_err(|_| ResponseError::InvalidPartitions)
+    } else {
+        Err(ResponseError::InvalidReplicaAssignment)
+    })
 }
 
 /// DeleteTopics: each topic and its files go.
