@@ -24,6 +24,7 @@ FILES = [
     "leave_group_request", "offset_commit_request", "offset_fetch_request",
     "init_producer_id_request", "create_topics_request", "delete_topics_request",
     "list_groups_request", "describe_groups_request", "describe_configs_request",
+    "create_partitions_request",
 ]
 
 FIXED = {"Int8": 1, "Int16": 2, "UInt16": 2, "Int32": 4, "UInt32": 4, "Int64": 8,

@@ -242,13 +242,30 @@ impl Store {
                 .doing("write", &path)?;
             crate::log::sync::sync_file(&file).doing("fsync", &path)?;
         }
+        let logs = self.create_partitions(topic, 0..partitions, config)?;
+        sync_dir(&self.dir).doing("fsync", &self.dir)?;
+        Ok(logs)
+    }
+
+    /// Creates the partition directories `indexes` of `topic`
+    /// (CreatePartitions, or a new topic's) and fsyncs their names.
+    ///
+    /// # Errors
+    ///
+    /// [`OpenError`] naming the directory that could not be made.
+    pub fn create_partitions(
+        &self,
+        topic: &str,
+        indexes: std::ops::Range<i32>,
+        config: &TopicConfig,
+    ) -> Result<Vec<Log>, OpenError> {
+        let dir = self.dir.join(topic);
         let segment_bytes = config.segment_bytes.unwrap_or(self.segment_bytes);
-        let logs = (0..partitions)
+        let logs = indexes
             .map(|i| open_partition(&dir.join(i.to_string()), segment_bytes))
             .collect::<Result<Vec<_>, _>>()?;
         // The new names, before any record in them can be acknowledged.
         sync_dir(&dir).doing("fsync", &dir)?;
-        sync_dir(&self.dir).doing("fsync", &self.dir)?;
         Ok(logs)
     }
 
@@ -457,7 +474,10 @@ struct PartitionSync {
 
 /// The log of `topic`'s `partition`, if it has one.
 fn partition_of(topic: &Topic, partition: i32) -> Option<&Mutex<Log>> {
-    topic.partitions.get(usize::try_from(partition).ok()?)
+    topic
+        .partitions
+        .get(usize::try_from(partition).ok()?)
+        .map(|log| &**log)
 }
 
 /// Takes back a partition's fsync: its log's durable offset moves, or

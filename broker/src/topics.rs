@@ -225,6 +225,103 @@ impl Broker {
         made
     }
 
+    /// Grows the topic `name` to `count` partitions (CreatePartitions),
+    /// the new partitions' disk work on the blocking pool; with
+    /// `validate_only`, only checked.
+    ///
+    /// # Errors
+    ///
+    /// UNKNOWN_TOPIC_OR_PARTITION (also if it is deleted meanwhile),
+    /// INVALID_PARTITIONS if `count` is not above its partitions or is past
+    /// `MAX_PARTITIONS`, POLICY_VIOLATION past the request's or the
+    /// broker's bound, INVALID_REQUEST while it is being grown by another
+    /// request, KAFKA_STORAGE_ERROR if the files cannot be made.
+    pub async fn create_partitions(
+        self: &Arc<Self>,
+        name: &str,
+        count: i32,
+        validate_only: bool,
+        quota: &mut RequestQuota,
+    ) -> Result<(), ResponseError> {
+        let topic = self
+            .existing_topic(name)
+            .ok_or(ResponseError::UnknownTopicOrPartition)?;
+        let have = i32::try_from(topic.partitions.len()).unwrap_or(i32::MAX);
+        if count <= have || count > MAX_PARTITIONS {
+            return Err(ResponseError::InvalidPartitions);
+        }
+        quota.take(count - have)?;
+        {
+            let mut creating = self.creating.lock();
+            if creating.names.contains(name) {
+                return Err(ResponseError::InvalidRequest);
+            }
+            let held = creating.partitions + (count - have) as usize;
+            if held > self.config.partition_limits.per_broker {
+                return Err(ResponseError::PolicyViolation);
+            }
+            if validate_only {
+                return Ok(());
+            }
+            creating.partitions = held;
+            creating.names.insert(name.to_string());
+        }
+        let broker = Arc::clone(self);
+        let name = name.to_string();
+        tokio::task::spawn_blocking(move || broker.grow(&name, &topic, have..count))
+            .await
+            .map_err(|_| ResponseError::KafkaStorageError)?
+    }
+
+    /// The blocking work of [`create_partitions`](Self::create_partitions):
+    /// the new logs made under the topic's liveness (a deletion waits for
+    /// it), the grown topic put in its place if it is still there, the
+    /// reservation released.
+    fn grow(
+        &self,
+        name: &str,
+        topic: &Arc<Topic>,
+        indexes: std::ops::Range<i32>,
+    ) -> Result<(), ResponseError> {
+        let more = indexes.len();
+        let made = {
+            let live = topic.live.read();
+            let logs = if !*live {
+                Err(ResponseError::UnknownTopicOrPartition)
+            } else if let Some(store) = &self.store {
+                store
+                    .create_partitions(name, indexes, &topic.config)
+                    .map_err(|_| ResponseError::KafkaStorageError)
+            } else {
+                let segment_bytes = topic
+                    .config
+                    .segment_bytes
+                    .unwrap_or(self.config.log.segment_bytes);
+                Ok(indexes
+                    .map(|_| Log::create(Place::Anonymous(std::env::temp_dir()), segment_bytes))
+                    .collect())
+            };
+            logs.and_then(|logs| {
+                let mut topics = self.topics.write();
+                match topics.get_mut(name) {
+                    // Still the topic grown (not deleted, or deleted and
+                    // made again, meanwhile).
+                    Some(current) if Arc::ptr_eq(current, topic) => {
+                        *current = Arc::new(topic.grown(logs));
+                        Ok(())
+                    }
+                    _ => Err(ResponseError::UnknownTopicOrPartition),
+                }
+            })
+        };
+        let mut creating = self.creating.lock();
+        creating.names.remove(name);
+        if made.is_err() {
+            creating.partitions -= more;
+        }
+        made
+    }
+
     /// Deletes the topic `name`, its files and every group's commits of
     /// it (Kafka's rule: a topic made again under the name starts with
     /// none).

@@ -46,6 +46,13 @@ one line per answer for the Rust test to check.
         creates "placed" with a manual replica assignment of partitions 0
         and 1 on broker 0 and prints `PLACED n` (its partitions), then tries
         "elsewhere" on broker 1 and prints `ELSEWHERE ErrorName`.
+    probe_client.py grow BOOTSTRAP
+        creates "grown" (1 partition), grows it to 4 with the admin client,
+        prints `GROWN n` (its partitions, from a fresh client), sends a
+        record to its partition 3 (`SENT 3 offset`), then tries 2 and
+        prints `SHRINK ErrorName`.
+    probe_client.py partitions BOOTSTRAP TOPIC
+        prints `PARTITIONS topic n` from a fresh client.
     probe_client.py describe BOOTSTRAP TOPIC
         prints `DESCRIBED topic name value` for retention.ms and segment.bytes.
     probe_client.py groups BOOTSTRAP TOPIC
@@ -249,6 +256,33 @@ def assign(bootstrap):
     admin.close()
 
 
+def partitions(bootstrap, topic):
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
+    print("PARTITIONS %s %d" % (topic, len(consumer.partitions_for_topic(topic) or ())), flush=True)
+    consumer.close()
+
+
+def grow(bootstrap):
+    from kafka.admin import KafkaAdminClient, NewPartitions, NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics([NewTopic("grown", 1, 1)])
+    admin.create_partitions({"grown": NewPartitions(4)})
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
+    print("GROWN %d" % len(consumer.partitions_for_topic("grown")), flush=True)
+    consumer.close()
+    producer = KafkaProducer(bootstrap_servers=bootstrap)
+    sent = producer.send("grown", b"three", partition=3).get(timeout=20)
+    print("SENT %d %d" % (sent.partition, sent.offset), flush=True)
+    producer.close()
+    try:
+        admin.create_partitions({"grown": NewPartitions(2)})
+        print("SHRINK accepted", flush=True)
+    except Exception as e:
+        print("SHRINK %s" % type(e).__name__, flush=True)
+    admin.close()
+
+
 def configs(bootstrap):
     from kafka.admin import KafkaAdminClient, NewTopic
 
@@ -296,4 +330,6 @@ if __name__ == "__main__":
         "configs": configs,
         "describe": describe,
         "assign": assign,
+        "grow": grow,
+        "partitions": partitions,
     }[sys.argv[1]](*sys.argv[2:])

@@ -307,3 +307,20 @@ fn a_replica_assignment_naming_this_broker_is_accepted() {
         "{out}"
     );
 }
+
+#[test]
+fn create_partitions_grows_a_topic_and_the_growth_is_kept() {
+    let dir = TempDir::new("broker-grow");
+    let broker = Broker::start_in(1, Some(dir.path()));
+    let out = probe(&["grow", &broker.addr]);
+    // librdkafka 0044, 0069, 0112; d0e9184 did not serve CreatePartitions.
+    for line in ["GROWN 4", "SENT 3 0", "SHRINK InvalidPartitionsError"] {
+        assert!(out.contains(line), "no {line:?} in {out}");
+    }
+    let addr = broker.addr.clone();
+    drop(broker);
+    let broker = Broker::start_on(&addr, 1, Some(dir.path()), &[]);
+    let out = probe(&["partitions", &broker.addr, "grown"]);
+    assert!(out.contains("PARTITIONS grown 4"), "after a restart: {out}");
+    assert_eq!(common::consume_partition(&broker, "grown", 3).len(), 1);
+}

@@ -4,10 +4,11 @@
 use std::sync::Arc;
 
 use kafka_protocol::messages::{
-    api_versions_response::ApiVersion, create_topics_response, delete_topics_response,
-    describe_configs_response, metadata_response, ApiVersionsResponse, BrokerId,
-    CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
-    DescribeConfigsRequest, DescribeConfigsResponse, MetadataRequest, MetadataResponse, TopicName,
+    api_versions_response::ApiVersion, create_partitions_response, create_topics_response,
+    delete_topics_response, describe_configs_response, metadata_response, ApiVersionsResponse,
+    BrokerId, CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest,
+    CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse, DescribeConfigsRequest,
+    DescribeConfigsResponse, MetadataRequest, MetadataResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
@@ -193,6 +194,46 @@ fn assigned_partitions(
     } else {
         Err(ResponseError::InvalidReplicaAssignment)
     })
+}
+
+/// CreatePartitions: each topic grown to its `count` (with
+/// `validate_only`, checked only); an assignment, if given, must place
+/// each new partition on this broker alone (else
+/// INVALID_REPLICA_ASSIGNMENT).
+pub async fn create_partitions(
+    broker: &Arc<Broker>,
+    request: &CreatePartitionsRequest,
+) -> CreatePartitionsResponse {
+    let mut response = CreatePartitionsResponse::default();
+    let mut quota = RequestQuota::new(broker.config.partition_limits);
+    for topic in &request.topics {
+        let mut result = create_partitions_response::CreatePartitionsTopicResult::default();
+        result.name = topic.name.clone();
+        let have = broker
+            .existing_topic(&topic.name)
+            .map_or(0, |t| t.partitions.len());
+        let placed = topic.assignments.as_ref().is_none_or(|assignments| {
+            usize::try_from(topic.count).is_ok_and(|count| assignments.len() + have == count)
+                && assignments.iter().all(|a| a.broker_ids == [NODE])
+        });
+        let outcome = if placed {
+            broker
+                .create_partitions(&topic.name, topic.count, request.validate_only, &mut quota)
+                .await
+        } else {
+            Err(ResponseError::InvalidReplicaAssignment)
+        };
+        if let Err(error) = outcome {
+            result.error_code = error.code();
+            let message = match error {
+                ResponseError::PolicyViolation => EXCESSIVE.to_string(),
+                _ => error.to_string(),
+            };
+            result.error_message = Some(str_bytes(&message));
+        }
+        response.results.push(result);
+    }
+    response
 }
 
 /// DeleteTopics: each topic and its files go.

@@ -3,7 +3,7 @@
 //!
 //! | module | requests |
 //! |---|---|
-//! | [`metadata`] | ApiVersions, Metadata, CreateTopics, DeleteTopics, DescribeConfigs |
+//! | [`metadata`] | ApiVersions, Metadata, CreateTopics, CreatePartitions, DeleteTopics, DescribeConfigs |
 //! | [`produce`] | Produce (acks 0, 1, -1; -1 waits for the group commit), InitProducerId |
 //! | [`fetch`] | Fetch (waits in the fetch purgatory), ListOffsets |
 //! | [`groups`] | FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, ListGroups, DescribeGroups |
@@ -70,6 +70,7 @@ pub const SERVED: &[Served] = &[
     Served::new(ApiKey::ListGroups, 0, 4),
     Served::new(ApiKey::DescribeGroups, 0, 5),
     Served::new(ApiKey::DescribeConfigs, 0, 4),
+    Served::new(ApiKey::CreatePartitions, 0, 3),
 ];
 
 /// The entry of `key` in [`SERVED`].
@@ -240,6 +241,9 @@ pub async fn serve(
         RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::metadata(broker, r).await),
         RequestKind::CreateTopics(r) => {
             ResponseKind::CreateTopics(metadata::create_topics(broker, &r).await)
+        }
+        RequestKind::CreatePartitions(r) => {
+            ResponseKind::CreatePartitions(metadata::create_partitions(broker, &r).await)
         }
         RequestKind::DeleteTopics(r) => {
             ResponseKind::DeleteTopics(metadata::delete_topics(broker, &r))

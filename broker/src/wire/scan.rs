@@ -164,6 +164,7 @@ pub fn request_schema(key: ApiKey) -> Option<&'static Schema> {
         ApiKey::ListGroups => &schema::LIST_GROUPS_REQUEST,
         ApiKey::DescribeGroups => &schema::DESCRIBE_GROUPS_REQUEST,
         ApiKey::DescribeConfigs => &schema::DESCRIBE_CONFIGS_REQUEST,
+        ApiKey::CreatePartitions => &schema::CREATE_PARTITIONS_REQUEST,
         _ => return None,
     })
 }
@@ -453,6 +454,7 @@ mod tests {
             ApiKey::ListGroups,
             ApiKey::DescribeGroups,
             ApiKey::DescribeConfigs,
+            ApiKey::CreatePartitions,
         ]
         .into_iter()
         .flat_map(|key| {

@@ -1241,3 +1241,77 @@ pub static DESCRIBE_CONFIGS_RESOURCE: Schema = Schema {
     ],
     tags: &[],
 };
+
+/// `CreatePartitionsAssignment`.
+pub static CREATE_PARTITIONS_ASSIGNMENT: Schema = Schema {
+    name: "CreatePartitionsAssignment",
+    max_version: 3,
+    flexible: &[(2, 3)],
+    fields: &[
+        Field {
+            versions: &[(2, 3)],
+            kind: Kind::CompactArray(Elem::Fixed(4)),
+        },
+        Field {
+            versions: &[(0, 1)],
+            kind: Kind::Array(Elem::Fixed(4)),
+        },
+    ],
+    tags: &[],
+};
+
+/// `CreatePartitionsRequest`.
+pub static CREATE_PARTITIONS_REQUEST: Schema = Schema {
+    name: "CreatePartitionsRequest",
+    max_version: 3,
+    flexible: &[(2, 3)],
+    fields: &[
+        Field {
+            versions: &[(2, 3)],
+            kind: Kind::CompactArray(Elem::Struct(&CREATE_PARTITIONS_TOPIC)),
+        },
+        Field {
+            versions: &[(0, 1)],
+            kind: Kind::Array(Elem::Struct(&CREATE_PARTITIONS_TOPIC)),
+        },
+        Field {
+            versions: &[(0, 3)],
+            kind: Kind::One(Elem::Fixed(4)),
+        },
+        Field {
+            versions: &[(0, 3)],
+            kind: Kind::One(Elem::Fixed(1)),
+        },
+    ],
+    tags: &[],
+};
+
+/// `CreatePartitionsTopic`.
+pub static CREATE_PARTITIONS_TOPIC: Schema = Schema {
+    name: "CreatePartitionsTopic",
+    max_version: 3,
+    flexible: &[(2, 3)],
+    fields: &[
+        Field {
+            versions: &[(2, 3)],
+            kind: Kind::One(Elem::CompactStr),
+        },
+        Field {
+            versions: &[(0, 1)],
+            kind: Kind::One(Elem::Str),
+        },
+        Field {
+            versions: &[(0, 3)],
+            kind: Kind::One(Elem::Fixed(4)),
+        },
+        Field {
+            versions: &[(2, 3)],
+            kind: Kind::CompactArray(Elem::Struct(&CREATE_PARTITIONS_ASSIGNMENT)),
+        },
+        Field {
+            versions: &[(0, 1)],
+            kind: Kind::Array(Elem::Struct(&CREATE_PARTITIONS_ASSIGNMENT)),
+        },
+    ],
+    tags: &[],
+};

@@ -299,6 +299,13 @@ pub fn join_frame_of(version: i16, group: &str, member: &str, rebalance_ms: i32)
 /// Everything kcat reads of `topic`'s partition 0 from the beginning:
 /// (offset, value) pairs.
 pub fn consume(broker: &Broker, topic: &str) -> Vec<(i64, String)> {
+    consume_partition(broker, topic, 0)
+}
+
+/// Everything kcat reads of `topic`'s `partition` from the beginning:
+/// (offset, value) pairs.
+pub fn consume_partition(broker: &Broker, topic: &str, partition: i32) -> Vec<(i64, String)> {
+    let partition = partition.to_string();
     let (ok, out, err) = kcat(
         &[
             "-b",
@@ -307,7 +314,7 @@ pub fn consume(broker: &Broker, topic: &str) -> Vec<(i64, String)> {
             topic,
             "-C",
             "-p",
-            "0",
+            &partition,
             "-o",
             "beginning",
             "-e",
