@@ -3,7 +3,8 @@
 //!
 //! | module | requests |
 //! |---|---|
-//! | [`metadata`] | ApiVersions, Metadata, CreateTopics, CreatePartitions, DeleteTopics, DescribeConfigs |
+//! | [`metadata`] | ApiVersions, Metadata |
+//! | [`admin`] | CreateTopics, CreatePartitions, DeleteTopics, DescribeConfigs |
 //! | [`produce`] | Produce (acks 0, 1, -1; -1 waits for the group commit), InitProducerId |
 //! | [`fetch`] | Fetch (waits in the fetch purgatory), ListOffsets |
 //! | [`groups`] | FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, ListGroups, DescribeGroups |
@@ -22,6 +23,7 @@ use kafka_protocol::ResponseError;
 use crate::broker::Broker;
 use crate::wire::{scan, Answer};
 
+pub mod admin;
 pub mod fetch;
 pub mod groups;
 pub mod metadata;
@@ -240,13 +242,13 @@ pub async fn serve(
         RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(metadata::api_versions()),
         RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::metadata(broker, r).await),
         RequestKind::CreateTopics(r) => {
-            ResponseKind::CreateTopics(metadata::create_topics(broker, &r).await)
+            ResponseKind::CreateTopics(admin::create_topics(broker, &r).await)
         }
         RequestKind::CreatePartitions(r) => {
-            ResponseKind::CreatePartitions(metadata::create_partitions(broker, &r).await)
+            ResponseKind::CreatePartitions(admin::create_partitions(broker, &r).await)
         }
         RequestKind::DeleteTopics(r) => {
-            ResponseKind::DeleteTopics(metadata::delete_topics(broker, &r))
+            ResponseKind::DeleteTopics(admin::delete_topics(broker, &r))
         }
         RequestKind::Produce(r) => match produce::produce(broker, r).await? {
             Some(response) => ResponseKind::Produce(response),
@@ -273,7 +275,7 @@ pub async fn serve(
             ResponseKind::DescribeGroups(groups::describe_groups(broker, &r))
         }
         RequestKind::DescribeConfigs(r) => {
-            ResponseKind::DescribeConfigs(metadata::describe_configs(broker, version, &r))
+            ResponseKind::DescribeConfigs(admin::describe_configs(broker, version, &r))
         }
         RequestKind::SyncGroup(r) => ResponseKind::SyncGroup(groups::sync_group(broker, r).await),
         RequestKind::Heartbeat(r) => ResponseKind::Heartbeat(groups::heartbeat(broker, &r)),
