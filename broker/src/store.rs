@@ -233,18 +233,43 @@ impl Store {
         partitions: i32,
         config: &TopicConfig,
     ) -> Result<Vec<Log>, OpenError> {
-        let dir = self.dir.join(topic);
         if !config.set.is_empty() {
+            let dir = self.dir.join(topic);
             fs::create_dir_all(&dir).doing("create the topic directory", &dir)?;
-            let path = dir.join(CONFIG_FILE);
-            let file = fs::File::create(&path).doing("create", &path)?;
-            std::io::Write::write_all(&mut &file, config.to_file().as_bytes())
-                .doing("write", &path)?;
-            crate::log::sync::sync_file(&file).doing("fsync", &path)?;
+            self.write_config(topic, config)?;
         }
         let logs = self.create_partitions(topic, 0..partitions, config)?;
         sync_dir(&self.dir).doing("fsync", &self.dir)?;
         Ok(logs)
+    }
+
+    /// Keeps `topic`'s configs in `<topic>/@config` (none: the file is
+    /// removed): written aside, fsynced, renamed over, the directory
+    /// fsynced, so a crash leaves the old configs or the new.
+    ///
+    /// # Errors
+    ///
+    /// [`OpenError`] naming the file that could not be written, renamed or
+    /// removed.
+    pub fn write_config(&self, topic: &str, config: &TopicConfig) -> Result<(), OpenError> {
+        let dir = self.dir.join(topic);
+        let path = dir.join(CONFIG_FILE);
+        if config.set.is_empty() {
+            match fs::remove_file(&path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(e).doing("remove", &path);
+                }
+                _ => {}
+            }
+        } else {
+            let aside = dir.join(format!("{CONFIG_FILE}.tmp"));
+            let file = fs::File::create(&aside).doing("create", &aside)?;
+            std::io::Write::write_all(&mut &file, config.to_file().as_bytes())
+                .doing("write", &aside)?;
+            crate::log::sync::sync_file(&file).doing("fsync", &aside)?;
+            fs::rename(&aside, &path).doing("rename", &aside)?;
+        }
+        sync_dir(&dir).doing("fsync", &dir)
     }
 
     /// Creates the partition directories `indexes` of `topic`

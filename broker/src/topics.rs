@@ -307,7 +307,7 @@ impl Broker {
                     // Still the topic grown (not deleted, or deleted and
                     // made again, meanwhile).
                     Some(current) if Arc::ptr_eq(current, topic) => {
-                        *current = Arc::new(topic.grown(logs));
+                        *current = Arc::new(topic.rebuilt(logs, topic.config.clone()));
                         Ok(())
                     }
                     _ => Err(ResponseError::UnknownTopicOrPartition),
@@ -320,6 +320,70 @@ impl Broker {
             creating.partitions -= more;
         }
         made
+    }
+
+    /// Gives the topic `name` (`topic`, as the caller found it) the configs
+    /// `config` (AlterConfigs, IncrementalAlterConfigs): kept in its
+    /// directory on the blocking pool, its segments' size set for its
+    /// logs' next rolls, then a topic of the same logs with them put in
+    /// its place.
+    ///
+    /// # Errors
+    ///
+    /// UNKNOWN_TOPIC_OR_PARTITION if it is deleted meanwhile,
+    /// INVALID_REQUEST while another request grows or alters it,
+    /// KAFKA_STORAGE_ERROR if its configs' file cannot be written.
+    pub async fn reconfigure(
+        self: &Arc<Self>,
+        name: &str,
+        topic: Arc<Topic>,
+        config: TopicConfig,
+    ) -> Result<(), ResponseError> {
+        if !self.creating.lock().names.insert(name.to_string()) {
+            return Err(ResponseError::InvalidRequest);
+        }
+        let broker = Arc::clone(self);
+        let name = name.to_string();
+        tokio::task::spawn_blocking(move || {
+            let done = broker.install_config(&name, &topic, config);
+            broker.creating.lock().names.remove(&name);
+            done
+        })
+        .await
+        .map_err(|_| ResponseError::KafkaStorageError)?
+    }
+
+    /// The blocking work of [`reconfigure`](Self::reconfigure), under the
+    /// topic's liveness (a deletion waits for it).
+    fn install_config(
+        &self,
+        name: &str,
+        topic: &Arc<Topic>,
+        config: TopicConfig,
+    ) -> Result<(), ResponseError> {
+        let live = topic.live.read();
+        if !*live {
+            return Err(ResponseError::UnknownTopicOrPartition);
+        }
+        if let Some(store) = &self.store {
+            store
+                .write_config(name, &config)
+                .map_err(|_| ResponseError::KafkaStorageError)?;
+        }
+        let segment_bytes = config
+            .segment_bytes
+            .unwrap_or(self.config.log.segment_bytes);
+        for log in &topic.partitions {
+            log.lock().set_segment_bytes(segment_bytes);
+        }
+        let mut topics = self.topics.write();
+        match topics.get_mut(name) {
+            Some(current) if Arc::ptr_eq(current, topic) => {
+                *current = Arc::new(topic.rebuilt(Vec::new(), config));
+                Ok(())
+            }
+            _ => Err(ResponseError::UnknownTopicOrPartition),
+        }
     }
 
     /// Deletes the topic `name`, its files and every group's commits of

@@ -53,6 +53,12 @@ one line per answer for the Rust test to check.
         prints `SHRINK ErrorName`.
     probe_client.py partitions BOOTSTRAP TOPIC
         prints `PARTITIONS topic n` from a fresh client.
+    probe_client.py alter BOOTSTRAP
+        creates "altered" (segment.bytes 4096), alters its configs to
+        retention.ms 1000 (kafka-python 3 sends IncrementalAlterConfigs: the
+        other configs stay), prints its `DESCRIBED` lines, again after
+        retention.ms 2000 through AlterConfigs, then tries an unknown config
+        and prints `BAD error`.
     probe_client.py describe BOOTSTRAP TOPIC
         prints `DESCRIBED topic name value` for retention.ms and segment.bytes.
     probe_client.py groups BOOTSTRAP TOPIC
@@ -283,6 +289,24 @@ def grow(bootstrap):
     admin.close()
 
 
+def alter(bootstrap):
+    from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics([NewTopic("altered", 1, 1, topic_configs={"segment.bytes": "4096"})])
+    admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, "altered", configs={"retention.ms": "1000"})])
+    describe(bootstrap, "altered")
+    # AlterConfigs (the client adds the other configs set, which it replaces).
+    admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, "altered", configs={"retention.ms": "2000"})],
+                        incremental=False)
+    describe(bootstrap, "altered")
+    # Past the client's own check: the broker's answer.
+    result = admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, "altered", configs={"no.such": "1"})],
+                                 raise_on_unknown=False)
+    print("BAD %s" % result["topic"]["altered"], flush=True)
+    admin.close()
+
+
 def configs(bootstrap):
     from kafka.admin import KafkaAdminClient, NewTopic
 
@@ -332,4 +356,5 @@ if __name__ == "__main__":
         "assign": assign,
         "grow": grow,
         "partitions": partitions,
+        "alter": alter,
     }[sys.argv[1]](*sys.argv[2:])

@@ -324,3 +324,26 @@ fn create_partitions_grows_a_topic_and_the_growth_is_kept() {
     assert!(out.contains("PARTITIONS grown 4"), "after a restart: {out}");
     assert_eq!(common::consume_partition(&broker, "grown", 3).len(), 1);
 }
+
+#[test]
+fn a_topic_s_configs_are_altered_checked_and_kept() {
+    let dir = TempDir::new("broker-alter");
+    let broker = Broker::start_in(1, Some(dir.path()));
+    let out = probe(&["alter", &broker.addr]);
+    // IncrementalAlterConfigs, then AlterConfigs (librdkafka 0011 and 0092
+    // ask for them; d0e9184 served neither).
+    for line in [
+        "DESCRIBED altered retention.ms 1000",
+        "DESCRIBED altered segment.bytes 4096",
+        "DESCRIBED altered retention.ms 2000",
+        "BAD [Error 40] InvalidConfigurationError: Unknown topic config name: no.such",
+    ] {
+        assert!(out.contains(line), "no {line:?} in {out}");
+    }
+    let addr = broker.addr.clone();
+    drop(broker);
+    let broker = Broker::start_on(&addr, 1, Some(dir.path()), &[]);
+    let out = probe(&["describe", &broker.addr, "altered"]);
+    assert!(out.contains("retention.ms 2000"), "after a restart: {out}");
+    assert!(out.contains("segment.bytes 4096"), "after a restart: {out}");
+}

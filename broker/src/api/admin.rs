@@ -1,14 +1,16 @@
-//! The admin requests: CreateTopics, CreatePartitions, DeleteTopics and
-//! DescribeConfigs. Their disk work is the topics module's, off the
-//! request path.
+//! The admin requests: CreateTopics, CreatePartitions, DeleteTopics,
+//! DescribeConfigs, AlterConfigs and IncrementalAlterConfigs. Their disk
+//! work is the topics module's, off the request path.
 
 use std::sync::Arc;
 
 use kafka_protocol::messages::{
-    create_partitions_response, create_topics_response, delete_topics_response,
-    describe_configs_response, CreatePartitionsRequest, CreatePartitionsResponse,
+    alter_configs_response, create_partitions_response, create_topics_response,
+    delete_topics_response, describe_configs_response, incremental_alter_configs_response,
+    AlterConfigsRequest, AlterConfigsResponse, CreatePartitionsRequest, CreatePartitionsResponse,
     CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
-    DescribeConfigsRequest, DescribeConfigsResponse,
+    DescribeConfigsRequest, DescribeConfigsResponse, IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
 };
 use kafka_protocol::ResponseError;
 
@@ -187,14 +189,18 @@ const STATIC_BROKER_CONFIG: i8 = 4;
 /// DescribeConfigs' source of a default value.
 const DEFAULT_CONFIG: i8 = 5;
 
+/// DescribeConfigs' source of a topic's own value.
+const DYNAMIC_TOPIC_CONFIG: i8 = 1;
+
 /// A config name and its value, as DescribeConfigs shows it.
 struct ConfigEntry {
     /// The name, in Kafka's words.
     name: String,
     /// The value.
     value: String,
-    /// Whether it is the default (else set by a flag at start-up).
-    default: bool,
+    /// Where its value comes from: [`DYNAMIC_TOPIC_CONFIG`],
+    /// [`STATIC_BROKER_CONFIG`] or [`DEFAULT_CONFIG`].
+    source: i8,
 }
 
 /// The configs of a topic: the five applied, its own value if set, else
@@ -202,34 +208,42 @@ struct ConfigEntry {
 fn topic_configs(broker: &Broker, topic: &Topic) -> Vec<ConfigEntry> {
     let own = &topic.config;
     let retention = own.retention(&broker.config.log.retention);
-    let entry = |name: &str, value: String, default: bool| ConfigEntry {
+    // The topic's own value, else the broker's (`otherwise`).
+    let entry = |name: &str, value: String, otherwise: i8| ConfigEntry {
         name: name.to_string(),
         value,
-        default,
+        source: if own.set.iter().any(|(n, _)| n == name) {
+            DYNAMIC_TOPIC_CONFIG
+        } else {
+            otherwise
+        },
     };
-    let set = |name: &str| own.set.iter().any(|(n, _)| n == name);
     let mut entries = vec![
-        entry("cleanup.policy", "delete".into(), !set("cleanup.policy")),
+        entry("cleanup.policy", "delete".into(), DEFAULT_CONFIG),
         entry(
             "max.message.bytes",
             own.max_message_bytes
                 .unwrap_or(broker.message_max_bytes)
                 .to_string(),
-            false,
+            STATIC_BROKER_CONFIG,
         ),
-        entry("retention.ms", signed(retention.ms), false),
-        entry("retention.bytes", signed(retention.bytes), false),
+        entry("retention.ms", signed(retention.ms), STATIC_BROKER_CONFIG),
+        entry(
+            "retention.bytes",
+            signed(retention.bytes),
+            STATIC_BROKER_CONFIG,
+        ),
         entry(
             "segment.bytes",
             own.segment_bytes
                 .unwrap_or(broker.config.log.segment_bytes)
                 .to_string(),
-            false,
+            STATIC_BROKER_CONFIG,
         ),
     ];
     for (name, value) in &own.set {
         if !entries.iter().any(|e| &e.name == name) {
-            entries.push(entry(name, value.clone(), false));
+            entries.push(entry(name, value.clone(), DYNAMIC_TOPIC_CONFIG));
         }
     }
     entries
@@ -246,7 +260,7 @@ fn broker_configs(broker: &Broker) -> Vec<ConfigEntry> {
     let set = |name: &str, value: String| ConfigEntry {
         name: name.to_string(),
         value,
-        default: false,
+        source: STATIC_BROKER_CONFIG,
     };
     vec![
         set("num.partitions", c.partitions.to_string()),
@@ -303,8 +317,8 @@ fn broker_configs(broker: &Broker) -> Vec<ConfigEntry> {
 }
 
 /// DescribeConfigs (of `version`): a topic's configs or the broker's
-/// (resource "0"), all or the keys asked for; read-only (AlterConfigs is
-/// not served).
+/// (resource "0"), all or the keys asked for; a topic's are alterable
+/// (AlterConfigs), the broker's read-only.
 pub fn describe_configs(
     broker: &Broker,
     version: i16,
@@ -341,15 +355,13 @@ pub fn describe_configs(
                             describe_configs_response::DescribeConfigsResourceResult::default();
                         config.name = str_bytes(&e.name);
                         config.value = Some(str_bytes(&e.value));
-                        config.read_only = true;
+                        // A topic's configs are altered by AlterConfigs; the
+                        // broker's are its flags.
+                        config.read_only = resource.resource_type != TOPIC_RESOURCE;
                         // Only v0 has is_default; later ones say it
                         // with the source.
-                        config.is_default = version == 0 && e.default;
-                        config.config_source = if e.default {
-                            DEFAULT_CONFIG
-                        } else {
-                            STATIC_BROKER_CONFIG
-                        };
+                        config.is_default = version == 0 && e.source == DEFAULT_CONFIG;
+                        config.config_source = e.source;
                         config
                     })
                     .collect();
@@ -360,6 +372,152 @@ pub fn describe_configs(
             }
         }
         response.results.push(result);
+    }
+    response
+}
+
+/// IncrementalAlterConfigs' operation that sets a config.
+const SET: i8 = 0;
+
+/// IncrementalAlterConfigs' operation that removes a config (back to the
+/// broker's).
+const DELETE: i8 = 1;
+
+/// An alteration refused: the error and what to say.
+struct Refused {
+    /// The error.
+    error: ResponseError,
+    /// Its message.
+    message: String,
+}
+
+impl From<ResponseError> for Refused {
+    fn from(error: ResponseError) -> Refused {
+        Refused {
+            error,
+            message: error.to_string(),
+        }
+    }
+}
+
+impl From<InvalidConfig> for Refused {
+    fn from(InvalidConfig(message): InvalidConfig) -> Refused {
+        Refused {
+            error: ResponseError::InvalidConfig,
+            message,
+        }
+    }
+}
+
+/// Alters the configs of the resource `name` of `resource_type` to what
+/// `alter` makes of its current ones (checked as CreateTopics checks them);
+/// with `validate_only`, checks only. Only topics' configs change: the
+/// broker's are its flags.
+async fn alter(
+    broker: &Arc<Broker>,
+    resource_type: i8,
+    name: &str,
+    validate_only: bool,
+    alter: impl FnOnce(&TopicConfig) -> Result<TopicConfig, InvalidConfig>,
+) -> Result<(), Refused> {
+    if resource_type != TOPIC_RESOURCE {
+        return Err(Refused {
+            error: ResponseError::InvalidRequest,
+            message: "only topic configs can be altered: the broker's are its flags".into(),
+        });
+    }
+    let topic = broker
+        .existing_topic(name)
+        .ok_or(ResponseError::UnknownTopicOrPartition)?;
+    let config = alter(&topic.config)?;
+    if !validate_only {
+        broker.reconfigure(name, topic, config).await?;
+    }
+    Ok(())
+}
+
+/// AlterConfigs: each topic's configs replaced by those given (checked;
+/// INVALID_CONFIG names what is refused).
+pub async fn alter_configs(
+    broker: &Arc<Broker>,
+    request: &AlterConfigsRequest,
+) -> AlterConfigsResponse {
+    let mut response = AlterConfigsResponse::default();
+    for resource in &request.resources {
+        let outcome = alter(
+            broker,
+            resource.resource_type,
+            &resource.resource_name,
+            request.validate_only,
+            |_| {
+                TopicConfig::parse(
+                    resource
+                        .configs
+                        .iter()
+                        .map(|c| (c.name.as_str(), c.value.as_deref())),
+                )
+            },
+        )
+        .await;
+        let mut result = alter_configs_response::AlterConfigsResourceResponse::default();
+        result.resource_type = resource.resource_type;
+        result.resource_name = resource.resource_name.clone();
+        if let Err(refused) = outcome {
+            result.error_code = refused.error.code();
+            result.error_message = Some(str_bytes(&refused.message));
+        }
+        response.responses.push(result);
+    }
+    response
+}
+
+/// IncrementalAlterConfigs: each topic's configs set (SET) or removed
+/// (DELETE) one by one, the rest kept; APPEND and SUBTRACT, which apply to
+/// list configs, are INVALID_CONFIG (no list config is applied here).
+pub async fn incremental_alter_configs(
+    broker: &Arc<Broker>,
+    request: &IncrementalAlterConfigsRequest,
+) -> IncrementalAlterConfigsResponse {
+    let mut response = IncrementalAlterConfigsResponse::default();
+    for resource in &request.resources {
+        let outcome = alter(
+            broker,
+            resource.resource_type,
+            &resource.resource_name,
+            request.validate_only,
+            |old| {
+                let mut set = old.set.clone();
+                for c in &resource.configs {
+                    let name = c.name.to_string();
+                    set.retain(|(n, _)| *n != name);
+                    match (c.config_operation, c.value.as_deref()) {
+                        (SET, Some(value)) => set.push((name, value.to_string())),
+                        (SET, None) => {
+                            return Err(InvalidConfig(format!(
+                                "Null value not supported for topic configs: {name}"
+                            )))
+                        }
+                        (DELETE, _) => {}
+                        (op, _) => {
+                            return Err(InvalidConfig(format!(
+                                "operation {op} on {name}: only SET and DELETE apply here"
+                            )))
+                        }
+                    }
+                }
+                TopicConfig::parse(set.iter().map(|(n, v)| (n.as_str(), Some(v.as_str()))))
+            },
+        )
+        .await;
+        let mut result =
+            incremental_alter_configs_response::AlterConfigsResourceResponse::default();
+        result.resource_type = resource.resource_type;
+        result.resource_name = resource.resource_name.clone();
+        if let Err(refused) = outcome {
+            result.error_code = refused.error.code();
+            result.error_message = Some(str_bytes(&refused.message));
+        }
+        response.responses.push(result);
     }
     response
 }

@@ -4,7 +4,7 @@
 //! | module | requests |
 //! |---|---|
 //! | [`metadata`] | ApiVersions, Metadata |
-//! | [`admin`] | CreateTopics, CreatePartitions, DeleteTopics, DescribeConfigs |
+//! | [`admin`] | CreateTopics, CreatePartitions, DeleteTopics, DescribeConfigs, AlterConfigs, IncrementalAlterConfigs |
 //! | [`produce`] | Produce (acks 0, 1, -1; -1 waits for the group commit), InitProducerId |
 //! | [`fetch`] | Fetch (waits in the fetch purgatory), ListOffsets |
 //! | [`groups`] | FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, ListGroups, DescribeGroups |
@@ -73,6 +73,8 @@ pub const SERVED: &[Served] = &[
     Served::new(ApiKey::DescribeGroups, 0, 5),
     Served::new(ApiKey::DescribeConfigs, 0, 4),
     Served::new(ApiKey::CreatePartitions, 0, 3),
+    Served::new(ApiKey::AlterConfigs, 0, 2),
+    Served::new(ApiKey::IncrementalAlterConfigs, 0, 1),
 ];
 
 /// The entry of `key` in [`SERVED`].
@@ -244,6 +246,12 @@ pub async fn serve(
         RequestKind::CreateTopics(r) => {
             ResponseKind::CreateTopics(admin::create_topics(broker, &r).await)
         }
+        RequestKind::AlterConfigs(r) => {
+            ResponseKind::AlterConfigs(admin::alter_configs(broker, &r).await)
+        }
+        RequestKind::IncrementalAlterConfigs(r) => ResponseKind::IncrementalAlterConfigs(
+            admin::incremental_alter_configs(broker, &r).await,
+        ),
         RequestKind::CreatePartitions(r) => {
             ResponseKind::CreatePartitions(admin::create_partitions(broker, &r).await)
         }

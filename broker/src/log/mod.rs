@@ -102,9 +102,9 @@ impl Topic {
         }
     }
 
-    /// The topic with `more` logs after its own (CreatePartitions): the
-    /// same logs, configs, notification and liveness.
-    pub fn grown(&self, more: Vec<Log>) -> Topic {
+    /// The topic with `more` logs after its own (CreatePartitions) and
+    /// `config` (AlterConfigs): the same logs, notification and liveness.
+    pub fn rebuilt(&self, more: Vec<Log>, config: config::TopicConfig) -> Topic {
         let mut partitions = self.partitions.clone();
         partitions.extend(
             more.into_iter()
@@ -112,7 +112,7 @@ impl Topic {
         );
         Topic {
             partitions,
-            config: self.config.clone(),
+            config,
             rolled: Arc::clone(&self.rolled),
             live: Arc::clone(&self.live),
         }

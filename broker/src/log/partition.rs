@@ -125,6 +125,12 @@ impl Log {
         }
     }
 
+    /// Sets the size past which the active segment rolls, bytes (a
+    /// topic's `segment.bytes` altered).
+    pub fn set_segment_bytes(&mut self, bytes: u64) {
+        self.segment_bytes = bytes;
+    }
+
     /// The next offset to assign (the high watermark).
     pub fn next(&self) -> i64 {
         self.segments.back().map_or(self.empty_at, |s| s.next)

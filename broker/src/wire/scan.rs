@@ -165,6 +165,8 @@ pub fn request_schema(key: ApiKey) -> Option<&'static Schema> {
         ApiKey::DescribeGroups => &schema::DESCRIBE_GROUPS_REQUEST,
         ApiKey::DescribeConfigs => &schema::DESCRIBE_CONFIGS_REQUEST,
         ApiKey::CreatePartitions => &schema::CREATE_PARTITIONS_REQUEST,
+        ApiKey::AlterConfigs => &schema::ALTER_CONFIGS_REQUEST,
+        ApiKey::IncrementalAlterConfigs => &schema::INCREMENTAL_ALTER_CONFIGS_REQUEST,
         _ => return None,
     })
 }
@@ -455,6 +457,8 @@ mod tests {
             ApiKey::DescribeGroups,
             ApiKey::DescribeConfigs,
             ApiKey::CreatePartitions,
+            ApiKey::AlterConfigs,
+            ApiKey::IncrementalAlterConfigs,
         ]
         .into_iter()
         .flat_map(|key| {
