@@ -33,7 +33,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 #[path = "../tests/common/wire.rs"]
 mod wire;
-use wire::frame;
+use wire::{frame, metadata_frame};
 
 use kafka_protocol::records::{
     Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
@@ -264,13 +264,25 @@ fn start(bin: &str, extra: &[String]) -> (std::process::Child, String, Duration)
         .stdout(Stdio::null())
         .spawn()
         .unwrap_or_else(|e| panic!("start {bin}: {e}"));
-    while TcpStream::connect(&addr).is_err() {
+    let mut s = loop {
+        if let Ok(s) = TcpStream::connect(&addr) {
+            break s;
+        }
         if let Ok(Some(status)) = child.try_wait() {
             panic!("{bin} {extra:?} exited before listening: {status}");
         }
         std::thread::sleep(Duration::from_millis(1));
-    }
-    (child, addr, started.elapsed())
+    };
+    let took = started.elapsed();
+    // The topics produced to, made through Metadata (the one request that
+    // creates topics).
+    s.write_all(&metadata_frame(
+        Some(&["volume", "roll", "lat", "cpu"]),
+        true,
+    ))
+    .unwrap();
+    read_frame(&mut s);
+    (child, addr, took)
 }
 
 /// The volume scenario: `args.volume_gib` GiB of 1 MB batches (1,000

@@ -24,6 +24,7 @@ FILES = [
     "leave_group_request", "offset_commit_request", "offset_fetch_request",
     "init_producer_id_request", "create_topics_request", "delete_topics_request",
     "list_groups_request", "describe_groups_request", "describe_configs_request",
+    "create_partitions_request", "alter_configs_request", "incremental_alter_configs_request",
 ]
 
 FIXED = {"Int8": 1, "Int16": 2, "UInt16": 2, "Int32": 4, "UInt32": 4, "Int64": 8,
@@ -100,7 +101,18 @@ def field_types(text, name):
     return out
 
 
+# Files whose nested structs share their names with another file's
+# (`AlterConfigsResource`): their constants take this prefix.
+PREFIXES = {"incremental_alter_configs_request": "Incremental"}
+
+# The file being generated.
+CURRENT = [""]
+
+
 def const(name):
+    prefix = PREFIXES.get(CURRENT[0], "")
+    if prefix and not name.startswith(prefix):
+        name = prefix + name
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).upper()
 
 
@@ -199,6 +211,7 @@ def main(root):
            "",
            "use super::scan::{Elem, Field, Kind, Schema, Tagged};", ""]
     for f in FILES:
+        CURRENT[0] = f
         text = open("%s/src/messages/%s.rs" % (root, f)).read()
         for name in re.findall(r"impl Decodable for (\w+) \{", text):
             top, flexible, fields, tags = schema(text, name)

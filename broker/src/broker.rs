@@ -7,7 +7,6 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
-use kafka_protocol::ResponseError;
 use parking_lot::RwLock;
 use purgatorio::{Executor, Purgatory, Timer};
 use tokio::net::TcpListener;
@@ -16,17 +15,11 @@ use crate::api::fetch::DelayedFetch;
 use crate::api::groups::DelayedCommit;
 use crate::api::produce::DelayedProduce;
 use crate::coordinator::Coordinator;
-use crate::log::{Log, LogConfig, Place, Topic, TopicPartition};
+use crate::log::{Log, LogConfig, Topic, TopicPartition};
 use crate::producers::ProducerIds;
 use crate::store::{OffsetsKey, Store};
+use crate::topics::{Creating, PartitionLimits};
 use crate::wire::Limits;
-
-/// The longest topic name Kafka accepts, bytes.
-const MAX_TOPIC_NAME: usize = 249;
-
-/// The most partitions a topic may have (a bound on what one CreateTopics
-/// may make the broker allocate).
-pub const MAX_PARTITIONS: i32 = 100_000;
 
 /// What the broker is started with.
 #[derive(Clone, Debug)]
@@ -51,6 +44,8 @@ pub struct Config {
     pub retention_check: std::time::Duration,
     /// The most members a consumer group holds.
     pub group_max_size: usize,
+    /// The most partitions one request creates, and the broker holds.
+    pub partition_limits: PartitionLimits,
 }
 
 /// Everything the connections share.
@@ -82,6 +77,10 @@ pub struct Broker {
     pub refused: AtomicU64,
     /// Connections closed for silence.
     pub idle_closed: AtomicU64,
+    /// Connections closed for a request that stopped arriving.
+    pub stalled_closed: AtomicU64,
+    /// Connections closed for an answer that made no progress.
+    pub write_stalled: AtomicU64,
     /// Answers that could not be encoded in their version (bugs of ours).
     pub encode_errors: AtomicU64,
     /// What clients may make the broker hold.
@@ -94,91 +93,12 @@ pub struct Broker {
     pub fetch_max_bytes: usize,
     /// What it was started with (DescribeConfigs shows it).
     pub config: Config,
-}
-
-/// Whether `name` is a legal topic name (Kafka's rule: 1 to 249 of
-/// `[a-zA-Z0-9._-]`, and neither "." nor "..", which with `--data-dir`
-/// would name the data directory or its parent).
-pub fn legal_topic_name(name: &str) -> bool {
-    !name.is_empty()
-        && name != "."
-        && name != ".."
-        && name.len() <= MAX_TOPIC_NAME
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+    /// Topics being made, their disk work under way off the topics' lock:
+    /// the names reserved, and the partitions the broker will then hold.
+    pub creating: parking_lot::Mutex<Creating>,
 }
 
 impl Broker {
-    /// The topic `name`, created with `--partitions` partitions if new;
-    /// `None` for an illegal name or a topic whose files cannot be made.
-    pub fn topic(&self, name: &str) -> Option<Arc<Topic>> {
-        if let Some(topic) = self.topics.read().get(name) {
-            return Some(Arc::clone(topic));
-        }
-        match self.create_topic(name, self.partitions) {
-            Ok(topic) => Some(topic),
-            // Made meanwhile by another request.
-            Err(ResponseError::TopicAlreadyExists) => self.existing_topic(name),
-            Err(_) => None,
-        }
-    }
-
-    /// Creates the topic `name` with `partitions` partitions.
-    ///
-    /// # Errors
-    ///
-    /// INVALID_TOPIC_EXCEPTION for an illegal name, INVALID_PARTITIONS
-    /// outside `1..=MAX_PARTITIONS`, TOPIC_ALREADY_EXISTS, or
-    /// KAFKA_STORAGE_ERROR if its files cannot be made.
-    pub fn create_topic(&self, name: &str, partitions: i32) -> Result<Arc<Topic>, ResponseError> {
-        if !legal_topic_name(name) {
-            return Err(ResponseError::InvalidTopicException);
-        }
-        if !(1..=MAX_PARTITIONS).contains(&partitions) {
-            return Err(ResponseError::InvalidPartitions);
-        }
-        let mut topics = self.topics.write();
-        if topics.contains_key(name) {
-            return Err(ResponseError::TopicAlreadyExists);
-        }
-        let logs = match &self.store {
-            Some(store) => store
-                .create(name, partitions)
-                .map_err(|_| ResponseError::KafkaStorageError)?,
-            None => (0..partitions)
-                .map(|_| {
-                    Log::create(
-                        Place::Anonymous(std::env::temp_dir()),
-                        self.config.log.segment_bytes,
-                    )
-                })
-                .collect(),
-        };
-        let topic = Arc::new(Topic::new(logs));
-        topics.insert(name.to_string(), Arc::clone(&topic));
-        Ok(topic)
-    }
-
-    /// Deletes the topic `name` and its files.
-    ///
-    /// # Errors
-    ///
-    /// UNKNOWN_TOPIC_OR_PARTITION, or KAFKA_STORAGE_ERROR if its files
-    /// cannot be removed (the topic is gone from the broker anyway).
-    pub fn delete_topic(&self, name: &str) -> Result<(), ResponseError> {
-        let removed = self.topics.write().remove(name);
-        removed
-            .ok_or(ResponseError::UnknownTopicOrPartition)?
-            .retire();
-        if let Some(store) = &self.store {
-            store
-                .delete(name)
-                .map_err(|_| ResponseError::KafkaStorageError)?;
-        }
-        Ok(())
-    }
-
     /// The topic `name`, if it exists (never created).
     pub fn existing_topic(&self, name: &str) -> Option<Arc<Topic>> {
         self.topics.read().get(name).cloned()
@@ -229,13 +149,18 @@ impl std::error::Error for StartError {}
 /// [`StartError`] naming what failed: the listen address, the timer, or the
 /// data directory (with the path).
 pub async fn start(config: &Config) -> Result<Arc<Broker>, StartError> {
-    let (store, recovered, commits) = match &config.data_dir {
+    let (store, recovered, mut configs, commits) = match &config.data_dir {
         Some(dir) => {
             let (store, recovered) =
                 Store::open(dir.clone(), config.log.segment_bytes).map_err(StartError::Store)?;
-            (Some(store), recovered.topics, recovered.commits)
+            (
+                Some(store),
+                recovered.topics,
+                recovered.configs,
+                recovered.commits,
+            )
         }
-        None => (None, HashMap::new(), Vec::new()),
+        None => (None, HashMap::new(), HashMap::new(), Vec::new()),
     };
     let listener = TcpListener::bind(&config.listen)
         .await
@@ -276,7 +201,14 @@ pub async fn start(config: &Config) -> Result<Arc<Broker>, StartError> {
         config.group_max_size,
     )
     .map_err(StartError::Timer)?;
-    groups.restore(commits);
+    // Commits of a topic that is gone (its deletion's record not yet
+    // durable at a crash) are not restored.
+    groups.restore(
+        commits
+            .into_iter()
+            .filter(|c| recovered.contains_key(&c.committed.topic))
+            .collect(),
+    );
     let producer_ids = match &store {
         Some(store) => {
             let seen = recovered
@@ -295,10 +227,14 @@ pub async fn start(config: &Config) -> Result<Arc<Broker>, StartError> {
         }
         None => ProducerIds::in_memory(0),
     };
-    let topics = recovered
+    let topics: HashMap<String, Arc<Topic>> = recovered
         .into_iter()
-        .map(|(name, logs)| (name, Arc::new(Topic::new(logs))))
+        .map(|(name, logs)| {
+            let config = configs.remove(&name).unwrap_or_default();
+            (name, Arc::new(Topic::new(logs, config)))
+        })
         .collect();
+    let partitions_held = topics.values().map(|t| t.partitions.len()).sum();
     let broker = Arc::new(Broker {
         topics: RwLock::new(topics),
         store,
@@ -313,12 +249,18 @@ pub async fn start(config: &Config) -> Result<Arc<Broker>, StartError> {
         segments_deleted: AtomicU64::new(0),
         refused: AtomicU64::new(0),
         idle_closed: AtomicU64::new(0),
+        stalled_closed: AtomicU64::new(0),
+        write_stalled: AtomicU64::new(0),
         encode_errors: AtomicU64::new(0),
         limits: config.limits.clone(),
         producer_ids,
         message_max_bytes: config.message_max_bytes,
         fetch_max_bytes: config.fetch_max_bytes,
         config: config.clone(),
+        creating: parking_lot::Mutex::new(Creating {
+            names: Default::default(),
+            partitions: partitions_held,
+        }),
     });
     if broker.store.is_some() {
         tokio::spawn(crate::store::group_commit(Arc::clone(&broker)));
@@ -333,28 +275,4 @@ pub async fn start(config: &Config) -> Result<Arc<Broker>, StartError> {
 /// an earlier one).
 async fn drive_timer(timer: Timer) {
     timer.drive(|at| tokio::time::sleep_until(at.into())).await;
-}
-
-#[cfg(test)]
-mod tests {
-    use super::legal_topic_name;
-
-    #[test]
-    fn topic_names_follow_kafka_s_rule() {
-        for legal in ["orders", "a.b_c-9", "...", "-", &"t".repeat(249)] {
-            assert!(legal_topic_name(legal), "{legal:?}");
-        }
-        for illegal in [
-            "",
-            ".",
-            "..",
-            "a/b",
-            "a b",
-            "é",
-            "@offsets.log",
-            &"t".repeat(250),
-        ] {
-            assert!(!legal_topic_name(illegal), "{illegal:?}");
-        }
-    }
 }

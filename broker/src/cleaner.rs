@@ -1,6 +1,7 @@
 //! Retention at work: every `--retention-check-interval-ms` (Kafka's
 //! `log.retention.check.interval.ms`), each partition gives up the closed
-//! segments that `--retention-ms` and `--retention-bytes` let go
+//! segments that its topic's `retention.ms` and `retention.bytes` (else
+//! `--retention-ms` and `--retention-bytes`) let go
 //! ([`Log::expire`](crate::log::Log::expire)), under its lock; their files
 //! are deleted after the lock is released, off the runtime's threads. A
 //! fetch of an offset below the new log start is OFFSET_OUT_OF_RANGE, and
@@ -15,10 +16,6 @@ use crate::log::segment::Segment;
 
 /// Runs retention for the broker's life.
 pub async fn retain(broker: Arc<Broker>) {
-    let retention = broker.config.log.retention;
-    if retention.ms.is_none() && retention.bytes.is_none() {
-        return;
-    }
     let mut every = tokio::time::interval(broker.config.retention_check);
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -43,10 +40,13 @@ pub async fn retain(broker: Arc<Broker>) {
 
 /// Takes every partition's expired segments out of its log.
 fn sweep(broker: &Broker, now_ms: i64) -> Vec<Segment> {
-    let retention = broker.config.log.retention;
     let topics: Vec<_> = broker.topics.read().values().cloned().collect();
     let mut gone = Vec::new();
     for topic in topics {
+        let retention = topic.config.retention(&broker.config.log.retention);
+        if retention.ms.is_none() && retention.bytes.is_none() {
+            continue;
+        }
         for log in &topic.partitions {
             gone.extend(log.lock().expire(now_ms, &retention));
         }

@@ -8,12 +8,11 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::api::{self, Reply, RequestError};
 use crate::broker::Broker;
-use crate::wire::{EncodeError, Frame, FrameError, Frames};
+use crate::wire::{stream, EncodeError, Frame, FrameError, Frames};
 
 /// How long the accept loop pauses after a failed accept (out of file
 /// descriptors, say) before it tries again.
@@ -63,6 +62,9 @@ impl std::error::Error for Closed {}
 /// over what the client sent, and reports our own encoding bugs.
 async fn serve(broker: Arc<Broker>, stream: TcpStream) {
     match run(&broker, stream).await {
+        Err(Closed::Write(e)) if e.kind() == std::io::ErrorKind::TimedOut => {
+            broker.write_stalled.fetch_add(1, Ordering::Relaxed);
+        }
         Ok(()) | Err(Closed::Write(_)) => {}
         Err(e @ Closed::Encode(_)) => {
             broker.encode_errors.fetch_add(1, Ordering::Relaxed);
@@ -70,6 +72,9 @@ async fn serve(broker: Arc<Broker>, stream: TcpStream) {
         }
         Err(Closed::Frame(FrameError::Idle(_))) => {
             broker.idle_closed.fetch_add(1, Ordering::Relaxed);
+        }
+        Err(Closed::Frame(FrameError::Stalled(_))) => {
+            broker.stalled_closed.fetch_add(1, Ordering::Relaxed);
         }
         Err(Closed::Frame(_) | Closed::Request(_)) => {
             broker.refused.fetch_add(1, Ordering::Relaxed);
@@ -92,9 +97,13 @@ async fn run(broker: &Arc<Broker>, stream: TcpStream) -> Result<(), Closed> {
             reply = api::serve(broker, peer, bytes) => reply.map_err(Closed::Request)?,
             () = frames.closed() => return Ok(()),
         };
+        // Kafka's muting: nothing more is read until the answer is
+        // written; an answer that makes no progress closes the connection.
         if let Reply::Answer(answer) = reply {
-            let bytes = answer.encode().map_err(Closed::Encode)?;
-            writer.write_all(&bytes).await.map_err(Closed::Write)?;
+            let parts = answer.encode_parts().map_err(Closed::Encode)?;
+            stream::write(&mut writer, &parts, broker.limits.write_timeout)
+                .await
+                .map_err(Closed::Write)?;
         }
         // The request is answered: its bytes leave the budget.
         drop(charge);

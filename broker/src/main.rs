@@ -37,6 +37,7 @@
 //! | [`producers`] | idempotent producers: ids, epochs, the last five sequences |
 //! | [`store`] | `--data-dir` files and the group commit |
 //! | [`offsets`] | `--data-dir`: the committed offsets' internal log |
+//! | [`topics`] | making and deleting topics, their disk work off the request path |
 //! | [`broker`] | the shared state, and start-up |
 
 use std::io::Write;
@@ -55,6 +56,7 @@ mod offsets;
 mod producers;
 mod roller;
 mod store;
+mod topics;
 mod wire;
 
 /// `--retention-bytes` when not given and there is no `--data-dir`:
@@ -72,7 +74,7 @@ struct Args {
     #[arg(long, default_value = "127.0.0.1:9092")]
     listen: String,
     /// Partitions of a topic created on first use.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(i32).range(1..=i64::from(broker::MAX_PARTITIONS)))]
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(i32).range(1..=i64::from(topics::MAX_PARTITIONS)))]
     partitions: i32,
     /// Keep partitions (segment files) and committed offsets here
     /// (recovered at start; an acks=-1 produce is answered once a
@@ -108,6 +110,23 @@ struct Args {
     /// waits, reading nothing.
     #[arg(long, default_value_t = 200 * 1024 * 1024)]
     queued_max_request_bytes: u64,
+    /// The most of --queued-max-request-bytes one connection holds,
+    /// percent: while a request is served, the next is read ahead only
+    /// within it (a connection served nothing may always read one request
+    /// of up to --max-request-bytes). Frames larger than an eighth of the
+    /// budget never take its last eighth, kept for small requests.
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u8).range(1..=100))]
+    queued_max_request_share: u8,
+    /// Close a connection whose request has begun arriving and then sends
+    /// nothing for this long, ms: its bytes hold the budget, so this is
+    /// seconds, not --connections-max-idle-ms.
+    #[arg(long, default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(1..))]
+    request_read_timeout_ms: u64,
+    /// Close a connection whose answer makes no progress for this long, ms
+    /// (a client that stops reading). Nothing more is read from a
+    /// connection until its answer is written.
+    #[arg(long, default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(1..))]
+    write_timeout_ms: u64,
     /// Close a connection that sends nothing for this long, ms, between
     /// requests or in the middle of one (Kafka's connections.max.idle.ms).
     #[arg(long, default_value_t = 600_000, value_parser = clap::value_parser!(u64).range(1..))]
@@ -129,6 +148,16 @@ struct Args {
     /// GROUP_MAX_SIZE_REACHED.
     #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u32).range(1..))]
     group_max_size: u32,
+    /// The most partitions one request creates (CreateTopics, or Metadata
+    /// creating the topics it names); a topic past it is answered
+    /// POLICY_VIOLATION, as Kafka's controller answers a request of more
+    /// than 10,000 records.
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..))]
+    max_partitions_per_request: u32,
+    /// The most partitions the broker holds; a topic that would pass it is
+    /// answered POLICY_VIOLATION.
+    #[arg(long, default_value_t = 200_000, value_parser = clap::value_parser!(u32).range(1..))]
+    max_partitions: u32,
     /// Print a stats line (batches, parked fetches, timer wake-ups) to
     /// stderr this often, ms.
     #[arg(long, default_value_t = 10_000)]
@@ -147,6 +176,7 @@ async fn main() {
             )
             .exit();
     }
+    let queued = usize::try_from(args.queued_max_request_bytes).unwrap_or(usize::MAX);
     let config = broker::Config {
         listen: args.listen.clone(),
         partitions: args.partitions,
@@ -167,10 +197,17 @@ async fn main() {
         },
         retention_check: Duration::from_millis(args.retention_check_interval_ms),
         group_max_size: args.group_max_size as usize,
+        partition_limits: topics::PartitionLimits {
+            per_request: args.max_partitions_per_request as usize,
+            per_broker: args.max_partitions as usize,
+        },
         limits: wire::Limits::new(
             max_request,
-            usize::try_from(args.queued_max_request_bytes).unwrap_or(usize::MAX),
+            queued,
+            queued / 100 * usize::from(args.queued_max_request_share),
             Duration::from_millis(args.connections_max_idle_ms),
+            Duration::from_millis(args.request_read_timeout_ms),
+            Duration::from_millis(args.write_timeout_ms),
         ),
     };
     let broker = match broker::start(&config).await {
@@ -202,7 +239,7 @@ async fn main() {
         // Formatted first, then written at once: stderr is unbuffered, and
         // `eprintln!` would make a write of each piece (26 a line).
         let line = format!(
-            "stats: seq={seq} batches={} segments_deleted={} parked={} satisfied={} expired={} cancelled={} timer_wakeups={} group_waits={} group_satisfied={} group_expired={} sessions_expired={} durable_acks={} refused={} idle_closed={} budget_free={} encode_errors={} partition_fsyncs={}\n",
+            "stats: seq={seq} batches={} segments_deleted={} parked={} satisfied={} expired={} cancelled={} timer_wakeups={} group_waits={} group_satisfied={} group_expired={} sessions_expired={} durable_acks={} refused={} idle_closed={} stalled_closed={} write_stalled={} budget_free={} encode_errors={} partition_fsyncs={}\n",
             broker.batches.load(Ordering::Relaxed),
             broker.segments_deleted.load(Ordering::Relaxed),
             broker.fetches.delayed(),
@@ -217,7 +254,9 @@ async fn main() {
             broker.produces.metrics().satisfied,
             broker.refused.load(Ordering::Relaxed),
             broker.idle_closed.load(Ordering::Relaxed),
-            broker.limits.budget.available_permits(),
+            broker.stalled_closed.load(Ordering::Relaxed),
+            broker.write_stalled.load(Ordering::Relaxed),
+            broker.limits.budget.available(),
             broker.encode_errors.load(Ordering::Relaxed),
             broker
                 .store

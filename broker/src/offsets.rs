@@ -10,6 +10,9 @@
 //! i64 offset                i32 metadata length (-1: none), metadata
 //! ```
 //!
+//! A topic's deletion is a record of partition -1 (no commit has one) and
+//! an empty group: the commits of that topic before it are forgotten.
+//!
 //! An OffsetCommit is answered once the store's group commit has fsynced
 //! the file past its records (the same fsync as acks=all produces). At
 //! start the file is read back (a record cut short by a crash, and anything
@@ -36,6 +39,29 @@ pub struct GroupCommit {
     pub group: String,
     /// The commit.
     pub committed: Committed,
+}
+
+/// The partition of a record that says its topic was deleted.
+const DELETED: i32 = -1;
+
+impl GroupCommit {
+    /// The record saying `topic` was deleted.
+    pub fn topic_deleted(topic: &str) -> GroupCommit {
+        GroupCommit {
+            group: String::new(),
+            committed: Committed {
+                topic: topic.to_string(),
+                partition: DELETED,
+                offset: -1,
+                metadata: None,
+            },
+        }
+    }
+
+    /// Whether it says its topic was deleted.
+    fn is_deletion(&self) -> bool {
+        self.committed.partition == DELETED
+    }
 }
 
 /// The offsets log.
@@ -153,9 +179,13 @@ impl OffsetsLog {
         let mut records = 0usize;
         let mut good = 0;
         while let Some(commit) = reader.record() {
-            let at =
-                TopicPartition::new(commit.committed.topic.clone(), commit.committed.partition);
-            live.insert((commit.group.clone(), at), commit);
+            if commit.is_deletion() {
+                live.retain(|(_, at), _| at.topic != commit.committed.topic);
+            } else {
+                let at =
+                    TopicPartition::new(commit.committed.topic.clone(), commit.committed.partition);
+                live.insert((commit.group.clone(), at), commit);
+            }
             records += 1;
             good = reader.at;
         }
@@ -255,6 +285,17 @@ mod tests {
             3 * encode(&commit("g", 0, 9, None)).len() + 1,
             "the torn tail is cut"
         );
+        // The topic deleted, then committed to again: only the later commit.
+        let (mut log, _) = OffsetsLog::open(&path).unwrap();
+        log.append(&[GroupCommit::topic_deleted("t"), commit("g", 1, 2, None)])
+            .unwrap();
+        drop(log);
+        let (_, live) = OffsetsLog::open(&path).unwrap();
+        let got: Vec<(i32, i64)> = live
+            .iter()
+            .map(|c| (c.committed.partition, c.committed.offset))
+            .collect();
+        assert_eq!(got, [(1, 2)]);
         fs::remove_dir_all(&dir).unwrap();
     }
 }

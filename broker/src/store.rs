@@ -24,6 +24,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::broker::Broker;
+use crate::log::config::{TopicConfig, CONFIG_FILE};
 use crate::log::partition::SyncTarget;
 use crate::log::segment::file_name;
 use crate::log::sync::sync_dir;
@@ -82,6 +83,8 @@ pub struct Store {
 pub struct Recovered {
     /// The logs of the recovered topics, by name.
     pub topics: HashMap<String, Vec<Log>>,
+    /// The configs of those that set any (`<topic>/@config`).
+    pub configs: HashMap<String, TopicConfig>,
     /// The groups' live commits.
     pub commits: Vec<GroupCommit>,
 }
@@ -141,6 +144,7 @@ impl Store {
     pub fn open(dir: PathBuf, segment_bytes: u64) -> Result<(Store, Recovered), OpenError> {
         fs::create_dir_all(&dir).doing("create the data directory", &dir)?;
         let mut topics = HashMap::new();
+        let mut configs = HashMap::new();
         for entry in fs::read_dir(&dir).doing("list the data directory", &dir)? {
             let entry = entry.doing("list the data directory", &dir)?;
             let path = entry.path();
@@ -156,6 +160,8 @@ impl Store {
                 }
                 continue;
             }
+            let config = read_config(&path)?;
+            let segment_bytes = config.segment_bytes.unwrap_or(segment_bytes);
             let mut count = 0usize;
             for file in fs::read_dir(&path).doing("list the topic directory", &path)? {
                 let file = file.doing("list the topic directory", &path)?.path();
@@ -165,7 +171,7 @@ impl Store {
                     .and_then(|s| s.parse::<usize>().ok())
                     // A stray name past the partition bound is not ours: it
                     // must not make the start create that many partitions.
-                    .filter(|&index| index < crate::broker::MAX_PARTITIONS as usize)
+                    .filter(|&index| index < crate::topics::MAX_PARTITIONS as usize)
                 else {
                     continue;
                 };
@@ -183,6 +189,9 @@ impl Store {
             // The partition directories made, the files migrated out.
             sync_dir(&path).doing("fsync", &path)?;
             if !logs.is_empty() {
+                if !config.set.is_empty() {
+                    configs.insert(name.clone(), config);
+                }
                 topics.insert(name, logs);
             }
         }
@@ -202,22 +211,86 @@ impl Store {
             deletions: AtomicU64::new(0),
             wake: tokio::sync::Notify::new(),
         };
-        Ok((store, Recovered { topics, commits }))
+        Ok((
+            store,
+            Recovered {
+                topics,
+                configs,
+                commits,
+            },
+        ))
     }
 
-    /// Creates the directories of a new topic.
+    /// Creates the directories of a new topic, and its configs' file if
+    /// it sets any.
     ///
     /// # Errors
     ///
     /// [`OpenError`] naming the directory or file that could not be made.
-    pub fn create(&self, topic: &str, partitions: i32) -> Result<Vec<Log>, OpenError> {
+    pub fn create(
+        &self,
+        topic: &str,
+        partitions: i32,
+        config: &TopicConfig,
+    ) -> Result<Vec<Log>, OpenError> {
+        if !config.set.is_empty() {
+            let dir = self.dir.join(topic);
+            fs::create_dir_all(&dir).doing("create the topic directory", &dir)?;
+            self.write_config(topic, config)?;
+        }
+        let logs = self.create_partitions(topic, 0..partitions, config)?;
+        sync_dir(&self.dir).doing("fsync", &self.dir)?;
+        Ok(logs)
+    }
+
+    /// Keeps `topic`'s configs in `<topic>/@config` (none: the file is
+    /// removed): written aside, fsynced, renamed over, the directory
+    /// fsynced, so a crash leaves the old configs or the new.
+    ///
+    /// # Errors
+    ///
+    /// [`OpenError`] naming the file that could not be written, renamed or
+    /// removed.
+    pub fn write_config(&self, topic: &str, config: &TopicConfig) -> Result<(), OpenError> {
         let dir = self.dir.join(topic);
-        let logs = (0..partitions)
-            .map(|i| open_partition(&dir.join(i.to_string()), self.segment_bytes))
+        let path = dir.join(CONFIG_FILE);
+        if config.set.is_empty() {
+            match fs::remove_file(&path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(e).doing("remove", &path);
+                }
+                _ => {}
+            }
+        } else {
+            let aside = dir.join(format!("{CONFIG_FILE}.tmp"));
+            let file = fs::File::create(&aside).doing("create", &aside)?;
+            std::io::Write::write_all(&mut &file, config.to_file().as_bytes())
+                .doing("write", &aside)?;
+            crate::log::sync::sync_file(&file).doing("fsync", &aside)?;
+            fs::rename(&aside, &path).doing("rename", &aside)?;
+        }
+        sync_dir(&dir).doing("fsync", &dir)
+    }
+
+    /// Creates the partition directories `indexes` of `topic`
+    /// (CreatePartitions, or a new topic's) and fsyncs their names.
+    ///
+    /// # Errors
+    ///
+    /// [`OpenError`] naming the directory that could not be made.
+    pub fn create_partitions(
+        &self,
+        topic: &str,
+        indexes: std::ops::Range<i32>,
+        config: &TopicConfig,
+    ) -> Result<Vec<Log>, OpenError> {
+        let dir = self.dir.join(topic);
+        let segment_bytes = config.segment_bytes.unwrap_or(self.segment_bytes);
+        let logs = indexes
+            .map(|i| open_partition(&dir.join(i.to_string()), segment_bytes))
             .collect::<Result<Vec<_>, _>>()?;
         // The new names, before any record in them can be acknowledged.
         sync_dir(&dir).doing("fsync", &dir)?;
-        sync_dir(&self.dir).doing("fsync", &self.dir)?;
         Ok(logs)
     }
 
@@ -283,6 +356,18 @@ impl Store {
     pub fn dirty(&self, at: &TopicPartition) {
         self.dirty.lock().insert(at.clone());
         self.wake.notify_one();
+    }
+}
+
+/// The configs a topic directory keeps (none: the broker's).
+fn read_config(dir: &Path) -> Result<TopicConfig, OpenError> {
+    let path = dir.join(CONFIG_FILE);
+    match fs::read_to_string(&path) {
+        Ok(text) => TopicConfig::from_file(&text)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+            .doing("read", &path),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(TopicConfig::default()),
+        Err(e) => Err(e).doing("read", &path),
     }
 }
 
@@ -414,7 +499,10 @@ struct PartitionSync {
 
 /// The log of `topic`'s `partition`, if it has one.
 fn partition_of(topic: &Topic, partition: i32) -> Option<&Mutex<Log>> {
-    topic.partitions.get(usize::try_from(partition).ok()?)
+    topic
+        .partitions
+        .get(usize::try_from(partition).ok()?)
+        .map(|log| &**log)
 }
 
 /// Takes back a partition's fsync: its log's durable offset moves, or
@@ -478,7 +566,8 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("pg-store-{}-deleted", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
         let (store, _) = Store::open(dir.clone(), 1 << 20).unwrap();
-        let mut logs = store.create("t", 2).unwrap();
+        let none = TopicConfig::default();
+        let mut logs = store.create("t", 2, &none).unwrap();
         logs[0]
             .append_now(&crate::log::batch::testing::of(1))
             .unwrap();
@@ -486,7 +575,7 @@ mod tests {
         store.delete("t").unwrap();
         // The name is free at once: a new topic of it starts empty.
         assert!(!dir.join("t").exists());
-        let logs = store.create("t", 1).unwrap();
+        let logs = store.create("t", 1, &none).unwrap();
         assert_eq!(logs[0].next(), 0);
         drop(logs);
         drop(store);
@@ -507,7 +596,9 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("pg-store-{}-named", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
         let (store, _) = Store::open(dir.clone(), 1 << 20).unwrap();
-        let mut logs = store.create("orders.deleted", 1).unwrap();
+        let mut logs = store
+            .create("orders.deleted", 1, &TopicConfig::default())
+            .unwrap();
         logs[0]
             .append_now(&crate::log::batch::testing::of(1))
             .unwrap();

@@ -11,14 +11,16 @@ use std::time::{Duration, Instant};
 
 use bytes::Buf;
 use kafka_protocol::messages::{
-    fetch_request, metadata_request, ApiKey, FetchRequest, FetchResponse, JoinGroupResponse,
-    MetadataRequest, MetadataResponse, TopicName,
+    fetch_request, ApiKey, FetchRequest, FetchResponse, JoinGroupResponse, MetadataResponse,
+    TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use kafka_protocol::ResponseError;
 
 mod common;
-use common::{broker_bin, frame, join_frame, join_frame_of, kcat, probe, read_frame, Broker};
+use common::{
+    broker_bin, frame, join_frame, join_frame_of, kcat, metadata_frame, probe, read_frame, Broker,
+};
 
 #[test]
 fn a_message_over_message_max_bytes_is_answered_message_too_large() {
@@ -133,20 +135,13 @@ fn the_broker_bounds_a_fetch_answer_whatever_the_request_asks() {
 }
 
 /// A Metadata v9 request for `topic`.
-fn metadata(topic: Option<&str>, create: bool) -> bytes::Bytes {
-    let mut request = MetadataRequest::default();
-    request.topics = topic.map(|name| {
-        let mut t = metadata_request::MetadataRequestTopic::default();
-        t.name = Some(TopicName(StrBytes::from_string(name.to_string())));
-        vec![t]
-    });
-    request.allow_auto_topic_creation = create;
-    frame(ApiKey::Metadata, 9, |b| request.encode(b, 9).unwrap())
-}
-
 fn ask_metadata(broker: &Broker, topic: Option<&str>, create: bool) -> MetadataResponse {
     let mut s = broker.connect();
-    s.write_all(&metadata(topic, create)).unwrap();
+    s.write_all(&metadata_frame(
+        topic.as_ref().map(std::slice::from_ref),
+        create,
+    ))
+    .unwrap();
     let mut answer = read_frame(&mut s).unwrap();
     answer.advance(5);
     MetadataResponse::decode(&mut answer, 9).unwrap()

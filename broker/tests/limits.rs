@@ -207,12 +207,15 @@ fn a_request_that_does_not_fit_the_budget_waits_for_it() {
             "1000",
         ],
     );
-    // A holds 904 bytes of the budget with a frame it never finishes.
+    // A holds 804 bytes of the budget with a frame it never finishes:
+    // nearly all of the 875 bytes that frames larger than the reserve
+    // (1000 / 8) may hold.
     let mut a = broker.connect();
     a.write_all(&950i32.to_be_bytes()).unwrap();
-    a.write_all(&[0; 900]).unwrap();
-    broker.wait_stat("budget_free", |v| v == 96);
-    // B's 300-byte request does not fit: it waits, unanswered...
+    a.write_all(&[0; 800]).unwrap();
+    broker.wait_stat("budget_free", |v| v == 196);
+    // B's 300-byte request is larger than the reserve and does not fit
+    // the rest: it waits, unanswered...
     let name = "b".repeat(300 - 14 - 6);
     let request = frame(ApiKey::Metadata, 1, |b| {
         b.put_i32(1);
@@ -224,7 +227,11 @@ fn a_request_that_does_not_fit_the_budget_waits_for_it() {
     b.set_read_timeout(Some(Duration::from_millis(500)))
         .unwrap();
     assert!(read_frame(&mut b).is_none(), "answered beyond the budget");
-    // ... until A goes away and its bytes leave the budget.
+    // ... while a small one is answered from the reserve...
+    let mut c = broker.connect();
+    c.write_all(&api_versions_frame()).unwrap();
+    assert!(read_frame(&mut c).is_some(), "the reserve did not serve");
+    // ... and B once A goes away and its bytes leave the budget.
     drop(a);
     b.set_read_timeout(Some(PATIENCE)).unwrap();
     assert!(read_frame(&mut b).is_some(), "never answered");
@@ -240,6 +247,8 @@ fn help_runs_nothing_and_unknown_arguments_exit_2_with_usage() {
         "--max-request-bytes",
         "--queued-max-request-bytes",
         "--connections-max-idle-ms",
+        "--queued-max-request-share",
+        "--request-read-timeout-ms",
     ] {
         assert!(text.contains(flag), "--help does not mention {flag}");
     }

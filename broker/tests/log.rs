@@ -338,6 +338,7 @@ fn a_batch_whose_crc_does_not_match_is_corrupt_message_and_not_stored() {
         Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
     };
     let broker = Broker::start(1);
+    broker.create(&["checked"]);
     let produce = |flip: bool| {
         let record = Record {
             transactional: false,

@@ -132,6 +132,7 @@ fn a_broker_killed_at_any_point_of_its_rolls_restarts_on_a_consistent_log() {
     let mut value = 0u64;
     for round in 0..8u64 {
         let mut broker = Broker::start_with(1, Some(dir.path()), &args);
+        broker.create(&["killed"]);
         // What the restart holds: offsets from 0 without a gap, every
         // acknowledged record at its offset, values in the order sent.
         let read = if round == 0 {
@@ -214,6 +215,7 @@ fn read_calls(pid: u32) -> u64 {
 #[test]
 fn a_parked_fetch_costs_no_file_read_per_produce() {
     let broker = Broker::start(1);
+    broker.create(&["parked"]);
     let mut p = broker.connect();
     // 8 MB from offset 0: the offset index holds about 2,000 entries in its
     // file, a binary search of about 11 reads.
@@ -245,6 +247,7 @@ fn a_parked_fetch_costs_no_file_read_per_produce() {
 fn only_acks_all_produces_ask_for_the_group_commit_fsync() {
     let dir = TempDir::new("broker-acks-fsync");
     let broker = Broker::start_in(1, Some(dir.path()));
+    broker.create(&["acks"]);
     let mut s = broker.connect();
     for i in 0..100 {
         assert_eq!(
@@ -340,6 +343,7 @@ fn a_batch_stored_under_a_larger_message_max_bytes_is_served_after_the_limit_is_
     let dir = TempDir::new("broker-lowered-max");
     let value = "v".repeat(3000);
     let broker = Broker::start_with(1, Some(dir.path()), &[]);
+    broker.create(&["lowered"]);
     let mut s = broker.connect();
     assert_eq!(
         produce(&mut s, "lowered", std::slice::from_ref(&value), -1).unwrap(),

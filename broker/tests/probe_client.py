@@ -22,6 +22,45 @@ one line per answer for the Rust test to check.
         `AGAIN ErrorName`, tries "huge" with 100,001 partitions (one past the
         broker's bound) and prints `HUGE ErrorName`, deletes "five" and
         prints `AFTER five n|none`.
+    probe_client.py recreate BOOTSTRAP TOPIC GROUP
+        creates TOPIC (1 partition) with the admin client, produces 50
+        records, commits offset 40 for GROUP, deletes TOPIC, creates it
+        again, produces 50 records, and prints `COMMITTED n|none` and
+        `FIRST offset` (the first record GROUP's consumer then reads, with
+        auto_offset_reset earliest).
+    probe_client.py committed BOOTSTRAP TOPIC GROUP
+        prints `COMMITTED n|none` for GROUP on TOPIC[0].
+    probe_client.py transactions BOOTSTRAP
+        init_transactions() of a transactional producer; prints `TXN ok` or
+        `TXN ErrorName message`.
+    probe_client.py configs BOOTSTRAP
+        creates "kept" (retention.ms 3600000, segment.bytes 4096,
+        max.message.bytes 2048) and "two" (min.insync.replicas 2) and prints
+        `CREATED name` for each, then `REFUSED name ErrorName` for topics
+        with an unknown config, retention.ms=banana and
+        cleanup.policy=compact; prints `DESCRIBED kept name value` for its
+        retention.ms and segment.bytes; sends a 3000-byte record to "kept"
+        (`BIG ErrorName`) and an acks=all record to "two" (`ALL
+        ErrorName`).
+    probe_client.py assign BOOTSTRAP
+        creates "placed" with a manual replica assignment of partitions 0
+        and 1 on broker 0 and prints `PLACED n` (its partitions), then tries
+        "elsewhere" on broker 1 and prints `ELSEWHERE ErrorName`.
+    probe_client.py grow BOOTSTRAP
+        creates "grown" (1 partition), grows it to 4 with the admin client,
+        prints `GROWN n` (its partitions, from a fresh client), sends a
+        record to its partition 3 (`SENT 3 offset`), then tries 2 and
+        prints `SHRINK ErrorName`.
+    probe_client.py partitions BOOTSTRAP TOPIC
+        prints `PARTITIONS topic n` from a fresh client.
+    probe_client.py alter BOOTSTRAP
+        creates "altered" (segment.bytes 4096), alters its configs to
+        retention.ms 1000 (kafka-python 3 sends IncrementalAlterConfigs: the
+        other configs stay), prints its `DESCRIBED` lines, again after
+        retention.ms 2000 through AlterConfigs, then tries an unknown config
+        and prints `BAD error`.
+    probe_client.py describe BOOTSTRAP TOPIC
+        prints `DESCRIBED topic name value` for retention.ms and segment.bytes.
     probe_client.py groups BOOTSTRAP TOPIC
         joins group "watchers" as client "probe-1" on TOPIC, then with the
         admin client prints `LISTED group state`, `DESCRIBED group state
@@ -144,6 +183,163 @@ def groups(bootstrap, topic):
     admin.close()
 
 
+def committed(bootstrap, topic, group):
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
+    got = consumer.committed(TopicPartition(topic, 0))
+    print("COMMITTED %s" % ("none" if got is None else got), flush=True)
+    consumer.close()
+
+
+def recreate(bootstrap, topic, group):
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+
+    def fill():
+        producer = KafkaProducer(bootstrap_servers=bootstrap)
+        for i in range(50):
+            producer.send(topic, value=b"v%d" % i, partition=0)
+        producer.flush()
+        producer.close()
+
+    admin.create_topics([NewTopic(topic, 1, 1)])
+    fill()
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
+    consumer.commit({TopicPartition(topic, 0): OffsetAndMetadata(40, "", -1)})
+    consumer.close()
+    admin.delete_topics([topic])
+    admin.create_topics([NewTopic(topic, 1, 1)])
+    fill()
+    admin.close()
+    committed(bootstrap, topic, group)
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
+                             auto_offset_reset="earliest")
+    tp = TopicPartition(topic, 0)
+    consumer.assign([tp])
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        records = consumer.poll(timeout_ms=500).get(tp)
+        if records:
+            print("FIRST %d" % records[0].offset, flush=True)
+            break
+    consumer.close()
+
+
+def transactions(bootstrap):
+    try:
+        producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id="tx-probe",
+                                 max_block_ms=10000)
+        producer.init_transactions()
+        print("TXN ok", flush=True)
+        producer.close()
+    except Exception as e:
+        print("TXN %s %s" % (type(e).__name__, e), flush=True)
+
+
+def describe(bootstrap, topic):
+    from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    configs = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)], config_filter="all")
+    for name in ("retention.ms", "segment.bytes"):
+        print("DESCRIBED %s %s %s" % (topic, name, configs["topic"][topic][name]["value"]), flush=True)
+    admin.close()
+
+
+def assign(bootstrap):
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics([NewTopic("placed", -1, -1, replica_assignments={0: [0], 1: [0]})])
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
+    print("PLACED %d" % len(consumer.partitions_for_topic("placed")), flush=True)
+    consumer.close()
+    try:
+        admin.create_topics([NewTopic("elsewhere", -1, -1, replica_assignments={0: [1]})])
+        print("ELSEWHERE created", flush=True)
+    except Exception as e:
+        print("ELSEWHERE %s" % type(e).__name__, flush=True)
+    admin.close()
+
+
+def partitions(bootstrap, topic):
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
+    print("PARTITIONS %s %d" % (topic, len(consumer.partitions_for_topic(topic) or ())), flush=True)
+    consumer.close()
+
+
+def grow(bootstrap):
+    from kafka.admin import KafkaAdminClient, NewPartitions, NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics([NewTopic("grown", 1, 1)])
+    admin.create_partitions({"grown": NewPartitions(4)})
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
+    print("GROWN %d" % len(consumer.partitions_for_topic("grown")), flush=True)
+    consumer.close()
+    producer = KafkaProducer(bootstrap_servers=bootstrap)
+    sent = producer.send("grown", b"three", partition=3).get(timeout=20)
+    print("SENT %d %d" % (sent.partition, sent.offset), flush=True)
+    producer.close()
+    try:
+        admin.create_partitions({"grown": NewPartitions(2)})
+        print("SHRINK accepted", flush=True)
+    except Exception as e:
+        print("SHRINK %s" % type(e).__name__, flush=True)
+    admin.close()
+
+
+def alter(bootstrap):
+    from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics([NewTopic("altered", 1, 1, topic_configs={"segment.bytes": "4096"})])
+    admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, "altered", configs={"retention.ms": "1000"})])
+    describe(bootstrap, "altered")
+    # AlterConfigs (the client adds the other configs set, which it replaces).
+    admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, "altered", configs={"retention.ms": "2000"})],
+                        incremental=False)
+    describe(bootstrap, "altered")
+    # Past the client's own check: the broker's answer.
+    result = admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, "altered", configs={"no.such": "1"})],
+                                 raise_on_unknown=False)
+    print("BAD %s" % result["topic"]["altered"], flush=True)
+    admin.close()
+
+
+def configs(bootstrap):
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    made = {
+        "kept": {"retention.ms": "3600000", "segment.bytes": "4096", "max.message.bytes": "2048"},
+        "two": {"min.insync.replicas": "2"},
+    }
+    for name, topic_configs in made.items():
+        admin.create_topics([NewTopic(name, 1, 1, topic_configs=topic_configs)])
+        print("CREATED %s" % name, flush=True)
+    for name, topic_configs in [
+        ("unknown", {"no.such.config": "1"}),
+        ("banana", {"retention.ms": "banana"}),
+        ("compacted", {"cleanup.policy": "compact"}),
+    ]:
+        try:
+            admin.create_topics([NewTopic(name, 1, 1, topic_configs=topic_configs)])
+            print("REFUSED %s none" % name, flush=True)
+        except Exception as e:
+            print("REFUSED %s %s" % (name, type(e).__name__), flush=True)
+    admin.close()
+    describe(bootstrap, "kept")
+    for label, topic, value, acks in (("BIG", "kept", b"x" * 3000, 1), ("ALL", "two", b"v", "all")):
+        producer = KafkaProducer(bootstrap_servers=bootstrap, acks=acks, retries=0)
+        try:
+            producer.send(topic, value, partition=0).get(timeout=20)
+            print("%s accepted" % label, flush=True)
+        except Exception as e:
+            print("%s %s" % (label, type(e).__name__), flush=True)
+        producer.close()
+
+
 if __name__ == "__main__":
     {
         "commit": commit,
@@ -152,4 +348,13 @@ if __name__ == "__main__":
         "at": at,
         "topics": topics,
         "groups": groups,
+        "recreate": recreate,
+        "committed": committed,
+        "transactions": transactions,
+        "configs": configs,
+        "describe": describe,
+        "assign": assign,
+        "grow": grow,
+        "partitions": partitions,
+        "alter": alter,
     }[sys.argv[1]](*sys.argv[2:])

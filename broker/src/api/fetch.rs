@@ -15,7 +15,8 @@ use purgatorio::{Completion, DelayedOperation};
 
 use super::RequestError;
 use crate::broker::Broker;
-use crate::log::{First, Log, Position, Timed, TopicPartition, Unreadable};
+use crate::log::{FileRange, First, Log, Position, Records, Timed, TopicPartition, Unreadable};
+use crate::wire::stream::Marker;
 
 /// ListOffsets' timestamp asking for the high watermark.
 const LATEST: i64 = -1;
@@ -100,7 +101,8 @@ impl DelayedOperation for DelayedFetch {
 }
 
 /// Fetch: waits (unless `max_wait_ms` is 0) until `min_bytes` are there or
-/// `max_wait_ms` passes, then answers with what is there.
+/// `max_wait_ms` passes, then answers with what is there: the response,
+/// and the file ranges to stream in the places of its markers.
 ///
 /// # Errors
 ///
@@ -108,7 +110,7 @@ impl DelayedOperation for DelayedFetch {
 pub async fn fetch(
     broker: &Arc<Broker>,
     request: FetchRequest,
-) -> Result<FetchResponse, RequestError> {
+) -> Result<(FetchResponse, Vec<FileRange>), RequestError> {
     let wants: Vec<Position> = request
         .topics
         .iter()
@@ -148,9 +150,12 @@ pub async fn fetch(
 /// `partition_max_bytes` and what is left of `max_bytes` (at most
 /// `--fetch-max-bytes`). Only the first
 /// batch of the whole answer may exceed them (as Kafka does, so that a
-/// batch larger than the limits is still delivered).
-fn response(broker: &Broker, request: &FetchRequest) -> FetchResponse {
+/// batch larger than the limits is still delivered). Large records are
+/// left in their files: a [`Marker`] stands in the response for each, and
+/// the ranges come beside it.
+fn response(broker: &Broker, request: &FetchRequest) -> (FetchResponse, Vec<FileRange>) {
     let mut response = FetchResponse::default();
+    let mut streamed = Vec::new();
     // The broker's own bound (Kafka's fetch.max.bytes): a small request
     // cannot make it copy the whole log into one answer.
     let mut budget = usize::try_from(request.max_bytes)
@@ -186,7 +191,7 @@ fn response(broker: &Broker, request: &FetchRequest) -> FetchResponse {
                     max: broker.message_max_bytes,
                 }
             };
-            let read = match found.map(|slice| slice?.read(limit, first)) {
+            let read = match found.map(|slice| slice?.serve(limit, first)) {
                 None => Err(ResponseError::UnknownTopicOrPartition),
                 Some(Ok(records)) => Ok(records),
                 Some(Err(Unreadable::OutOfRange)) => Err(ResponseError::OffsetOutOfRange),
@@ -204,9 +209,15 @@ fn response(broker: &Broker, request: &FetchRequest) -> FetchResponse {
             };
             match read {
                 Ok(records) => {
-                    budget = budget.saturating_sub(records.len());
+                    budget = budget.saturating_sub(records.len() as usize);
                     *answered |= !records.is_empty();
-                    p.records = Some(records);
+                    p.records = Some(match records {
+                        Records::Inline(bytes) => bytes,
+                        Records::File(range) => {
+                            streamed.push(range);
+                            Marker::new(streamed.len() - 1).bytes()
+                        }
+                    });
                 }
                 Err(error) => p.error_code = error.code(),
             }
@@ -214,19 +225,19 @@ fn response(broker: &Broker, request: &FetchRequest) -> FetchResponse {
         }
         response.responses.push(t);
     }
-    response
+    (response, streamed)
 }
 
 /// ListOffsets: latest (-1) is the high watermark, earliest (-2) the log
 /// start (which retention moves), max-timestamp (-3) the record with the
 /// largest timestamp, and a timestamp the first record at or after it
-/// (offset -1 if none), found through the segments' time indexes.
+/// (offset -1 if none), found through the segments' time indexes. A topic
+/// that does not exist is UNKNOWN_TOPIC_OR_PARTITION (never created).
 pub fn list_offsets(broker: &Broker, request: &ListOffsetsRequest) -> ListOffsetsResponse {
     let mut response = ListOffsetsResponse::default();
     for topic in &request.topics {
         let mut t = list_offsets_response::ListOffsetsTopicResponse::default();
         t.name = topic.name.clone();
-        let _ = broker.topic(&topic.name);
         for partition in &topic.partitions {
             let mut p = list_offsets_response::ListOffsetsPartitionResponse::default();
             p.partition_index = partition.partition_index;

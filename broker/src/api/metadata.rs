@@ -1,17 +1,18 @@
-//! ApiVersions, Metadata, CreateTopics and DeleteTopics: what the broker
-//! serves, where topics are, and making and removing them.
+//! ApiVersions and Metadata: what the broker serves, and where topics are
+//! (Metadata creating those it names, if allowed).
+
+use std::sync::Arc;
 
 use kafka_protocol::messages::{
-    api_versions_response::ApiVersion, create_topics_response, delete_topics_response,
-    describe_configs_response, metadata_response, ApiVersionsResponse, BrokerId,
-    CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
-    DescribeConfigsRequest, DescribeConfigsResponse, MetadataRequest, MetadataResponse, TopicName,
+    api_versions_response::ApiVersion, metadata_response, ApiVersionsResponse, BrokerId,
+    MetadataRequest, MetadataResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 use super::{str_bytes, SERVED};
-use crate::broker::{legal_topic_name, Broker};
+use crate::broker::Broker;
+use crate::topics::{legal_topic_name, RequestQuota};
 
 /// The only broker's id.
 pub const NODE: BrokerId = BrokerId(0);
@@ -34,8 +35,10 @@ pub fn api_versions() -> ApiVersionsResponse {
 
 /// Metadata: this broker leads every partition; a topic asked for is
 /// created on first use unless the request says not to (v4+), then it is
-/// UNKNOWN_TOPIC_OR_PARTITION.
-pub fn metadata(broker: &Broker, request: MetadataRequest) -> MetadataResponse {
+/// UNKNOWN_TOPIC_OR_PARTITION; past the partition bounds, it is
+/// POLICY_VIOLATION.
+pub async fn metadata(broker: &Arc<Broker>, request: MetadataRequest) -> MetadataResponse {
+    let mut quota = RequestQuota::new(broker.config.partition_limits);
     let mut response = MetadataResponse::default();
     let mut node = metadata_response::MetadataResponseBroker::default();
     node.node_id = NODE;
@@ -55,12 +58,14 @@ pub fn metadata(broker: &Broker, request: MetadataRequest) -> MetadataResponse {
         let mut topic = metadata_response::MetadataResponseTopic::default();
         topic.name = Some(TopicName(str_bytes(&name)));
         let found = if request.allow_auto_topic_creation {
-            broker.topic(&name)
+            broker.topic(&name, &mut quota).await
         } else {
-            broker.existing_topic(&name)
+            broker
+                .existing_topic(&name)
+                .ok_or(ResponseError::UnknownTopicOrPartition)
         };
         match found {
-            Some(t) => {
+            Ok(t) => {
                 topic.partitions = (0..t.partitions.len() as i32)
                     .map(|i| {
                         let mut p = metadata_response::MetadataResponsePartition::default();
@@ -72,242 +77,15 @@ pub fn metadata(broker: &Broker, request: MetadataRequest) -> MetadataResponse {
                     })
                     .collect();
             }
-            None if !legal_topic_name(&name) => {
+            Err(_) if !legal_topic_name(&name) => {
                 topic.error_code = ResponseError::InvalidTopicException.code();
             }
-            None => topic.error_code = ResponseError::UnknownTopicOrPartition.code(),
+            Err(ResponseError::PolicyViolation) => {
+                topic.error_code = ResponseError::PolicyViolation.code();
+            }
+            Err(_) => topic.error_code = ResponseError::UnknownTopicOrPartition.code(),
         }
         response.topics.push(topic);
-    }
-    response
-}
-
-/// A CreateTopics replication factor or partition count meaning "the
-/// broker's default".
-const DEFAULT: i32 = -1;
-
-/// CreateTopics: each topic with its own partition count (-1: the
-/// `--partitions` default) and a replication factor of 1 (or -1); with
-/// `validate_only`, checked and not made.
-pub fn create_topics(broker: &Broker, request: &CreateTopicsRequest) -> CreateTopicsResponse {
-    let mut response = CreateTopicsResponse::default();
-    for topic in &request.topics {
-        let mut result = create_topics_response::CreatableTopicResult::default();
-        result.name = topic.name.clone();
-        let partitions = if topic.num_partitions == DEFAULT {
-            broker.partitions
-        } else {
-            topic.num_partitions
-        };
-        let outcome = if !matches!(i32::from(topic.replication_factor), DEFAULT | 1) {
-            Err(ResponseError::InvalidReplicationFactor)
-        } else if !topic.assignments.is_empty() {
-            Err(ResponseError::InvalidReplicaAssignment)
-        } else if request.validate_only {
-            match broker.existing_topic(&topic.name) {
-                Some(_) => Err(ResponseError::TopicAlreadyExists),
-                None if !legal_topic_name(&topic.name) => Err(ResponseError::InvalidTopicException),
-                None if !(1..=crate::broker::MAX_PARTITIONS).contains(&partitions) => {
-                    Err(ResponseError::InvalidPartitions)
-                }
-                None => Ok(()),
-            }
-        } else {
-            broker.create_topic(&topic.name, partitions).map(|_| ())
-        };
-        match outcome {
-            Ok(()) => {
-                result.num_partitions = partitions;
-                result.replication_factor = 1;
-            }
-            Err(error) => {
-                result.error_code = error.code();
-                result.error_message = Some(str_bytes(&error.to_string()));
-                result.num_partitions = -1;
-                result.replication_factor = -1;
-            }
-        }
-        response.topics.push(result);
-    }
-    response
-}
-
-/// DeleteTopics: each topic and its files go.
-pub fn delete_topics(broker: &Broker, request: &DeleteTopicsRequest) -> DeleteTopicsResponse {
-    let mut response = DeleteTopicsResponse::default();
-    for name in &request.topic_names {
-        let mut result = delete_topics_response::DeletableTopicResult::default();
-        result.name = Some(name.clone());
-        if let Err(error) = broker.delete_topic(name) {
-            result.error_code = error.code();
-        }
-        response.responses.push(result);
-    }
-    response
-}
-
-/// DescribeConfigs' resource type of a topic.
-const TOPIC_RESOURCE: i8 = 2;
-
-/// DescribeConfigs' resource type of a broker.
-const BROKER_RESOURCE: i8 = 4;
-
-/// DescribeConfigs' source of a value set at start-up (a static broker
-/// config).
-const STATIC_BROKER_CONFIG: i8 = 4;
-
-/// DescribeConfigs' source of a default value.
-const DEFAULT_CONFIG: i8 = 5;
-
-/// A config name and its value, as DescribeConfigs shows it.
-struct ConfigEntry {
-    /// The name, in Kafka's words.
-    name: &'static str,
-    /// The value.
-    value: String,
-    /// Whether it is the default (else set by a flag at start-up).
-    default: bool,
-}
-
-/// The configs of a topic (every topic has the broker's).
-fn topic_configs(broker: &Broker) -> Vec<ConfigEntry> {
-    vec![
-        ConfigEntry {
-            name: "cleanup.policy",
-            value: "delete".into(),
-            default: true,
-        },
-        ConfigEntry {
-            name: "max.message.bytes",
-            value: broker.message_max_bytes.to_string(),
-            default: false,
-        },
-        ConfigEntry {
-            name: "retention.ms",
-            value: signed(broker.config.log.retention.ms),
-            default: false,
-        },
-        ConfigEntry {
-            name: "retention.bytes",
-            value: signed(broker.config.log.retention.bytes),
-            default: false,
-        },
-        ConfigEntry {
-            name: "segment.bytes",
-            value: broker.config.log.segment_bytes.to_string(),
-            default: false,
-        },
-    ]
-}
-
-/// A bound as Kafka writes it: -1 for none.
-fn signed(bound: Option<u64>) -> String {
-    bound.map_or_else(|| "-1".to_string(), |b| b.to_string())
-}
-
-/// The broker's configs: the limits it was started with.
-fn broker_configs(broker: &Broker) -> Vec<ConfigEntry> {
-    let c = &broker.config;
-    let set = |name, value: String| ConfigEntry {
-        name,
-        value,
-        default: false,
-    };
-    vec![
-        set("num.partitions", c.partitions.to_string()),
-        set("message.max.bytes", c.message_max_bytes.to_string()),
-        set("fetch.max.bytes", c.fetch_max_bytes.to_string()),
-        set(
-            "socket.request.max.bytes",
-            c.limits.max_request_bytes.to_string(),
-        ),
-        set(
-            "queued.max.request.bytes",
-            c.limits.queued_bytes.to_string(),
-        ),
-        set(
-            "connections.max.idle.ms",
-            c.limits.idle.as_millis().to_string(),
-        ),
-        set(
-            "group.initial.rebalance.delay.ms",
-            c.initial_rebalance_delay.as_millis().to_string(),
-        ),
-        set("group.max.size", c.group_max_size.to_string()),
-        set("log.segment.bytes", c.log.segment_bytes.to_string()),
-        set("log.retention.ms", signed(c.log.retention.ms)),
-        set("log.retention.bytes", signed(c.log.retention.bytes)),
-        set(
-            "log.retention.check.interval.ms",
-            c.retention_check.as_millis().to_string(),
-        ),
-        set(
-            "log.dirs",
-            c.data_dir
-                .as_ref()
-                .map_or(String::new(), |d| d.display().to_string()),
-        ),
-    ]
-}
-
-/// DescribeConfigs (of `version`): a topic's configs or the broker's
-/// (resource "0"), all or the keys asked for; read-only (AlterConfigs is
-/// not served).
-pub fn describe_configs(
-    broker: &Broker,
-    version: i16,
-    request: &DescribeConfigsRequest,
-) -> DescribeConfigsResponse {
-    let mut response = DescribeConfigsResponse::default();
-    for resource in &request.resources {
-        let mut result = describe_configs_response::DescribeConfigsResult::default();
-        result.resource_type = resource.resource_type;
-        result.resource_name = resource.resource_name.clone();
-        let entries = match resource.resource_type {
-            TOPIC_RESOURCE => broker
-                .existing_topic(&resource.resource_name)
-                .map(|_| topic_configs(broker))
-                .ok_or(ResponseError::UnknownTopicOrPartition),
-            BROKER_RESOURCE if matches!(resource.resource_name.as_str(), "0" | "") => {
-                Ok(broker_configs(broker))
-            }
-            BROKER_RESOURCE => Err(ResponseError::InvalidRequest),
-            _ => Err(ResponseError::InvalidRequest),
-        };
-        match entries {
-            Ok(entries) => {
-                result.configs = entries
-                    .into_iter()
-                    .filter(|e| {
-                        resource
-                            .configuration_keys
-                            .as_ref()
-                            .is_none_or(|keys| keys.iter().any(|k| k.as_str() == e.name))
-                    })
-                    .map(|e| {
-                        let mut config =
-                            describe_configs_response::DescribeConfigsResourceResult::default();
-                        config.name = str_bytes(e.name);
-                        config.value = Some(str_bytes(&e.value));
-                        config.read_only = true;
-                        // Only v0 has is_default; later ones say it
-                        // with the source.
-                        config.is_default = version == 0 && e.default;
-                        config.config_source = if e.default {
-                            DEFAULT_CONFIG
-                        } else {
-                            STATIC_BROKER_CONFIG
-                        };
-                        config
-                    })
-                    .collect();
-            }
-            Err(error) => {
-                result.error_code = error.code();
-                result.error_message = Some(str_bytes(&error.to_string()));
-            }
-        }
-        response.results.push(result);
     }
     response
 }

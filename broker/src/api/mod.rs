@@ -3,7 +3,8 @@
 //!
 //! | module | requests |
 //! |---|---|
-//! | [`metadata`] | ApiVersions, Metadata, CreateTopics, DeleteTopics, DescribeConfigs |
+//! | [`metadata`] | ApiVersions, Metadata |
+//! | [`admin`] | CreateTopics, CreatePartitions, DeleteTopics, DescribeConfigs, AlterConfigs, IncrementalAlterConfigs |
 //! | [`produce`] | Produce (acks 0, 1, -1; -1 waits for the group commit), InitProducerId |
 //! | [`fetch`] | Fetch (waits in the fetch purgatory), ListOffsets |
 //! | [`groups`] | FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, ListGroups, DescribeGroups |
@@ -22,6 +23,7 @@ use kafka_protocol::ResponseError;
 use crate::broker::Broker;
 use crate::wire::{scan, Answer};
 
+pub mod admin;
 pub mod fetch;
 pub mod groups;
 pub mod metadata;
@@ -70,6 +72,9 @@ pub const SERVED: &[Served] = &[
     Served::new(ApiKey::ListGroups, 0, 4),
     Served::new(ApiKey::DescribeGroups, 0, 5),
     Served::new(ApiKey::DescribeConfigs, 0, 4),
+    Served::new(ApiKey::CreatePartitions, 0, 3),
+    Served::new(ApiKey::AlterConfigs, 0, 2),
+    Served::new(ApiKey::IncrementalAlterConfigs, 0, 1),
 ];
 
 /// The entry of `key` in [`SERVED`].
@@ -162,6 +167,7 @@ impl Header {
             },
             version: self.version,
             response,
+            streamed: Vec::new(),
         }
     }
 }
@@ -236,12 +242,21 @@ pub async fn serve(
     };
     let response = match request {
         RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(metadata::api_versions()),
-        RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::metadata(broker, r)),
+        RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::metadata(broker, r).await),
         RequestKind::CreateTopics(r) => {
-            ResponseKind::CreateTopics(metadata::create_topics(broker, &r))
+            ResponseKind::CreateTopics(admin::create_topics(broker, &r).await)
+        }
+        RequestKind::AlterConfigs(r) => {
+            ResponseKind::AlterConfigs(admin::alter_configs(broker, &r).await)
+        }
+        RequestKind::IncrementalAlterConfigs(r) => ResponseKind::IncrementalAlterConfigs(
+            admin::incremental_alter_configs(broker, &r).await,
+        ),
+        RequestKind::CreatePartitions(r) => {
+            ResponseKind::CreatePartitions(admin::create_partitions(broker, &r).await)
         }
         RequestKind::DeleteTopics(r) => {
-            ResponseKind::DeleteTopics(metadata::delete_topics(broker, &r))
+            ResponseKind::DeleteTopics(admin::delete_topics(broker, &r))
         }
         RequestKind::Produce(r) => match produce::produce(broker, r).await? {
             Some(response) => ResponseKind::Produce(response),
@@ -250,7 +265,12 @@ pub async fn serve(
         RequestKind::InitProducerId(r) => {
             ResponseKind::InitProducerId(produce::init_producer_id(broker, &r))
         }
-        RequestKind::Fetch(r) => ResponseKind::Fetch(fetch::fetch(broker, r).await?),
+        RequestKind::Fetch(r) => {
+            let (response, streamed) = fetch::fetch(broker, r).await?;
+            let mut answer = header.answer(ResponseKind::Fetch(response));
+            answer.streamed = streamed;
+            return Ok(Reply::Answer(Box::new(answer)));
+        }
         RequestKind::ListOffsets(r) => ResponseKind::ListOffsets(fetch::list_offsets(broker, &r)),
         RequestKind::FindCoordinator(_) => {
             ResponseKind::FindCoordinator(groups::find_coordinator(broker))
@@ -263,7 +283,7 @@ pub async fn serve(
             ResponseKind::DescribeGroups(groups::describe_groups(broker, &r))
         }
         RequestKind::DescribeConfigs(r) => {
-            ResponseKind::DescribeConfigs(metadata::describe_configs(broker, version, &r))
+            ResponseKind::DescribeConfigs(admin::describe_configs(broker, version, &r))
         }
         RequestKind::SyncGroup(r) => ResponseKind::SyncGroup(groups::sync_group(broker, r).await),
         RequestKind::Heartbeat(r) => ResponseKind::Heartbeat(groups::heartbeat(broker, &r)),

@@ -121,7 +121,9 @@ async fn append(
     let deadline = tokio::time::Instant::now() + request_timeout(request);
     for topic_data in &request.topic_data {
         let name = topic_data.name.to_string();
-        let topic = broker.topic(&name);
+        // Only Metadata creates topics (Kafka's rule): a produce to one
+        // that does not exist is UNKNOWN_TOPIC_OR_PARTITION.
+        let topic = broker.existing_topic(&name);
         let mut topic_response = produce_response::TopicProduceResponse::default();
         topic_response.name = topic_data.name.clone();
         for partition in &topic_data.partition_data {
@@ -201,7 +203,9 @@ enum Stalled {
 /// # Errors
 ///
 /// CORRUPT_MESSAGE for malformed batches (or a CRC that does not match),
-/// MESSAGE_TOO_LARGE for a batch over `--message-max-bytes`, the
+/// MESSAGE_TOO_LARGE for a batch over the topic's `max.message.bytes` (else
+/// `--message-max-bytes`), NOT_ENOUGH_REPLICAS for acks=-1 to a topic whose
+/// `min.insync.replicas` is above 1, the
 /// producer's refusal (OUT_OF_ORDER_SEQUENCE_NUMBER,
 /// INVALID_PRODUCER_EPOCH), KAFKA_STORAGE_ERROR if the segment files
 /// cannot be written or made (or the log is failed), REQUEST_TIMED_OUT if
@@ -213,8 +217,15 @@ async fn append_partition(
     acks: i16,
     deadline: tokio::time::Instant,
 ) -> Result<Appended, ResponseError> {
+    let config = &target.topic.config;
+    // One node holds one replica: more in sync cannot be had (Kafka's
+    // answer when the in-sync replicas are fewer than the topic asks).
+    if acks == -1 && config.min_insync_replicas.is_some_and(|n| n > 1) {
+        return Err(ResponseError::NotEnoughReplicas);
+    }
     let batches = split_batches(records).ok_or(ResponseError::CorruptMessage)?;
-    if batches.iter().any(|b| b.len() > broker.message_max_bytes) {
+    let max = config.max_message_bytes.unwrap_or(broker.message_max_bytes);
+    if batches.iter().any(|b| b.len() > max) {
         return Err(ResponseError::MessageTooLarge);
     }
     let mut rest = batches.as_slice();
@@ -299,14 +310,16 @@ fn append_batches(
 
 /// InitProducerId: a fresh producer id with epoch 0, or (v3+, for a
 /// producer that gives its id and epoch) the same id with the next epoch.
-/// Transactions are not served.
+/// Transactions are not served: a transactional id is answered
+/// UNSUPPORTED_VERSION, as Kafka answers it when its inter-broker protocol
+/// predates transactions (not an authorization error).
 pub fn init_producer_id(
     broker: &Broker,
     request: &InitProducerIdRequest,
 ) -> InitProducerIdResponse {
     let mut response = InitProducerIdResponse::default();
     if request.transactional_id.is_some() {
-        response.error_code = ResponseError::TransactionalIdAuthorizationFailed.code();
+        response.error_code = ResponseError::UnsupportedVersion.code();
         response.producer_id = ProducerId(NO_PRODUCER);
         response.producer_epoch = -1;
         return response;
@@ -350,7 +363,14 @@ mod tests {
                 listen: "127.0.0.1:0".into(),
                 partitions: 1,
                 data_dir: None,
-                limits: crate::wire::Limits::new(1 << 20, 1 << 20, Duration::from_secs(60)),
+                limits: crate::wire::Limits::new(
+                    1 << 20,
+                    1 << 20,
+                    1 << 20,
+                    Duration::from_secs(60),
+                    Duration::from_secs(60),
+                    Duration::from_secs(60),
+                ),
                 message_max_bytes: 1 << 20,
                 fetch_max_bytes: 1 << 20,
                 initial_rebalance_delay: Duration::ZERO,
@@ -363,9 +383,17 @@ mod tests {
                 },
                 retention_check: Duration::from_secs(60),
                 group_max_size: 10,
+                partition_limits: crate::topics::PartitionLimits {
+                    per_request: 10,
+                    per_broker: 10,
+                },
             };
             let broker = start(&config).await.unwrap();
-            let topic = broker.topic("stuck").unwrap();
+            let mut quota = crate::topics::RequestQuota::new(config.partition_limits);
+            let topic = broker
+                .create_topic("stuck", 1, Default::default(), &mut quota)
+                .await
+                .unwrap();
             {
                 // A roll work that never comes back (a disk that hangs):
                 // the partition's first segment is never made.

@@ -25,6 +25,14 @@ impl Coordinator {
         self.group(group_id).lock().offsets.insert(at, committed);
     }
 
+    /// Forgets every group's commits of `topic` (deleted).
+    pub fn forget_topic(&self, topic: &str) {
+        let groups: Vec<Arc<Mutex<Group>>> = self.groups.lock().values().cloned().collect();
+        for group in groups {
+            group.lock().offsets.retain(|at, _| at.topic != topic);
+        }
+    }
+
     /// The committed offset of a partition, if any.
     pub fn committed(&self, group_id: &str, at: &TopicPartition) -> Option<Committed> {
         self.find(group_id)?.lock().offsets.get(at).cloned()

@@ -23,7 +23,10 @@
 //! freed by the kernel when the broker exits, however it exits): the same
 //! bounded memory, nothing kept across a restart.
 
+use std::sync::Arc;
+
 pub mod batch;
+pub mod config;
 pub mod index;
 pub mod partition;
 pub mod read;
@@ -34,7 +37,7 @@ pub mod sync;
 
 pub use batch::{BatchHeader, Timed};
 pub use partition::{AppendError, Log, Unreadable};
-pub use read::First;
+pub use read::{FileRange, First, Records};
 pub use retention::Retention;
 pub use roll::RollWork;
 pub use segment::Place;
@@ -67,28 +70,51 @@ pub struct Position {
     pub offset: i64,
 }
 
-/// A topic: its partitions.
+/// A topic: its partitions. CreatePartitions makes a new `Topic` that
+/// shares the old one's logs, notification and liveness, with more logs.
 pub struct Topic {
     /// Its partitions' logs, by index.
-    pub partitions: Vec<parking_lot::Mutex<Log>>,
+    pub partitions: Vec<Arc<parking_lot::Mutex<Log>>>,
     /// Notified when a roll work of one of its partitions comes back:
     /// wakes the produces waiting for a new segment
     /// ([`AppendError::Rolling`]).
-    pub rolled: tokio::sync::Notify,
+    pub rolled: Arc<tokio::sync::Notify>,
+    /// Its own configs, over the broker's.
+    pub config: config::TopicConfig,
     /// Whether its directory is still its own: false once it is deleted
     /// (the directory then holds nothing of it, or a new topic's files).
     /// A roll work makes files only under a read guard of `true`; the
     /// deletion takes the write guard, so it waits for the work running.
-    pub live: parking_lot::RwLock<bool>,
+    pub live: Arc<parking_lot::RwLock<bool>>,
 }
 
 impl Topic {
-    /// A topic of these logs.
-    pub fn new(logs: Vec<Log>) -> Topic {
+    /// A topic of these logs, with these configs.
+    pub fn new(logs: Vec<Log>, config: config::TopicConfig) -> Topic {
         Topic {
-            partitions: logs.into_iter().map(parking_lot::Mutex::new).collect(),
-            rolled: tokio::sync::Notify::new(),
-            live: parking_lot::RwLock::new(true),
+            partitions: logs
+                .into_iter()
+                .map(|log| Arc::new(parking_lot::Mutex::new(log)))
+                .collect(),
+            config,
+            rolled: Arc::new(tokio::sync::Notify::new()),
+            live: Arc::new(parking_lot::RwLock::new(true)),
+        }
+    }
+
+    /// The topic with `more` logs after its own (CreatePartitions) and
+    /// `config` (AlterConfigs): the same logs, notification and liveness.
+    pub fn rebuilt(&self, more: Vec<Log>, config: config::TopicConfig) -> Topic {
+        let mut partitions = self.partitions.clone();
+        partitions.extend(
+            more.into_iter()
+                .map(|log| Arc::new(parking_lot::Mutex::new(log))),
+        );
+        Topic {
+            partitions,
+            config,
+            rolled: Arc::clone(&self.rolled),
+            live: Arc::clone(&self.live),
         }
     }
 

@@ -73,6 +73,57 @@ impl Slice {
         let Some(file) = &self.file else {
             return Ok(Bytes::new());
         };
+        let want = self.bound(file, limit, first)?;
+        let mut bytes = vec![0u8; usize::try_from(want).unwrap_or(usize::MAX)];
+        file.read_exact_at(&mut bytes, self.start)?;
+        // Cut after the last whole batch.
+        let mut at = 0usize;
+        while at + LENGTH_PREFIX <= bytes.len() {
+            match whole_len(&bytes[at..]).and_then(|n| at.checked_add(n)) {
+                Some(end) if end <= bytes.len() => at = end,
+                _ => break,
+            }
+        }
+        bytes.truncate(at);
+        Ok(Bytes::from(bytes))
+    }
+
+    /// What [`read`](Self::read) reads, but past [`INLINE_BYTES`] left in
+    /// the file as a [`FileRange`] to stream from it (Kafka's
+    /// `FileRecords`): its whole batches found by walking their headers,
+    /// so an answer's records cost no memory however large.
+    ///
+    /// # Errors
+    ///
+    /// As [`read`](Self::read).
+    pub fn serve(&self, limit: usize, first: First) -> Result<Records, Unreadable> {
+        let Some(file) = &self.file else {
+            return Ok(Records::Inline(Bytes::new()));
+        };
+        let want = self.bound(file, limit, first)?;
+        if want <= INLINE_BYTES {
+            return self.read(limit, first).map(Records::Inline);
+        }
+        let end = self.start + want;
+        let mut cut = self.start;
+        for found in Reader::new(file, self.end).walk(self.start) {
+            let found = found?;
+            if found.end() > end {
+                break;
+            }
+            cut = found.end();
+        }
+        Ok(Records::File(FileRange {
+            file: Arc::clone(file),
+            start: self.start,
+            len: cut - self.start,
+        }))
+    }
+
+    /// The bytes from the start to read: `limit` (at most the slice's),
+    /// and with [`First::Whole`] at least the first batch, checked as
+    /// [`read`](Self::read) says.
+    fn bound(&self, file: &File, limit: usize, first: First) -> Result<u64, Unreadable> {
         let available = self.len();
         let mut want = (limit as u64).min(available);
         if let First::Whole { max } = first {
@@ -100,19 +151,49 @@ impl Slice {
                 want = want.max(len);
             }
         }
-        let mut bytes = vec![0u8; usize::try_from(want).unwrap_or(usize::MAX)];
-        file.read_exact_at(&mut bytes, self.start)?;
-        // Cut after the last whole batch.
-        let mut at = 0usize;
-        while at + LENGTH_PREFIX <= bytes.len() {
-            match whole_len(&bytes[at..]).and_then(|n| at.checked_add(n)) {
-                Some(end) if end <= bytes.len() => at = end,
-                _ => break,
-            }
-        }
-        bytes.truncate(at);
-        Ok(Bytes::from(bytes))
+        Ok(want)
     }
+}
+
+/// The most records an answer holds in memory, bytes; more are streamed
+/// from the log file.
+pub const INLINE_BYTES: u64 = 1024 * 1024;
+
+/// A fetch answer's records for one partition.
+#[derive(Clone, Debug)]
+pub enum Records {
+    /// Read into memory (at most [`INLINE_BYTES`]).
+    Inline(Bytes),
+    /// Left in the log file, to be streamed from it.
+    File(FileRange),
+}
+
+impl Records {
+    /// Bytes of records.
+    pub fn len(&self) -> u64 {
+        match self {
+            Records::Inline(bytes) => bytes.len() as u64,
+            Records::File(range) => range.len,
+        }
+    }
+
+    /// Whether it holds none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Bytes of a log file: whole batches, appended before the range was
+/// taken, so they never change (a segment deleted meanwhile stays
+/// readable through its open file).
+#[derive(Clone, Debug)]
+pub struct FileRange {
+    /// The file.
+    pub file: Arc<File>,
+    /// The first byte.
+    pub start: u64,
+    /// Bytes.
+    pub len: u64,
 }
 
 /// How a fetch treats the first batch of its answer.

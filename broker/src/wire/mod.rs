@@ -5,26 +5,36 @@
 //!
 //! * a length outside `8..=max_request_bytes` closes the connection
 //!   (Kafka's `socket.request.max.bytes`);
-//! * every byte read is charged to one budget shared by every connection
-//!   (Kafka's `queued.max.request.bytes`) and stays charged until its
-//!   request is answered; a connection whose bytes the budget cannot cover
-//!   waits, reading nothing more, so the broker holds at most the budget
-//!   plus one read ([`READ_CHUNK`]) per connection. A frame announcing
-//!   16 MiB and sending 4 bytes is charged 8 bytes, not 16 MiB, so stalled
-//!   frames cannot starve the connections that do send. (Frames in
-//!   progress that together exceed the budget wait for one another until
-//!   one completes, goes away, or is closed for silence.)
+//! * every byte read is charged to one [`Budget`] shared by every
+//!   connection (Kafka's `queued.max.request.bytes`) and stays charged
+//!   until its request is answered; a connection whose bytes the budget
+//!   cannot cover waits, reading nothing more, so the broker holds at most
+//!   the budget plus one read ([`READ_CHUNK`]) per connection. A frame
+//!   announcing 16 MiB and sending 4 bytes is charged 8 bytes, not 16 MiB;
+//!   large frames in progress may hold only the budget's bulk pool, and
+//!   small requests still find its reserve ([`budget`]);
+//! * one connection holds at most its share of the budget
+//!   (`connection_bytes`), or, while it is served nothing, the one request
+//!   it is reading and one read: while a request is served, the next is
+//!   read ahead only within the share;
+//! * a request that has begun arriving and then sends nothing for
+//!   `read_timeout` (seconds, not the idle time) is closed, and its bytes
+//!   leave the budget;
 //! * the buffer grows as bytes arrive, at most doubling what arrived (from
 //!   [`SLACK`]), never by the length a frame announces;
 //! * a connection silent for `idle` (Kafka's `connections.max.idle.ms`),
 //!   between frames or in the middle of one, is closed.
+//!
+//! Answers go out through [`stream`]: a fetch's large records from their
+//! log files, and an answer that makes no progress for `write_timeout`
+//! closes its connection; nothing more is read from a connection until its
+//! answer is written (Kafka's muting).
 //!
 //! While a request is served, [`Frames::closed`] reads on only to notice
 //! the client going away. Each frame is then walked by [`scan`] against its
 //! layout before anything decodes it. [`Answer`] is a response with the
 //! versions to encode it in.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
@@ -32,12 +42,18 @@ use kafka_protocol::messages::{ResponseHeader, ResponseKind};
 use kafka_protocol::protocol::Encodable;
 use tokio::io::AsyncReadExt;
 use tokio::net::tcp::OwnedReadHalf;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+pub use budget::{Budget, Charge};
+
+pub mod budget;
 #[cfg(test)]
 pub mod sample;
 pub mod scan;
 pub mod schema;
+pub mod stream;
+
+use crate::log::FileRange;
+use stream::{Part, Prefix};
 
 /// The smallest request frame: api key, version and correlation id.
 pub const MIN_FRAME: usize = 8;
@@ -61,20 +77,39 @@ pub struct Limits {
     /// connection: its size.
     pub queued_bytes: usize,
     /// The same budget: what is left of it.
-    pub budget: Arc<Semaphore>,
+    pub budget: Budget,
+    /// The most of the budget one connection holds, bytes (but for the
+    /// one request it reads while it is served nothing).
+    pub connection_bytes: usize,
     /// How long a connection may send nothing.
     pub idle: Duration,
+    /// How long a request that has begun arriving may send nothing.
+    pub read_timeout: Duration,
+    /// How long an answer may make no progress.
+    pub write_timeout: Duration,
 }
 
 impl Limits {
-    /// Limits of `max_request_bytes` per frame, `queued_bytes` in total,
-    /// and `idle` silence.
-    pub fn new(max_request_bytes: usize, queued_bytes: usize, idle: Duration) -> Limits {
+    /// Limits of `max_request_bytes` per frame, `queued_bytes` in total
+    /// and `connection_bytes` per connection, `idle` silence between
+    /// requests, `read_timeout` within one and `write_timeout` in an
+    /// answer.
+    pub fn new(
+        max_request_bytes: usize,
+        queued_bytes: usize,
+        connection_bytes: usize,
+        idle: Duration,
+        read_timeout: Duration,
+        write_timeout: Duration,
+    ) -> Limits {
         Limits {
             max_request_bytes,
             queued_bytes,
-            budget: Arc::new(Semaphore::new(queued_bytes.min(Semaphore::MAX_PERMITS))),
+            budget: Budget::new(queued_bytes),
+            connection_bytes,
             idle,
+            read_timeout,
+            write_timeout,
         }
     }
 }
@@ -91,6 +126,8 @@ pub enum FrameError {
     },
     /// Nothing arrived for the idle time.
     Idle(Duration),
+    /// A request began arriving, then nothing more for the read timeout.
+    Stalled(Duration),
     /// The client went away mid-frame, or the socket failed.
     Io(std::io::Error),
 }
@@ -105,6 +142,9 @@ impl std::fmt::Display for FrameError {
                 )
             }
             FrameError::Idle(idle) => write!(f, "nothing arrived for {idle:?}"),
+            FrameError::Stalled(wait) => {
+                write!(f, "a request stopped arriving for {wait:?}")
+            }
             FrameError::Io(e) => write!(f, "cannot read a frame: {e}"),
         }
     }
@@ -118,7 +158,7 @@ pub struct Frame {
     /// The frame's bytes.
     pub bytes: Bytes,
     /// Its charge; dropped once the request is answered.
-    pub charge: Option<OwnedSemaphorePermit>,
+    pub charge: Charge,
 }
 
 /// The request frames of one connection.
@@ -130,9 +170,12 @@ pub struct Frames {
     /// The limits.
     limits: Limits,
     /// The charge of the bytes in `buf`, but for `owed`.
-    charge: Option<OwnedSemaphorePermit>,
+    charge: Charge,
     /// Bytes read and not yet charged.
     owed: usize,
+    /// The charge of the frame last handed out, until the next is asked
+    /// for (its request is then answered).
+    serving: usize,
     /// Whether the client has gone (end of stream or an error).
     gone: bool,
 }
@@ -144,8 +187,9 @@ impl Frames {
             reader,
             buf: BytesMut::new(),
             limits,
-            charge: None,
+            charge: Charge::default(),
             owed: 0,
+            serving: 0,
             gone: false,
         }
     }
@@ -171,19 +215,18 @@ impl Frames {
     /// Charges the bytes read and not yet charged, waiting while the
     /// budget is spent. Cancel-safe: what is not charged stays owed.
     async fn settle(&mut self) {
+        // Bytes of a frame whose length is not read yet are at most a
+        // first read's, small.
+        let small = match self.announced() {
+            Ok(Some(length)) => self.limits.budget.is_small(length + 4),
+            _ => true,
+        };
         while self.owed > 0 {
             let n = u32::try_from(self.owed.min(READ_CHUNK)).unwrap_or(u32::MAX);
-            let budget = Arc::clone(&self.limits.budget);
-            let Ok(permit) = budget.acquire_many_owned(n).await else {
-                // The budget is never closed; if it were, charge nothing.
-                self.owed = 0;
-                return;
-            };
-            self.owed -= permit.num_permits();
-            match self.charge.as_mut() {
-                Some(charge) => charge.merge(permit),
-                None => self.charge = Some(permit),
-            }
+            let charge = self.limits.budget.charge(n, small).await;
+            // (Were the budget closed, the charge would be empty.)
+            self.owed -= n as usize;
+            self.charge.merge(charge);
         }
     }
 
@@ -198,11 +241,18 @@ impl Frames {
     /// [`closed`](Self::closed) then waits for readiness without another
     /// read.
     async fn fill(&mut self, want: usize) -> Result<bool, std::io::Error> {
+        self.fill_within(want, READ_CHUNK).await
+    }
+
+    /// [`fill`](Self::fill), reading at most `most` bytes (at least 1).
+    async fn fill_within(&mut self, want: usize, most: usize) -> Result<bool, std::io::Error> {
         let want = want.clamp(1, READ_CHUNK).min(self.buf.len().max(SLACK));
         if self.buf.capacity() - self.buf.len() < want {
             self.buf.reserve(want.max(SLACK));
         }
-        let limit = (self.buf.capacity() - self.buf.len()).min(READ_CHUNK);
+        let limit = (self.buf.capacity() - self.buf.len())
+            .min(READ_CHUNK)
+            .min(most.max(1));
         match (&mut self.reader)
             .take(limit as u64)
             .read_buf(&mut self.buf)
@@ -242,10 +292,8 @@ impl Frames {
             // the connection does.
             self.buf = BytesMut::from(&self.buf[..]);
         }
-        let charge = match self.charge.as_mut() {
-            Some(all) if all.num_permits() > 4 + length => all.split(4 + length),
-            _ => self.charge.take(),
-        };
+        let charge = self.charge.split(4 + length);
+        self.serving = charge.bytes();
         Ok(Ok(Frame { bytes, charge }))
     }
 
@@ -257,8 +305,12 @@ impl Frames {
     /// [`FrameError`] for a length out of bounds, silence for the idle
     /// time, or a client gone mid-frame.
     pub async fn next(&mut self) -> Result<Option<Frame>, FrameError> {
+        // The last frame is answered.
+        self.serving = 0;
         let idle = self.limits.idle;
         loop {
+            // Waiting for the budget is not the client's silence: only the
+            // idle time bounds it.
             let step = tokio::time::timeout(idle, self.step())
                 .await
                 .map_err(|_| FrameError::Idle(idle))?;
@@ -269,9 +321,18 @@ impl Frames {
             if self.gone {
                 return self.ended();
             }
-            let filled = tokio::time::timeout(idle, self.fill(want))
-                .await
-                .map_err(|_| FrameError::Idle(idle))?;
+            // Within a request, silence is cut short: its bytes hold the
+            // budget.
+            let (wait, error) = if self.buf.is_empty() {
+                (idle, FrameError::Idle(idle))
+            } else {
+                let wait = self.limits.read_timeout.min(idle);
+                (wait, FrameError::Stalled(wait))
+            };
+            let filled = match tokio::time::timeout(wait, self.fill(want)).await {
+                Ok(filled) => filled,
+                Err(_) => return Err(error),
+            };
             if !filled.map_err(FrameError::Io)? {
                 return self.ended();
             }
@@ -290,8 +351,9 @@ impl Frames {
     /// Resolves once the client goes away; meanwhile reads on until the
     /// next frame is whole (a read may take more than it lacks, as
     /// [`fill`](Self::fill) does), charging what it reads (and only waiting
-    /// once the budget is spent or the next frame is whole). Cancel-safe: bytes
-    /// read stay buffered for [`next`](Self::next).
+    /// once the budget is spent, the connection's share is reached, or the
+    /// next frame is whole). Cancel-safe: bytes read stay buffered for
+    /// [`next`](Self::next).
     pub async fn closed(&mut self) {
         loop {
             self.settle().await;
@@ -301,13 +363,23 @@ impl Frames {
                 // Whole, or out of bounds: `next` will say.
                 _ => break,
             };
-            if self.gone || !matches!(self.fill(want).await, Ok(true)) {
+            // The connection's share: the request in service and what is
+            // read of the next.
+            let held = self.serving + self.charge.bytes() + self.owed;
+            let room = self.limits.connection_bytes.saturating_sub(held);
+            if room == 0 {
+                break;
+            }
+            if self.gone || !matches!(self.fill_within(want, room).await, Ok(true)) {
                 return;
             }
         }
         std::future::pending::<()>().await;
     }
 }
+
+/// Fetch's first flexible version (compact records).
+const FETCH_FIRST_FLEXIBLE: i16 = 12;
 
 /// An answer: a response and the versions to encode it in.
 pub struct Answer {
@@ -319,6 +391,9 @@ pub struct Answer {
     pub version: i16,
     /// The response.
     pub response: ResponseKind,
+    /// File ranges sent in the places of the response's records that
+    /// hold [`stream::Marker::new`]`(i)`, for the `i`th.
+    pub streamed: Vec<FileRange>,
 }
 
 /// A response that cannot be encoded in its version: a bug of ours.
@@ -343,12 +418,34 @@ impl std::fmt::Display for EncodeError {
 impl std::error::Error for EncodeError {}
 
 impl Answer {
-    /// The answer's frame: length, header, response.
+    /// The answer's frame in parts to write: length, header, response,
+    /// with the streamed file ranges in their markers' places.
     ///
     /// # Errors
     ///
     /// [`EncodeError`] if the response does not fit its version.
-    pub fn encode(&self) -> Result<Bytes, EncodeError> {
+    pub fn encode_parts(self) -> Result<Vec<Part>, EncodeError> {
+        let frame = self.encode()?;
+        if self.streamed.is_empty() {
+            return Ok(vec![Part::Bytes(frame)]);
+        }
+        // Fetch's records are compact bytes from its first flexible
+        // version.
+        let prefix = if self.version >= FETCH_FIRST_FLEXIBLE {
+            Prefix::Compact
+        } else {
+            Prefix::Int32
+        };
+        stream::splice(frame, self.streamed, prefix, self.version)
+    }
+
+    /// The answer's frame: length, header, response (markers, not file
+    /// ranges, in the places of streamed records).
+    ///
+    /// # Errors
+    ///
+    /// [`EncodeError`] if the response does not fit its version.
+    fn encode(&self) -> Result<Bytes, EncodeError> {
         let fail = |reason: String| EncodeError {
             version: self.version,
             reason,

@@ -164,6 +164,9 @@ pub fn request_schema(key: ApiKey) -> Option<&'static Schema> {
         ApiKey::ListGroups => &schema::LIST_GROUPS_REQUEST,
         ApiKey::DescribeGroups => &schema::DESCRIBE_GROUPS_REQUEST,
         ApiKey::DescribeConfigs => &schema::DESCRIBE_CONFIGS_REQUEST,
+        ApiKey::CreatePartitions => &schema::CREATE_PARTITIONS_REQUEST,
+        ApiKey::AlterConfigs => &schema::ALTER_CONFIGS_REQUEST,
+        ApiKey::IncrementalAlterConfigs => &schema::INCREMENTAL_ALTER_CONFIGS_REQUEST,
         _ => return None,
     })
 }
@@ -453,6 +456,9 @@ mod tests {
             ApiKey::ListGroups,
             ApiKey::DescribeGroups,
             ApiKey::DescribeConfigs,
+            ApiKey::CreatePartitions,
+            ApiKey::AlterConfigs,
+            ApiKey::IncrementalAlterConfigs,
         ]
         .into_iter()
         .flat_map(|key| {

@@ -1241,3 +1241,237 @@ pub static DESCRIBE_CONFIGS_RESOURCE: Schema = Schema {
     ],
     tags: &[],
 };
+
+/// `CreatePartitionsAssignment`.
+pub static CREATE_PARTITIONS_ASSIGNMENT: Schema = Schema {
+    name: "CreatePartitionsAssignment",
+    max_version: 3,
+    flexible: &[(2, 3)],
+    fields: &[
+        Field {
+            versions: &[(2, 3)],
+            kind: Kind::CompactArray(Elem::Fixed(4)),
+        },
+        Field {
+            versions: &[(0, 1)],
+            kind: Kind::Array(Elem::Fixed(4)),
+        },
+    ],
+    tags: &[],
+};
+
+/// `CreatePartitionsRequest`.
+pub static CREATE_PARTITIONS_REQUEST: Schema = Schema {
+    name: "CreatePartitionsRequest",
+    max_version: 3,
+    flexible: &[(2, 3)],
+    fields: &[
+        Field {
+            versions: &[(2, 3)],
+            kind: Kind::CompactArray(Elem::Struct(&CREATE_PARTITIONS_TOPIC)),
+        },
+        Field {
+            versions: &[(0, 1)],
+            kind: Kind::Array(Elem::Struct(&CREATE_PARTITIONS_TOPIC)),
+        },
+        Field {
+            versions: &[(0, 3)],
+            kind: Kind::One(Elem::Fixed(4)),
+        },
+        Field {
+            versions: &[(0, 3)],
+            kind: Kind::One(Elem::Fixed(1)),
+        },
+    ],
+    tags: &[],
+};
+
+/// `CreatePartitionsTopic`.
+pub static CREATE_PARTITIONS_TOPIC: Schema = Schema {
+    name: "CreatePartitionsTopic",
+    max_version: 3,
+    flexible: &[(2, 3)],
+    fields: &[
+        Field {
+            versions: &[(2, 3)],
+            kind: Kind::One(Elem::CompactStr),
+        },
+        Field {
+            versions: &[(0, 1)],
+            kind: Kind::One(Elem::Str),
+        },
+        Field {
+            versions: &[(0, 3)],
+            kind: Kind::One(Elem::Fixed(4)),
+        },
+        Field {
+            versions: &[(2, 3)],
+            kind: Kind::CompactArray(Elem::Struct(&CREATE_PARTITIONS_ASSIGNMENT)),
+        },
+        Field {
+            versions: &[(0, 1)],
+            kind: Kind::Array(Elem::Struct(&CREATE_PARTITIONS_ASSIGNMENT)),
+        },
+    ],
+    tags: &[],
+};
+
+/// `AlterConfigsRequest`.
+pub static ALTER_CONFIGS_REQUEST: Schema = Schema {
+    name: "AlterConfigsRequest",
+    max_version: 2,
+    flexible: &[(2, 2)],
+    fields: &[
+        Field {
+            versions: &[(2, 2)],
+            kind: Kind::CompactArray(Elem::Struct(&ALTER_CONFIGS_RESOURCE)),
+        },
+        Field {
+            versions: &[(0, 1)],
+            kind: Kind::Array(Elem::Struct(&ALTER_CONFIGS_RESOURCE)),
+        },
+        Field {
+            versions: &[(0, 2)],
+            kind: Kind::One(Elem::Fixed(1)),
+        },
+    ],
+    tags: &[],
+};
+
+/// `AlterConfigsResource`.
+pub static ALTER_CONFIGS_RESOURCE: Schema = Schema {
+    name: "AlterConfigsResource",
+    max_version: 2,
+    flexible: &[(2, 2)],
+    fields: &[
+        Field {
+            versions: &[(0, 2)],
+            kind: Kind::One(Elem::Fixed(1)),
+        },
+        Field {
+            versions: &[(2, 2)],
+            kind: Kind::One(Elem::CompactStr),
+        },
+        Field {
+            versions: &[(0, 1)],
+            kind: Kind::One(Elem::Str),
+        },
+        Field {
+            versions: &[(2, 2)],
+            kind: Kind::CompactArray(Elem::Struct(&ALTERABLE_CONFIG)),
+        },
+        Field {
+            versions: &[(0, 1)],
+            kind: Kind::Array(Elem::Struct(&ALTERABLE_CONFIG)),
+        },
+    ],
+    tags: &[],
+};
+
+/// `AlterableConfig`.
+pub static ALTERABLE_CONFIG: Schema = Schema {
+    name: "AlterableConfig",
+    max_version: 2,
+    flexible: &[(2, 2)],
+    fields: &[
+        Field {
+            versions: &[(2, 2)],
+            kind: Kind::One(Elem::CompactStr),
+        },
+        Field {
+            versions: &[(0, 1)],
+            kind: Kind::One(Elem::Str),
+        },
+        Field {
+            versions: &[(2, 2)],
+            kind: Kind::One(Elem::CompactStr),
+        },
+        Field {
+            versions: &[(0, 1)],
+            kind: Kind::One(Elem::Str),
+        },
+    ],
+    tags: &[],
+};
+
+/// `AlterConfigsResource`.
+pub static INCREMENTAL_ALTER_CONFIGS_RESOURCE: Schema = Schema {
+    name: "AlterConfigsResource",
+    max_version: 1,
+    flexible: &[(1, 1)],
+    fields: &[
+        Field {
+            versions: &[(0, 1)],
+            kind: Kind::One(Elem::Fixed(1)),
+        },
+        Field {
+            versions: &[(1, 1)],
+            kind: Kind::One(Elem::CompactStr),
+        },
+        Field {
+            versions: &[(0, 0)],
+            kind: Kind::One(Elem::Str),
+        },
+        Field {
+            versions: &[(1, 1)],
+            kind: Kind::CompactArray(Elem::Struct(&INCREMENTAL_ALTERABLE_CONFIG)),
+        },
+        Field {
+            versions: &[(0, 0)],
+            kind: Kind::Array(Elem::Struct(&INCREMENTAL_ALTERABLE_CONFIG)),
+        },
+    ],
+    tags: &[],
+};
+
+/// `AlterableConfig`.
+pub static INCREMENTAL_ALTERABLE_CONFIG: Schema = Schema {
+    name: "AlterableConfig",
+    max_version: 1,
+    flexible: &[(1, 1)],
+    fields: &[
+        Field {
+            versions: &[(1, 1)],
+            kind: Kind::One(Elem::CompactStr),
+        },
+        Field {
+            versions: &[(0, 0)],
+            kind: Kind::One(Elem::Str),
+        },
+        Field {
+            versions: &[(0, 1)],
+            kind: Kind::One(Elem::Fixed(1)),
+        },
+        Field {
+            versions: &[(1, 1)],
+            kind: Kind::One(Elem::CompactStr),
+        },
+        Field {
+            versions: &[(0, 0)],
+            kind: Kind::One(Elem::Str),
+        },
+    ],
+    tags: &[],
+};
+
+/// `IncrementalAlterConfigsRequest`.
+pub static INCREMENTAL_ALTER_CONFIGS_REQUEST: Schema = Schema {
+    name: "IncrementalAlterConfigsRequest",
+    max_version: 1,
+    flexible: &[(1, 1)],
+    fields: &[
+        Field {
+            versions: &[(1, 1)],
+            kind: Kind::CompactArray(Elem::Struct(&INCREMENTAL_ALTER_CONFIGS_RESOURCE)),
+        },
+        Field {
+            versions: &[(0, 0)],
+            kind: Kind::Array(Elem::Struct(&INCREMENTAL_ALTER_CONFIGS_RESOURCE)),
+        },
+        Field {
+            versions: &[(0, 1)],
+            kind: Kind::One(Elem::Fixed(1)),
+        },
+    ],
+    tags: &[],
+};

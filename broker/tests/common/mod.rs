@@ -4,7 +4,7 @@
 #![allow(dead_code)] // each test binary uses its own part
 
 mod wire;
-pub use wire::{frame, read_frame};
+pub use wire::{frame, metadata_frame, read_frame};
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -162,6 +162,14 @@ impl Broker {
         s
     }
 
+    /// Creates `topics` (with the broker's `--partitions`) through
+    /// Metadata, the one request that creates topics.
+    pub fn create(&self, topics: &[&str]) {
+        let mut s = self.connect();
+        s.write_all(&metadata_frame(Some(topics), true)).unwrap();
+        assert!(read_frame(&mut s).is_some(), "Metadata not answered");
+    }
+
     /// Whether a fresh connection is answered (an ApiVersions round trip).
     pub fn answers(&self) -> bool {
         let mut s = self.connect();
@@ -291,6 +299,13 @@ pub fn join_frame_of(version: i16, group: &str, member: &str, rebalance_ms: i32)
 /// Everything kcat reads of `topic`'s partition 0 from the beginning:
 /// (offset, value) pairs.
 pub fn consume(broker: &Broker, topic: &str) -> Vec<(i64, String)> {
+    consume_partition(broker, topic, 0)
+}
+
+/// Everything kcat reads of `topic`'s `partition` from the beginning:
+/// (offset, value) pairs.
+pub fn consume_partition(broker: &Broker, topic: &str, partition: i32) -> Vec<(i64, String)> {
+    let partition = partition.to_string();
     let (ok, out, err) = kcat(
         &[
             "-b",
@@ -299,7 +314,7 @@ pub fn consume(broker: &Broker, topic: &str) -> Vec<(i64, String)> {
             topic,
             "-C",
             "-p",
-            "0",
+            &partition,
             "-o",
             "beginning",
             "-e",

@@ -6,7 +6,9 @@ use std::io::Read;
 use std::net::TcpStream;
 
 use bytes::{BufMut, Bytes, BytesMut};
-use kafka_protocol::messages::{ApiKey, RequestHeader};
+use kafka_protocol::messages::{
+    metadata_request, ApiKey, MetadataRequest, RequestHeader, TopicName,
+};
 use kafka_protocol::protocol::{Encodable, StrBytes};
 
 /// A request frame: length, header (v1 or v2 as the version needs), body.
@@ -25,6 +27,24 @@ pub fn frame(key: ApiKey, version: i16, body: impl FnOnce(&mut BytesMut)) -> Byt
     out.put_i32(buf.len() as i32);
     out.put_slice(&buf);
     out.freeze()
+}
+
+/// A Metadata (v9) of `topics` (`None`: every topic), creating those that
+/// do not exist if `create` (the one request that creates topics).
+pub fn metadata_frame(topics: Option<&[&str]>, create: bool) -> Bytes {
+    let mut request = MetadataRequest::default();
+    request.topics = topics.map(|names| {
+        names
+            .iter()
+            .map(|name| {
+                let mut t = metadata_request::MetadataRequestTopic::default();
+                t.name = Some(TopicName(StrBytes::from_string(name.to_string())));
+                t
+            })
+            .collect()
+    });
+    request.allow_auto_topic_creation = create;
+    frame(ApiKey::Metadata, 9, |b| request.encode(b, 9).unwrap())
 }
 
 /// Reads one answer frame (without its length); `None` if the connection
