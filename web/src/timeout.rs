@@ -4,16 +4,16 @@
 //! error: a request that does not answer in time fails with
 //! [`tower::timeout::error::Elapsed`] (re-exported here as [`Elapsed`]),
 //! boxed in a [`BoxError`], so error handlers written for tower's layer
-//! (axum's `HandleErrorLayer`, tonic's status mapping) keep working
-//! unchanged. Readiness is the inner service's; the inner service's errors
+//! (axum's `HandleErrorLayer`, as the tests check) keep working unchanged. Readiness is the inner service's; the inner service's errors
 //! pass through, boxed.
 //!
 //! What differs is the clock under it. tower's layer makes a
 //! `tokio::time::Sleep` per request, and tokio's timer is one lock per
 //! runtime, which every worker making timeouts at once contends on. Ours
-//! makes a [`purgatorio::Sleep`] per request: it registers nothing until the
-//! answer is late (a request answered at its first poll never touches the
-//! timer), then goes to the wheel shard of the thread that polled it.
+//! makes a [`purgatorio::Sleep`] per request: it registers nothing until a
+//! poll finds the answer pending (a request answered at its first poll never
+//! touches the timer), then goes to the wheel shard of the thread that
+//! polled it. The `web/README.md` of the repository has what each costs.
 //!
 //! One [`Timer`] serves a whole server. [`TimeoutLayer::new`] uses
 //! [`shared_timer`], built on first use for the process, and

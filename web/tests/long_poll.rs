@@ -24,8 +24,8 @@ struct Server {
     service: LongPoll,
     /// The clock of its timer.
     clock: ManualClock,
-    /// Keeps the timer alive for the test.
-    _timer: Timer,
+    /// The purgatory's timer.
+    timer: Timer,
 }
 
 impl Server {
@@ -46,7 +46,7 @@ impl Server {
             addr,
             service,
             clock,
-            _timer: timer,
+            timer,
         }
     }
 
@@ -270,6 +270,28 @@ async fn bad_input_is_answered_400_with_a_sentence() {
     assert_eq!(server.service.store().index("k"), 0, "nothing was written");
     assert_eq!(put(&client, &server, "k", "fine").await, 1);
     server.until_parked(0).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timer_shut_down_answers_parked_gets_503() {
+    let server = Server::start().await;
+    let client = reqwest::Client::new();
+    let waiting = tokio::spawn(get(client.clone(), server.url("/keys/k?index=0&wait=1m")));
+    server.until_parked(1).await;
+    server.timer.shutdown_async().await;
+    let (status, _, body) = bounded("the parked answer", waiting)
+        .await
+        .expect("the GET");
+    assert_eq!(
+        (status, body.as_str()),
+        (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n")
+    );
+    let (status, _, _) = get(client, server.url("/keys/k?index=0&wait=1m")).await;
+    assert_eq!(
+        status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "refused once shut down"
+    );
 }
 
 /// The status line of the answer to `GET /keys/{key}`, sent on a plain

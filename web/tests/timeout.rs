@@ -80,42 +80,30 @@ impl Waiting {
 
 #[tokio::test]
 async fn an_answer_in_time_passes_and_leaves_no_timer_entry() {
-    let Waiting {
-        clock,
-        timer,
-        mut response,
-        send,
-        ..
-    } = Waiting::new().await;
-    assert_eq!(timer.len(), 1, "a pending answer is timed");
-    clock.advance(TIMEOUT - Duration::from_millis(1));
-    timer.run_due();
-    assert!(!response.is_woken(), "woken before the timeout");
-    assert_pending!(response.poll());
-    send.send_response("pong");
-    assert!(response.is_woken(), "the answer wakes the task");
-    assert_eq!(assert_ready_ok!(response.poll()), "pong");
-    assert_eq!(timer.len(), 0, "the answer took its timer entry away");
+    let mut w = Waiting::new().await;
+    assert_eq!(w.timer.len(), 1, "a pending answer is timed");
+    w.clock.advance(TIMEOUT - Duration::from_millis(1));
+    w.timer.run_due();
+    assert!(!w.response.is_woken(), "woken before the timeout");
+    assert_pending!(w.response.poll());
+    w.send.send_response("pong");
+    assert!(w.response.is_woken(), "the answer wakes the task");
+    assert_eq!(assert_ready_ok!(w.response.poll()), "pong");
+    assert_eq!(w.timer.len(), 0, "the answer took its timer entry away");
 }
 
 #[tokio::test]
 async fn a_late_answer_fails_with_towers_elapsed_once_the_timer_wakes_it() {
-    let Waiting {
-        clock,
-        timer,
-        mut response,
-        send,
-        ..
-    } = Waiting::new().await;
-    clock.advance(TIMEOUT);
-    timer.run_due();
-    assert!(response.is_woken(), "the timer wakes the waiting task");
-    let err = assert_ready_err!(response.poll());
+    let mut w = Waiting::new().await;
+    w.clock.advance(TIMEOUT);
+    w.timer.run_due();
+    assert!(w.response.is_woken(), "the timer wakes the waiting task");
+    let err = assert_ready_err!(w.response.poll());
     assert!(err.is::<Elapsed>(), "tower's error type: {err}");
     assert_eq!(err.to_string(), "request timed out");
     // The inner service's answer, after the timeout, goes nowhere.
-    send.send_response("too late");
-    assert_eq!(timer.len(), 0);
+    w.send.send_response("too late");
+    assert_eq!(w.timer.len(), 0);
 }
 
 #[tokio::test]

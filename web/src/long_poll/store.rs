@@ -73,14 +73,13 @@ impl Store {
         keys.last_index += 1;
         let index = keys.last_index;
         let entry = Entry { value, index };
-        // The old value is dropped under the lock: it is bytes of ours, no
-        // user code.
-        match keys.entries.get_mut(key) {
-            Some(old) => *old = entry,
-            None => {
-                keys.entries.insert(key.into(), entry);
-            }
-        }
+        let old = match keys.entries.get_mut(key) {
+            Some(old) => Some(std::mem::replace(old, entry)),
+            None => keys.entries.insert(key.into(), entry),
+        };
+        drop(keys);
+        // The old value is freed after the lock.
+        drop(old);
         index
     }
 
