@@ -40,6 +40,7 @@
 #![warn(missing_docs, missing_debug_implementations)]
 
 pub mod long_poll;
+pub mod server;
 mod timeout;
 
 pub use timeout::{

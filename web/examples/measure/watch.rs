@@ -77,7 +77,10 @@ async fn put_key(
     if let Err(bad) = Query::check_key(&key) {
         return bad.into_response();
     }
-    let index = service.store.put(&key, value);
+    let index = match service.store.put(&key, value) {
+        Ok(index) => index,
+        Err(full) => return full.into_response(),
+    };
     if let Some(sender) = service.channels.lock().get(key.as_str()) {
         sender.send_replace(index);
     }

@@ -6,15 +6,19 @@
 //! curl -X PUT --data-binary v1 127.0.0.1:8500/keys/config        # 1
 //! curl -i '127.0.0.1:8500/keys/config?index=1&wait=30s'          # waits for a PUT
 //! ```
+//!
+//! Every edge is bounded ([`Server`]): connections, header and body reads,
+//! stalled writes, request bodies in flight and the store's keys and bytes
+//! (`--help` lists the flags and their defaults).
 
 use std::process::ExitCode;
 use std::time::Duration;
 
 use axum::error_handling::HandleErrorLayer;
 use axum::http::StatusCode;
-use axum::serve::ListenerExt;
 use clap::Parser;
-use purgatorio_web::long_poll::{LongPoll, MAX_WAIT};
+use purgatorio_web::long_poll::{LongPoll, StoreLimits, MAX_WAIT};
+use purgatorio_web::server::Server;
 use purgatorio_web::{shared_timer, BoxError, Elapsed, TimeoutLayer};
 use tower::ServiceBuilder;
 
@@ -30,6 +34,30 @@ struct Args {
     /// The address to listen on.
     #[arg(default_value = "127.0.0.1:8500")]
     listen: String,
+    /// The most connections served at once (each parked GET holds one);
+    /// more wait in the listen queue.
+    #[arg(long, default_value_t = Server::MAX_CONNECTIONS)]
+    max_connections: usize,
+    /// Closes a connection whose request headers take longer (an idle
+    /// keep-alive connection too).
+    #[arg(long, default_value_t = Server::HEADER_READ_TIMEOUT.as_millis() as u64)]
+    header_read_timeout_ms: u64,
+    /// Cuts off a request body that sends nothing for this long.
+    #[arg(long, default_value_t = Server::BODY_STALL_TIMEOUT.as_millis() as u64)]
+    body_stall_timeout_ms: u64,
+    /// Closes a connection whose answer makes no progress for this long
+    /// (a client that stopped reading).
+    #[arg(long, default_value_t = Server::WRITE_TIMEOUT.as_millis() as u64)]
+    write_timeout_ms: u64,
+    /// The bytes of request bodies held at once, across connections.
+    #[arg(long, default_value_t = Server::MAX_BODY_BYTES)]
+    max_body_bytes: usize,
+    /// The most keys the store holds.
+    #[arg(long, default_value_t = StoreLimits::default().max_keys)]
+    max_keys: usize,
+    /// The most bytes of keys and values the store holds.
+    #[arg(long, default_value_t = StoreLimits::default().max_bytes)]
+    max_store_bytes: usize,
 }
 
 /// A request the layer cut off is 408; one cut off by the timer's
@@ -46,7 +74,11 @@ async fn timed_out(err: BoxError) -> StatusCode {
 async fn main() -> ExitCode {
     let args = Args::parse();
     // One timer for the process: the layer's timeouts and the parked GETs.
-    let service = match LongPoll::new(shared_timer()) {
+    let limits = StoreLimits {
+        max_keys: args.max_keys,
+        max_bytes: args.max_store_bytes,
+    };
+    let service = match LongPoll::with_limits(shared_timer(), limits) {
         Ok(service) => service,
         Err(e) => {
             eprintln!("error: cannot build the purgatory: {e}");
@@ -68,13 +100,13 @@ async fn main() -> ExitCode {
     if let Ok(local) = listener.local_addr() {
         println!("long-poll service on http://{local}/keys/{{key}}");
     }
-    // Answers go out at once: no Nagle delay on keep-alive connections.
-    let listener = listener.tap_io(|tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
-    if let Err(e) = axum::serve(listener, app).await {
-        eprintln!("error: {e}");
-        return ExitCode::FAILURE;
-    }
+    Server::new(shared_timer())
+        .max_connections(args.max_connections)
+        .header_read_timeout(Duration::from_millis(args.header_read_timeout_ms))
+        .body_stall_timeout(Duration::from_millis(args.body_stall_timeout_ms))
+        .write_timeout(Duration::from_millis(args.write_timeout_ms))
+        .max_body_bytes(args.max_body_bytes)
+        .serve(listener, app)
+        .await;
     ExitCode::SUCCESS
 }

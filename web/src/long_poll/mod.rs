@@ -14,7 +14,8 @@
 //!   `wait` defaults to [`DEFAULT_WAIT`] and is at most [`MAX_WAIT`].
 //! * Bad input is answered 400 with a sentence: a bad `index` or `wait`, a
 //!   `wait` past the cap, a key over [`MAX_KEY_BYTES`]. A value over
-//!   [`MAX_VALUE_BYTES`] is answered 413.
+//!   [`MAX_VALUE_BYTES`] is answered 413, and a PUT the store has no room
+//!   for ([`StoreLimits`]) 507 with a sentence.
 //!
 //! A parked GET is a [`DelayedRequest`] in the purgatory; its handler awaits
 //! it through [`Parked::cancel_on_drop`](purgatorio::Parked::cancel_on_drop),
@@ -43,7 +44,7 @@ use axum::Router;
 use purgatorio::{BuildError, Completion, DelayedRequest, Purgatory, Timer};
 
 pub use query::{BadRequest, Query, DEFAULT_WAIT, MAX_KEY_BYTES, MAX_WAIT};
-pub use store::{Entry, Store};
+pub use store::{Entry, Store, StoreFull, StoreLimits};
 
 /// The largest value a PUT may carry (512 KiB, Consul's limit); a larger
 /// body is answered 413.
@@ -95,12 +96,33 @@ impl LongPoll {
     /// # Ok::<(), purgatorio::BuildError>(())
     /// ```
     pub fn new(timer: &Timer) -> Result<Self, BuildError> {
+        Self::with_limits(timer, StoreLimits::default())
+    }
+
+    /// [`new`](Self::new), with a store that holds at most `limits`: a PUT
+    /// past them is answered 507 ([`StoreFull`]).
+    ///
+    /// # Errors
+    ///
+    /// A [`BuildError`] if the purgatory cannot be built.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use purgatorio_web::long_poll::{LongPoll, StoreLimits};
+    ///
+    /// let limits = StoreLimits { max_keys: 1_000, max_bytes: 16 << 20 };
+    /// let service = LongPoll::with_limits(purgatorio_web::shared_timer(), limits)?;
+    /// assert_eq!(service.store().limits(), limits);
+    /// # Ok::<(), purgatorio::BuildError>(())
+    /// ```
+    pub fn with_limits(timer: &Timer, limits: StoreLimits) -> Result<Self, BuildError> {
         let fetches = Purgatory::builder()
             .name("long-poll")
             .shared_timer(timer)
             .build()?;
         Ok(LongPoll {
-            store: Arc::default(),
+            store: Arc::new(Store::with_limits(limits)),
             fetches,
         })
     }
@@ -128,9 +150,9 @@ impl LongPoll {
     ///
     /// ```
     /// let service = purgatorio_web::long_poll::LongPoll::new(purgatorio_web::shared_timer())?;
-    /// service.put("k", "v".into());
+    /// service.put("k", "v".into())?;
     /// assert_eq!(service.store().index("k"), 1);
-    /// # Ok::<(), purgatorio::BuildError>(())
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn store(&self) -> &Store {
         &self.store
@@ -154,20 +176,24 @@ impl LongPoll {
     /// Sets `key` to `value` and completes the GETs parked on it, as a PUT
     /// does; returns the write's index.
     ///
+    /// # Errors
+    ///
+    /// [`StoreFull`] if the store holds its limits; nothing changed.
+    ///
     /// # Examples
     ///
     /// ```
     /// let service = purgatorio_web::long_poll::LongPoll::new(purgatorio_web::shared_timer())?;
-    /// assert_eq!(service.put("k", "v1".into()), 1);
-    /// assert_eq!(service.put("k", "v2".into()), 2);
-    /// # Ok::<(), purgatorio::BuildError>(())
+    /// assert_eq!(service.put("k", "v1".into())?, 1);
+    /// assert_eq!(service.put("k", "v2".into())?, 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn put(&self, key: &str, value: Bytes) -> u64 {
-        let index = self.store.put(key, value);
+    pub fn put(&self, key: &str, value: Bytes) -> Result<u64, StoreFull> {
+        let index = self.store.put(key, value)?;
         // After the store's lock is released: `try_complete` takes it.
         // Shut down: the parked GETs were already answered.
         let _ = self.fetches.check_and_complete(key);
-        index
+        Ok(index)
     }
 
     /// The answer to a GET of `key` with `query`: at once, or once a write
@@ -323,7 +349,10 @@ async fn put_key(
     value: Bytes,
 ) -> Response {
     match Query::check_key(&key) {
-        Ok(()) => written_response(service.put(&key, value)),
+        Ok(()) => match service.put(&key, value) {
+            Ok(index) => written_response(index),
+            Err(full) => full.into_response(),
+        },
         Err(bad) => bad.into_response(),
     }
 }
