@@ -9,6 +9,9 @@
 //! * [`long_poll`]: an axum service of Consul-style blocking queries, each
 //!   waiting GET parked in a [`Purgatory`](purgatorio::Purgatory) until a PUT
 //!   to its key or its wait.
+//! * [`server`]: serves a router with every edge bounded (connections,
+//!   header and body reads, stalled writes), its timeouts on the same timer;
+//!   `axum::serve` bounds none of them.
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -28,7 +31,7 @@
 //!             .layer(TimeoutLayer::new(Duration::from_secs(660))),
 //!     );
 //!     let listener = tokio::net::TcpListener::bind("127.0.0.1:8500").await?;
-//!     axum::serve(listener, app).await?;
+//!     purgatorio_web::server::Server::new(shared_timer()).serve(listener, app).await;
 //!     Ok(())
 //! }
 //! ```
