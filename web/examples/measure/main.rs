@@ -20,6 +20,7 @@
 //! The servers run as child processes of this program (`measure serve`),
 //! so their CPU and memory are theirs alone.
 
+mod alloc;
 mod client;
 mod http;
 mod layer;
@@ -48,6 +49,8 @@ enum What {
     Http(http::Args),
     /// Parked long-polls: memory, idle CPU, wake latency, expiries.
     Parked(parked::Args),
+    /// What one parked GET allocates, counted in process.
+    Alloc(alloc::Args),
     /// The server the others start (one of the variants).
     #[command(hide = true)]
     Serve(serve::Args),
@@ -58,6 +61,7 @@ fn main() -> ExitCode {
         What::Layer(args) => layer::run(&args),
         What::Http(args) => http::run(&args),
         What::Parked(args) => parked::run(&args),
+        What::Alloc(args) => alloc::run(&args),
         What::Serve(args) => serve::run(&args),
     };
     match result {
