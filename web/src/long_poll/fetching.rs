@@ -12,16 +12,17 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use purgatorio::{CancelOnDrop, Completion};
 
-use super::{entry_response, BadRequest, Entry, Fetch, Store};
+use super::{entry_response, BadRequest, Entry, Fetch, LongPoll};
 
 /// The answer to a GET of the long-poll service: a future of its
 /// [`Response`], from [`LongPoll::fetch`](super::LongPoll::fetch).
 ///
-/// While the request is parked it holds only the parked request's handle
-/// and the key (shared with the store), not the request's strings: 40
-/// bytes, where an `async fn` that kept its arguments would hold over a
-/// hundred for every waiting client. Dropped before it resolves (the
-/// client went away), it withdraws the parked request.
+/// While the request is parked it holds only the parked request's handle,
+/// the key (shared with the store) and the service, not the request's
+/// strings: 48 bytes, where an `async fn` that kept its arguments would hold
+/// over a hundred for every waiting client. Dropped before it resolves (the
+/// client went away), it withdraws the parked request: the request leaves
+/// the purgatory's timer and its key's watch list at once.
 ///
 /// # Examples
 ///
@@ -51,8 +52,8 @@ enum State {
     Refused(BadRequest),
     /// Parked until a write past the index the client saw, or the wait.
     Waiting {
-        /// Where the entry is read once the request ends.
-        store: Arc<Store>,
+        /// The service: its store is read once the request ends.
+        service: LongPoll,
         /// The key, shared with the store and the parked request.
         key: Arc<str>,
         /// The parked request, withdrawn if this is dropped first.
@@ -86,10 +87,14 @@ impl Fetching {
         }
     }
 
-    /// The answer once `parked` ends: `key`'s entry in `store` then.
-    pub(super) fn waiting(store: Arc<Store>, key: Arc<str>, parked: CancelOnDrop<Fetch>) -> Self {
+    /// The answer once `parked` ends: `key`'s entry in `service` then.
+    pub(super) fn waiting(service: LongPoll, key: Arc<str>, parked: CancelOnDrop<Fetch>) -> Self {
         Fetching {
-            state: State::Waiting { store, key, parked },
+            state: State::Waiting {
+                service,
+                key,
+                parked,
+            },
         }
     }
 }
@@ -112,10 +117,28 @@ impl Future for Fetching {
         Poll::Ready(match std::mem::replace(state, State::Done) {
             State::Now(entry) => entry_response(entry),
             State::Refused(bad) => bad.into_response(),
-            State::Waiting { store, key, .. } => entry_response(store.get(&key)),
+            State::Waiting { service, key, .. } => entry_response(service.store().get(&key)),
             State::ShuttingDown => shutting_down(),
             State::Done => panic!("`Fetching` polled after it resolved"),
         })
+    }
+}
+
+impl Drop for Fetching {
+    /// Withdraws a request still parked (its client went away): it leaves
+    /// the timer here, and its key's watch list by a sweep.
+    fn drop(&mut self) {
+        if let State::Waiting {
+            service,
+            key,
+            parked,
+        } = std::mem::replace(&mut self.state, State::Done)
+        {
+            // `Some`: this call withdrew it (it had not ended meanwhile).
+            if parked.into_inner().cancel().is_some() {
+                service.withdrawn(key);
+            }
+        }
     }
 }
 

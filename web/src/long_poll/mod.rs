@@ -16,21 +16,25 @@
 //!   `wait` past the cap, a key over [`MAX_KEY_BYTES`]. A value over
 //!   [`MAX_VALUE_BYTES`] is answered 413.
 //!
-//! A parked GET is a [`DelayedRequest`] in the purgatory; its handler awaits
-//! it through [`Parked::cancel_on_drop`](purgatorio::Parked::cancel_on_drop),
-//! so when the client goes away (hyper drops the handler's future when it
-//! reads the end of the connection) the request is withdrawn at once: its
-//! timer entry is gone ([`Purgatory::delayed`] counts one fewer) and its
-//! answer is never made. Its entry in the key's watch list stays, inert,
-//! until the key's next PUT removes it or a purge sweeps the lists (once
-//! more than [`DEFAULT_PURGE_INTERVAL`](purgatorio::DEFAULT_PURGE_INTERVAL)
-//! such entries are estimated), as in Kafka's purgatory; so does that of a
-//! GET whose wait ended. One PUT completes every request parked on its key,
-//! with one lookup of the key.
+//! A parked GET is a [`DelayedRequest`] in the purgatory; its handler's
+//! future, a [`Fetching`], holds it through
+//! [`Parked::cancel_on_drop`](purgatorio::Parked::cancel_on_drop), so when
+//! the client goes away (hyper drops the handler's future when it reads the
+//! end of the connection) the request is withdrawn at once: its timer entry
+//! is gone ([`Purgatory::delayed`] counts one fewer) and its answer is never
+//! made. Its entry in the key's watch list, which the purgatory would keep
+//! until the key's next PUT or a purge, is swept at once too (by a check of
+//! the key; withdrawals that come together share one: see `sweep.rs`), so
+//! [`Purgatory::watched`] counts one fewer as well. The entry of a GET whose
+//! wait ended stays until the key's next PUT or a purge (once more than
+//! [`DEFAULT_PURGE_INTERVAL`](purgatorio::DEFAULT_PURGE_INTERVAL) such
+//! entries are estimated), as in Kafka's purgatory. One PUT completes every
+//! request parked on its key, with one lookup of the key.
 
 mod fetching;
 mod query;
 mod store;
+mod sweep;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -46,6 +50,8 @@ use purgatorio::{BuildError, Completion, DelayedRequest, Purgatory, Timer};
 pub use fetching::Fetching;
 pub use query::{BadRequest, Query, DEFAULT_WAIT, MAX_KEY_BYTES, MAX_WAIT};
 pub use store::{Entry, Store};
+
+use sweep::Sweeper;
 
 /// The largest value a PUT may carry (512 KiB, Consul's limit); a larger
 /// body is answered 413.
@@ -73,10 +79,19 @@ pub const INDEX_HEADER: &str = "x-index";
 /// ```
 #[derive(Clone, Debug)]
 pub struct LongPoll {
+    /// What the clones share (one reference count: a parked GET holds it).
+    shared: Arc<Shared>,
+}
+
+/// What the clones of a [`LongPoll`] share.
+#[derive(Debug)]
+struct Shared {
     /// The keys.
     store: Arc<Store>,
     /// The parked GETs, watched by key.
     fetches: Purgatory<Arc<str>, Fetch>,
+    /// Takes withdrawn GETs out of the watch lists.
+    sweeper: Arc<Sweeper>,
 }
 
 impl LongPoll {
@@ -102,8 +117,11 @@ impl LongPoll {
             .shared_timer(timer)
             .build()?;
         Ok(LongPoll {
-            store: Arc::default(),
-            fetches,
+            shared: Arc::new(Shared {
+                store: Arc::default(),
+                fetches,
+                sweeper: Arc::default(),
+            }),
         })
     }
 
@@ -135,12 +153,14 @@ impl LongPoll {
     /// # Ok::<(), purgatorio::BuildError>(())
     /// ```
     pub fn store(&self) -> &Store {
-        &self.store
+        &self.shared.store
     }
 
     /// The purgatory where GETs wait: its [`watched`](Purgatory::watched)
     /// and [`delayed`](Purgatory::delayed) gauges count them, its
-    /// [`metrics`](Purgatory::metrics) how they ended.
+    /// [`metrics`](Purgatory::metrics) how they ended (its `satisfied`
+    /// count includes the markers of the sweeps that take withdrawn GETs
+    /// out of the watch lists: one per sweep).
     ///
     /// # Examples
     ///
@@ -150,7 +170,7 @@ impl LongPoll {
     /// # Ok::<(), purgatorio::BuildError>(())
     /// ```
     pub fn purgatory(&self) -> &Purgatory<Arc<str>, Fetch> {
-        &self.fetches
+        &self.shared.fetches
     }
 
     /// Sets `key` to `value` and completes the GETs parked on it, as a PUT
@@ -165,10 +185,10 @@ impl LongPoll {
     /// # Ok::<(), purgatorio::BuildError>(())
     /// ```
     pub fn put(&self, key: &str, value: Bytes) -> u64 {
-        let index = self.store.put(key, value);
+        let index = self.store().put(key, value);
         // After the store's lock is released: `try_complete` takes it.
         // Shut down: the parked GETs were already answered.
-        let _ = self.fetches.check_and_complete(key);
+        let _ = self.purgatory().check_and_complete(key);
         index
     }
 
@@ -190,26 +210,26 @@ impl LongPoll {
     /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
     /// ```
     pub fn fetch(&self, key: &str, query: Query) -> Fetching {
+        let store = self.store();
         let Some(seen) = query.index else {
-            return Fetching::now(self.store.get(key));
+            return Fetching::now(store.get(key));
         };
-        if let Some(newer) = self.store.newer_than(key, seen) {
+        if let Some(newer) = store.newer_than(key, seen) {
             return Fetching::now(Some(newer));
         }
         // One copy of the key for the store, the request and its watch.
-        let shared = self.store.shared_key(key);
-        let fetch = Fetch {
-            store: Arc::clone(&self.store),
-            key: Arc::clone(&shared),
-            seen,
-            wait_ms: u32::try_from(query.wait.as_millis()).unwrap_or(u32::MAX),
-        };
-        match self.fetches.park(fetch, [Arc::clone(&shared)]) {
-            Ok(parked) => {
-                Fetching::waiting(Arc::clone(&self.store), shared, parked.cancel_on_drop())
-            }
+        let key = store.shared_key(key);
+        let fetch = Fetch::get(&self.shared.store, &key, seen, query.wait);
+        match self.purgatory().park(fetch, [Arc::clone(&key)]) {
+            Ok(parked) => Fetching::waiting(self.clone(), key, parked.cancel_on_drop()),
             Err(_) => Fetching::shutting_down(),
         }
+    }
+
+    /// Takes the GETs withdrawn from `key` out of its watch list, at once
+    /// (see [`Sweeper`]).
+    fn withdrawn(&self, key: Arc<str>) {
+        self.shared.sweeper.withdrawn(key, self.purgatory());
     }
 }
 
@@ -227,15 +247,53 @@ impl LongPoll {
 /// ```
 #[derive(Debug)]
 pub struct Fetch {
-    /// Where the key lives.
-    store: Arc<Store>,
-    /// The key, shared with the purgatory's watch list.
-    key: Arc<str>,
-    /// The index the client saw.
-    seen: u64,
-    /// How long it waits, in milliseconds (a `u32`, not a `Duration`: 8
-    /// bytes less in every parked request; saturated at 49 days).
-    wait_ms: u32,
+    /// A client's GET, or a sweep's marker.
+    kind: Kind,
+}
+
+/// What a [`Fetch`] waits for.
+#[derive(Debug)]
+enum Kind {
+    /// A client's GET.
+    Get {
+        /// Where the key lives.
+        store: Arc<Store>,
+        /// The key, shared with the purgatory's watch list.
+        key: Arc<str>,
+        /// The index the client saw.
+        seen: u64,
+        /// How long it waits, in milliseconds (a `u32`, not a `Duration`:
+        /// 8 bytes less in every parked GET; saturated at 49 days).
+        wait_ms: u32,
+    },
+    /// A sweep's marker: done once the sweeper's epoch is past `epoch`.
+    Sweep {
+        /// The sweeper.
+        sweeper: Arc<Sweeper>,
+        /// The epoch when it was made.
+        epoch: u64,
+    },
+}
+
+impl Fetch {
+    /// A GET of `key` in `store` past index `seen`, for at most `wait`.
+    fn get(store: &Arc<Store>, key: &Arc<str>, seen: u64, wait: Duration) -> Self {
+        Fetch {
+            kind: Kind::Get {
+                store: Arc::clone(store),
+                key: Arc::clone(key),
+                seen,
+                wait_ms: u32::try_from(wait.as_millis()).unwrap_or(u32::MAX),
+            },
+        }
+    }
+
+    /// A sweep's marker, made at `epoch` of `sweeper`.
+    fn sweep(sweeper: Arc<Sweeper>, epoch: u64) -> Self {
+        Fetch {
+            kind: Kind::Sweep { sweeper, epoch },
+        }
+    }
 }
 
 impl DelayedRequest for Fetch {
@@ -243,11 +301,20 @@ impl DelayedRequest for Fetch {
     type Output = Completion;
 
     fn delay(&self) -> Duration {
-        Duration::from_millis(self.wait_ms.into())
+        match &self.kind {
+            Kind::Get { wait_ms, .. } => Duration::from_millis(u64::from(*wait_ms)),
+            // Completed by the check that follows its registration.
+            Kind::Sweep { .. } => MAX_WAIT,
+        }
     }
 
     fn try_complete(&mut self) -> bool {
-        self.store.index(&self.key) > self.seen
+        match &self.kind {
+            Kind::Get {
+                store, key, seen, ..
+            } => store.index(key) > *seen,
+            Kind::Sweep { sweeper, epoch } => sweeper.epoch() > *epoch,
+        }
     }
 
     fn answer(&mut self, completion: Completion) -> Completion {
