@@ -218,5 +218,11 @@ pub fn run(args: &Args) -> Result<(), BoxError> {
             trace.join(", "),
         );
     }
+    println!();
+    println!(
+        "A parked GET's future of ours (`Fetching`): {} bytes; its operation in the purgatory holds a `Fetch` of {} bytes.",
+        std::mem::size_of::<purgatorio_web::long_poll::Fetching>(),
+        std::mem::size_of::<purgatorio_web::long_poll::Fetch>(),
+    );
     Ok(())
 }

@@ -23,9 +23,9 @@
 //! end of the connection) the request is withdrawn at once: its timer entry
 //! is gone ([`Purgatory::delayed`] counts one fewer) and its answer is never
 //! made. Its entry in the key's watch list, which the purgatory would keep
-//! until the key's next PUT or a purge, is swept at once too (by a check of
-//! the key; withdrawals that come together share one: see `sweep.rs`), so
-//! [`Purgatory::watched`] counts one fewer as well. The entry of a GET whose
+//! until the key's next check or a purge, is swept at once too (by a check
+//! of the key; withdrawals that come together share one: see `sweep.rs`),
+//! so [`Purgatory::watched`] counts one fewer as well. The entry of a GET whose
 //! wait ended stays until the key's next PUT or a purge (once more than
 //! [`DEFAULT_PURGE_INTERVAL`](purgatorio::DEFAULT_PURGE_INTERVAL) such
 //! entries are estimated), as in Kafka's purgatory. One PUT completes every
@@ -91,7 +91,7 @@ struct Shared {
     /// The parked GETs, watched by key.
     fetches: Purgatory<Arc<str>, Fetch>,
     /// Takes withdrawn GETs out of the watch lists.
-    sweeper: Arc<Sweeper>,
+    sweeper: Sweeper,
 }
 
 impl LongPoll {
@@ -120,7 +120,7 @@ impl LongPoll {
             shared: Arc::new(Shared {
                 store: Arc::default(),
                 fetches,
-                sweeper: Arc::default(),
+                sweeper: Sweeper::default(),
             }),
         })
     }
@@ -158,9 +158,7 @@ impl LongPoll {
 
     /// The purgatory where GETs wait: its [`watched`](Purgatory::watched)
     /// and [`delayed`](Purgatory::delayed) gauges count them, its
-    /// [`metrics`](Purgatory::metrics) how they ended (its `satisfied`
-    /// count includes the markers of the sweeps that take withdrawn GETs
-    /// out of the watch lists: one per sweep).
+    /// [`metrics`](Purgatory::metrics) how they ended.
     ///
     /// # Examples
     ///
@@ -219,7 +217,7 @@ impl LongPoll {
         }
         // One copy of the key for the store, the request and its watch.
         let key = store.shared_key(key);
-        let fetch = Fetch::get(&self.shared.store, &key, seen, query.wait);
+        let fetch = Fetch::new(&self.shared.store, &key, seen, query.wait);
         match self.purgatory().park(fetch, [Arc::clone(&key)]) {
             Ok(parked) => Fetching::waiting(self.clone(), key, parked.cancel_on_drop()),
             Err(_) => Fetching::shutting_down(),
@@ -247,51 +245,25 @@ impl LongPoll {
 /// ```
 #[derive(Debug)]
 pub struct Fetch {
-    /// A client's GET, or a sweep's marker.
-    kind: Kind,
-}
-
-/// What a [`Fetch`] waits for.
-#[derive(Debug)]
-enum Kind {
-    /// A client's GET.
-    Get {
-        /// Where the key lives.
-        store: Arc<Store>,
-        /// The key, shared with the purgatory's watch list.
-        key: Arc<str>,
-        /// The index the client saw.
-        seen: u64,
-        /// How long it waits, in milliseconds (a `u32`, not a `Duration`:
-        /// 8 bytes less in every parked GET; saturated at 49 days).
-        wait_ms: u32,
-    },
-    /// A sweep's marker: done once the sweeper's epoch is past `epoch`.
-    Sweep {
-        /// The sweeper.
-        sweeper: Arc<Sweeper>,
-        /// The epoch when it was made.
-        epoch: u64,
-    },
+    /// Where the key lives.
+    store: Arc<Store>,
+    /// The key, shared with the purgatory's watch list.
+    key: Arc<str>,
+    /// The index the client saw.
+    seen: u64,
+    /// How long it waits, in milliseconds (a `u32`, not a `Duration`: 8
+    /// bytes less in every parked GET; saturated at 49 days).
+    wait_ms: u32,
 }
 
 impl Fetch {
     /// A GET of `key` in `store` past index `seen`, for at most `wait`.
-    fn get(store: &Arc<Store>, key: &Arc<str>, seen: u64, wait: Duration) -> Self {
+    fn new(store: &Arc<Store>, key: &Arc<str>, seen: u64, wait: Duration) -> Self {
         Fetch {
-            kind: Kind::Get {
-                store: Arc::clone(store),
-                key: Arc::clone(key),
-                seen,
-                wait_ms: u32::try_from(wait.as_millis()).unwrap_or(u32::MAX),
-            },
-        }
-    }
-
-    /// A sweep's marker, made at `epoch` of `sweeper`.
-    fn sweep(sweeper: Arc<Sweeper>, epoch: u64) -> Self {
-        Fetch {
-            kind: Kind::Sweep { sweeper, epoch },
+            store: Arc::clone(store),
+            key: Arc::clone(key),
+            seen,
+            wait_ms: u32::try_from(wait.as_millis()).unwrap_or(u32::MAX),
         }
     }
 }
@@ -301,20 +273,11 @@ impl DelayedRequest for Fetch {
     type Output = Completion;
 
     fn delay(&self) -> Duration {
-        match &self.kind {
-            Kind::Get { wait_ms, .. } => Duration::from_millis(u64::from(*wait_ms)),
-            // Completed by the check that follows its registration.
-            Kind::Sweep { .. } => MAX_WAIT,
-        }
+        Duration::from_millis(u64::from(self.wait_ms))
     }
 
     fn try_complete(&mut self) -> bool {
-        match &self.kind {
-            Kind::Get {
-                store, key, seen, ..
-            } => store.index(key) > *seen,
-            Kind::Sweep { sweeper, epoch } => sweeper.epoch() > *epoch,
-        }
+        self.store.index(&self.key) > self.seen
     }
 
     fn answer(&mut self, completion: Completion) -> Completion {
