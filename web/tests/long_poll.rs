@@ -7,7 +7,9 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use purgatorio::{ManualClock, Timer};
-use purgatorio_web::long_poll::{LongPoll, INDEX_HEADER, MAX_KEY_BYTES, MAX_VALUE_BYTES};
+use purgatorio_web::long_poll::{
+    LongPoll, INDEX_HEADER, MAX_KEY_BYTES, MAX_VALUE_BYTES, SWEEP_AFTER,
+};
 use reqwest::StatusCode;
 
 /// The most any step of a test waits for before it fails.
@@ -233,9 +235,15 @@ async fn a_client_that_disconnects_withdraws_its_get_at_once() {
     for task in &leaving {
         task.abort();
     }
-    // Both gauges come back, with no PUT and no purge: the withdrawn GETs
-    // left the timer and their key's watch list.
-    until("the withdrawn GETs gone from both gauges", || {
+    // They leave the timer at once, and their key's watch list by a sweep
+    // due `SWEEP_AFTER` later (scheduled before the first withdrawal):
+    // both gauges come back, with no PUT and no purge.
+    until("the withdrawn GETs gone from the timer", || {
+        purgatory.delayed() == STAYING
+    })
+    .await;
+    server.clock.advance(SWEEP_AFTER);
+    until("the withdrawn GETs gone from the watch list", || {
         (purgatory.watched(), purgatory.delayed()) == before
     })
     .await;

@@ -22,7 +22,8 @@ use super::{entry_response, BadRequest, Entry, Fetch, LongPoll};
 /// strings: 48 bytes, where an `async fn` that kept its arguments would hold
 /// over a hundred for every waiting client. Dropped before it resolves (the
 /// client went away), it withdraws the parked request: the request leaves
-/// the purgatory's timer and its key's watch list at once.
+/// the purgatory's timer at once, and its key's watch list within
+/// [`SWEEP_AFTER`](super::SWEEP_AFTER).
 ///
 /// # Examples
 ///
@@ -126,7 +127,7 @@ impl Future for Fetching {
 
 impl Drop for Fetching {
     /// Withdraws a request still parked (its client went away): it leaves
-    /// the timer here, and its key's watch list by a sweep.
+    /// the timer here, and its key's watch list by a sweep soon after.
     fn drop(&mut self) {
         if let State::Waiting {
             service,
@@ -134,10 +135,15 @@ impl Drop for Fetching {
             parked,
         } = std::mem::replace(&mut self.state, State::Done)
         {
-            // `Some`: this call withdrew it (it had not ended meanwhile).
-            if parked.into_inner().cancel().is_some() {
-                service.withdrawn(key);
+            let parked = parked.into_inner();
+            if parked.is_done() {
+                return;
             }
+            // The sweep is scheduled before the withdrawal, so it is due
+            // by the time the withdrawal shows in `delayed()` (a test on a
+            // manual clock moves the clock then), and comes after it.
+            service.sweep_soon(key);
+            drop(parked.cancel());
         }
     }
 }

@@ -23,9 +23,9 @@
 //! end of the connection) the request is withdrawn at once: its timer entry
 //! is gone ([`Purgatory::delayed`] counts one fewer) and its answer is never
 //! made. Its entry in the key's watch list, which the purgatory would keep
-//! until the key's next check or a purge, is swept at once too (by a check
-//! of the key; withdrawals that come together share one: see `sweep.rs`),
-//! so [`Purgatory::watched`] counts one fewer as well. The entry of a GET whose
+//! until the key's next check or a purge, is swept within [`SWEEP_AFTER`]
+//! (by a check of the key, run on the timer; withdrawals meanwhile share
+//! it: see `sweep.rs`), so [`Purgatory::watched`] counts one fewer then. The entry of a GET whose
 //! wait ended stays until the key's next PUT or a purge (once more than
 //! [`DEFAULT_PURGE_INTERVAL`](purgatorio::DEFAULT_PURGE_INTERVAL) such
 //! entries are estimated), as in Kafka's purgatory. One PUT completes every
@@ -50,6 +50,7 @@ use purgatorio::{BuildError, Completion, DelayedRequest, Purgatory, Timer};
 pub use fetching::Fetching;
 pub use query::{BadRequest, Query, DEFAULT_WAIT, MAX_KEY_BYTES, MAX_WAIT};
 pub use store::{Entry, Store};
+pub use sweep::SWEEP_AFTER;
 
 use sweep::Sweeper;
 
@@ -120,7 +121,7 @@ impl LongPoll {
             shared: Arc::new(Shared {
                 store: Arc::default(),
                 fetches,
-                sweeper: Sweeper::default(),
+                sweeper: Sweeper::new(timer),
             }),
         })
     }
@@ -224,10 +225,19 @@ impl LongPoll {
         }
     }
 
-    /// Takes the GETs withdrawn from `key` out of its watch list, at once
-    /// (see [`Sweeper`]).
-    fn withdrawn(&self, key: Arc<str>) {
-        self.shared.sweeper.withdrawn(key, self.purgatory());
+    /// Has the GETs withdrawn from `key` taken out of its watch list
+    /// within [`SWEEP_AFTER`] (see [`Sweeper`]).
+    fn sweep_soon(&self, key: Arc<str>) {
+        self.shared.sweeper.sweep_soon(key, self);
+    }
+
+    /// Checks every key with a withdrawn GET: a check drops the key's done
+    /// entries (on the timer, from [`Sweeper::sweep_soon`]).
+    fn sweep_due(&self) {
+        for key in self.shared.sweeper.take_due() {
+            // Shut down: nothing is left to sweep.
+            let _ = self.purgatory().check_and_complete(&*key);
+        }
     }
 }
 
