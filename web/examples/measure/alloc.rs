@@ -202,6 +202,10 @@ pub fn run(args: &Args) -> Result<(), BoxError> {
     let services = [
         ("purgatory", LongPoll::new(shared_timer())?.router()),
         ("watch", crate::watch::WatchLongPoll::default().router()),
+        (
+            "watch, strings freed before waiting",
+            crate::watch::WatchLongPoll::default().lean_router(),
+        ),
     ];
 
     println!("| service | parked | heap B/GET | of which in tables | allocations/GET | one more GET allocates (bytes, in order) |");
