@@ -7,7 +7,9 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use purgatorio::{ManualClock, Timer};
-use purgatorio_web::long_poll::{LongPoll, INDEX_HEADER, MAX_KEY_BYTES, MAX_VALUE_BYTES};
+use purgatorio_web::long_poll::{
+    LongPoll, INDEX_HEADER, MAX_KEY_BYTES, MAX_VALUE_BYTES, SWEEP_AFTER,
+};
 use reqwest::StatusCode;
 
 /// The most any step of a test waits for before it fails.
@@ -15,6 +17,12 @@ const PATIENCE: Duration = Duration::from_secs(30);
 
 /// How many GETs park on one key.
 const CROWD: usize = 2_000;
+
+/// How many GETs stay parked on a key while others leave it.
+const STAYING: usize = 3;
+
+/// How many clients leave a key at once.
+const LEAVING: usize = 50;
 
 /// The service on a loopback port, its purgatory timed by a manual clock.
 struct Server {
@@ -55,9 +63,9 @@ impl Server {
     }
 
     /// Waits until `parked` GETs wait in the purgatory: armed in its timer.
-    /// (A GET completed by a PUT also leaves its key's watch list at once; a
-    /// withdrawn one stays there, inert, until the key's next PUT or a purge
-    /// sweeps it, as in Kafka's purgatory.)
+    /// (A GET completed by a PUT, or withdrawn, also leaves its key's watch
+    /// list at once; one whose wait ended stays there, inert, until the
+    /// key's next PUT or a purge, as in Kafka's purgatory.)
     async fn until_parked(&self, parked: usize) {
         let purgatory = self.service.purgatory();
         until(&format!("{parked} parked GETs"), || {
@@ -205,28 +213,51 @@ async fn one_put_answers_thousands_of_gets_parked_on_its_key() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_disconnects_withdraws_its_get_at_once() {
     let server = Server::start().await;
+    let purgatory = server.service.purgatory();
     let client = reqwest::Client::new();
     let url = server.url("/keys/quiet?index=0&wait=5m");
-    let staying = tokio::spawn(get(client.clone(), url.clone()));
-    server.until_parked(1).await;
-    let leaving_client = reqwest::Client::new();
-    let leaving = tokio::spawn(async move { leaving_client.get(url).send().await });
-    server.until_parked(2).await;
-    assert_eq!(server.service.purgatory().watched(), 2);
-    // Aborting the task drops the client's request and its connection.
-    leaving.abort();
-    server.until_parked(1).await;
-    let metrics = server.service.purgatory().metrics();
-    assert_eq!((metrics.cancelled, metrics.expired), (1, 0));
+    let staying: Vec<_> = (0..STAYING)
+        .map(|_| tokio::spawn(get(client.clone(), url.clone())))
+        .collect();
+    server.until_parked(STAYING).await;
+    let before = (purgatory.watched(), purgatory.delayed());
+    assert_eq!(before, (STAYING, STAYING));
+    // A client (and so a connection) each, all parked on the same key.
+    let leaving: Vec<_> = (0..LEAVING)
+        .map(|_| {
+            let (client, url) = (reqwest::Client::new(), url.clone());
+            tokio::spawn(async move { client.get(url).send().await })
+        })
+        .collect();
+    server.until_parked(STAYING + LEAVING).await;
+    assert_eq!(purgatory.watched(), STAYING + LEAVING);
+    // Aborting the tasks drops the clients' requests and connections.
+    for task in &leaving {
+        task.abort();
+    }
+    // They leave the timer at once, and their key's watch list by a sweep
+    // due `SWEEP_AFTER` later (scheduled before the first withdrawal):
+    // both gauges come back, with no PUT and no purge.
+    until("the withdrawn GETs gone from the timer", || {
+        purgatory.delayed() == STAYING
+    })
+    .await;
+    server.clock.advance(SWEEP_AFTER);
+    until("the withdrawn GETs gone from the watch list", || {
+        (purgatory.watched(), purgatory.delayed()) == before
+    })
+    .await;
+    let metrics = purgatory.metrics();
+    assert_eq!((metrics.cancelled, metrics.expired), (LEAVING as u64, 0));
+    assert_eq!(metrics.purged, 0, "swept, not purged");
+    // The staying GETs still wait, and the next PUT answers them.
     let index = put(&client, &server, "quiet", "v").await;
-    let answer = bounded("the staying GET", staying).await.expect("the GET");
-    assert_eq!(answer, (StatusCode::OK, index, "v".into()));
+    for answer in staying {
+        let answer = bounded("a staying GET", answer).await.expect("the GET");
+        assert_eq!(answer, (StatusCode::OK, index, "v".into()));
+    }
     server.until_parked(0).await;
-    assert_eq!(
-        server.service.purgatory().watched(),
-        0,
-        "the PUT swept the withdrawn GET"
-    );
+    assert_eq!(purgatory.watched(), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -30,6 +30,34 @@ pub struct Args {
     /// axum's routes do with their service for every request).
     #[arg(long)]
     reuse: bool,
+    /// Run only this layer with only `--inner`'s service, once, and print
+    /// nothing: for an instruction count (`valgrind --tool=callgrind`),
+    /// taken at two `--calls` and subtracted.
+    #[arg(long, value_enum, requires = "inner")]
+    only: Option<Variant>,
+    /// The inner service of an `--only` run.
+    #[arg(long, value_enum)]
+    inner: Option<Inner>,
+}
+
+/// A layer, for `--only`.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum Variant {
+    /// No layer.
+    None,
+    /// `tower::timeout`.
+    Tower,
+    /// Ours.
+    Ours,
+}
+
+/// An inner service, for `--only`.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum Inner {
+    /// Answers at its first poll.
+    AtOnce,
+    /// Answers after one yield (the timeout registers).
+    Yield,
 }
 
 /// The timeout each layer gives (never reached).
@@ -120,6 +148,25 @@ fn report(shape: &str, ns: [f64; 3]) {
     );
 }
 
+/// `inner` through `variant` only, once.
+async fn only<S>(variant: Variant, inner: S, args: &Args)
+where
+    S: Service<u64, Response = u64, Error = Infallible> + Clone + Send + 'static,
+    S::Future: Send,
+{
+    match variant {
+        Variant::None => drive(inner, args).await,
+        Variant::Tower => {
+            drive(
+                tower::timeout::TimeoutLayer::new(TIMEOUT).layer(inner),
+                args,
+            )
+            .await
+        }
+        Variant::Ours => drive(TimeoutLayer::new(TIMEOUT).layer(inner), args).await,
+    };
+}
+
 pub fn run(args: &Args) -> Result<(), BoxError> {
     let runtime = crate::client::two_workers()?;
     runtime.block_on(async {
@@ -130,6 +177,13 @@ pub fn run(args: &Args) -> Result<(), BoxError> {
             tokio::task::yield_now().await;
             Ok::<_, Infallible>(x)
         });
+        if let (Some(variant), Some(inner)) = (args.only, args.inner) {
+            match inner {
+                Inner::AtOnce => only(variant, at_once, args).await,
+                Inner::Yield => only(variant, after_a_yield, args).await,
+            }
+            return;
+        }
         let how = if args.reuse { "one service per task" } else { "a clone per call, as axum" };
         println!(
             "{} tasks x {} calls ({how}) on 2 workers, median of {} rounds; ns of process CPU per call",

@@ -6,7 +6,8 @@
 //! cargo build --release -p purgatorio-web --example measure
 //! flock /tmp/bench.lock target/release/examples/measure layer
 //! flock /tmp/bench.lock target/release/examples/measure http
-//! prlimit --nofile=150000 flock /tmp/bench.lock target/release/examples/measure parked
+//! flock /tmp/bench.lock target/release/examples/measure parked
+//! target/release/examples/measure alloc
 //! ```
 //!
 //! * `layer`: the layer's own CPU per call on both workers of a 2-worker
@@ -16,10 +17,15 @@
 //! * `parked`: 10,000 and 50,000 parked long-polls, and expiries, against
 //!   the purgatory service and a `tokio::sync::watch` + `tokio::time::timeout`
 //!   one: RSS per parked request, CPU while idle, wake latency, lateness.
+//! * `alloc`: what one parked GET allocates in each of those two services,
+//!   counted in process by this program's allocator (exact, not timed).
+//! * `layer --only V --inner I`: one layer and inner service alone, for an
+//!   instruction count under `valgrind --tool=callgrind`.
 //!
 //! The servers run as child processes of this program (`measure serve`),
 //! so their CPU and memory are theirs alone.
 
+mod alloc;
 mod client;
 mod http;
 mod layer;
@@ -48,6 +54,8 @@ enum What {
     Http(http::Args),
     /// Parked long-polls: memory, idle CPU, wake latency, expiries.
     Parked(parked::Args),
+    /// What one parked GET allocates, counted in process.
+    Alloc(alloc::Args),
     /// The server the others start (one of the variants).
     #[command(hide = true)]
     Serve(serve::Args),
@@ -58,6 +66,7 @@ fn main() -> ExitCode {
         What::Layer(args) => layer::run(&args),
         What::Http(args) => http::run(&args),
         What::Parked(args) => parked::run(&args),
+        What::Alloc(args) => alloc::run(&args),
         What::Serve(args) => serve::run(&args),
     };
     match result {

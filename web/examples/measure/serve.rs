@@ -36,6 +36,9 @@ pub enum Waits {
     Purgatory,
     /// On a `tokio::sync::watch` under `tokio::time::timeout`.
     Watch,
+    /// The same, its handler freeing the request's strings before it
+    /// waits, as `long_poll`'s does.
+    WatchLean,
 }
 
 /// The timeout layer.
@@ -70,11 +73,16 @@ fn router(args: &Args) -> Result<Router, BoxError> {
             let waiting = move || std::future::ready(stats.purgatory().delayed().to_string());
             service.router().route("/stats", get(waiting))
         }
-        Waits::Watch => {
+        Waits::Watch | Waits::WatchLean => {
             let service = crate::watch::WatchLongPoll::default();
             let stats = service.clone();
             let waiting = move || std::future::ready(stats.waiting().to_string());
-            service.router().route("/stats", get(waiting))
+            let routes = if args.store == Waits::Watch {
+                service.router()
+            } else {
+                service.lean_router()
+            };
+            routes.route("/stats", get(waiting))
         }
     };
     let errors = HandleErrorLayer::new(status_of);

@@ -4,6 +4,7 @@
 //! index. Same routes, parameters and answers as `long_poll::LongPoll`.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::Arc;
 
 use axum::body::Bytes;
@@ -29,6 +30,15 @@ impl WatchLongPoll {
     pub fn router(&self) -> Router {
         Router::new()
             .route("/keys/{key}", get(get_key).put(put_key))
+            .layer(DefaultBodyLimit::max(MAX_VALUE_BYTES))
+            .with_state(self.clone())
+    }
+
+    /// The same routes, with a GET handler that frees the request's strings
+    /// before it waits, as `long_poll`'s does.
+    pub fn lean_router(&self) -> Router {
+        Router::new()
+            .route("/keys/{key}", get(get_key_lean).put(put_key))
             .layer(DefaultBodyLimit::max(MAX_VALUE_BYTES))
             .with_state(self.clone())
     }
@@ -66,6 +76,28 @@ async fn get_key(
         let _ = tokio::time::timeout(query.wait, changes.wait_for(|&index| index > seen)).await;
     }
     entry_response(service.store.get(&key))
+}
+
+/// `GET /keys/{key}`, holding only the service and the shared key while it
+/// waits.
+fn get_key_lean(
+    State(service): State<WatchLongPoll>,
+    Path(key): Path<String>,
+    RawQuery(query): RawQuery,
+) -> impl Future<Output = Response> {
+    let query = Query::of_get(&key, query.as_deref());
+    let key = service.store.shared_key(&key);
+    async move {
+        let query = match query {
+            Ok(query) => query,
+            Err(bad) => return bad.into_response(),
+        };
+        if let Some(seen) = query.index {
+            let mut changes = service.subscribe(&key);
+            let _ = tokio::time::timeout(query.wait, changes.wait_for(|&index| index > seen)).await;
+        }
+        entry_response(service.store.get(&key))
+    }
 }
 
 /// `PUT /keys/{key}`.

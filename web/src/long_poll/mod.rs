@@ -17,20 +17,25 @@
 //!   [`MAX_VALUE_BYTES`] is answered 413, and a PUT the store has no room
 //!   for ([`StoreLimits`]) 507 with a sentence.
 //!
-//! A parked GET is a [`DelayedRequest`] in the purgatory; its handler awaits
-//! it through [`Parked::cancel_on_drop`](purgatorio::Parked::cancel_on_drop),
-//! so when the client goes away (hyper drops the handler's future when it
-//! reads the end of the connection) the request is withdrawn at once: its
-//! timer entry is gone ([`Purgatory::delayed`] counts one fewer) and its
-//! answer is never made. Its entry in the key's watch list stays, inert,
-//! until the key's next PUT removes it or a purge sweeps the lists (once
-//! more than [`DEFAULT_PURGE_INTERVAL`](purgatorio::DEFAULT_PURGE_INTERVAL)
-//! such entries are estimated), as in Kafka's purgatory; so does that of a
-//! GET whose wait ended. One PUT completes every request parked on its key,
-//! with one lookup of the key.
+//! A parked GET is a [`DelayedRequest`] in the purgatory; its handler's
+//! future, a [`Fetching`], holds it through
+//! [`Parked::cancel_on_drop`](purgatorio::Parked::cancel_on_drop), so when
+//! the client goes away (hyper drops the handler's future when it reads the
+//! end of the connection) the request is withdrawn at once: its timer entry
+//! is gone ([`Purgatory::delayed`] counts one fewer) and its answer is never
+//! made. Its entry in the key's watch list, which the purgatory would keep
+//! until the key's next check or a purge, is swept within [`SWEEP_AFTER`]
+//! (by a check of the key, run on the timer; withdrawals meanwhile share
+//! it: see `sweep.rs`), so [`Purgatory::watched`] counts one fewer then. The entry of a GET whose
+//! wait ended stays until the key's next PUT or a purge (once more than
+//! [`DEFAULT_PURGE_INTERVAL`](purgatorio::DEFAULT_PURGE_INTERVAL) such
+//! entries are estimated), as in Kafka's purgatory. One PUT completes every
+//! request parked on its key, with one lookup of the key.
 
+mod fetching;
 mod query;
 mod store;
+mod sweep;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -43,8 +48,12 @@ use axum::routing::get;
 use axum::Router;
 use purgatorio::{BuildError, Completion, DelayedRequest, Purgatory, Timer};
 
+pub use fetching::Fetching;
 pub use query::{BadRequest, Query, DEFAULT_WAIT, MAX_KEY_BYTES, MAX_WAIT};
 pub use store::{Entry, Store, StoreFull, StoreLimits};
+pub use sweep::SWEEP_AFTER;
+
+use sweep::Sweeper;
 
 /// The largest value a PUT may carry (512 KiB, Consul's limit); a larger
 /// body is answered 413.
@@ -72,10 +81,19 @@ pub const INDEX_HEADER: &str = "x-index";
 /// ```
 #[derive(Clone, Debug)]
 pub struct LongPoll {
+    /// What the clones share (one reference count: a parked GET holds it).
+    shared: Arc<Shared>,
+}
+
+/// What the clones of a [`LongPoll`] share.
+#[derive(Debug)]
+struct Shared {
     /// The keys.
     store: Arc<Store>,
     /// The parked GETs, watched by key.
     fetches: Purgatory<Arc<str>, Fetch>,
+    /// Takes withdrawn GETs out of the watch lists.
+    sweeper: Sweeper,
 }
 
 impl LongPoll {
@@ -122,8 +140,11 @@ impl LongPoll {
             .shared_timer(timer)
             .build()?;
         Ok(LongPoll {
-            store: Arc::new(Store::with_limits(limits)),
-            fetches,
+            shared: Arc::new(Shared {
+                store: Arc::new(Store::with_limits(limits)),
+                fetches,
+                sweeper: Sweeper::new(timer),
+            }),
         })
     }
 
@@ -155,7 +176,7 @@ impl LongPoll {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn store(&self) -> &Store {
-        &self.store
+        &self.shared.store
     }
 
     /// The purgatory where GETs wait: its [`watched`](Purgatory::watched)
@@ -170,7 +191,7 @@ impl LongPoll {
     /// # Ok::<(), purgatorio::BuildError>(())
     /// ```
     pub fn purgatory(&self) -> &Purgatory<Arc<str>, Fetch> {
-        &self.fetches
+        &self.shared.fetches
     }
 
     /// Sets `key` to `value` and completes the GETs parked on it, as a PUT
@@ -189,15 +210,16 @@ impl LongPoll {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn put(&self, key: &str, value: Bytes) -> Result<u64, StoreFull> {
-        let index = self.store.put(key, value)?;
+        let index = self.store().put(key, value)?;
         // After the store's lock is released: `try_complete` takes it.
         // Shut down: the parked GETs were already answered.
-        let _ = self.fetches.check_and_complete(key);
+        let _ = self.purgatory().check_and_complete(key);
         Ok(index)
     }
 
     /// The answer to a GET of `key` with `query`: at once, or once a write
-    /// past `query.index` or the wait comes.
+    /// past `query.index` or the wait comes. Dropped before it resolves, the
+    /// future withdraws the parked request.
     ///
     /// # Examples
     ///
@@ -212,31 +234,35 @@ impl LongPoll {
     /// # })?;
     /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
     /// ```
-    pub async fn fetch(&self, key: &str, query: Query) -> Response {
+    pub fn fetch(&self, key: &str, query: Query) -> Fetching {
+        let store = self.store();
         let Some(seen) = query.index else {
-            return entry_response(self.store.get(key));
+            return Fetching::now(store.get(key));
         };
-        if let Some(newer) = self.store.newer_than(key, seen) {
-            return entry_response(Some(newer));
+        if let Some(newer) = store.newer_than(key, seen) {
+            return Fetching::now(Some(newer));
         }
         // One copy of the key for the store, the request and its watch.
-        let shared = self.store.shared_key(key);
-        let fetch = Fetch {
-            store: Arc::clone(&self.store),
-            key: Arc::clone(&shared),
-            seen,
-            wait: query.wait,
-        };
-        // Dropped (the client went away), the request leaves at once.
-        let parked = match self.fetches.park(fetch, [shared]) {
-            Ok(parked) => parked.cancel_on_drop(),
-            Err(_) => return shutting_down(),
-        };
-        // The answer is read here, on the woken task, not by the PUT that
-        // completes thousands of requests at once.
-        match parked.await {
-            Some(Completion::ShutDown) | None => shutting_down(),
-            Some(_) => entry_response(self.store.get(key)),
+        let key = store.shared_key(key);
+        let fetch = Fetch::new(&self.shared.store, &key, seen, query.wait);
+        match self.purgatory().park(fetch, [Arc::clone(&key)]) {
+            Ok(parked) => Fetching::waiting(self.clone(), key, parked.cancel_on_drop()),
+            Err(_) => Fetching::shutting_down(),
+        }
+    }
+
+    /// Has the GETs withdrawn from `key` taken out of its watch list
+    /// within [`SWEEP_AFTER`] (see [`Sweeper`]).
+    fn sweep_soon(&self, key: Arc<str>) {
+        self.shared.sweeper.sweep_soon(key, self);
+    }
+
+    /// Checks every key with a withdrawn GET: a check drops the key's done
+    /// entries (on the timer, from [`Sweeper::sweep_soon`]).
+    fn sweep_due(&self) {
+        for key in self.shared.sweeper.take_due() {
+            // Shut down: nothing is left to sweep.
+            let _ = self.purgatory().check_and_complete(&*key);
         }
     }
 }
@@ -261,8 +287,21 @@ pub struct Fetch {
     key: Arc<str>,
     /// The index the client saw.
     seen: u64,
-    /// How long it waits.
-    wait: Duration,
+    /// How long it waits, in milliseconds (a `u32`, not a `Duration`: 8
+    /// bytes less in every parked GET; saturated at 49 days).
+    wait_ms: u32,
+}
+
+impl Fetch {
+    /// A GET of `key` in `store` past index `seen`, for at most `wait`.
+    fn new(store: &Arc<Store>, key: &Arc<str>, seen: u64, wait: Duration) -> Self {
+        Fetch {
+            store: Arc::clone(store),
+            key: Arc::clone(key),
+            seen,
+            wait_ms: u32::try_from(wait.as_millis()).unwrap_or(u32::MAX),
+        }
+    }
 }
 
 impl DelayedRequest for Fetch {
@@ -270,7 +309,7 @@ impl DelayedRequest for Fetch {
     type Output = Completion;
 
     fn delay(&self) -> Duration {
-        self.wait
+        Duration::from_millis(u64::from(self.wait_ms))
     }
 
     fn try_complete(&mut self) -> bool {
@@ -325,20 +364,17 @@ fn with_index(mut response: Response, index: u64) -> Response {
     response
 }
 
-/// The answer once the service shuts down: 503.
-fn shutting_down() -> Response {
-    (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response()
-}
-
-/// `GET /keys/{key}`.
-async fn get_key(
+/// `GET /keys/{key}`. Not an `async fn`, whose future would hold its
+/// arguments for as long as the client waits: they are used, and freed,
+/// before the request parks.
+fn get_key(
     State(service): State<LongPoll>,
     Path(key): Path<String>,
     RawQuery(query): RawQuery,
-) -> Response {
+) -> Fetching {
     match Query::of_get(&key, query.as_deref()) {
-        Ok(query) => service.fetch(&key, query).await,
-        Err(bad) => bad.into_response(),
+        Ok(query) => service.fetch(&key, query),
+        Err(bad) => Fetching::refused(bad),
     }
 }
 
