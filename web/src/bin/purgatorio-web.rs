@@ -42,11 +42,19 @@ struct Args {
     /// keep-alive connection too).
     #[arg(long, default_value_t = Server::HEADER_READ_TIMEOUT.as_millis() as u64)]
     header_read_timeout_ms: u64,
-    /// Cuts off a request body that sends nothing for this long.
-    #[arg(long, default_value_t = Server::BODY_STALL_TIMEOUT.as_millis() as u64)]
-    body_stall_timeout_ms: u64,
-    /// Closes a connection whose answer makes no progress for this long
-    /// (a client that stopped reading).
+    /// The most connections at once from one IP address; one more is
+    /// closed at once.
+    #[arg(long, default_value_t = Server::MAX_CONNECTIONS_PER_IP)]
+    max_connections_per_ip: usize,
+    /// A connection's read buffer: request headers past it are answered 431.
+    #[arg(long, default_value_t = Server::MAX_BUF_SIZE)]
+    max_buf_size: usize,
+    /// Cuts off a request body still arriving this long after it first had
+    /// to wait.
+    #[arg(long, default_value_t = Server::BODY_TIMEOUT.as_millis() as u64)]
+    body_timeout_ms: u64,
+    /// Closes a connection whose answer has waited this long without the
+    /// client reading 16 KiB of it (a client that stopped reading).
     #[arg(long, default_value_t = Server::WRITE_TIMEOUT.as_millis() as u64)]
     write_timeout_ms: u64,
     /// The bytes of request bodies held at once, across connections.
@@ -100,13 +108,42 @@ async fn main() -> ExitCode {
     if let Ok(local) = listener.local_addr() {
         println!("long-poll service on http://{local}/keys/{{key}}");
     }
-    Server::new(shared_timer())
+    let server = Server::new(shared_timer())
         .max_connections(args.max_connections)
+        .max_connections_per_ip(args.max_connections_per_ip)
         .header_read_timeout(Duration::from_millis(args.header_read_timeout_ms))
-        .body_stall_timeout(Duration::from_millis(args.body_stall_timeout_ms))
+        .max_buf_size(args.max_buf_size)
+        .body_timeout(Duration::from_millis(args.body_timeout_ms))
         .write_timeout(Duration::from_millis(args.write_timeout_ms))
-        .max_body_bytes(args.max_body_bytes)
-        .serve(listener, app)
-        .await;
-    ExitCode::SUCCESS
+        .max_body_bytes(args.max_body_bytes);
+    // On Ctrl-C or SIGTERM: stop accepting, answer every parked GET 503,
+    // let the requests being served finish, then exit.
+    let parked = service.clone();
+    let stop = async move {
+        stop_signal().await;
+        parked.purgatory().shutdown();
+    };
+    match server.serve_with_shutdown(listener, app, stop).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: cannot accept connections: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Ctrl-C, or SIGTERM where there are signals.
+async fn stop_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
 }

@@ -174,7 +174,8 @@ impl Store {
     ///
     /// [`StoreFull`] if a new key would pass the count of keys, or the
     /// value the bytes, of [`limits`](Self::limits); the store is then
-    /// unchanged.
+    /// unchanged. The store keeps a copy of `value`: a slice of a larger
+    /// buffer does not keep the buffer.
     ///
     /// # Examples
     ///
@@ -183,6 +184,9 @@ impl Store {
     /// assert_eq!(store.put("k", "v".into()), Ok(1));
     /// ```
     pub fn put(&self, key: &str, value: Bytes) -> Result<u64, StoreFull> {
+        // A body's bytes may be a slice of a connection's read buffer: the
+        // store keeps a copy of its own, so it holds what it counts.
+        let value = Bytes::copy_from_slice(&value);
         let mut keys = self.keys.lock();
         // The bytes held without this key's present entry.
         let others = match keys.entries.get(key) {

@@ -1,11 +1,12 @@
-//! [`GuardedBody`]: a request body that may not stall, nor hold more than
-//! its share of the server's body budget.
+//! [`GuardedBody`]: a request body that must arrive in time, and whose bytes
+//! count against the server's body budget.
 
 use std::fmt;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use http_body::{Frame, SizeHint};
@@ -62,13 +63,30 @@ impl Budget {
     }
 }
 
+/// What each data frame of a body costs the budget beyond its bytes: the
+/// bookkeeping of a collected frame, so that a body sent a byte at a time
+/// is charged for what it holds.
+const FRAME_COST: usize = 64;
+
 /// Why a request body was cut off. The handler that reads it (axum's
 /// `Bytes` extractor) answers 400 with this sentence, and the connection
 /// closes: its body was not read to the end.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use purgatorio_web::server::BodyError;
+///
+/// let late = BodyError::TimedOut(Duration::from_secs(30));
+/// assert_eq!(late.to_string(), "the request body did not arrive within 30000 ms of its first wait");
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum BodyError {
-    /// No byte came for this many milliseconds.
-    Stalled(u128),
+    /// The body was still arriving this long after it first had to wait
+    /// ([`Server::body_timeout`](super::Server::body_timeout)).
+    TimedOut(Duration),
     /// The server already holds its limit of request body bytes (this
     /// many): a load of uploads, or slow ones; the client may retry.
     Busy(usize),
@@ -77,7 +95,11 @@ pub enum BodyError {
 impl fmt::Display for BodyError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            BodyError::Stalled(ms) => write!(f, "the request body sent nothing for {ms} ms"),
+            BodyError::TimedOut(limit) => write!(
+                f,
+                "the request body did not arrive within {} ms of its first wait",
+                limit.as_millis()
+            ),
             BodyError::Busy(max) => write!(
                 f,
                 "the server holds its limit of {max} bytes of request bodies; retry later"
@@ -88,9 +110,10 @@ impl fmt::Display for BodyError {
 
 impl std::error::Error for BodyError {}
 
-/// A request body whose frames must keep coming (a stall past the limit is
-/// [`BodyError::Stalled`]) and whose bytes count against the server's
-/// [`Budget`] until the body is dropped (the handler has collected it).
+/// A request body that must arrive whole within the stall's limit of when
+/// it first has to wait ([`BodyError::TimedOut`]; trickling does not reset
+/// it), and whose frames count against the server's [`Budget`] until the
+/// body is dropped (the handler has collected it).
 #[derive(Debug)]
 pub(super) struct GuardedBody {
     /// The body.
@@ -126,17 +149,16 @@ impl http_body::Body for GuardedBody {
         let this = &mut *self;
         match Pin::new(&mut this.body).poll_frame(cx) {
             Poll::Pending if this.stall.expired(cx) => {
-                let ms = this.stall.limit().as_millis();
-                Poll::Ready(Some(Err(BodyError::Stalled(ms).into())))
+                let limit = this.stall.limit();
+                Poll::Ready(Some(Err(BodyError::TimedOut(limit).into())))
             }
             Poll::Pending => Poll::Pending,
             Poll::Ready(Some(Ok(frame))) => {
-                this.stall.progress();
-                let bytes = frame.data_ref().map_or(0, Bytes::len);
-                if !this.budget.take(bytes) {
+                let cost = frame.data_ref().map_or(0, |data| data.len() + FRAME_COST);
+                if !this.budget.take(cost) {
                     return Poll::Ready(Some(Err(BodyError::Busy(this.budget.max).into())));
                 }
-                this.held += bytes;
+                this.held += cost;
                 Poll::Ready(Some(Ok(frame)))
             }
             Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(e.into()))),
