@@ -73,13 +73,19 @@ pub enum Step {
 
 impl Step {
     /// What a promotion step leaves to do. The node's own clock is never
-    /// read: a wait is Redis's distance to the next deadline.
-    pub(crate) fn after(promotion: Promotion) -> Step {
+    /// read: a wait is Redis's distance to the next deadline, and at least
+    /// `pace` ([`Config::promote_pace`](crate::Config::promote_pace)) after
+    /// a step that moved timers, so that timers coming due one after
+    /// another go in batches.
+    pub(crate) fn after(promotion: Promotion, pace: Duration) -> Step {
         if promotion.full {
             return Step::Again;
         }
         match promotion.next_deadline_ms {
-            Some(next) => Step::Sleep(sleep_until(next, promotion.now_ms)),
+            Some(next) => {
+                let wait = sleep_until(next, promotion.now_ms);
+                Step::Sleep(if promotion.moved > 0 { wait.max(pace) } else { wait })
+            }
             None => Step::Idle,
         }
     }
@@ -198,7 +204,9 @@ impl Scheduler {
             let page = self.timers.handle_misfires(MISFIRE_AFTER)?;
             return Ok(self.start.after_misfires(page));
         }
-        self.timers.promote(MISFIRE_AFTER).map(Step::after)
+        let pace = self.timers.config().promote_pace;
+        let promotion = self.timers.promote(MISFIRE_AFTER)?;
+        Ok(Step::after(promotion, pace))
     }
 
     /// A handle that stops [`run`](Self::run).

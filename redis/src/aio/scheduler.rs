@@ -99,7 +99,9 @@ impl Scheduler {
             let page = self.timers.handle_misfires(MISFIRE_AFTER).await?;
             return Ok(self.start.after_misfires(page));
         }
-        self.timers.promote(MISFIRE_AFTER).await.map(Step::after)
+        let pace = self.timers.config().promote_pace;
+        let promotion = self.timers.promote(MISFIRE_AFTER).await?;
+        Ok(Step::after(promotion, pace))
     }
 
     /// Runs the node until the future is dropped (or its task aborted):
