@@ -37,7 +37,12 @@ impl Delivery {
         let (attempt, payload, promoted_ms, series) = match reply::field(fields, "r") {
             Some(record) => {
                 let (attempt, payload) = attempt_and_payload(record);
-                (attempt, payload, entry_ms(&entry), reply::field(fields, "s"))
+                (
+                    attempt,
+                    payload,
+                    entry_ms(&entry),
+                    reply::field(fields, "s"),
+                )
             }
             None => (
                 reply::number_field(fields, "attempt"),
@@ -186,7 +191,12 @@ mod tests {
 
     #[test]
     fn a_compact_entry_reads_its_record_and_the_entry_time() {
-        let entry = fields(&[("i", "t1"), ("r", "170 3 a b c"), ("d", "1700"), ("s", "cron")]);
+        let entry = fields(&[
+            ("i", "t1"),
+            ("r", "170 3 a b c"),
+            ("d", "1700"),
+            ("s", "cron"),
+        ]);
         let d = Delivery::from_entry("1750-2".into(), &entry);
         assert_eq!(d.id, "t1");
         assert_eq!(d.payload, b"a b c");

@@ -84,7 +84,11 @@ impl Step {
         match promotion.next_deadline_ms {
             Some(next) => {
                 let wait = sleep_until(next, promotion.now_ms);
-                Step::Sleep(if promotion.moved > 0 { wait.max(pace) } else { wait })
+                Step::Sleep(if promotion.moved > 0 {
+                    wait.max(pace)
+                } else {
+                    wait
+                })
             }
             None => Step::Idle,
         }
