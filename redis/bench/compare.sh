@@ -95,7 +95,8 @@ run() { # name, binary, extra arguments
 }
 
 # One more run of ours with every call in the slow log: µs inside Redis per
-# timer by script (its KEYS name it) and by command, and calls per timer.
+# timer by script (its KEYS name it) and by command, and calls per timer;
+# then the commands the scripts ran (their µs are inside the scripts').
 # Wall time inside Redis, so a loaded machine's waits are in it; the log
 # costs CPU too, so this run's figures stand apart from the table's.
 by_script() { # name, binary
@@ -120,12 +121,15 @@ for entry in json.load(sys.stdin):
     if name == "evalsha" and len(args) > 2 and args[2].isdigit():
         keys = [k.split(":")[-1] for k in args[3:3 + int(args[2])]]
         name = "script(" + ",".join(keys) + ")"
+    if entry[4] == "?:0":
+        name = "  (in scripts) " + name
     calls, us = rows.get(name, (0, 0))
     rows[name] = (calls + 1, us + entry[2])
-total = sum(us for _, us in rows.values())
-print("    %-34s %8s %8.2f" % ("total", "", total / n))
-for name, (calls, us) in sorted(rows.items(), key=lambda r: -r[1][1]):
-    print("    %-34s %8.3f %8.2f" % (name, calls / n, us / n))
+total = sum(us for name, (_, us) in rows.items() if not name.startswith(" "))
+print("    %-44s %8s %8.2f" % ("total (calls from clients)", "", total / n))
+for name, (calls, us) in sorted(rows.items(), key=lambda r: (r[0].startswith(" "), -r[1][1])):
+    if us >= 0.01 * n:
+        print("    %-44s %8.3f %8.2f" % (name, calls / n, us / n))
 ' "$count"
     cli slowlog reset >/dev/null
 }

@@ -40,7 +40,7 @@ struct Args {
     spread_ms: u64,
     /// The schedulers' least wait after a step that moved timers, ms
     /// (`Config::promote_pace`).
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 10)]
     pace_ms: u64,
     /// Measure the baseline instead: the common sorted-set poller.
     #[arg(long)]

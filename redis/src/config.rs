@@ -108,7 +108,7 @@ pub struct Config {
 impl Config {
     /// The defaults for `namespace`: 1 s buckets, 64 KiB payloads, 256-byte
     /// ids, a 30 s visibility timeout, 5 attempts, 250 timers per step and
-    /// a 5 ms pace between steps, 5 tries per call, a 2 s response timeout, misfires fired at once.
+    /// a 10 ms pace between steps, 5 tries per call, a 2 s response timeout, misfires fired at once.
     ///
     /// # Examples
     ///
@@ -125,7 +125,7 @@ impl Config {
             visibility_timeout: Duration::from_secs(30),
             max_attempts: 5,
             promote_batch: 250,
-            promote_pace: Duration::from_millis(5),
+            promote_pace: Duration::from_millis(10),
             retries: 5,
             response_timeout: Duration::from_secs(2),
             misfire: Misfire::FireNow,

@@ -361,6 +361,33 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_step_that_moved_timers_waits_at_least_the_pace() {
+        let pace = Duration::from_millis(10);
+        let step = |moved, next, full| {
+            let promotion = Promotion {
+                next_deadline_ms: next,
+                now_ms: 1_000,
+                full,
+                moved,
+            };
+            Step::after(promotion, pace)
+        };
+        assert_eq!(step(5, Some(1_001), false), Step::Sleep(pace));
+        assert_eq!(
+            step(5, Some(1_050), false),
+            Step::Sleep(Duration::from_millis(50))
+        );
+        // Nothing moved: the next deadline's own wait (a wake-up, a
+        // deadline just ahead); a full step: again at once.
+        assert_eq!(
+            step(0, Some(1_001), false),
+            Step::Sleep(Duration::from_millis(1))
+        );
+        assert_eq!(step(250, Some(1_000), true), Step::Again);
+        assert_eq!(step(5, None, false), Step::Idle);
+    }
+
+    #[test]
     fn the_sleep_saturates_and_is_capped() {
         assert_eq!(sleep_until(1_500, 1_000), Duration::from_millis(500));
         assert_eq!(sleep_until(1_000, 1_500), Duration::ZERO);
