@@ -38,6 +38,10 @@ struct Args {
     /// The deadlines span this many ms.
     #[arg(long, default_value_t = 5_000)]
     spread_ms: u64,
+    /// The schedulers' least wait after a step that moved timers, ms
+    /// (`Config::promote_pace`).
+    #[arg(long, default_value_t = 10)]
+    pace_ms: u64,
     /// Measure the baseline instead: the common sorted-set poller.
     #[arg(long)]
     poller: bool,
@@ -52,7 +56,9 @@ fn main() {
 }
 
 fn measure(args: &Args) -> Result<(), purgatorio_redis::Error> {
-    let timers = Timers::connect(&args.url, Config::new(&args.namespace))?;
+    let mut config = Config::new(&args.namespace);
+    config.promote_pace = Duration::from_millis(args.pace_ms);
+    let timers = Timers::connect(&args.url, config)?;
     let mut redis = redis::Client::open(args.url.as_str())
         .and_then(|client| client.get_connection())
         .map_err(purgatorio_redis::Error::Redis)?;

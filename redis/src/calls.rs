@@ -340,12 +340,13 @@ pub(crate) fn promote(ns: &Namespace, misfire_after: Duration) -> ScriptInvocati
 pub(crate) type PromoteReply = (u64, String, String, u8);
 
 /// A [`promote`] reply as a [`Promotion`].
-pub(crate) fn promotion((_moved, next, now, full): PromoteReply) -> Result<Promotion, Error> {
+pub(crate) fn promotion((moved, next, now, full): PromoteReply) -> Result<Promotion, Error> {
     let next = reply::millis(&next)?;
     Ok(Promotion {
         next_deadline_ms: (next >= 0.0).then_some(next as u64),
         now_ms: reply::millis(&now)? as u64,
         full: full == 1,
+        moved,
     })
 }
 

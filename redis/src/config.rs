@@ -18,6 +18,9 @@ pub const MAX_DELAY_MS: u64 = 100 * 365 * 24 * 3_600 * 1_000;
 /// the bound on one script's work (see `redis/README.md`).
 pub const MAX_PROMOTE_BATCH: usize = 1_000;
 
+/// The longest [`Config::promote_pace`]: 1 s.
+pub const MAX_PROMOTE_PACE: Duration = Duration::from_secs(1);
+
 /// The longest namespace accepted, bytes.
 pub const MAX_NAMESPACE: usize = 128;
 
@@ -58,6 +61,14 @@ pub struct Config {
     pub max_attempts: u32,
     /// Timers promoted per atomic step: 1 to [`MAX_PROMOTE_BATCH`].
     pub promote_batch: usize,
+    /// The least wait of a scheduler node after a promotion step that moved
+    /// timers and did not fill its batch, however soon the next deadline:
+    /// timers coming due one after another then go to the stream in
+    /// batches, which costs Redis less CPU per timer than a step per few
+    /// timers (`redis/README.md`, "Where the CPU goes"), and may deliver
+    /// them up to this much later. Never earlier: a timer is promoted only
+    /// once due. At most [`MAX_PROMOTE_PACE`]; zero: no least wait.
+    pub promote_pace: Duration,
     /// Attempts of one Redis call before
     /// [`Error::Unavailable`]; at least 1. The scheduler's and consumer's
     /// loops never give up: they retry with backoff until stopped.
@@ -96,8 +107,8 @@ pub struct Config {
 
 impl Config {
     /// The defaults for `namespace`: 1 s buckets, 64 KiB payloads, 256-byte
-    /// ids, a 30 s visibility timeout, 5 attempts, 250 timers per step,
-    /// 5 tries per call, a 2 s response timeout, misfires fired at once.
+    /// ids, a 30 s visibility timeout, 5 attempts, 250 timers per step and
+    /// a 10 ms pace between steps, 5 tries per call, a 2 s response timeout, misfires fired at once.
     ///
     /// # Examples
     ///
@@ -114,6 +125,7 @@ impl Config {
             visibility_timeout: Duration::from_secs(30),
             max_attempts: 5,
             promote_batch: 250,
+            promote_pace: Duration::from_millis(10),
             retries: 5,
             response_timeout: Duration::from_secs(2),
             misfire: Misfire::FireNow,
@@ -184,6 +196,9 @@ impl Config {
         }
         if self.promote_batch == 0 || self.promote_batch > MAX_PROMOTE_BATCH {
             return invalid("promote_batch", "must be from 1 to 1,000");
+        }
+        if self.promote_pace > MAX_PROMOTE_PACE {
+            return invalid("promote_pace", "must be at most 1 s");
         }
         if self.retries == 0 {
             return invalid("retries", "must be at least 1");

@@ -16,8 +16,9 @@ pub struct Delivery {
     pub deadline_ms: u64,
     /// 1 for the first delivery; more after a retry or a take-over.
     pub attempt: u32,
-    /// When a scheduler node moved it to the stream, ms by Redis's clock:
-    /// never before [`deadline_ms`](Self::deadline_ms).
+    /// When a scheduler node moved it to the stream, ms by Redis's clock
+    /// (the stream entry's time): never before
+    /// [`deadline_ms`](Self::deadline_ms).
     pub promoted_ms: u64,
     /// The stream entry.
     pub(crate) entry: String,
@@ -26,28 +27,72 @@ pub struct Delivery {
 }
 
 impl Delivery {
-    /// The delivery of stream entry `entry` with `fields`.
+    /// The delivery of stream entry `entry` with `fields`: `i <id> r
+    /// <record> d <deadline> [s <series>]`, the record as the timer hash
+    /// stored it (`"<bucket> <attempt> <payload>"`, `scripts/mod.rs`), and
+    /// the time of promotion the entry id's ms. Entries written by an
+    /// earlier version (`id`, `payload`, `deadline`, `attempt`, `promoted`,
+    /// `repeat`) are read too.
     pub(crate) fn from_entry(entry: String, fields: &Fields) -> Delivery {
-        let attempt = reply::number_field(fields, "attempt").clamp(1, u64::from(u32::MAX));
+        let (attempt, payload, promoted_ms, series) = match reply::field(fields, "r") {
+            Some(record) => {
+                let (attempt, payload) = attempt_and_payload(record);
+                (
+                    attempt,
+                    payload,
+                    entry_ms(&entry),
+                    reply::field(fields, "s"),
+                )
+            }
+            None => (
+                reply::number_field(fields, "attempt"),
+                reply::field(fields, "payload").unwrap_or_default(),
+                reply::number_field(fields, "promoted"),
+                reply::field(fields, "repeat"),
+            ),
+        };
+        let id = reply::field(fields, "i").or_else(|| reply::field(fields, "id"));
+        let deadline_ms = match reply::field(fields, "d") {
+            Some(_) => reply::number_field(fields, "d"),
+            None => reply::number_field(fields, "deadline"),
+        };
         Delivery {
-            id: String::from_utf8_lossy(reply::field(fields, "id").unwrap_or_default())
-                .into_owned(),
-            payload: reply::field(fields, "payload").unwrap_or_default().to_vec(),
-            deadline_ms: reply::number_field(fields, "deadline"),
-            attempt: attempt as u32,
-            promoted_ms: reply::number_field(fields, "promoted"),
+            id: String::from_utf8_lossy(id.unwrap_or_default()).into_owned(),
+            payload: payload.to_vec(),
+            deadline_ms,
+            attempt: attempt.clamp(1, u64::from(u32::MAX)) as u32,
+            promoted_ms,
             entry,
-            series: reply::field(fields, "repeat")
-                .map(|spec| String::from_utf8_lossy(spec).into_owned()),
+            series: series.map(|spec| String::from_utf8_lossy(spec).into_owned()),
         }
     }
-
     /// Whether it is an occurrence of a recurring timer
     /// ([`Timers::schedule_recurring`](crate::Timers::schedule_recurring)):
     /// acknowledging it schedules the next occurrence.
     pub fn is_recurring(&self) -> bool {
         self.series.is_some()
     }
+}
+
+/// The attempt and payload of a timer record `"<bucket> <attempt>
+/// <payload>"`; attempt 0 (read as 1) if it is malformed.
+fn attempt_and_payload(record: &[u8]) -> (u64, &[u8]) {
+    let mut parts = record.splitn(3, |&b| b == b' ');
+    let (_bucket, attempt, payload) = (parts.next(), parts.next(), parts.next());
+    let attempt = attempt
+        .and_then(|a| std::str::from_utf8(a).ok()?.parse().ok())
+        .unwrap_or(0);
+    (attempt, payload.unwrap_or_default())
+}
+
+/// The ms part of stream entry id `entry` (`<ms>-<seq>`): when it was
+/// added, by Redis's clock (or just after the stream's last entry, if
+/// Redis's clock stepped back).
+fn entry_ms(entry: &str) -> u64 {
+    entry
+        .split_once('-')
+        .and_then(|(ms, _)| ms.parse().ok())
+        .unwrap_or(0)
 }
 
 /// What a consumer did with a delivery.
@@ -135,5 +180,46 @@ mod tests {
             Backoff::Fixed(Duration::from_secs(2)).delay(9),
             Duration::from_secs(2)
         );
+    }
+
+    fn fields(pairs: &[(&str, &str)]) -> Fields {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.as_bytes().to_vec()))
+            .collect()
+    }
+
+    #[test]
+    fn a_compact_entry_reads_its_record_and_the_entry_time() {
+        let entry = fields(&[
+            ("i", "t1"),
+            ("r", "170 3 a b c"),
+            ("d", "1700"),
+            ("s", "cron"),
+        ]);
+        let d = Delivery::from_entry("1750-2".into(), &entry);
+        assert_eq!(d.id, "t1");
+        assert_eq!(d.payload, b"a b c");
+        assert_eq!((d.deadline_ms, d.attempt, d.promoted_ms), (1700, 3, 1750));
+        assert_eq!(d.series.as_deref(), Some("cron"));
+        let empty = Delivery::from_entry("9-0".into(), &fields(&[("i", "t"), ("r", "0 1 ")]));
+        assert_eq!((empty.payload.len(), empty.attempt), (0, 1));
+        let bad = Delivery::from_entry("x".into(), &fields(&[("i", "t"), ("r", "0")]));
+        assert_eq!((bad.attempt, bad.promoted_ms, bad.payload.len()), (1, 0, 0));
+    }
+
+    #[test]
+    fn an_entry_of_an_earlier_version_reads_too() {
+        let entry = fields(&[
+            ("id", "t1"),
+            ("payload", "p"),
+            ("deadline", "1700"),
+            ("attempt", "2"),
+            ("promoted", "1701"),
+        ]);
+        let d = Delivery::from_entry("1750-0".into(), &entry);
+        assert_eq!((d.id.as_str(), d.payload.as_slice()), ("t1", &b"p"[..]));
+        assert_eq!((d.deadline_ms, d.attempt, d.promoted_ms), (1700, 2, 1701));
+        assert_eq!(d.series, None);
     }
 }

@@ -79,7 +79,7 @@ mod zoned;
 pub use check::{Check, Stranded, WrongType};
 pub use config::{
     Config, Misfire, ReplicaAck, MAX_DEADLINE_MS, MAX_DELAY_MS, MAX_NAMESPACE, MAX_PAYLOAD_LIMIT,
-    MAX_PROMOTE_BATCH, MAX_REPLICA_WAIT,
+    MAX_PROMOTE_BATCH, MAX_PROMOTE_PACE, MAX_REPLICA_WAIT,
 };
 pub use consumer::{Consumer, MAX_BLOCK, MAX_CONSUMER_NAME};
 pub use delivery::{Backoff, Delivery, Verdict};

@@ -156,25 +156,33 @@ impl Link {
 
     /// A client for connections that send the url's handshake (`AUTH`,
     /// `SELECT`) themselves, within their own connection timeout: those of
-    /// the async face, whose connection manager reconnects on its own.
+    /// the async face, whose connection manager reconnects on its own. In
+    /// a cluster, a client for the master of the namespace's slot, asked of
+    /// the cluster now: this blocks for the round trips (the async face
+    /// asks on tokio's blocking threads, `aio::link::node_client`).
     #[cfg(feature = "tokio")]
     pub(crate) fn client_with_handshake(&self) -> redis::RedisResult<redis::Client> {
         let client = match &self.route {
-            Route::Single(client) => client,
-            // The async face connects with `Timers::connect` only.
+            Route::Single(client) => client.clone(),
             #[cfg(feature = "cluster")]
-            Route::Cluster(_) => {
-                return Err(redis::RedisError::from((
-                    redis::ErrorKind::ClientError,
-                    "the async face does not follow a Redis Cluster yet",
-                )))
-            }
+            Route::Cluster(seeds) => seeds.master(|node| self.connect_to(node))?,
         };
         let mut info = client.get_connection_info().clone();
         info.redis = self.handshake.clone();
         // The address keeps the TLS settings (a private CA) the client was
         // built with.
         redis::Client::open(info)
+    }
+
+    /// Whether the link follows a Redis Cluster: the node of its keys may
+    /// change (a failover, a resharding).
+    #[cfg(feature = "tokio")]
+    pub(crate) fn follows_cluster(&self) -> bool {
+        match &self.route {
+            Route::Single(_) => false,
+            #[cfg(feature = "cluster")]
+            Route::Cluster(_) => true,
+        }
     }
 
     /// Round trips answered so far.

@@ -73,13 +73,23 @@ pub enum Step {
 
 impl Step {
     /// What a promotion step leaves to do. The node's own clock is never
-    /// read: a wait is Redis's distance to the next deadline.
-    pub(crate) fn after(promotion: Promotion) -> Step {
+    /// read: a wait is Redis's distance to the next deadline, and at least
+    /// `pace` ([`Config::promote_pace`](crate::Config::promote_pace)) after
+    /// a step that moved timers, so that timers coming due one after
+    /// another go in batches.
+    pub(crate) fn after(promotion: Promotion, pace: Duration) -> Step {
         if promotion.full {
             return Step::Again;
         }
         match promotion.next_deadline_ms {
-            Some(next) => Step::Sleep(sleep_until(next, promotion.now_ms)),
+            Some(next) => {
+                let wait = sleep_until(next, promotion.now_ms);
+                Step::Sleep(if promotion.moved > 0 {
+                    wait.max(pace)
+                } else {
+                    wait
+                })
+            }
             None => Step::Idle,
         }
     }
@@ -198,7 +208,9 @@ impl Scheduler {
             let page = self.timers.handle_misfires(MISFIRE_AFTER)?;
             return Ok(self.start.after_misfires(page));
         }
-        self.timers.promote(MISFIRE_AFTER).map(Step::after)
+        let pace = self.timers.config().promote_pace;
+        let promotion = self.timers.promote(MISFIRE_AFTER)?;
+        Ok(Step::after(promotion, pace))
     }
 
     /// A handle that stops [`run`](Self::run).
@@ -347,6 +359,33 @@ impl Scheduler {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_step_that_moved_timers_waits_at_least_the_pace() {
+        let pace = Duration::from_millis(10);
+        let step = |moved, next, full| {
+            let promotion = Promotion {
+                next_deadline_ms: next,
+                now_ms: 1_000,
+                full,
+                moved,
+            };
+            Step::after(promotion, pace)
+        };
+        assert_eq!(step(5, Some(1_001), false), Step::Sleep(pace));
+        assert_eq!(
+            step(5, Some(1_050), false),
+            Step::Sleep(Duration::from_millis(50))
+        );
+        // Nothing moved: the next deadline's own wait (a wake-up, a
+        // deadline just ahead); a full step: again at once.
+        assert_eq!(
+            step(0, Some(1_001), false),
+            Step::Sleep(Duration::from_millis(1))
+        );
+        assert_eq!(step(250, Some(1_000), true), Step::Again);
+        assert_eq!(step(5, None, false), Step::Idle);
+    }
 
     #[test]
     fn the_sleep_saturates_and_is_capped() {

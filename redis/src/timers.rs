@@ -98,6 +98,8 @@ pub(crate) struct Promotion {
     /// The step stopped at its count or byte limit: more may be due, call
     /// again at once.
     pub(crate) full: bool,
+    /// Timers it took from the buckets.
+    pub(crate) moved: u64,
 }
 
 /// Whether a misfire page left more to do.

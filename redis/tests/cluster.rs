@@ -63,19 +63,24 @@ struct Running {
     stops: Vec<purgatorio_redis::StopHandle>,
     threads: Vec<thread::JoinHandle<()>>,
     delivered: Arc<Mutex<Delivered>>,
+    /// Deliveries of each id.
+    counts: Arc<Mutex<HashMap<String, u32>>>,
 }
 
 fn run(timers: &Timers) -> Running {
     let scheduler = Scheduler::new(timers.clone());
     let consumer = Consumer::new(timers.clone(), "c").expect("join the group");
     let delivered = Arc::new(Mutex::new(HashMap::new()));
+    let counts = Arc::new(Mutex::new(HashMap::new()));
     let record = Arc::clone(&delivered);
+    let count = Arc::clone(&counts);
     let stops = vec![scheduler.stop_handle(), consumer.stop_handle()];
     let threads = vec![
         thread::spawn(move || scheduler.run().expect("scheduler")),
         thread::spawn(move || {
             consumer
                 .run(|d| {
+                    *count.lock().unwrap().entry(d.id.clone()).or_insert(0) += 1;
                     record.lock().unwrap().entry(d.id.clone()).or_insert((
                         d.deadline_ms,
                         d.promoted_ms,
@@ -90,6 +95,7 @@ fn run(timers: &Timers) -> Running {
         stops,
         threads,
         delivered,
+        counts,
     }
 }
 
@@ -161,6 +167,16 @@ struct Failover {
     early: usize,
     /// From the kill to the first delivery after it, s.
     resumed_after: f64,
+    /// Timers delivered more than once.
+    duplicated: usize,
+    /// Timers first delivered while the replica was behind: from the cut
+    /// (with `Lag::None`, the kill), less 0.5 s for deliveries whose
+    /// acknowledgement was on its way, to the kill. The duplicates are
+    /// among them.
+    in_window: usize,
+    /// Duplicated timers that are not: none if a duplicate comes only
+    /// from what the replica did not receive.
+    duplicated_outside: usize,
 }
 
 /// How the replica falls behind before its master is killed.
@@ -217,6 +233,7 @@ fn failover(cluster: &mut RedisCluster, namespace: &str, config: Config, lag: La
         })
     };
     thread::sleep(Duration::from_secs(1));
+    let cut = matches!(lag, Lag::Cut).then(Instant::now);
     if let Lag::Cut = lag {
         cluster.signal(replica, "STOP");
         let killed = cluster.cli(master, &["CLIENT", "KILL", "TYPE", "replica"]);
@@ -225,6 +242,7 @@ fn failover(cluster: &mut RedisCluster, namespace: &str, config: Config, lag: La
     }
     cluster.kill(master);
     let killed = Instant::now();
+    let behind = cut.unwrap_or(killed);
     if let Lag::Cut = lag {
         cluster.signal(replica, "CONT");
     }
@@ -247,7 +265,27 @@ fn failover(cluster: &mut RedisCluster, namespace: &str, config: Config, lag: La
         let late = timers.server_time_ms().ok()? > last_deadline + 3_000;
         (all || late).then_some(())
     });
+    let counts = Arc::clone(&running.counts);
     let delivered = running.stop();
+    let counts = counts.lock().unwrap();
+    // Duplicates come only from the window in which the replica was
+    // behind: a promotion or an acknowledgement it never received is done
+    // again by the new master.
+    let window = behind - Duration::from_millis(500)..killed;
+    let in_window: HashSet<&String> = delivered
+        .iter()
+        .filter(|(_, (_, _, at))| window.contains(at))
+        .map(|(id, _)| id)
+        .collect();
+    let duplicated: Vec<&String> = counts
+        .iter()
+        .filter(|(_, n)| **n > 1)
+        .map(|(id, _)| id)
+        .collect();
+    let outside = duplicated
+        .iter()
+        .filter(|id| !in_window.contains(**id))
+        .count();
     let lost = acknowledged
         .iter()
         .filter(|(id, _)| !delivered.contains_key(id))
@@ -270,6 +308,9 @@ fn failover(cluster: &mut RedisCluster, namespace: &str, config: Config, lag: La
         lost,
         early,
         resumed_after,
+        duplicated: duplicated.len(),
+        in_window: in_window.len(),
+        duplicated_outside: outside,
     }
 }
 
@@ -301,6 +342,12 @@ fn a_killed_master_fails_over_and_wait_bounds_what_is_lost() {
     for outcome in [&plain, &lagging, &with_wait] {
         assert_eq!(outcome.early, 0, "{outcome:?}");
         assert!(outcome.acknowledged > 0, "{outcome:?}");
+        // Duplicates come only from the window in which the replica was
+        // behind: a promotion or an acknowledgement it never received is
+        // done again by the new master (at most every timer delivered in
+        // that window, redelivered once).
+        assert_eq!(outcome.duplicated_outside, 0, "{outcome:?}");
+        assert!(outcome.duplicated <= outcome.in_window, "{outcome:?}");
     }
     // (With WAIT, what was acknowledged was due before the kill, and the
     // new master has no replica to acknowledge more.)

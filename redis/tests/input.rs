@@ -180,6 +180,18 @@ fn settings_out_of_range_are_refused_by_name() {
         ),
         "{e}"
     );
+    let e =
+        refused(|c| c.promote_pace = purgatorio_redis::MAX_PROMOTE_PACE + Duration::from_millis(1));
+    assert!(
+        matches!(
+            e,
+            Error::InvalidConfig {
+                field: "promote_pace",
+                ..
+            }
+        ),
+        "{e}"
+    );
     let e = refused(|c| c.visibility_timeout = Duration::ZERO);
     assert!(
         matches!(

@@ -347,7 +347,7 @@ impl Shared {
                 let config = redis::AsyncConnectionConfig::new()
                     .set_connection_timeout(response_timeout)
                     .set_response_timeout(response_timeout + MAX_BLOCK);
-                let client = ns.link.client_with_handshake()?;
+                let client = super::link::node_client(&self.timers.connection.ns).await?;
                 *reader = Some(
                     client
                         .get_multiplexed_async_connection_with_config(&config)

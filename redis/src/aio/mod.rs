@@ -17,7 +17,10 @@
 //! run on a connection of their own, and each scheduler node listens for
 //! wake-ups on one Pub/Sub connection. Every call has the configured
 //! response timeout and is retried with the blocking face's backoff; TLS
-//! (`rediss://`) works with the `tls` feature, as on the blocking face.
+//! (`rediss://`) works with the `tls` feature, as on the blocking face,
+//! and so does a Redis Cluster ([`Timers::connect_cluster`], feature
+//! `cluster`): every connection goes to the master of the namespace's
+//! slot, asked again after a failover.
 //!
 //! The two faces build every call from one place (the crate's `calls`
 //! module) and read every reply with the same code, so a namespace may mix

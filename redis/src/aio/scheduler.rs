@@ -16,6 +16,7 @@ use std::time::Instant;
 use futures_util::StreamExt;
 use tokio::sync::Notify;
 
+use crate::aio::link::node_client;
 use crate::aio::Timers;
 use crate::health::Health;
 use crate::namespace::Namespace;
@@ -99,7 +100,9 @@ impl Scheduler {
             let page = self.timers.handle_misfires(MISFIRE_AFTER).await?;
             return Ok(self.start.after_misfires(page));
         }
-        self.timers.promote(MISFIRE_AFTER).await.map(Step::after)
+        let pace = self.timers.config().promote_pace;
+        let promotion = self.timers.promote(MISFIRE_AFTER).await?;
+        Ok(Step::after(promotion, pace))
     }
 
     /// Runs the node until the future is dropped (or its task aborted):
@@ -187,7 +190,7 @@ async fn listen(ns: Arc<Namespace>, wake: Arc<Notify>) {
             tokio::time::sleep(wait).await;
         }
         let subscribed = tokio::time::timeout(ns.config.response_timeout, async {
-            let mut pubsub = ns.link.client_with_handshake()?.get_async_pubsub().await?;
+            let mut pubsub = node_client(&ns).await?.get_async_pubsub().await?;
             pubsub.subscribe(&ns.keys.wake).await?;
             Ok::<_, redis::RedisError>(pubsub)
         })

@@ -70,7 +70,41 @@ impl Timers {
     /// ```
     pub async fn connect(url: &str, config: Config) -> Result<Timers, Error> {
         config.validate()?;
-        let ns = Arc::new(Namespace::open(url, config)?);
+        Timers::open(Namespace::open(url, config)?).await
+    }
+
+    /// Connects to the master of `config`'s namespace in the Redis Cluster
+    /// that the nodes at `seeds` belong to, as the blocking
+    /// [`crate::Timers::connect_cluster`] does: every call goes to the
+    /// master of the namespace's slot, asked of the cluster
+    /// (`CLUSTER SLOTS`, on one of tokio's blocking threads) when a
+    /// connection opens, and again after a failover or a `MOVED`.
+    /// Schedulers and consumers run as with one Redis.
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Timers::connect_cluster`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use purgatorio_redis::{aio, Config};
+    /// # #[tokio::main] async fn main() -> Result<(), purgatorio_redis::Error> {
+    /// let seeds = ["redis://10.0.0.1:7000", "redis://10.0.0.2:7000"];
+    /// let payments = aio::Timers::connect_cluster(&seeds, Config::new("payments")).await?;
+    /// # drop(payments);
+    /// # Ok(()) }
+    /// ```
+    #[cfg(feature = "cluster")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "cluster")))]
+    pub async fn connect_cluster(seeds: &[&str], config: Config) -> Result<Timers, Error> {
+        config.validate()?;
+        Timers::open(Namespace::open_cluster(seeds, config)?).await
+    }
+
+    /// Opens the connection manager of `ns` and asks Redis the time.
+    async fn open(ns: Namespace) -> Result<Timers, Error> {
+        let ns = Arc::new(ns);
         // The manager's response timeout is one for every call: a
         // schedule's `WAIT` (`Config::replicas_to_ack`) may take its own
         // timeout on top.

@@ -4,9 +4,12 @@
 use super::HELPERS;
 
 /// KEYS: buckets, timer, stream, stats, repeat. ARGV: prefix, limit, how
-/// late a timer must be to count as misfired (ms), byte budget. A recurring
-/// timer's entry carries its series (`repeat`), for the acknowledgement
-/// that schedules the next occurrence. Moves up to `limit` timers whose
+/// late a timer must be to count as misfired (ms), byte budget. Each timer
+/// becomes one stream entry `i <id> r <record as stored> d <deadline>`
+/// (read by [`Delivery::from_entry`](crate::Delivery)): three short fields,
+/// the record not parsed, since this step's CPU is most of a timer's; a
+/// recurring timer's entry also carries its series (`s`), for the
+/// acknowledgement that schedules the next occurrence. Moves up to `limit` timers whose
 /// deadline is at or before the server's `TIME` to the stream, in one
 /// atomic step, and stops early once the records moved pass the byte
 /// budget (the first timer always moves, whatever its size). Returns
@@ -17,9 +20,8 @@ pub(crate) fn promote() -> String {
         "{HELPERS}{}",
         r"
 local now = server_ms()
-local now_s = string.format('%d', now)
 local limit, misfire_ms, budget = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local moved, promoted, lag, misfired, bytes, full = 0, 0, 0, 0, 0, 0
+local moved, promoted, lag, misfired, bytes, full = 0, 0, -1, 0, 0, 0
 -- Series are looked up only while some timer recurs: most namespaces
 -- have none, and the look is a command per batch of records.
 local recurring = redis.call('HLEN', KEYS[5]) > 0
@@ -35,44 +37,48 @@ while full == 0 and moved < limit and looks < limit and #first > 0 and tonumber(
   if #due == 0 then
     refresh(b) -- a stale bucket score: fix it and look again
   else
-    -- Records are read 4, 8, 16, … (at most 64) at a time, so that a call
-    -- stopped by the byte budget has read at most twice what it used.
+    -- Records are read 4 first, then twice as many each time, or as many as
+    -- the byte budget left holds at the size moved so far if more, at most
+    -- 64 a time: small records take few reads, and a call stopped by the
+    -- budget has read at most 64 more than it used.
     local n, gone, taken, step = #due / 2, {}, 0, 4
+    local misfire_pending, prefix = true, b .. ' '
     while full == 0 and taken < n do
       local ids = {}
       for k = taken + 1, math.min(taken + step, n) do ids[#ids + 1] = due[2 * k - 1] end
-      step = math.min(step * 2, 64)
       local records = redis.call('HMGET', KEYS[2], unpack(ids))
       local series = {}
       if recurring then series = redis.call('HMGET', KEYS[5], unpack(ids)) end
       for j, id in ipairs(ids) do
         local record = records[j]
-        local rb, attempt, payload
-        if record then rb, attempt, payload = parse(record) end
-        -- No record, or one that says another bucket: a stale member.
-        if rb == b then
+        -- No record, or one that says another bucket: a stale member. The
+        -- record goes to the stream as stored, not parsed (`Delivery::from_entry`).
+        if record and string.find(record, prefix, 1, true) == 1 then
           if bytes + #record > budget and promoted + #gone > 0 then
             full = 1
             break
           end
           bytes = bytes + #record
           local deadline = due[2 * (taken + 1)]
-          -- The arguments written out, no table per timer: this loop is
-          -- most of a promotion's CPU.
           if series[j] then
-            redis.call('XADD', KEYS[3], '*', 'id', id, 'payload', payload, 'deadline', deadline,
-              'attempt', attempt, 'promoted', now_s, 'repeat', series[j])
+            redis.call('XADD', KEYS[3], '*', 'i', id, 'r', record, 'd', deadline, 's', series[j])
           else
-            redis.call('XADD', KEYS[3], '*', 'id', id, 'payload', payload, 'deadline', deadline,
-              'attempt', attempt, 'promoted', now_s)
+            redis.call('XADD', KEYS[3], '*', 'i', id, 'r', record, 'd', deadline)
           end
           gone[#gone + 1] = id
-          local late = now - tonumber(deadline)
-          if late > lag then lag = late end
-          if late > misfire_ms then misfired = misfired + 1 end
+          -- Deadlines come in order: the first is the latest, and the
+          -- misfired are the first few.
+          if lag < 0 then lag = now - tonumber(deadline) end
+          if misfire_pending and now - tonumber(deadline) > misfire_ms then
+            misfired = misfired + 1
+          else
+            misfire_pending = false
+          end
         end
         taken = taken + 1
       end
+      local fits = math.floor((budget - bytes) / math.max(1, bytes / math.max(1, promoted + #gone)))
+      step = math.min(math.max(2 * step, fits), 64)
     end
     -- The timers taken are the bucket's first by score.
     if taken > 0 then redis.call('ZREMRANGEBYRANK', bucket_key(b), 0, taken - 1) end

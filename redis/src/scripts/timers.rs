@@ -34,11 +34,19 @@ end
 local earliest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 local members, lowest, records = {}, {}, {}
 local min_all = nil
+-- Bucket number → its name: a batch spans few buckets, and formatting one
+-- costs more than looking it up.
+local names = {}
 for _, id in ipairs(ids) do
   local i = last[id]
   local deadline, attempt, payload = ARGV[5 + 4 * i], ARGV[6 + 4 * i], ARGV[7 + 4 * i]
   local d = tonumber(deadline)
-  local b = string.format('%d', math.floor(d / width))
+  local n = math.floor(d / width)
+  local b = names[n]
+  if not b then
+    b = string.format('%d', n)
+    names[n] = b
+  end
   local list = members[b]
   if not list then list = {}; members[b] = list end
   list[#list + 1] = deadline
