@@ -111,29 +111,42 @@ def summary(times):
 
 
 def stall(kind, addr, conns):
-    held = []
+    """`conns` stalled connections; those the server closed at once (a
+    per-address limit, a refused body) are counted, not kept."""
+    held, closed = [], 0
     for i in range(conns):
-        s = connect(addr)
-        if kind == "half-headers":
-            s.sendall(b"GET /keys/probe HTTP/1.1\r\nHost: x\r\n")
-        elif kind == "stalled-bodies":
-            s.sendall(b"PUT /keys/b%d HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % (i, 512 * KIB))
-            s.sendall(b"x" * (400 * KIB))
-        else:
-            # A new value each time: each connection pins its own answer.
-            writer = connect(addr)
-            request(writer, "PUT", "/keys/big", bytes([65 + i % 26]) * (512 * KIB))
-            writer.close()
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-            s.sendall(b"GET /keys/big HTTP/1.1\r\nHost: x\r\n\r\n" * 16)
-        held.append(s)
+        try:
+            held.append(stall_one(kind, addr, i))
+        except OSError:
+            closed += 1
+    if closed:
+        print("  %d of %d stalled connections were closed by the server as they came" % (closed, conns))
     return held
+
+
+def stall_one(kind, addr, i):
+    s = connect(addr)
+    if kind == "half-headers":
+        s.sendall(b"GET /keys/probe HTTP/1.1\r\nHost: x\r\n")
+    elif kind == "stalled-bodies":
+        s.sendall(b"PUT /keys/b%d HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % (i, 512 * KIB))
+        s.sendall(b"x" * (400 * KIB))
+    else:
+        # A new value each time: each connection pins its own answer.
+        writer = connect(addr)
+        request(writer, "PUT", "/keys/big", bytes([65 + i % 26]) * (512 * KIB))
+        writer.close()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.sendall(b"GET /keys/big HTTP/1.1\r\nHost: x\r\n\r\n" * 16)
+    return s
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("kind", choices=["half-headers", "stalled-bodies", "unread"])
     parser.add_argument("--bin", required=True)
+    parser.add_argument("--server-args", default="",
+                        help="more arguments for the server, e.g. '--max-connections-per-ip 5000'")
     parser.add_argument("--conns", type=int, default=200)
     parser.add_argument("--seconds", type=float, default=40)
     parser.add_argument("--probes", type=int, default=200)
@@ -141,7 +154,8 @@ def main():
                         help="stalled clients come this many times, each --seconds apart; none leaves")
     args = parser.parse_args()
     addr = ("127.0.0.1", free_port())
-    server = subprocess.Popen([args.bin, "%s:%d" % addr], stdout=subprocess.DEVNULL)
+    server = subprocess.Popen([args.bin, "%s:%d" % addr] + args.server_args.split(),
+                              stdout=subprocess.DEVNULL)
     try:
         for _ in range(500):
             try:
