@@ -2,9 +2,8 @@
 //! port. The purgatory's timer runs on a manual clock, so a wait ends when
 //! a test advances it; every wait of a test is bounded by `PATIENCE`.
 
-use std::future::Future;
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use purgatorio::{ManualClock, Timer};
 use purgatorio_web::long_poll::{
@@ -12,8 +11,8 @@ use purgatorio_web::long_poll::{
 };
 use reqwest::StatusCode;
 
-/// The most any step of a test waits for before it fails.
-const PATIENCE: Duration = Duration::from_secs(30);
+mod common;
+use common::{bounded, until};
 
 /// How many GETs park on one key.
 const CROWD: usize = 2_000;
@@ -73,22 +72,6 @@ impl Server {
         })
         .await;
     }
-}
-
-/// Waits, a millisecond at a time and at most `PATIENCE`, until `done`.
-async fn until(what: &str, mut done: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !done() {
-        assert!(start.elapsed() < PATIENCE, "gave up waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
-}
-
-/// `future`, or a failure after `PATIENCE`.
-async fn bounded<T>(what: &str, future: impl Future<Output = T>) -> T {
-    tokio::time::timeout(PATIENCE, future)
-        .await
-        .unwrap_or_else(|_| panic!("no {what} within {PATIENCE:?}"))
 }
 
 /// A response's status, index header and body.

@@ -3,7 +3,6 @@
 //! its answers, or comes one connection too many. Every timeout runs on a
 //! manual clock, so a test moves time; every wait is bounded by `PATIENCE`.
 
-use std::future::Future;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
@@ -14,8 +13,8 @@ use reqwest::StatusCode;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-/// The most any step of a test waits for before it fails.
-const PATIENCE: Duration = Duration::from_secs(30);
+mod common;
+use common::{bounded, until, PATIENCE};
 
 /// The timeouts the tests give the server.
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -104,22 +103,6 @@ impl Served {
         .await;
         tcp
     }
-}
-
-/// Waits, a millisecond at a time and at most `PATIENCE`, until `done`.
-async fn until(what: &str, mut done: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !done() {
-        assert!(start.elapsed() < PATIENCE, "gave up waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
-}
-
-/// `future`, or a failure after `PATIENCE`.
-async fn bounded<T>(what: &str, future: impl Future<Output = T>) -> T {
-    tokio::time::timeout(PATIENCE, future)
-        .await
-        .unwrap_or_else(|_| panic!("no {what} within {PATIENCE:?}"))
 }
 
 /// Everything the server sends on `tcp` until it closes it.
