@@ -56,9 +56,9 @@ def connect(addr):
 def request(s, method, path, body=b""):
     """One request on `s`; its status, or None if no whole head came in 5 s."""
     head = "%s %s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % (method, path, len(body))
-    s.sendall(head.encode() + body)
     got = b""
     try:
+        s.sendall(head.encode() + body)
         while b"\r\n\r\n" not in got:
             chunk = s.recv(65536)
             if not chunk:
