@@ -8,14 +8,15 @@
 //! beside the offsets log's (one fsync covers every produce since the
 //! last: a group commit; a segment that rolled is fsynced after it closed,
 //! by the roll's work), then completes the acks=-1 produces that the
-//! fsyncs covered. At start each partition reads only its last segments'
+//! fsyncs covered. A start lists the partitions and reads none: each is
+//! read at its first use ([`LazyLog`]), and then only its last segments'
 //! tails ([`Log::open`]). A data directory of the earlier layout
 //! (`<topic>/<partition>.log`, one file per partition) is moved into the
 //! new one: the file becomes the partition's first segment, indexed at
 //! that first start; a file over 4 GiB is refused (a segment's positions
 //! are 32-bit), naming it, and left where it is.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -23,12 +24,11 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::broker::Broker;
 use crate::log::config::{TopicConfig, CONFIG_FILE};
 use crate::log::partition::SyncTarget;
 use crate::log::segment::file_name;
 use crate::log::sync::sync_dir;
-use crate::log::{Log, Topic, TopicPartition};
+use crate::log::{LazyLog, Log, TopicPartition};
 use crate::offsets::{GroupCommit, OffsetsLog};
 
 /// The most partitions' fsyncs a group commit runs at once on the blocking
@@ -62,8 +62,9 @@ pub struct Store {
     dir: PathBuf,
     /// The size past which a segment rolls, bytes.
     segment_bytes: u64,
-    /// Partitions with acks=-1 produces waiting for an fsync.
-    dirty: Mutex<HashSet<TopicPartition>>,
+    /// Partitions with acks=-1 produces waiting for an fsync, with their
+    /// logs.
+    dirty: Mutex<HashMap<TopicPartition, Arc<LazyLog>>>,
     /// Partitions' fsyncs done by the group commit (a figure of the stats
     /// line).
     pub fsyncs: AtomicU64,
@@ -81,8 +82,8 @@ pub struct Store {
 
 /// What a data directory held.
 pub struct Recovered {
-    /// The logs of the recovered topics, by name.
-    pub topics: HashMap<String, Vec<Log>>,
+    /// The logs of the recovered topics, by name, none read yet.
+    pub topics: HashMap<String, Vec<LazyLog>>,
     /// The configs of those that set any (`<topic>/@config`).
     pub configs: HashMap<String, TopicConfig>,
     /// The groups' live commits.
@@ -134,8 +135,8 @@ impl<T> Context<T> for std::io::Result<T> {
 }
 
 impl Store {
-    /// Opens `dir` (creating it) and every partition in it, with segments
-    /// of `segment_bytes`.
+    /// Opens `dir` (creating it) and lists every partition in it, with
+    /// segments of `segment_bytes`; reads none of them (see [`LazyLog`]).
     ///
     /// # Errors
     ///
@@ -163,9 +164,12 @@ impl Store {
             let config = read_config(&path)?;
             let segment_bytes = config.segment_bytes.unwrap_or(segment_bytes);
             let mut count = 0usize;
+            let mut migrated = false;
             for file in fs::read_dir(&path).doing("list the topic directory", &path)? {
-                let file = file.doing("list the topic directory", &path)?.path();
-                let Some(index) = file
+                let file = file.doing("list the topic directory", &path)?;
+                let file_name = file.file_name();
+                let file_name = Path::new(&file_name);
+                let Some(index) = file_name
                     .file_stem()
                     .and_then(|s| s.to_str())
                     .and_then(|s| s.parse::<usize>().ok())
@@ -175,19 +179,27 @@ impl Store {
                 else {
                     continue;
                 };
-                match file.extension().and_then(|e| e.to_str()) {
-                    None if file.is_dir() => {}
-                    Some("log") => migrate(&file, &path.join(index.to_string()))?,
+                match file_name.extension().and_then(|e| e.to_str()) {
+                    // The entry's type as the listing gives it: no stat
+                    // per partition.
+                    None if file.file_type().doing("inspect", &file.path())?.is_dir() => {}
+                    Some("log") => {
+                        migrate(&file.path(), &path.join(index.to_string()))?;
+                        migrated = true;
+                    }
                     _ => continue,
                 }
                 count = count.max(index + 1);
             }
-            // Partitions are numbered from 0 without gaps; recreate any lost.
-            let logs = (0..count)
-                .map(|i| open_partition(&path.join(i.to_string()), segment_bytes))
-                .collect::<Result<Vec<_>, _>>()?;
-            // The partition directories made, the files migrated out.
-            sync_dir(&path).doing("fsync", &path)?;
+            if migrated {
+                // The partition directories made, the files migrated out.
+                sync_dir(&path).doing("fsync", &path)?;
+            }
+            // Partitions are numbered from 0 without gaps: one lost is made
+            // again at its opening. None is read now (see `LazyLog`).
+            let logs: Vec<LazyLog> = (0..count)
+                .map(|i| LazyLog::closed(path.join(i.to_string()), segment_bytes))
+                .collect();
             if !logs.is_empty() {
                 if !config.set.is_empty() {
                     configs.insert(name.clone(), config);
@@ -351,10 +363,10 @@ impl Store {
         Ok(())
     }
 
-    /// An acks=-1 produce waits for `at` to be on disk: the next group
-    /// commit covers it.
-    pub fn dirty(&self, at: &TopicPartition) {
-        self.dirty.lock().insert(at.clone());
+    /// An acks=-1 produce waits for `at`, whose log is `log`, to be on
+    /// disk: the next group commit covers it.
+    pub fn dirty(&self, at: &TopicPartition, log: &Arc<LazyLog>) {
+        self.dirty.lock().insert(at.clone(), Arc::clone(log));
         self.wake.notify_one();
     }
 }
@@ -430,49 +442,54 @@ fn migrate(old: &Path, dir: &Path) -> Result<(), OpenError> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct OffsetsKey;
 
+/// Whom the group commit tells what its fsyncs made durable: the broker's
+/// purgatories of acks=-1 produces and of OffsetCommits. The group commit
+/// needs nothing else of the broker: the partitions to fsync come with
+/// their logs ([`Store::dirty`]).
+pub trait Durable: Send + Sync {
+    /// A partition's fsync returned (its log says how far it is durable,
+    /// or that it failed): the produces waiting on `at` may complete.
+    fn partition_synced(&self, at: &TopicPartition);
+
+    /// An fsync of the offsets log returned: the commits waiting may
+    /// complete ([`Store::commits_durable`]).
+    fn offsets_synced(&self);
+}
+
 /// The group commit: fsyncs every dirty partition (several at once) and
-/// the offsets log, then completes the produces and commits the fsyncs
-/// covered. Runs for the broker's life.
-pub async fn group_commit(broker: Arc<Broker>) {
-    let Some(store) = broker.store.as_ref() else {
-        return;
-    };
+/// the offsets log, then tells `waiters` what the fsyncs covered. Runs for
+/// the broker's life.
+pub async fn group_commit(store: Arc<Store>, waiters: Arc<dyn Durable>) {
     loop {
         store.wake.notified().await;
         tokio::join!(
-            sync_partitions(&broker, store),
-            sync_offsets(&broker, store)
+            sync_partitions(&*waiters, &store),
+            sync_offsets(&*waiters, &store)
         );
     }
 }
 
 /// Fsyncs every dirty partition's active segment, up to
-/// [`CONCURRENT_FSYNCS`] at once, completing the produces each covers as it
-/// returns.
-async fn sync_partitions(broker: &Broker, store: &Store) {
-    let dirty: Vec<TopicPartition> = store.dirty.lock().drain().collect();
+/// [`CONCURRENT_FSYNCS`] at once, telling `waiters` of each as it returns.
+async fn sync_partitions(waiters: &dyn Durable, store: &Store) {
+    let dirty: Vec<(TopicPartition, Arc<LazyLog>)> = store.dirty.lock().drain().collect();
     let mut syncs = tokio::task::JoinSet::new();
-    for at in dirty {
+    for (at, log) in dirty {
         if syncs.len() >= CONCURRENT_FSYNCS {
             if let Some(Ok(done)) = syncs.join_next().await {
-                partition_synced(broker, store, done);
+                partition_synced(waiters, store, done);
             }
         }
-        // The topic is held, not looked up again by name when the fsync
-        // returns: a topic deleted and made again meanwhile is another.
-        let Some(topic) = broker.existing_topic(&at.topic) else {
-            continue;
-        };
-        // What is written now is what this fsync covers.
-        let Some(target) = partition_of(&topic, at.partition).and_then(|l| l.lock().sync_target())
-        else {
+        // What is written now is what this fsync covers (a deleted
+        // topic's log is retired: nothing to fsync).
+        let Some(target) = log.lock().sync_target() else {
             continue;
         };
         syncs.spawn_blocking(move || {
             let result = target.run();
             PartitionSync {
                 at,
-                topic,
+                log,
                 target,
                 result,
             }
@@ -480,7 +497,7 @@ async fn sync_partitions(broker: &Broker, store: &Store) {
     }
     while let Some(joined) = syncs.join_next().await {
         if let Ok(done) = joined {
-            partition_synced(broker, store, done);
+            partition_synced(waiters, store, done);
         }
     }
 }
@@ -489,36 +506,27 @@ async fn sync_partitions(broker: &Broker, store: &Store) {
 struct PartitionSync {
     /// The partition.
     at: TopicPartition,
-    /// Its topic, as it was when the fsync was taken.
-    topic: Arc<Topic>,
+    /// Its log (the one the produces appended to, even if its topic was
+    /// deleted and made again meanwhile).
+    log: Arc<LazyLog>,
     /// What was fsynced.
     target: SyncTarget,
     /// How it went.
     result: std::io::Result<()>,
 }
 
-/// The log of `topic`'s `partition`, if it has one.
-fn partition_of(topic: &Topic, partition: i32) -> Option<&Mutex<Log>> {
-    topic
-        .partitions
-        .get(usize::try_from(partition).ok()?)
-        .map(|log| &**log)
-}
-
 /// Takes back a partition's fsync: its log's durable offset moves, or
 /// (it failed) the log fails, never to be fsynced again; either way the
 /// produces waiting on it are checked.
-fn partition_synced(broker: &Broker, store: &Store, done: PartitionSync) {
+fn partition_synced(waiters: &dyn Durable, store: &Store, done: PartitionSync) {
     store.fsyncs.fetch_add(1, Ordering::Relaxed);
-    if let Some(log) = partition_of(&done.topic, done.at.partition) {
-        log.lock().target_synced(&done.target, done.result);
-    }
-    let _ = broker.produces.check_and_complete(&done.at);
+    done.log.lock().target_synced(&done.target, done.result);
+    waiters.partition_synced(&done.at);
 }
 
 /// Fsyncs the offsets log if commits were appended, then completes the
 /// commits it covers.
-async fn sync_offsets(broker: &Broker, store: &Store) {
+async fn sync_offsets(waiters: &dyn Durable, store: &Store) {
     if !store.offsets_dirty.swap(false, Ordering::AcqRel) {
         return;
     }
@@ -550,7 +558,7 @@ async fn sync_offsets(broker: &Broker, store: &Store) {
             let mut offsets = store.offsets.lock();
             offsets.durable = offsets.durable.max(covered);
             drop(offsets);
-            let _ = broker.commits.check_and_complete(&OffsetsKey);
+            waiters.offsets_synced();
         }
         // Again at the next commit; the commits wait or time out.
         None => store.offsets_dirty.store(true, Ordering::Release),
@@ -605,9 +613,69 @@ mod tests {
         drop(logs);
         drop(store);
         let (_, recovered) = Store::open(dir.clone(), 1 << 20).unwrap();
-        assert_eq!(recovered.topics["orders.deleted"][0].next(), 1);
+        assert_eq!(recovered.topics["orders.deleted"][0].lock().next(), 1);
         assert!(is_deleted("orders@3.deleted"));
         assert!(!is_deleted("orders.deleted") && !is_deleted("a@b.deleted"));
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Whom a test's group commit told.
+    #[derive(Default)]
+    struct Told {
+        /// The partitions whose fsyncs returned.
+        partitions: Mutex<Vec<TopicPartition>>,
+        /// How many of the offsets log's fsyncs returned.
+        offsets: AtomicU64,
+    }
+
+    impl Durable for Told {
+        fn partition_synced(&self, at: &TopicPartition) {
+            self.partitions.lock().push(at.clone());
+        }
+        fn offsets_synced(&self) {
+            self.offsets.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// The group commit runs on its store and whom to tell alone, with no
+    /// broker (it used to take the whole `Broker` and look partitions up
+    /// in its topics).
+    #[tokio::test]
+    async fn the_group_commit_needs_only_its_store_and_whom_to_tell() {
+        let dir = std::env::temp_dir().join(format!("pg-store-{}-commit", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let (store, _) = Store::open(dir.clone(), 1 << 20).unwrap();
+        let store = Arc::new(store);
+        let mut logs = store.create("t", 1, &TopicConfig::default()).unwrap();
+        let log = Arc::new(LazyLog::open(logs.remove(0)));
+        log.lock()
+            .append_now(&crate::log::batch::testing::of(3))
+            .unwrap();
+        assert_eq!(
+            log.lock().durable(),
+            0,
+            "nothing fsynced the active segment"
+        );
+        let told = Arc::new(Told::default());
+        let task = tokio::spawn(group_commit(Arc::clone(&store), Arc::clone(&told) as _));
+        let at = TopicPartition::new("t", 0);
+        store.dirty(&at, &log);
+        let records = store.commit(&[GroupCommit::topic_deleted("u")]).unwrap();
+        for _ in 0..1_000 {
+            if told.partitions.lock().len() == 1 && told.offsets.load(Ordering::Relaxed) >= 1 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        assert_eq!(*told.partitions.lock(), [at]);
+        assert_eq!(
+            log.lock().durable(),
+            3,
+            "the fsync made the records durable"
+        );
+        assert!(told.offsets.load(Ordering::Relaxed) >= 1);
+        assert!(store.commits_durable(records));
+        task.abort();
         fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -23,7 +23,7 @@ use purgatorio::{Completion, DelayedOperation};
 use super::RequestError;
 use crate::broker::Broker;
 use crate::log::batch::split_batches;
-use crate::log::{AppendError, BatchHeader, Log, Position, Topic, TopicPartition};
+use crate::log::{AppendError, BatchHeader, LazyLog, Log, Position, Topic, TopicPartition};
 use crate::producers::{Verdict, NO_PRODUCER};
 
 /// A produce with acks = -1 waiting until the fsyncs cover its offsets.
@@ -172,7 +172,7 @@ struct Target<'a> {
     /// Its topic (whose `rolled` wakes a produce waiting for a segment).
     topic: &'a Arc<Topic>,
     /// Its log.
-    log: &'a parking_lot::Mutex<Log>,
+    log: &'a Arc<LazyLog>,
     /// Its key.
     at: &'a TopicPartition,
 }
@@ -228,6 +228,8 @@ async fn append_partition(
     if batches.iter().any(|b| b.len() > max) {
         return Err(ResponseError::MessageTooLarge);
     }
+    // Its first use since the start reads it, off the runtime.
+    LazyLog::ready([Arc::clone(target.log)]).await;
     let mut rest = batches.as_slice();
     let mut base_offset = None;
     loop {
@@ -257,7 +259,7 @@ async fn append_partition(
                 // up to here (its original may not be yet).
                 if acks == -1 && durable < next {
                     if let Some(store) = &broker.store {
-                        store.dirty(target.at);
+                        store.dirty(target.at, target.log);
                     }
                 }
                 return Ok(Appended {
