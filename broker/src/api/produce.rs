@@ -22,7 +22,7 @@ use purgatorio::{Completion, DelayedOperation};
 
 use super::RequestError;
 use crate::broker::Broker;
-use crate::log::batch::split_batches;
+use crate::log::batch::{keyless, split_batches, Keys};
 use crate::log::{AppendError, BatchHeader, LazyLog, Log, Position, Topic, TopicPartition};
 use crate::producers::{Verdict, NO_PRODUCER};
 
@@ -144,6 +144,18 @@ async fn append(
             });
             let outcome = match target {
                 None => Err(ResponseError::UnknownTopicOrPartition),
+                Some(target) if target.topic.config.compacted() => {
+                    match keyless_refused(&at, records) {
+                        Some(refused) => {
+                            p.error_message = Some(super::str_bytes(&refused.message));
+                            p.record_errors = refused.records;
+                            Err(ResponseError::InvalidRecord)
+                        }
+                        None => {
+                            append_partition(broker, target, records, request.acks, deadline).await
+                        }
+                    }
+                }
                 Some(target) => {
                     append_partition(broker, target, records, request.acks, deadline).await
                 }
@@ -164,6 +176,57 @@ async fn append(
         let _ = broker.fetches.check_and_complete(&position.at);
     }
     (response, appended)
+}
+
+/// A partition's records refused by a compacted topic.
+struct KeylessRefused {
+    /// The partition's message.
+    message: String,
+    /// Each record refused, by its index in the partition's records, and
+    /// why (Produce v8+ carries them; librdkafka fails those records with
+    /// INVALID_RECORD and the others of the batch with
+    /// `_INVALID_DIFFERENT_RECORD`).
+    records: Vec<produce_response::BatchIndexAndErrorMessage>,
+}
+
+/// Kafka's refusal of `records` to a compacted topic's partition `at` if
+/// any has no key (the whole set is refused, as Kafka refuses it). The
+/// records of a compressed batch are not opened, so not checked; a
+/// malformed one is refused. Malformed batches are left to the append to
+/// refuse (CORRUPT_MESSAGE).
+fn keyless_refused(at: &TopicPartition, records: &[u8]) -> Option<KeylessRefused> {
+    let why = format!(
+        "Compacted topic cannot accept message without key in topic partition {}-{}.",
+        at.topic, at.partition
+    );
+    let mut refused = Vec::new();
+    let mut first = 0i32;
+    for batch in split_batches(records)? {
+        let count = BatchHeader::of(batch).last_offset_delta.saturating_add(1);
+        match keyless(batch) {
+            Keys::Missing(indexes) => refused.extend(indexes.into_iter().map(|i| first + i)),
+            Keys::Unread => {}
+            Keys::Malformed => refused.push(first),
+        }
+        first = first.saturating_add(count);
+    }
+    if refused.is_empty() {
+        return None;
+    }
+    let message = format!(
+        "One or more records have been rejected due to {} record errors in total: {why}",
+        refused.len()
+    );
+    let records = refused
+        .into_iter()
+        .map(|index| {
+            let mut e = produce_response::BatchIndexAndErrorMessage::default();
+            e.batch_index = index;
+            e.batch_index_error_message = Some(super::str_bytes(&why));
+            e
+        })
+        .collect();
+    Some(KeylessRefused { message, records })
 }
 
 /// The partition a produce appends to.
