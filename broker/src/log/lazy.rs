@@ -14,8 +14,8 @@
 //! CreatePartitions is open from the start ([`LazyLog::open`]).
 //!
 //! A partition that cannot be opened is failed ([`Log::fail`], the reason
-//! printed): its produces are answered KAFKA_STORAGE_ERROR, as after a
-//! failed fsync, until a restart.
+//! printed): its produces and fetches are answered KAFKA_STORAGE_ERROR
+//! until a restart.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -156,4 +156,47 @@ fn read(dir: PathBuf, segment_bytes: u64) -> Log {
         log.fail(&e);
         log
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::log::batch::testing::of;
+    use crate::log::partition::tests::Scratch;
+    use crate::log::AppendError;
+
+    #[test]
+    fn a_closed_log_is_read_at_its_first_lock_and_never_by_a_retirement() {
+        let dir = Scratch::new("lazy");
+        let mut log = Log::create(Place::Dir(dir.0.clone()), 1 << 20);
+        log.append_now(&of(2)).unwrap();
+        drop(log);
+        std::fs::write(dir.0.join("stray.tmp"), b"").unwrap();
+        let lazy = LazyLog::closed(dir.0.clone(), 1 << 20);
+        assert!(!lazy.is_open() && lazy.lock_if_open().is_none());
+        assert!(dir.0.join("stray.tmp").exists(), "made, it read nothing");
+        assert_eq!(lazy.lock().next(), 2);
+        assert!(lazy.is_open() && !dir.0.join("stray.tmp").exists());
+        // A deleted topic's closed partition is failed without a read.
+        std::fs::write(dir.0.join("stray.tmp"), b"").unwrap();
+        let retired = LazyLog::closed(dir.0.clone(), 1 << 20);
+        retired.retire();
+        assert!(retired.lock().is_failed());
+        assert!(dir.0.join("stray.tmp").exists());
+    }
+
+    #[test]
+    fn a_log_that_cannot_be_read_is_failed_not_a_panic() {
+        let dir = Scratch::new("lazy-unreadable");
+        // A segment's name on a directory: its file cannot be opened.
+        std::fs::create_dir_all(dir.0.join("00000000000000000000.log")).unwrap();
+        let lazy = LazyLog::closed(dir.0.clone(), 1 << 20);
+        let mut log = lazy.lock();
+        assert!(log.is_failed());
+        assert!(matches!(log.append(&of(1)), Err(AppendError::Failed)));
+        assert!(
+            matches!(log.slice(0), Err(crate::log::Unreadable::Io(_))),
+            "a fetch is KAFKA_STORAGE_ERROR, not an empty answer"
+        );
+    }
 }
