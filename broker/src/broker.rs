@@ -104,29 +104,29 @@ impl Broker {
         self.topics.read().get(name).cloned()
     }
 
-    /// Reads the logs of the partitions named (topic, index) that exist
-    /// and were not read yet, on the blocking pool ([`LazyLog::ready`]):
-    /// a request awaits it before [`with_log`](Self::with_log), so that
-    /// no runtime thread reads a partition's files at its first use.
-    pub async fn ready(&self, partitions: Vec<(&str, i32)>) {
-        let logs: Vec<Arc<LazyLog>> = {
-            let topics = self.topics.read();
-            partitions
-                .into_iter()
-                .filter_map(|(topic, partition)| {
-                    let topic = topics.get(topic)?;
-                    topic
-                        .partitions
-                        .get(usize::try_from(partition).ok()?)
-                        .cloned()
-                })
-                .collect()
-        };
-        LazyLog::ready(logs).await;
+    /// The logs of the partitions named (topic, index) that exist and
+    /// were not read yet (none: no allocation, the usual case). A request
+    /// reads them with [`LazyLog::ready`] before it calls
+    /// [`with_log`](Self::with_log), so that no runtime thread reads a
+    /// partition's files at its first use.
+    pub fn unread<'a>(
+        &self,
+        partitions: impl IntoIterator<Item = (&'a str, i32)>,
+    ) -> Vec<Arc<LazyLog>> {
+        let topics = self.topics.read();
+        partitions
+            .into_iter()
+            .filter_map(|(topic, partition)| {
+                let topic = topics.get(topic)?;
+                topic.partitions.get(usize::try_from(partition).ok()?)
+            })
+            .filter(|log| !log.is_open())
+            .cloned()
+            .collect()
     }
 
     /// Runs `f` on the log of `topic`'s `partition`, if both exist (read
-    /// first if it was not: see [`ready`](Self::ready)).
+    /// first if it was not: see [`unread`](Self::unread)).
     pub fn with_log<R>(
         &self,
         topic: &str,
