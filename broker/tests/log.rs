@@ -39,24 +39,9 @@ fn segments(data: &Path, topic: &str) -> Vec<(String, u64)> {
 /// Produces `values` to `topic`'s partition 0 with kcat (acks=all, at
 /// most 100 messages a batch, so that segments hold many batches).
 fn produce(broker: &Broker, topic: &str, values: impl Iterator<Item = String>) {
-    let input: String = values.map(|v| v + "\n").collect();
-    let (ok, _, err) = kcat(
-        &[
-            "-b",
-            &broker.addr,
-            "-t",
-            topic,
-            "-P",
-            "-p",
-            "0",
-            "-X",
-            "acks=all",
-            "-X",
-            "batch.num.messages=100",
-        ],
-        input.as_bytes(),
-    );
-    assert!(ok, "kcat failed: {err}");
+    let values: Vec<String> = values.collect();
+    let values: Vec<&str> = values.iter().map(String::as_str).collect();
+    produce_to(broker, topic, 0, 100, &values);
 }
 
 /// The error code of a raw Fetch (v12) of `topic`'s partition 0 at
@@ -120,11 +105,11 @@ fn stray(data: &Path, topic: &str, partition: i32) -> bool {
         .exists()
 }
 
-/// Produces `values` to `topic`'s `partition` with kcat (acks=all, 10
-/// messages a batch).
-fn produce_to(broker: &Broker, topic: &str, partition: i32, values: &[&str]) {
+/// Produces `values` to `topic`'s `partition` with kcat (acks=all, at
+/// most `batch` messages a batch).
+fn produce_to(broker: &Broker, topic: &str, partition: i32, batch: usize, values: &[&str]) {
     let input: String = values.iter().map(|v| format!("{v}\n")).collect();
-    let p = partition.to_string();
+    let (p, batch) = (partition.to_string(), format!("batch.num.messages={batch}"));
     let args = [
         "-b",
         &broker.addr,
@@ -136,7 +121,7 @@ fn produce_to(broker: &Broker, topic: &str, partition: i32, values: &[&str]) {
         "-X",
         "acks=all",
         "-X",
-        "batch.num.messages=10",
+        &batch,
     ];
     let (ok, _, err) = kcat(&args, input.as_bytes());
     assert!(ok, "kcat failed: {err}");
@@ -159,10 +144,10 @@ fn a_restart_reads_a_partition_at_its_first_use_and_data_survives_it() {
         "-1",
     ];
     let broker = Broker::start_with(3, Some(dir.path()), &flags);
-    produce_to(&broker, "lazy", 0, &["a", "b"]);
+    produce_to(&broker, "lazy", 0, 10, &["a", "b"]);
     let old: Vec<String> = (0..200).map(|i| format!("old-{i:03}")).collect();
     let old: Vec<&str> = old.iter().map(String::as_str).collect();
-    produce_to(&broker, "lazy", 2, &old);
+    produce_to(&broker, "lazy", 2, 10, &old);
     broker.child.kill();
     for partition in 0..3 {
         let dir = dir.path().join("lazy").join(partition.to_string());
@@ -186,13 +171,13 @@ fn a_restart_reads_a_partition_at_its_first_use_and_data_survives_it() {
     assert!(stray(dir.path(), "lazy", 1) && stray(dir.path(), "lazy", 2));
     // Never used before: empty, and appended to from offset 0.
     assert_eq!(common::consume_partition(&broker, "lazy", 1), []);
-    produce_to(&broker, "lazy", 1, &["first"]);
+    produce_to(&broker, "lazy", 1, 10, &["first"]);
     assert_eq!(
         common::consume_partition(&broker, "lazy", 1),
         [(0, "first".to_string())]
     );
     // Its first use a produce: offsets go on after the 200 before.
-    produce_to(&broker, "lazy", 2, &["new"]);
+    produce_to(&broker, "lazy", 2, 10, &["new"]);
     let read = common::consume_partition(&broker, "lazy", 2);
     assert_eq!(read.len(), 201);
     assert_eq!(read[200], (200, "new".to_string()));
