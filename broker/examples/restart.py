@@ -1,7 +1,8 @@
 """Measures a restart on a data directory of many partitions: the time
 from the process's start to its listening socket, to its first Metadata
 answer, and to the first ListOffsets answer of a partition holding data
-(the first use of a partition that a lazy start has not opened yet).
+(the first use of a partition that a lazy start has not opened yet), and
+the broker's RSS then.
 
     cargo build --release -p purgatorio-broker
     PY=target/venv/bin/python   # kafka-python 3, as the tests install it
@@ -91,6 +92,14 @@ def fill(binary, data_dir, partitions, mib_each):
     proc.wait()
 
 
+def rss_mib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0
+
+
 def restart(binary, data_dir, data_partitions):
     proc, _, s, started, listening = start(binary, data_dir)
     answer(s, metadata_v1("wide-0"))
@@ -99,10 +108,11 @@ def restart(binary, data_dir, data_partitions):
     if data_partitions:
         answer(s, list_offsets_v1("data", data_partitions - 1))
         first_use = time.perf_counter() - started
+    rss = rss_mib(proc.pid)
     s.close()
     proc.kill()
     proc.wait()
-    return listening, metadata, first_use
+    return listening, metadata, first_use, rss
 
 
 def main():
@@ -127,10 +137,10 @@ def main():
         print("load: %s" % open("/proc/loadavg").read().split()[:3])
         for n in range(args.restarts):
             for binary in args.bin:
-                listening, metadata, first_use = restart(binary, data_dir, args.with_data)
+                listening, metadata, first_use, rss = restart(binary, data_dir, args.with_data)
                 used = "" if first_use is None else ", first ListOffsets of a data partition %.3f s" % first_use
-                print("%s restart %d: listening %.3f s, first Metadata %.3f s%s" % (
-                    binary, n + 1, listening, metadata, used), flush=True)
+                print("%s restart %d: listening %.3f s, first Metadata %.3f s%s, RSS %.0f MiB" % (
+                    binary, n + 1, listening, metadata, used, rss), flush=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
