@@ -11,7 +11,7 @@
 //! [`FIRST_CHECK_MAX`] after it, as Kafka's waits 30 s), not at it, so a
 //! start does not read every partition at once. Before each check the
 //! partitions of the topics it covers that no request has read yet are
-//! read on the blocking pool ([`LazyLog`](crate::log::LazyLog)): retention
+//! read on the blocking pool ([`LazyLog`]): retention
 //! reaches the partitions that hold data whether or not a client used
 //! them since the start.
 
