@@ -196,8 +196,9 @@ impl Store {
             }
             // Partitions are numbered from 0 without gaps: one lost is made
             // again at its opening. None is read now (see `LazyLog`).
+            let topic: Arc<Path> = Arc::from(path.as_path());
             let logs: Vec<LazyLog> = (0..count)
-                .map(|i| LazyLog::closed(path.join(i.to_string()), segment_bytes))
+                .map(|i| LazyLog::closed(Arc::clone(&topic), i, segment_bytes))
                 .collect();
             if !logs.is_empty() {
                 if !config.set.is_empty() {

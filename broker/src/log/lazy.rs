@@ -17,7 +17,7 @@
 //! printed): its produces and fetches are answered KAFKA_STORAGE_ERROR
 //! until a restart.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -44,8 +44,12 @@ pub struct LazyLog {
 enum Slot {
     /// Not read yet.
     Closed {
-        /// Its partition directory (made at its opening if missing).
-        dir: PathBuf,
+        /// Its topic's directory, shared by its partitions (no path is
+        /// allocated per partition until it is read).
+        topic: Arc<Path>,
+        /// Its index: its directory is `topic/<index>`, made at its
+        /// opening if missing.
+        index: usize,
         /// The size past which its active segment rolls, bytes.
         segment_bytes: u64,
     },
@@ -63,10 +67,15 @@ impl LazyLog {
         }
     }
 
-    /// The log of the partition directory `dir`, read on first use.
-    pub fn closed(dir: PathBuf, segment_bytes: u64) -> LazyLog {
+    /// The log of the partition directory `topic/<index>`, read on first
+    /// use.
+    pub fn closed(topic: Arc<Path>, index: usize, segment_bytes: u64) -> LazyLog {
         LazyLog {
-            slot: Mutex::new(Slot::Closed { dir, segment_bytes }),
+            slot: Mutex::new(Slot::Closed {
+                topic,
+                index,
+                segment_bytes,
+            }),
             opened: AtomicBool::new(false),
         }
     }
@@ -80,8 +89,13 @@ impl LazyLog {
     /// the runtime awaits [`ready`](Self::ready) before).
     pub fn lock(&self) -> MappedMutexGuard<'_, Log> {
         MutexGuard::map(self.slot.lock(), |slot| {
-            if let Slot::Closed { dir, segment_bytes } = slot {
-                *slot = Slot::Open(read(std::mem::take(dir), *segment_bytes));
+            if let Slot::Closed {
+                topic,
+                index,
+                segment_bytes,
+            } = slot
+            {
+                *slot = Slot::Open(read(topic.join(index.to_string()), *segment_bytes));
                 self.opened.store(true, Ordering::Release);
             }
             match slot {
@@ -128,8 +142,13 @@ impl LazyLog {
     /// ([`Log::retire`]; a closed one is never read).
     pub fn retire(&self) {
         let mut slot = self.slot.lock();
-        if let Slot::Closed { dir, segment_bytes } = &mut *slot {
-            let empty = Log::create(Place::Dir(std::mem::take(dir)), *segment_bytes);
+        if let Slot::Closed {
+            topic,
+            index,
+            segment_bytes,
+        } = &*slot
+        {
+            let empty = Log::create(Place::Dir(topic.join(index.to_string())), *segment_bytes);
             *slot = Slot::Open(empty);
             self.opened.store(true, Ordering::Release);
         }
@@ -167,19 +186,21 @@ mod tests {
 
     #[test]
     fn a_closed_log_is_read_at_its_first_lock_and_never_by_a_retirement() {
-        let dir = Scratch::new("lazy");
+        let topic = Scratch::new("lazy");
+        let dir = Scratch(topic.0.join("0"));
+        std::fs::create_dir_all(&dir.0).unwrap();
         let mut log = Log::create(Place::Dir(dir.0.clone()), 1 << 20);
         log.append_now(&of(2)).unwrap();
         drop(log);
         std::fs::write(dir.0.join("stray.tmp"), b"").unwrap();
-        let lazy = LazyLog::closed(dir.0.clone(), 1 << 20);
+        let lazy = LazyLog::closed(Arc::from(topic.0.as_path()), 0, 1 << 20);
         assert!(!lazy.is_open() && lazy.lock_if_open().is_none());
         assert!(dir.0.join("stray.tmp").exists(), "made, it read nothing");
         assert_eq!(lazy.lock().next(), 2);
         assert!(lazy.is_open() && !dir.0.join("stray.tmp").exists());
         // A deleted topic's closed partition is failed without a read.
         std::fs::write(dir.0.join("stray.tmp"), b"").unwrap();
-        let retired = LazyLog::closed(dir.0.clone(), 1 << 20);
+        let retired = LazyLog::closed(Arc::from(topic.0.as_path()), 0, 1 << 20);
         retired.retire();
         assert!(retired.lock().is_failed());
         assert!(dir.0.join("stray.tmp").exists());
@@ -187,10 +208,10 @@ mod tests {
 
     #[test]
     fn a_log_that_cannot_be_read_is_failed_not_a_panic() {
-        let dir = Scratch::new("lazy-unreadable");
+        let topic = Scratch::new("lazy-unreadable");
         // A segment's name on a directory: its file cannot be opened.
-        std::fs::create_dir_all(dir.0.join("00000000000000000000.log")).unwrap();
-        let lazy = LazyLog::closed(dir.0.clone(), 1 << 20);
+        std::fs::create_dir_all(topic.0.join("0/00000000000000000000.log")).unwrap();
+        let lazy = LazyLog::closed(Arc::from(topic.0.as_path()), 0, 1 << 20);
         let mut log = lazy.lock();
         assert!(log.is_failed());
         assert!(matches!(log.append(&of(1)), Err(AppendError::Failed)));
