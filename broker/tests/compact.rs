@@ -15,13 +15,10 @@ use kafka_protocol::messages::{
     IncrementalAlterConfigsResponse, ProduceRequest, ProduceResponse, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
 use kafka_protocol::ResponseError;
 
 mod common;
-use common::{frame, read_frame, Broker};
+use common::{frame, read_frame, record_batch, Broker};
 
 /// DescribeConfigs' and IncrementalAlterConfigs' resource type of a topic.
 const TOPIC: i8 = 2;
@@ -34,31 +31,14 @@ const SUBTRACT: i8 = 3;
 
 /// An uncompressed batch of records with these keys (value "v" each).
 fn batch(keys: &[Option<&str>]) -> Bytes {
-    let records: Vec<Record> = keys
+    let records: Vec<_> = keys
         .iter()
-        .enumerate()
-        .map(|(i, key)| Record {
-            transactional: false,
-            control: false,
-            partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            sequence: -1,
-            timestamp: 1_000,
-            key: key.map(|k| Bytes::from(k.to_string())),
-            value: Some(Bytes::from_static(b"v")),
-            headers: Default::default(),
+        .map(|key| {
+            let key = key.map(|k| Bytes::from(k.to_string()));
+            (key, Some(Bytes::from_static(b"v")))
         })
         .collect();
-    let mut out = bytes::BytesMut::new();
-    let options = RecordEncodeOptions {
-        version: 2,
-        compression: Compression::None,
-    };
-    RecordBatchEncoder::encode(&mut out, &records, &options).unwrap();
-    out.freeze()
+    record_batch(0, 1_000, &records)
 }
 
 /// The answer to a Produce v8 (acks 1) of `keys` to `topic`'s partition 0.

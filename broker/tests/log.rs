@@ -355,35 +355,20 @@ fn offsets_for_times_go_through_the_time_index_after_a_restart() {
 
 #[test]
 fn a_partition_file_of_the_earlier_layout_becomes_its_first_segment() {
-    use kafka_protocol::records::{
-        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-    };
     let dir = TempDir::new("broker-layout");
     // `<topic>/<partition>.log`: three batches of ten records, as the
     // broker before segments wrote them.
     let mut old = bytes::BytesMut::new();
     for batch in 0..3i64 {
-        let records: Vec<Record> = (0..10)
-            .map(|i| Record {
-                transactional: false,
-                control: false,
-                partition_leader_epoch: -1,
-                producer_id: -1,
-                producer_epoch: -1,
-                timestamp_type: TimestampType::Creation,
-                offset: batch * 10 + i,
-                sequence: -1,
-                timestamp: 1_000,
-                key: None,
-                value: Some(bytes::Bytes::from(format!("o{}", batch * 10 + i))),
-                headers: Default::default(),
+        let records: Vec<_> = (0..10)
+            .map(|i| {
+                (
+                    None,
+                    Some(bytes::Bytes::from(format!("o{}", batch * 10 + i))),
+                )
             })
             .collect();
-        let options = RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        };
-        RecordBatchEncoder::encode(&mut old, &records, &options).unwrap();
+        old.extend_from_slice(&common::record_batch(batch * 10, 1_000, &records));
     }
     std::fs::create_dir_all(dir.path().join("old")).unwrap();
     std::fs::write(dir.path().join("old/0.log"), &old).unwrap();
@@ -422,32 +407,12 @@ fn without_a_data_dir_segments_are_files_no_directory_shows() {
 #[test]
 fn a_batch_whose_crc_does_not_match_is_corrupt_message_and_not_stored() {
     use kafka_protocol::messages::{produce_request, ProduceRequest, ProduceResponse};
-    use kafka_protocol::records::{
-        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-    };
     let broker = Broker::start(1);
     broker.create(&["checked"]);
     let produce = |flip: bool| {
-        let record = Record {
-            transactional: false,
-            control: false,
-            partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: 0,
-            sequence: -1,
-            timestamp: 1_000,
-            key: None,
-            value: Some(bytes::Bytes::from_static(b"intact")),
-            headers: Default::default(),
-        };
-        let mut batch = bytes::BytesMut::new();
-        let options = RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        };
-        RecordBatchEncoder::encode(&mut batch, &[record], &options).unwrap();
+        let value = bytes::Bytes::from_static(b"intact");
+        let mut batch =
+            bytes::BytesMut::from(&common::record_batch(0, 1_000, &[(None, Some(value))])[..]);
         if flip {
             // A byte of the value, after the CRC was computed.
             let last = batch.len() - 2;
