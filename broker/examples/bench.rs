@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Buf, Bytes};
 use clap::{Parser, ValueEnum};
 use kafka_protocol::messages::ProduceResponse;
 use kafka_protocol::messages::{
@@ -34,10 +34,6 @@ use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 #[path = "../tests/common/wire.rs"]
 mod wire;
 use wire::{frame, metadata_frame};
-
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
 
 fn produce(topic: &str, records: usize) -> Bytes {
     produce_values(
@@ -49,38 +45,15 @@ fn produce(topic: &str, records: usize) -> Bytes {
 
 /// A produce (acks=1) of `records` records of `value` in one batch.
 fn produce_values(topic: &str, records: usize, value: Bytes) -> Bytes {
-    let batch: Vec<Record> = (0..records)
-        .map(|i| Record {
-            transactional: false,
-            control: false,
-            partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            sequence: -1,
-            // Now: retention by time (7 days) keeps them.
-            timestamp: std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_millis() as i64),
-            key: None,
-            value: Some(value.clone()),
-            headers: Default::default(),
-        })
-        .collect();
-    let mut encoded = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut encoded,
-        &batch,
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )
-    .unwrap();
+    // Now: retention by time (7 days) keeps them.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    let batch = vec![(None, Some(value)); records];
+    let encoded = wire::record_batch(0, now, &batch);
     let mut partition = produce_request::PartitionProduceData::default();
     partition.index = 0;
-    partition.records = Some(encoded.freeze());
+    partition.records = Some(encoded);
     let mut t = produce_request::TopicProduceData::default();
     t.name = TopicName(StrBytes::from_string(topic.to_string()));
     t.partition_data = vec![partition];

@@ -15,9 +15,9 @@ use crate::api::fetch::DelayedFetch;
 use crate::api::groups::DelayedCommit;
 use crate::api::produce::DelayedProduce;
 use crate::coordinator::Coordinator;
-use crate::log::{Log, LogConfig, Topic, TopicPartition};
+use crate::log::{LazyLog, Log, LogConfig, Topic, TopicPartition};
 use crate::producers::ProducerIds;
-use crate::store::{OffsetsKey, Store};
+use crate::store::{Durable, OffsetsKey, Store};
 use crate::topics::{Creating, PartitionLimits};
 use crate::wire::Limits;
 
@@ -53,7 +53,7 @@ pub struct Broker {
     /// The topics, by name.
     pub topics: RwLock<HashMap<String, Arc<Topic>>>,
     /// With `--data-dir`: where partitions are kept, and the group commit.
-    pub store: Option<Store>,
+    pub store: Option<Arc<Store>>,
     /// Produces with acks = -1 waiting for the fsync that covers them.
     pub produces: Purgatory<TopicPartition, DelayedProduce>,
     /// OffsetCommits waiting for the offsets log's fsync (`--data-dir`).
@@ -104,7 +104,29 @@ impl Broker {
         self.topics.read().get(name).cloned()
     }
 
-    /// Runs `f` on the log of `topic`'s `partition`, if both exist.
+    /// The logs of the partitions named (topic, index) that exist and
+    /// were not read yet (none: no allocation, the usual case). A request
+    /// reads them with [`LazyLog::ready`] before it calls
+    /// [`with_log`](Self::with_log), so that no runtime thread reads a
+    /// partition's files at its first use.
+    pub fn unread<'a>(
+        &self,
+        partitions: impl IntoIterator<Item = (&'a str, i32)>,
+    ) -> Vec<Arc<LazyLog>> {
+        let topics = self.topics.read();
+        partitions
+            .into_iter()
+            .filter_map(|(topic, partition)| {
+                let topic = topics.get(topic)?;
+                topic.partitions.get(usize::try_from(partition).ok()?)
+            })
+            .filter(|log| !log.is_open())
+            .cloned()
+            .collect()
+    }
+
+    /// Runs `f` on the log of `topic`'s `partition`, if both exist (read
+    /// first if it was not: see [`unread`](Self::unread)).
     pub fn with_log<R>(
         &self,
         topic: &str,
@@ -115,6 +137,18 @@ impl Broker {
         let log = topic.partitions.get(usize::try_from(partition).ok()?)?;
         let mut log = log.lock();
         Some(f(&mut log))
+    }
+}
+
+/// The group commit's fsyncs complete the produces and commits that wait
+/// for them.
+impl Durable for Broker {
+    fn partition_synced(&self, at: &TopicPartition) {
+        let _ = self.produces.check_and_complete(at);
+    }
+
+    fn offsets_synced(&self) {
+        let _ = self.commits.check_and_complete(&OffsetsKey);
     }
 }
 
@@ -154,7 +188,7 @@ pub async fn start(config: &Config) -> Result<Arc<Broker>, StartError> {
             let (store, recovered) =
                 Store::open(dir.clone(), config.log.segment_bytes).map_err(StartError::Store)?;
             (
-                Some(store),
+                Some(Arc::new(store)),
                 recovered.topics,
                 recovered.configs,
                 recovered.commits,
@@ -211,11 +245,15 @@ pub async fn start(config: &Config) -> Result<Arc<Broker>, StartError> {
     );
     let producer_ids = match &store {
         Some(store) => {
-            let seen = recovered
-                .values()
-                .flatten()
-                .filter_map(|log| log.producers.max_id())
-                .max();
+            // Only without the ids file (an earlier layout's data
+            // directory) are the logs read for the ids they hold, once.
+            let seen = || {
+                recovered
+                    .values()
+                    .flatten()
+                    .filter_map(|log| log.lock().producers.max_id())
+                    .max()
+            };
             let path = store.producer_ids_path();
             ProducerIds::open(&path, seen).map_err(|source| {
                 StartError::Store(crate::store::OpenError {
@@ -262,8 +300,9 @@ pub async fn start(config: &Config) -> Result<Arc<Broker>, StartError> {
             partitions: partitions_held,
         }),
     });
-    if broker.store.is_some() {
-        tokio::spawn(crate::store::group_commit(Arc::clone(&broker)));
+    if let Some(store) = &broker.store {
+        let waiters: Arc<dyn Durable> = Arc::clone(&broker) as _;
+        tokio::spawn(crate::store::group_commit(Arc::clone(store), waiters));
     }
     tokio::spawn(crate::cleaner::retain(Arc::clone(&broker)));
     tokio::spawn(crate::connection::accept(listener, Arc::clone(&broker)));

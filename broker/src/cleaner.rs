@@ -6,21 +6,42 @@
 //! are deleted after the lock is released, off the runtime's threads. A
 //! fetch of an offset below the new log start is OFFSET_OUT_OF_RANGE, and
 //! ListOffsets' earliest moves to it.
+//!
+//! The first check comes one interval after the start (at most
+//! [`FIRST_CHECK_MAX`] after it, as Kafka's waits 30 s), not at it, so a
+//! start does not read every partition at once. Before each check the
+//! partitions of the topics it covers that no request has read yet are
+//! read on the blocking pool ([`LazyLog`]): retention
+//! reaches the partitions that hold data whether or not a client used
+//! them since the start.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::broker::Broker;
 use crate::log::segment::Segment;
+use crate::log::{LazyLog, Topic};
+
+/// The longest wait for the first check after the start.
+pub const FIRST_CHECK_MAX: Duration = Duration::from_secs(30);
 
 /// Runs retention for the broker's life.
 pub async fn retain(broker: Arc<Broker>) {
-    let mut every = tokio::time::interval(broker.config.retention_check);
+    let period = broker.config.retention_check;
+    let first = tokio::time::Instant::now() + period.min(FIRST_CHECK_MAX);
+    let mut every = tokio::time::interval_at(first, period);
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         every.tick().await;
-        let gone = sweep(&broker, now_ms());
+        let covered = covered(&broker);
+        LazyLog::ready(
+            covered
+                .iter()
+                .flat_map(|topic| topic.partitions.iter().cloned()),
+        )
+        .await;
+        let gone = sweep(&broker, &covered, now_ms());
         if gone.is_empty() {
             continue;
         }
@@ -38,17 +59,30 @@ pub async fn retain(broker: Arc<Broker>) {
     }
 }
 
-/// Takes every partition's expired segments out of its log.
-fn sweep(broker: &Broker, now_ms: i64) -> Vec<Segment> {
-    let topics: Vec<_> = broker.topics.read().values().cloned().collect();
+/// The topics that retention keeps in bounds (by time or size).
+fn covered(broker: &Broker) -> Vec<Arc<Topic>> {
+    let topics = broker.topics.read();
+    topics
+        .values()
+        .filter(|topic| {
+            let retention = topic.config.retention(&broker.config.log.retention);
+            retention.ms.is_some() || retention.bytes.is_some()
+        })
+        .cloned()
+        .collect()
+}
+
+/// Takes the expired segments out of the logs of `topics` that are read
+/// (one made meanwhile, by a request, is read; its expiry waits for the
+/// next check).
+fn sweep(broker: &Broker, topics: &[Arc<Topic>], now_ms: i64) -> Vec<Segment> {
     let mut gone = Vec::new();
     for topic in topics {
         let retention = topic.config.retention(&broker.config.log.retention);
-        if retention.ms.is_none() && retention.bytes.is_none() {
-            continue;
-        }
         for log in &topic.partitions {
-            gone.extend(log.lock().expire(now_ms, &retention));
+            if let Some(mut log) = log.lock_if_open() {
+                gone.extend(log.expire(now_ms, &retention));
+            }
         }
     }
     gone

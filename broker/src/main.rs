@@ -97,7 +97,8 @@ struct Args {
     #[arg(long, allow_negative_numbers = true, value_parser = clap::value_parser!(i64).range(-1..))]
     retention_bytes: Option<i64>,
     /// How often retention looks for segments to delete, ms (Kafka's
-    /// log.retention.check.interval.ms).
+    /// log.retention.check.interval.ms); the first look comes one interval
+    /// after the start, at most 30 s.
     #[arg(long, default_value_t = 300_000, value_parser = clap::value_parser!(u64).range(1..))]
     retention_check_interval_ms: u64,
     /// The largest request accepted, bytes (Kafka's

@@ -238,19 +238,25 @@ impl ProducerIds {
         }
     }
 
-    /// Ids past both what `path` reserved before and `seen` (the largest
-    /// id in the recovered logs).
+    /// Ids past what `path` reserved. Without the file (a data directory
+    /// of an earlier layout, or a new one), past `seen()`, the largest id
+    /// in the logs, which then reads every partition; the file is then
+    /// written, so that the next start reads none.
     ///
     /// # Errors
     ///
-    /// The file exists and cannot be read or holds no number.
-    pub fn open(path: &Path, seen: Option<i64>) -> std::io::Result<ProducerIds> {
-        let reserved = match fs::read_to_string(path) {
+    /// The file exists and cannot be read or holds no number, or it cannot
+    /// be written.
+    pub fn open(path: &Path, seen: impl FnOnce() -> Option<i64>) -> std::io::Result<ProducerIds> {
+        let first = match fs::read_to_string(path) {
             Ok(text) => text.trim().parse::<i64>().map_err(std::io::Error::other)?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let first = seen().map_or(0, |id| id + 1);
+                reserve(path, first)?;
+                first
+            }
             Err(e) => return Err(e),
         };
-        let first = reserved.max(seen.map_or(0, |id| id + 1));
         Ok(ProducerIds {
             next: Mutex::new(IdBlock {
                 next: first,
@@ -271,20 +277,7 @@ impl ProducerIds {
             let end = block.end + ID_BLOCK;
             if let Some(path) = &self.file {
                 // Reserved on disk before any id of the block is out.
-                let tmp = path.with_extension("tmp");
-                let mut file = OpenOptions::new()
-                    .create(true)
-                    .write(true)
-                    .truncate(true)
-                    .open(&tmp)?;
-                file.write_all(end.to_string().as_bytes())?;
-                crate::log::sync::sync_file(&file)?;
-                fs::rename(&tmp, path)?;
-                // The new name durable too: a reservation that rolled back
-                // after a power loss would hand out its ids again.
-                if let Some(dir) = path.parent() {
-                    crate::log::sync::sync_dir(dir)?;
-                }
+                reserve(path, end)?;
             }
             block.end = end;
         }
@@ -292,6 +285,26 @@ impl ProducerIds {
         block.next += 1;
         Ok(id)
     }
+}
+
+/// Writes `end`, the first id not reserved, to the ids file `path`:
+/// written aside, fsynced, renamed over, the directory fsynced.
+fn reserve(path: &Path, end: i64) -> std::io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    let mut file = OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .open(&tmp)?;
+    file.write_all(end.to_string().as_bytes())?;
+    crate::log::sync::sync_file(&file)?;
+    fs::rename(&tmp, path)?;
+    // The new name durable too: a reservation that rolled back after a
+    // power loss would hand out its ids again.
+    if let Some(dir) = path.parent() {
+        crate::log::sync::sync_dir(dir)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -372,18 +385,25 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("producer-ids-{}", std::process::id()));
         fs::create_dir_all(&dir).unwrap();
         let path = dir.join("producer-ids");
-        let first = ProducerIds::open(&path, None).unwrap();
+        let first = ProducerIds::open(&path, || None).unwrap();
         let a = first.next().unwrap();
         let b = first.next().unwrap();
         assert_eq!((a, b), (0, 1));
         drop(first);
-        let second = ProducerIds::open(&path, Some(3)).unwrap();
+        let second =
+            ProducerIds::open(&path, || unreachable!("the file says what is reserved")).unwrap();
         assert!(
             second.next().unwrap() >= ID_BLOCK,
             "ids of the reserved block are not reused"
         );
-        let third = ProducerIds::open(&path, Some(5000)).unwrap();
+        // A data directory without the file: past the ids its logs hold,
+        // and the file written, so the next start reads no log.
+        let legacy = dir.join("legacy-ids");
+        let third = ProducerIds::open(&legacy, || Some(5000)).unwrap();
         assert_eq!(third.next().unwrap(), 5001, "nor ids seen in the logs");
+        drop(third);
+        let fourth = ProducerIds::open(&legacy, || unreachable!("the file is there")).unwrap();
+        assert!(fourth.next().unwrap() > 5001);
         fs::remove_dir_all(&dir).unwrap();
     }
 }

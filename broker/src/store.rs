@@ -3,19 +3,24 @@
 //! Each partition is a directory `<dir>/<topic>/<partition>/` of segments
 //! (see [`crate::log`]). An acks=-1 produce appends under the partition's
 //! lock and marks the partition dirty (acks 0 and 1 do not: they are not
-//! promised the disk); one task fsyncs every dirty partition's active
-//! segment, up to [`CONCURRENT_FSYNCS`] at once on the blocking pool and
-//! beside the offsets log's (one fsync covers every produce since the
+//! promised the disk); one task (`store/group_commit.rs`) fsyncs every
+//! dirty partition's active segment, several at once on the blocking pool
+//! and beside the offsets log's (one fsync covers every produce since the
 //! last: a group commit; a segment that rolled is fsynced after it closed,
 //! by the roll's work), then completes the acks=-1 produces that the
-//! fsyncs covered. At start each partition reads only its last segments'
+//! fsyncs covered. A start lists the partitions and reads none: each is
+//! read at its first use ([`LazyLog`]), and then only its last segments'
 //! tails ([`Log::open`]). A data directory of the earlier layout
 //! (`<topic>/<partition>.log`, one file per partition) is moved into the
 //! new one: the file becomes the partition's first segment, indexed at
 //! that first start; a file over 4 GiB is refused (a segment's positions
 //! are 32-bit), naming it, and left where it is.
 
-use std::collections::{HashMap, HashSet};
+mod group_commit;
+
+pub use group_commit::{group_commit, Durable, OffsetsKey};
+
+use std::collections::HashMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -23,17 +28,11 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::broker::Broker;
 use crate::log::config::{TopicConfig, CONFIG_FILE};
-use crate::log::partition::SyncTarget;
 use crate::log::segment::file_name;
 use crate::log::sync::sync_dir;
-use crate::log::{Log, Topic, TopicPartition};
+use crate::log::{LazyLog, Log, TopicPartition};
 use crate::offsets::{GroupCommit, OffsetsLog};
-
-/// The most partitions' fsyncs a group commit runs at once on the blocking
-/// pool.
-pub const CONCURRENT_FSYNCS: usize = 16;
 
 /// How a deleted topic's directory name ends (after `@<n>`: no topic's
 /// name holds `@`).
@@ -62,8 +61,9 @@ pub struct Store {
     dir: PathBuf,
     /// The size past which a segment rolls, bytes.
     segment_bytes: u64,
-    /// Partitions with acks=-1 produces waiting for an fsync.
-    dirty: Mutex<HashSet<TopicPartition>>,
+    /// Partitions with acks=-1 produces waiting for an fsync, with their
+    /// logs.
+    dirty: Mutex<HashMap<TopicPartition, Arc<LazyLog>>>,
     /// Partitions' fsyncs done by the group commit (a figure of the stats
     /// line).
     pub fsyncs: AtomicU64,
@@ -81,8 +81,8 @@ pub struct Store {
 
 /// What a data directory held.
 pub struct Recovered {
-    /// The logs of the recovered topics, by name.
-    pub topics: HashMap<String, Vec<Log>>,
+    /// The logs of the recovered topics, by name, none read yet.
+    pub topics: HashMap<String, Vec<LazyLog>>,
     /// The configs of those that set any (`<topic>/@config`).
     pub configs: HashMap<String, TopicConfig>,
     /// The groups' live commits.
@@ -134,8 +134,8 @@ impl<T> Context<T> for std::io::Result<T> {
 }
 
 impl Store {
-    /// Opens `dir` (creating it) and every partition in it, with segments
-    /// of `segment_bytes`.
+    /// Opens `dir` (creating it) and lists every partition in it, with
+    /// segments of `segment_bytes`; reads none of them (see [`LazyLog`]).
     ///
     /// # Errors
     ///
@@ -163,9 +163,12 @@ impl Store {
             let config = read_config(&path)?;
             let segment_bytes = config.segment_bytes.unwrap_or(segment_bytes);
             let mut count = 0usize;
+            let mut migrated = false;
             for file in fs::read_dir(&path).doing("list the topic directory", &path)? {
-                let file = file.doing("list the topic directory", &path)?.path();
-                let Some(index) = file
+                let file = file.doing("list the topic directory", &path)?;
+                let file_name = file.file_name();
+                let file_name = Path::new(&file_name);
+                let Some(index) = file_name
                     .file_stem()
                     .and_then(|s| s.to_str())
                     .and_then(|s| s.parse::<usize>().ok())
@@ -175,19 +178,28 @@ impl Store {
                 else {
                     continue;
                 };
-                match file.extension().and_then(|e| e.to_str()) {
-                    None if file.is_dir() => {}
-                    Some("log") => migrate(&file, &path.join(index.to_string()))?,
+                match file_name.extension().and_then(|e| e.to_str()) {
+                    // The entry's type as the listing gives it: no stat
+                    // per partition.
+                    None if file.file_type().doing("inspect", &file.path())?.is_dir() => {}
+                    Some("log") => {
+                        migrate(&file.path(), &path.join(index.to_string()))?;
+                        migrated = true;
+                    }
                     _ => continue,
                 }
                 count = count.max(index + 1);
             }
-            // Partitions are numbered from 0 without gaps; recreate any lost.
-            let logs = (0..count)
-                .map(|i| open_partition(&path.join(i.to_string()), segment_bytes))
-                .collect::<Result<Vec<_>, _>>()?;
-            // The partition directories made, the files migrated out.
-            sync_dir(&path).doing("fsync", &path)?;
+            if migrated {
+                // The partition directories made, the files migrated out.
+                sync_dir(&path).doing("fsync", &path)?;
+            }
+            // Partitions are numbered from 0 without gaps: one lost is made
+            // again at its opening. None is read now (see `LazyLog`).
+            let topic: Arc<Path> = Arc::from(path.as_path());
+            let logs: Vec<LazyLog> = (0..count)
+                .map(|i| LazyLog::closed(Arc::clone(&topic), i, segment_bytes))
+                .collect();
             if !logs.is_empty() {
                 if !config.set.is_empty() {
                     configs.insert(name.clone(), config);
@@ -351,10 +363,10 @@ impl Store {
         Ok(())
     }
 
-    /// An acks=-1 produce waits for `at` to be on disk: the next group
-    /// commit covers it.
-    pub fn dirty(&self, at: &TopicPartition) {
-        self.dirty.lock().insert(at.clone());
+    /// An acks=-1 produce waits for `at`, whose log is `log`, to be on
+    /// disk: the next group commit covers it.
+    pub fn dirty(&self, at: &TopicPartition, log: &Arc<LazyLog>) {
+        self.dirty.lock().insert(at.clone(), Arc::clone(log));
         self.wake.notify_one();
     }
 }
@@ -426,137 +438,6 @@ fn migrate(old: &Path, dir: &Path) -> Result<(), OpenError> {
     sync_dir(topic).doing("fsync", topic)
 }
 
-/// The key of every OffsetCommit waiting for the offsets log's fsync.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct OffsetsKey;
-
-/// The group commit: fsyncs every dirty partition (several at once) and
-/// the offsets log, then completes the produces and commits the fsyncs
-/// covered. Runs for the broker's life.
-pub async fn group_commit(broker: Arc<Broker>) {
-    let Some(store) = broker.store.as_ref() else {
-        return;
-    };
-    loop {
-        store.wake.notified().await;
-        tokio::join!(
-            sync_partitions(&broker, store),
-            sync_offsets(&broker, store)
-        );
-    }
-}
-
-/// Fsyncs every dirty partition's active segment, up to
-/// [`CONCURRENT_FSYNCS`] at once, completing the produces each covers as it
-/// returns.
-async fn sync_partitions(broker: &Broker, store: &Store) {
-    let dirty: Vec<TopicPartition> = store.dirty.lock().drain().collect();
-    let mut syncs = tokio::task::JoinSet::new();
-    for at in dirty {
-        if syncs.len() >= CONCURRENT_FSYNCS {
-            if let Some(Ok(done)) = syncs.join_next().await {
-                partition_synced(broker, store, done);
-            }
-        }
-        // The topic is held, not looked up again by name when the fsync
-        // returns: a topic deleted and made again meanwhile is another.
-        let Some(topic) = broker.existing_topic(&at.topic) else {
-            continue;
-        };
-        // What is written now is what this fsync covers.
-        let Some(target) = partition_of(&topic, at.partition).and_then(|l| l.lock().sync_target())
-        else {
-            continue;
-        };
-        syncs.spawn_blocking(move || {
-            let result = target.run();
-            PartitionSync {
-                at,
-                topic,
-                target,
-                result,
-            }
-        });
-    }
-    while let Some(joined) = syncs.join_next().await {
-        if let Ok(done) = joined {
-            partition_synced(broker, store, done);
-        }
-    }
-}
-
-/// A partition's fsync by the group commit, done.
-struct PartitionSync {
-    /// The partition.
-    at: TopicPartition,
-    /// Its topic, as it was when the fsync was taken.
-    topic: Arc<Topic>,
-    /// What was fsynced.
-    target: SyncTarget,
-    /// How it went.
-    result: std::io::Result<()>,
-}
-
-/// The log of `topic`'s `partition`, if it has one.
-fn partition_of(topic: &Topic, partition: i32) -> Option<&Mutex<Log>> {
-    topic
-        .partitions
-        .get(usize::try_from(partition).ok()?)
-        .map(|log| &**log)
-}
-
-/// Takes back a partition's fsync: its log's durable offset moves, or
-/// (it failed) the log fails, never to be fsynced again; either way the
-/// produces waiting on it are checked.
-fn partition_synced(broker: &Broker, store: &Store, done: PartitionSync) {
-    store.fsyncs.fetch_add(1, Ordering::Relaxed);
-    if let Some(log) = partition_of(&done.topic, done.at.partition) {
-        log.lock().target_synced(&done.target, done.result);
-    }
-    let _ = broker.produces.check_and_complete(&done.at);
-}
-
-/// Fsyncs the offsets log if commits were appended, then completes the
-/// commits it covers.
-async fn sync_offsets(broker: &Broker, store: &Store) {
-    if !store.offsets_dirty.swap(false, Ordering::AcqRel) {
-        return;
-    }
-    if store.offsets_failed.load(Ordering::Acquire) {
-        return;
-    }
-    let target = store.offsets.lock().to_sync();
-    let synced = match target {
-        Ok((file, covered)) => {
-            match tokio::task::spawn_blocking(move || crate::log::sync::sync_file(&file)).await {
-                Ok(Ok(())) => Some(covered),
-                Ok(Err(e)) => {
-                    // Never retried and trusted (see `crate::log::sync`):
-                    // the commits waiting time out, later ones are refused.
-                    store.offsets_failed.store(true, Ordering::Release);
-                    eprintln!(
-                        "error: fsync of {}: {e}; committed offsets are refused until a restart",
-                        store.dir.join(OFFSETS_LOG).display()
-                    );
-                    return;
-                }
-                Err(_) => None,
-            }
-        }
-        Err(_) => None,
-    };
-    match synced {
-        Some(covered) => {
-            let mut offsets = store.offsets.lock();
-            offsets.durable = offsets.durable.max(covered);
-            drop(offsets);
-            let _ = broker.commits.check_and_complete(&OffsetsKey);
-        }
-        // Again at the next commit; the commits wait or time out.
-        None => store.offsets_dirty.store(true, Ordering::Release),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -605,7 +486,7 @@ mod tests {
         drop(logs);
         drop(store);
         let (_, recovered) = Store::open(dir.clone(), 1 << 20).unwrap();
-        assert_eq!(recovered.topics["orders.deleted"][0].next(), 1);
+        assert_eq!(recovered.topics["orders.deleted"][0].lock().next(), 1);
         assert!(is_deleted("orders@3.deleted"));
         assert!(!is_deleted("orders.deleted") && !is_deleted("a@b.deleted"));
         fs::remove_dir_all(&dir).unwrap();

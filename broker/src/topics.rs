@@ -23,7 +23,7 @@ use kafka_protocol::ResponseError;
 
 use crate::broker::Broker;
 use crate::log::config::TopicConfig;
-use crate::log::{Log, Place, Topic};
+use crate::log::{LazyLog, Log, Place, Topic};
 use crate::offsets::GroupCommit;
 
 /// The longest topic name Kafka accepts, bytes.
@@ -213,6 +213,7 @@ impl Broker {
                 .collect()),
         };
         let made = logs.map(|logs| {
+            let logs = logs.into_iter().map(LazyLog::open).collect();
             let topic = Arc::new(Topic::new(logs, config));
             self.topics.write().insert(name.clone(), Arc::clone(&topic));
             topic
@@ -374,7 +375,7 @@ impl Broker {
             .segment_bytes
             .unwrap_or(self.config.log.segment_bytes);
         for log in &topic.partitions {
-            log.lock().set_segment_bytes(segment_bytes);
+            log.set_segment_bytes(segment_bytes);
         }
         let mut topics = self.topics.write();
         match topics.get_mut(name) {

@@ -39,24 +39,9 @@ fn segments(data: &Path, topic: &str) -> Vec<(String, u64)> {
 /// Produces `values` to `topic`'s partition 0 with kcat (acks=all, at
 /// most 100 messages a batch, so that segments hold many batches).
 fn produce(broker: &Broker, topic: &str, values: impl Iterator<Item = String>) {
-    let input: String = values.map(|v| v + "\n").collect();
-    let (ok, _, err) = kcat(
-        &[
-            "-b",
-            &broker.addr,
-            "-t",
-            topic,
-            "-P",
-            "-p",
-            "0",
-            "-X",
-            "acks=all",
-            "-X",
-            "batch.num.messages=100",
-        ],
-        input.as_bytes(),
-    );
-    assert!(ok, "kcat failed: {err}");
+    let values: Vec<String> = values.collect();
+    let values: Vec<&str> = values.iter().map(String::as_str).collect();
+    produce_to(broker, topic, 0, 100, &values);
 }
 
 /// The error code of a raw Fetch (v12) of `topic`'s partition 0 at
@@ -109,6 +94,109 @@ fn kcat_reads_every_message_back_across_segment_rolls_and_a_restart() {
     let mut expected = expected;
     expected.push((5_000, "after".into()));
     assert_eq!(consume(&broker, "rolled"), expected);
+}
+
+/// Whether the stray file a crash would leave in `topic`'s `partition`
+/// (a name ending `.tmp`, which a partition's opening removes) is there.
+fn stray(data: &Path, topic: &str, partition: i32) -> bool {
+    data.join(topic)
+        .join(partition.to_string())
+        .join("stray.tmp")
+        .exists()
+}
+
+/// Produces `values` to `topic`'s `partition` with kcat (acks=all, at
+/// most `batch` messages a batch).
+fn produce_to(broker: &Broker, topic: &str, partition: i32, batch: usize, values: &[&str]) {
+    let input: String = values.iter().map(|v| format!("{v}\n")).collect();
+    let (p, batch) = (partition.to_string(), format!("batch.num.messages={batch}"));
+    let args = [
+        "-b",
+        &broker.addr,
+        "-t",
+        topic,
+        "-P",
+        "-p",
+        &p,
+        "-X",
+        "acks=all",
+        "-X",
+        &batch,
+    ];
+    let (ok, _, err) = kcat(&args, input.as_bytes());
+    assert!(ok, "kcat failed: {err}");
+}
+
+/// A restart reads no partition: each is read at its first use (d0e9184
+/// read all of them before it listened, 57 s for 100,000 empty ones).
+/// What was written before the restart is read after it, and a
+/// partition no client used since answers as it did. Then retention,
+/// with no client at all, still reaches a partition holding data.
+#[test]
+fn a_restart_reads_a_partition_at_its_first_use_and_data_survives_it() {
+    let dir = TempDir::new("broker-lazy");
+    let flags = [
+        "--segment-bytes",
+        "1024",
+        "--retention-ms",
+        "-1",
+        "--retention-bytes",
+        "-1",
+    ];
+    let broker = Broker::start_with(3, Some(dir.path()), &flags);
+    produce_to(&broker, "lazy", 0, 10, &["a", "b"]);
+    let old: Vec<String> = (0..200).map(|i| format!("old-{i:03}")).collect();
+    let old: Vec<&str> = old.iter().map(String::as_str).collect();
+    produce_to(&broker, "lazy", 2, 10, &old);
+    broker.child.kill();
+    for partition in 0..3 {
+        let dir = dir.path().join("lazy").join(partition.to_string());
+        std::fs::write(dir.join("stray.tmp"), b"left by a crash").unwrap();
+    }
+    let broker = Broker::start_with(3, Some(dir.path()), &flags);
+    let (ok, listed, err) = kcat(&["-b", &broker.addr, "-L", "-t", "lazy"], b"");
+    assert!(ok && listed.contains("3 partitions"), "{listed} {err}");
+    assert!(
+        (0..3).all(|p| stray(dir.path(), "lazy", p)),
+        "the start (or Metadata) read a partition"
+    );
+    assert_eq!(
+        consume(&broker, "lazy"),
+        [(0, "a".to_string()), (1, "b".to_string())]
+    );
+    assert!(
+        !stray(dir.path(), "lazy", 0),
+        "partition 0 was read at its use"
+    );
+    assert!(stray(dir.path(), "lazy", 1) && stray(dir.path(), "lazy", 2));
+    // Never used before: empty, and appended to from offset 0.
+    assert_eq!(common::consume_partition(&broker, "lazy", 1), []);
+    produce_to(&broker, "lazy", 1, 10, &["first"]);
+    assert_eq!(
+        common::consume_partition(&broker, "lazy", 1),
+        [(0, "first".to_string())]
+    );
+    // Its first use a produce: offsets go on after the 200 before.
+    produce_to(&broker, "lazy", 2, 10, &["new"]);
+    let read = common::consume_partition(&broker, "lazy", 2);
+    assert_eq!(read.len(), 201);
+    assert_eq!(read[200], (200, "new".to_string()));
+    assert_eq!(read[0], (0, "old-000".to_string()));
+    broker.child.kill();
+    // Retention of 1 KiB, checked every 50 ms: partition 2, which no
+    // client uses, gives up its old segments.
+    std::fs::write(dir.path().join("lazy/2/stray.tmp"), b"again").unwrap();
+    let retained = [
+        "--segment-bytes",
+        "1024",
+        "--retention-bytes",
+        "1024",
+        "--retention-check-interval-ms",
+        "50",
+    ];
+    let broker = Broker::start_with(3, Some(dir.path()), &retained);
+    broker.wait_stat("segments_deleted", |n| n >= 1);
+    assert!(!stray(dir.path(), "lazy", 2), "the cleaner read it");
 }
 
 #[test]
@@ -267,35 +355,20 @@ fn offsets_for_times_go_through_the_time_index_after_a_restart() {
 
 #[test]
 fn a_partition_file_of_the_earlier_layout_becomes_its_first_segment() {
-    use kafka_protocol::records::{
-        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-    };
     let dir = TempDir::new("broker-layout");
     // `<topic>/<partition>.log`: three batches of ten records, as the
     // broker before segments wrote them.
     let mut old = bytes::BytesMut::new();
     for batch in 0..3i64 {
-        let records: Vec<Record> = (0..10)
-            .map(|i| Record {
-                transactional: false,
-                control: false,
-                partition_leader_epoch: -1,
-                producer_id: -1,
-                producer_epoch: -1,
-                timestamp_type: TimestampType::Creation,
-                offset: batch * 10 + i,
-                sequence: -1,
-                timestamp: 1_000,
-                key: None,
-                value: Some(bytes::Bytes::from(format!("o{}", batch * 10 + i))),
-                headers: Default::default(),
+        let records: Vec<_> = (0..10)
+            .map(|i| {
+                (
+                    None,
+                    Some(bytes::Bytes::from(format!("o{}", batch * 10 + i))),
+                )
             })
             .collect();
-        let options = RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        };
-        RecordBatchEncoder::encode(&mut old, &records, &options).unwrap();
+        old.extend_from_slice(&common::record_batch(batch * 10, 1_000, &records));
     }
     std::fs::create_dir_all(dir.path().join("old")).unwrap();
     std::fs::write(dir.path().join("old/0.log"), &old).unwrap();
@@ -334,32 +407,12 @@ fn without_a_data_dir_segments_are_files_no_directory_shows() {
 #[test]
 fn a_batch_whose_crc_does_not_match_is_corrupt_message_and_not_stored() {
     use kafka_protocol::messages::{produce_request, ProduceRequest, ProduceResponse};
-    use kafka_protocol::records::{
-        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-    };
     let broker = Broker::start(1);
     broker.create(&["checked"]);
     let produce = |flip: bool| {
-        let record = Record {
-            transactional: false,
-            control: false,
-            partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: 0,
-            sequence: -1,
-            timestamp: 1_000,
-            key: None,
-            value: Some(bytes::Bytes::from_static(b"intact")),
-            headers: Default::default(),
-        };
-        let mut batch = bytes::BytesMut::new();
-        let options = RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        };
-        RecordBatchEncoder::encode(&mut batch, &[record], &options).unwrap();
+        let value = bytes::Bytes::from_static(b"intact");
+        let mut batch =
+            bytes::BytesMut::from(&common::record_batch(0, 1_000, &[(None, Some(value))])[..]);
         if flip {
             // A byte of the value, after the CRC was computed.
             let last = batch.len() - 2;

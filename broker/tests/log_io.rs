@@ -18,42 +18,19 @@ use kafka_protocol::messages::{
     ProduceRequest, ProduceResponse, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
 use kafka_protocol::ResponseError;
 use purgatorio_testkit::{output_within, wait_for, TempDir};
 
 mod common;
-use common::{broker_bin, consume, frame, read_frame, Broker, PATIENCE};
+use common::{broker_bin, consume, frame, read_frame, record_batch, Broker, PATIENCE};
 
 /// An uncompressed record batch of `values` at base offset `base`.
 fn batch(values: &[String], base: i64) -> Bytes {
-    let records: Vec<Record> = values
+    let records: Vec<_> = values
         .iter()
-        .enumerate()
-        .map(|(i, value)| Record {
-            transactional: false,
-            control: false,
-            partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: base + i as i64,
-            sequence: -1,
-            timestamp: 1_000,
-            key: None,
-            value: Some(Bytes::from(value.clone())),
-            headers: Default::default(),
-        })
+        .map(|v| (None, Some(Bytes::from(v.clone()))))
         .collect();
-    let mut out = bytes::BytesMut::new();
-    let options = RecordEncodeOptions {
-        version: 2,
-        compression: Compression::None,
-    };
-    RecordBatchEncoder::encode(&mut out, &records, &options).unwrap();
-    out.freeze()
+    record_batch(base, 1_000, &records)
 }
 
 /// Produces `values` in one batch to `topic`'s partition 0 on `s` with

@@ -37,11 +37,12 @@ one line per answer for the Rust test to check.
         creates "kept" (retention.ms 3600000, segment.bytes 4096,
         max.message.bytes 2048) and "two" (min.insync.replicas 2) and prints
         `CREATED name` for each, then `REFUSED name ErrorName` for topics
-        with an unknown config, retention.ms=banana and
-        cleanup.policy=compact; prints `DESCRIBED kept name value` for its
-        retention.ms and segment.bytes; sends a 3000-byte record to "kept"
-        (`BIG ErrorName`) and an acks=all record to "two" (`ALL
-        ErrorName`).
+        with an unknown config and retention.ms=banana; prints `DESCRIBED
+        kept name value` for its retention.ms and segment.bytes; sends a
+        3000-byte record to "kept" (`BIG ErrorName`) and an acks=all record
+        to "two" (`ALL ErrorName`); creates "compacted"
+        (cleanup.policy=compact) and sends it a record without a key
+        (`KEYLESS ErrorName`) and one with (`KEYED accepted`).
     probe_client.py assign BOOTSTRAP
         creates "placed" with a manual replica assignment of partitions 0
         and 1 on broker 0 and prints `PLACED n` (its partitions), then tries
@@ -321,19 +322,25 @@ def configs(bootstrap):
     for name, topic_configs in [
         ("unknown", {"no.such.config": "1"}),
         ("banana", {"retention.ms": "banana"}),
-        ("compacted", {"cleanup.policy": "compact"}),
     ]:
         try:
             admin.create_topics([NewTopic(name, 1, 1, topic_configs=topic_configs)])
             print("REFUSED %s none" % name, flush=True)
         except Exception as e:
             print("REFUSED %s %s" % (name, type(e).__name__), flush=True)
+    admin.create_topics([NewTopic("compacted", 1, 1, topic_configs={"cleanup.policy": "compact"})])
+    print("CREATED compacted", flush=True)
     admin.close()
     describe(bootstrap, "kept")
-    for label, topic, value, acks in (("BIG", "kept", b"x" * 3000, 1), ("ALL", "two", b"v", "all")):
+    for label, topic, value, acks, key in (
+        ("BIG", "kept", b"x" * 3000, 1, None),
+        ("ALL", "two", b"v", "all", None),
+        ("KEYLESS", "compacted", b"v", 1, None),
+        ("KEYED", "compacted", b"v", 1, b"k"),
+    ):
         producer = KafkaProducer(bootstrap_servers=bootstrap, acks=acks, retries=0)
         try:
-            producer.send(topic, value, partition=0).get(timeout=20)
+            producer.send(topic, value, key=key, partition=0).get(timeout=20)
             print("%s accepted" % label, flush=True)
         except Exception as e:
             print("%s %s" % (label, type(e).__name__), flush=True)

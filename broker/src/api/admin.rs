@@ -219,7 +219,14 @@ fn topic_configs(broker: &Broker, topic: &Topic) -> Vec<ConfigEntry> {
         },
     };
     let mut entries = vec![
-        entry("cleanup.policy", "delete".into(), DEFAULT_CONFIG),
+        entry(
+            "cleanup.policy",
+            own.set
+                .iter()
+                .find(|(n, _)| n == "cleanup.policy")
+                .map_or("delete".into(), |(_, v)| v.clone()),
+            DEFAULT_CONFIG,
+        ),
         entry(
             "max.message.bytes",
             own.max_message_bytes
@@ -383,6 +390,13 @@ const SET: i8 = 0;
 /// broker's).
 const DELETE: i8 = 1;
 
+/// IncrementalAlterConfigs' operation that adds items to a list config.
+const APPEND: i8 = 2;
+
+/// IncrementalAlterConfigs' operation that removes items from a list
+/// config.
+const SUBTRACT: i8 = 3;
+
 /// An alteration refused: the error and what to say.
 struct Refused {
     /// The error.
@@ -471,9 +485,10 @@ pub async fn alter_configs(
     response
 }
 
-/// IncrementalAlterConfigs: each topic's configs set (SET) or removed
-/// (DELETE) one by one, the rest kept; APPEND and SUBTRACT, which apply to
-/// list configs, are INVALID_CONFIG (no list config is applied here).
+/// IncrementalAlterConfigs: each topic's configs set (SET), removed
+/// (DELETE), or, for a list config (`cleanup.policy`), added to (APPEND)
+/// or subtracted from (SUBTRACT) one by one, the rest kept; APPEND or
+/// SUBTRACT on another config is INVALID_CONFIG, as Kafka answers it.
 pub async fn incremental_alter_configs(
     broker: &Arc<Broker>,
     request: &IncrementalAlterConfigsRequest,
@@ -486,26 +501,38 @@ pub async fn incremental_alter_configs(
             &resource.resource_name,
             request.validate_only,
             |old| {
-                let mut set = old.set.clone();
+                let mut now = old.clone();
                 for c in &resource.configs {
                     let name = c.name.to_string();
+                    let listed = match (c.config_operation, c.value.as_deref()) {
+                        (op @ (APPEND | SUBTRACT), Some(items)) => {
+                            Some(now.list_altered(&name, items, op == APPEND)?)
+                        }
+                        _ => None,
+                    };
+                    let set = &mut now.set;
                     set.retain(|(n, _)| *n != name);
                     match (c.config_operation, c.value.as_deref()) {
+                        (APPEND | SUBTRACT, Some(_)) => {
+                            set.push((name, listed.unwrap_or_default()));
+                        }
                         (SET, Some(value)) => set.push((name, value.to_string())),
-                        (SET, None) => {
+                        (SET | APPEND | SUBTRACT, None) => {
                             return Err(InvalidConfig(format!(
                                 "Null value not supported for topic configs: {name}"
                             )))
                         }
                         (DELETE, _) => {}
                         (op, _) => {
-                            return Err(InvalidConfig(format!(
-                                "operation {op} on {name}: only SET and DELETE apply here"
-                            )))
+                            return Err(InvalidConfig(format!("unknown operation {op} on {name}")))
                         }
                     }
+                    // Each operation sees the ones before it.
+                    now = TopicConfig::parse(
+                        now.set.iter().map(|(n, v)| (n.as_str(), Some(v.as_str()))),
+                    )?;
                 }
-                TopicConfig::parse(set.iter().map(|(n, v)| (n.as_str(), Some(v.as_str()))))
+                Ok(now)
             },
         )
         .await;

@@ -121,6 +121,8 @@ pub async fn fetch(
             })
         })
         .collect();
+    let unread = broker.unread(wants.iter().map(|w| (w.at.topic.as_str(), w.at.partition)));
+    crate::log::LazyLog::ready(unread).await;
     if !wants.is_empty() && request.max_wait_ms > 0 {
         let keys: Vec<TopicPartition> = wants.iter().map(|w| w.at.clone()).collect();
         let wait = DelayedFetch {
@@ -233,7 +235,13 @@ fn response(broker: &Broker, request: &FetchRequest) -> (FetchResponse, Vec<File
 /// largest timestamp, and a timestamp the first record at or after it
 /// (offset -1 if none), found through the segments' time indexes. A topic
 /// that does not exist is UNKNOWN_TOPIC_OR_PARTITION (never created).
-pub fn list_offsets(broker: &Broker, request: &ListOffsetsRequest) -> ListOffsetsResponse {
+pub async fn list_offsets(broker: &Broker, request: &ListOffsetsRequest) -> ListOffsetsResponse {
+    let unread = broker.unread(request.topics.iter().flat_map(|t| {
+        t.partitions
+            .iter()
+            .map(|p| (t.name.as_str(), p.partition_index))
+    }));
+    crate::log::LazyLog::ready(unread).await;
     let mut response = ListOffsetsResponse::default();
     for topic in &request.topics {
         let mut t = list_offsets_response::ListOffsetsTopicResponse::default();

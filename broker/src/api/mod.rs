@@ -271,7 +271,9 @@ pub async fn serve(
             answer.streamed = streamed;
             return Ok(Reply::Answer(Box::new(answer)));
         }
-        RequestKind::ListOffsets(r) => ResponseKind::ListOffsets(fetch::list_offsets(broker, &r)),
+        RequestKind::ListOffsets(r) => {
+            ResponseKind::ListOffsets(fetch::list_offsets(broker, &r).await)
+        }
         RequestKind::FindCoordinator(_) => {
             ResponseKind::FindCoordinator(groups::find_coordinator(broker))
         }

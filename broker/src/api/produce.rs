@@ -22,8 +22,8 @@ use purgatorio::{Completion, DelayedOperation};
 
 use super::RequestError;
 use crate::broker::Broker;
-use crate::log::batch::split_batches;
-use crate::log::{AppendError, BatchHeader, Log, Position, Topic, TopicPartition};
+use crate::log::batch::{keyless, split_batches, Keys};
+use crate::log::{AppendError, BatchHeader, LazyLog, Log, Position, Topic, TopicPartition};
 use crate::producers::{Verdict, NO_PRODUCER};
 
 /// A produce with acks = -1 waiting until the fsyncs cover its offsets.
@@ -144,6 +144,18 @@ async fn append(
             });
             let outcome = match target {
                 None => Err(ResponseError::UnknownTopicOrPartition),
+                Some(target) if target.topic.config.compacted() => {
+                    match keyless_refused(&at, records) {
+                        Some(refused) => {
+                            p.error_message = Some(super::str_bytes(&refused.message));
+                            p.record_errors = refused.records;
+                            Err(ResponseError::InvalidRecord)
+                        }
+                        None => {
+                            append_partition(broker, target, records, request.acks, deadline).await
+                        }
+                    }
+                }
                 Some(target) => {
                     append_partition(broker, target, records, request.acks, deadline).await
                 }
@@ -166,13 +178,64 @@ async fn append(
     (response, appended)
 }
 
+/// A partition's records refused by a compacted topic.
+struct KeylessRefused {
+    /// The partition's message.
+    message: String,
+    /// Each record refused, by its index in the partition's records, and
+    /// why (Produce v8+ carries them; librdkafka fails those records with
+    /// INVALID_RECORD and the others of the batch with
+    /// `_INVALID_DIFFERENT_RECORD`).
+    records: Vec<produce_response::BatchIndexAndErrorMessage>,
+}
+
+/// Kafka's refusal of `records` to a compacted topic's partition `at` if
+/// any has no key (the whole set is refused, as Kafka refuses it). The
+/// records of a compressed batch are not opened, so not checked; a
+/// malformed one is refused. Malformed batches are left to the append to
+/// refuse (CORRUPT_MESSAGE).
+fn keyless_refused(at: &TopicPartition, records: &[u8]) -> Option<KeylessRefused> {
+    let why = format!(
+        "Compacted topic cannot accept message without key in topic partition {}-{}.",
+        at.topic, at.partition
+    );
+    let mut refused = Vec::new();
+    let mut first = 0i32;
+    for batch in split_batches(records)? {
+        let count = BatchHeader::of(batch).last_offset_delta.saturating_add(1);
+        match keyless(batch) {
+            Keys::Missing(indexes) => refused.extend(indexes.into_iter().map(|i| first + i)),
+            Keys::Unread => {}
+            Keys::Malformed => refused.push(first),
+        }
+        first = first.saturating_add(count);
+    }
+    if refused.is_empty() {
+        return None;
+    }
+    let message = format!(
+        "One or more records have been rejected due to {} record errors in total: {why}",
+        refused.len()
+    );
+    let records = refused
+        .into_iter()
+        .map(|index| {
+            let mut e = produce_response::BatchIndexAndErrorMessage::default();
+            e.batch_index = index;
+            e.batch_index_error_message = Some(super::str_bytes(&why));
+            e
+        })
+        .collect();
+    Some(KeylessRefused { message, records })
+}
+
 /// The partition a produce appends to.
 #[derive(Clone, Copy)]
 struct Target<'a> {
     /// Its topic (whose `rolled` wakes a produce waiting for a segment).
     topic: &'a Arc<Topic>,
     /// Its log.
-    log: &'a parking_lot::Mutex<Log>,
+    log: &'a Arc<LazyLog>,
     /// Its key.
     at: &'a TopicPartition,
 }
@@ -228,6 +291,8 @@ async fn append_partition(
     if batches.iter().any(|b| b.len() > max) {
         return Err(ResponseError::MessageTooLarge);
     }
+    // Its first use since the start reads it, off the runtime.
+    LazyLog::ready([Arc::clone(target.log)]).await;
     let mut rest = batches.as_slice();
     let mut base_offset = None;
     loop {
@@ -257,7 +322,7 @@ async fn append_partition(
                 // up to here (its original may not be yet).
                 if acks == -1 && durable < next {
                     if let Some(store) = &broker.store {
-                        store.dirty(target.at);
+                        store.dirty(target.at, target.log);
                     }
                 }
                 return Ok(Appended {

@@ -209,6 +209,51 @@ fn records(batch: &[u8]) -> Option<impl Iterator<Item = RecordTime> + '_> {
     }))
 }
 
+/// What a compacted topic's check found of a batch's keys.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Keys {
+    /// Every record's key was read: the indexes (in the batch) of those
+    /// without one.
+    Missing(Vec<i32>),
+    /// A compressed batch: its records are not opened here, so not
+    /// checked.
+    Unread,
+    /// A record's fields run past it.
+    Malformed,
+}
+
+/// The records of `batch` without a key (a compacted topic refuses them,
+/// as Kafka does): read record by record in an uncompressed batch.
+pub fn keyless(batch: &[u8]) -> Keys {
+    let attributes = i16::from_be_bytes([batch[21], batch[22]]);
+    // Bits 0-2: the codec.
+    if attributes & 0x07 != 0 {
+        return Keys::Unread;
+    }
+    let mut missing = Vec::new();
+    let mut at = BATCH_HEADER;
+    let mut index = 0;
+    while at < batch.len() {
+        let key = (|| {
+            let length = usize::try_from(varint(batch, &mut at)?).ok()?;
+            let end = at.checked_add(length).filter(|&end| end <= batch.len())?;
+            let mut field = at + 1; // attributes
+            varint(batch, &mut field)?; // timestamp delta
+            varint(batch, &mut field)?; // offset delta
+            let key = varint(batch, &mut field).filter(|_| field <= end)?;
+            at = end;
+            Some(key)
+        })();
+        match key {
+            Some(key) if key < 0 => missing.push(index),
+            Some(_) => {}
+            None => return Keys::Malformed,
+        }
+        index += 1;
+    }
+    Keys::Missing(missing)
+}
+
 /// A zigzag varint (a record field), at most ten bytes; moves `at` past it.
 fn varint(bytes: &[u8], at: &mut usize) -> Option<i64> {
     let mut raw = 0u64;
@@ -274,6 +319,18 @@ pub mod testing {
 mod tests {
     use super::testing::{of, timed};
     use super::*;
+
+    #[test]
+    fn keyless_records_are_found_by_index_and_a_compressed_batch_is_unread() {
+        // The test batches' records have null keys.
+        assert_eq!(keyless(&of(3)), Keys::Missing(vec![0, 1, 2]));
+        let mut compressed = of(2);
+        compressed[22] = 1; // gzip
+        assert_eq!(keyless(&compressed), Keys::Unread);
+        let mut cut = of(2);
+        cut.truncate(cut.len() - 2);
+        assert_eq!(keyless(&cut), Keys::Malformed);
+    }
 
     #[test]
     fn batches_are_split_and_checked() {

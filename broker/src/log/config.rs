@@ -8,7 +8,7 @@
 //! | `segment.bytes` | its segments' size (at least 1,024, as `--segment-bytes`) |
 //! | `max.message.bytes` | its largest batch, over `--message-max-bytes` |
 //! | `min.insync.replicas` | above 1 (one node holds one replica), an acks=all produce is NOT_ENOUGH_REPLICAS, as Kafka answers it |
-//! | `cleanup.policy` | `delete` only: `compact` is refused at create (no log compaction here) |
+//! | `cleanup.policy` | with `compact`, a record without a key is refused (INVALID_RECORD), as Kafka refuses it; the log is not compacted: every record is kept, so Kafka's promise (at least the last record of each key) holds; without `delete` (`compact` alone), retention deletes nothing of it |
 //! | every other topic config Kafka defines | checked, kept and shown, not applied |
 //!
 //! With `--data-dir` the configs set are kept in `<topic>/@config`, one
@@ -83,6 +83,24 @@ const KNOWN: &[(&str, Kind)] = &[
     ("unclean.leader.election.enable", Kind::Bool),
 ];
 
+/// A topic's `cleanup.policy`: `delete`, `compact`, or both.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cleanup {
+    /// Retention deletes old segments (`delete`).
+    pub delete: bool,
+    /// Records are kept by key (`compact`): each must have one.
+    pub compact: bool,
+}
+
+/// The configs whose value is a list (comma-separated), to which
+/// IncrementalAlterConfigs may APPEND and from which it may SUBTRACT,
+/// with their defaults.
+pub const LISTS: &[(&str, &str)] = &[
+    ("cleanup.policy", "delete"),
+    ("follower.replication.throttled.replicas", ""),
+    ("leader.replication.throttled.replicas", ""),
+];
+
 /// A config refused: Kafka's INVALID_CONFIG, with what to say.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct InvalidConfig(pub String);
@@ -108,6 +126,8 @@ pub struct TopicConfig {
     pub max_message_bytes: Option<usize>,
     /// `min.insync.replicas` if set.
     pub min_insync_replicas: Option<u32>,
+    /// `cleanup.policy` if set.
+    pub cleanup: Option<Cleanup>,
     /// Every config set, as given, in order.
     pub set: Vec<(String, String)>,
 }
@@ -144,6 +164,13 @@ impl TopicConfig {
                 "min.insync.replicas" => {
                     config.min_insync_replicas = number.and_then(|n| u32::try_from(n).ok());
                 }
+                "cleanup.policy" => {
+                    let has = |policy| value.split(',').any(|p| p.trim() == policy);
+                    config.cleanup = Some(Cleanup {
+                        delete: has("delete"),
+                        compact: has("compact"),
+                    });
+                }
                 _ => {}
             }
             config.set.retain(|(set, _)| set != name);
@@ -152,12 +179,66 @@ impl TopicConfig {
         Ok(config)
     }
 
-    /// The topic's retention over the broker's.
+    /// The topic's retention over the broker's (none if its
+    /// `cleanup.policy` lacks `delete`).
     pub fn retention(&self, broker: &Retention) -> Retention {
+        if self.cleanup.is_some_and(|c| !c.delete) {
+            return Retention {
+                ms: None,
+                bytes: None,
+            };
+        }
         Retention {
             ms: self.retention_ms.unwrap_or(broker.ms),
             bytes: self.retention_bytes.unwrap_or(broker.bytes),
         }
+    }
+
+    /// Whether its `cleanup.policy` holds `compact`: a record without a
+    /// key is refused.
+    pub fn compacted(&self) -> bool {
+        self.cleanup.is_some_and(|c| c.compact)
+    }
+
+    /// The value of the list config `name` after IncrementalAlterConfigs'
+    /// APPEND (`append`: the items of `items` not in it added) or
+    /// SUBTRACT (those of `items` removed), from its own value or else
+    /// its default.
+    ///
+    /// # Errors
+    ///
+    /// [`InvalidConfig`] if `name` is not a list config.
+    pub fn list_altered(
+        &self,
+        name: &str,
+        items: &str,
+        append: bool,
+    ) -> Result<String, InvalidConfig> {
+        let Some(&(_, default)) = LISTS.iter().find(|(list, _)| *list == name) else {
+            return Err(InvalidConfig(format!(
+                "Config value append is not allowed for config key: {name}"
+            )));
+        };
+        let current = self
+            .set
+            .iter()
+            .find(|(set, _)| set == name)
+            .map_or(default, |(_, value)| value.as_str());
+        fn split(list: &str) -> Vec<&str> {
+            list.split(',')
+                .map(str::trim)
+                .filter(|i| !i.is_empty())
+                .collect()
+        }
+        let mut list = split(current);
+        for item in split(items) {
+            if append && !list.contains(&item) {
+                list.push(item);
+            } else if !append {
+                list.retain(|i| *i != item);
+            }
+        }
+        Ok(list.join(","))
     }
 
     /// The configs as `<topic>/@config` keeps them.
@@ -230,11 +311,6 @@ fn check(name: &str, value: &str, kind: Kind) -> Result<Option<i64>, InvalidConf
             if policies.iter().any(|p| !matches!(*p, "delete" | "compact")) {
                 return Err(invalid("String must be one of: delete, compact"));
             }
-            if policies.contains(&"compact") {
-                return Err(invalid(
-                    "this broker does not compact logs (cleanup.policy=delete only)",
-                ));
-            }
             Ok(None)
         }
         Kind::Text => Ok(None),
@@ -277,6 +353,45 @@ mod tests {
     }
 
     #[test]
+    fn compact_refuses_keyless_records_and_compact_alone_turns_retention_off() {
+        let broker = Retention {
+            ms: Some(1),
+            bytes: Some(2),
+        };
+        let both = parse(&[("cleanup.policy", "delete,compact")]).unwrap();
+        assert!(both.compacted());
+        assert_eq!(both.retention(&broker).ms, Some(1));
+        let compact = parse(&[("cleanup.policy", "compact"), ("retention.ms", "5")]).unwrap();
+        assert!(compact.compacted());
+        let kept = compact.retention(&broker);
+        assert_eq!((kept.ms, kept.bytes), (None, None), "every record is kept");
+        assert!(!parse(&[("cleanup.policy", "delete")]).unwrap().compacted());
+        assert!(!TopicConfig::default().compacted());
+    }
+
+    #[test]
+    fn a_list_config_is_appended_to_and_subtracted_from_its_value_or_default() {
+        let none = TopicConfig::default();
+        let appended = none
+            .list_altered("cleanup.policy", "compact", true)
+            .unwrap();
+        assert_eq!(appended, "delete,compact");
+        let both = parse(&[("cleanup.policy", &appended)]).unwrap();
+        assert_eq!(
+            both.list_altered("cleanup.policy", "compact", true)
+                .unwrap(),
+            appended
+        );
+        assert_eq!(
+            both.list_altered("cleanup.policy", "compact", false)
+                .unwrap(),
+            "delete"
+        );
+        let refused = none.list_altered("retention.ms", "1", true).unwrap_err();
+        assert!(refused.0.contains("retention.ms"), "{refused}");
+    }
+
+    #[test]
     fn unknown_names_and_bad_values_are_invalid_config_naming_them() {
         for (entry, says) in [
             (
@@ -288,8 +403,7 @@ mod tests {
             (("segment.bytes", "100"), "at least 1024"),
             (("segment.bytes", "4294967296"), "32-bit"),
             (("preallocate", "yes"), "true or false"),
-            (("cleanup.policy", "compact"), "does not compact"),
-            (("cleanup.policy", "compact,delete"), "does not compact"),
+            (("cleanup.policy", ""), "delete, compact"),
             (("cleanup.policy", "shred"), "delete, compact"),
             (("message.timestamp.type", "Now"), "CreateTime"),
             (("min.cleanable.dirty.ratio", "2"), "0 to 1"),

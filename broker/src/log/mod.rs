@@ -7,6 +7,7 @@
 //! | [`segment`] | one segment: append, lookups by offset and time, recovery of a torn tail |
 //! | [`read`] | reading a log file: a fetch's slice, the chunked header scans |
 //! | [`partition`] | a partition's segments, appends, reads, what is durable, opening at start |
+//! | [`lazy`] | a partition's log opened on first use, not at start |
 //! | [`roll`] | rolling off the lock: the slow part handed out as a [`RollWork`], the producers' snapshot files |
 //! | [`sync`] | the fsyncs of files and directories, never retried after a failure |
 //! | [`retention`] | which closed segments `--retention-ms` / `--retention-bytes` give up |
@@ -28,6 +29,7 @@ use std::sync::Arc;
 pub mod batch;
 pub mod config;
 pub mod index;
+pub mod lazy;
 pub mod partition;
 pub mod read;
 pub mod retention;
@@ -36,6 +38,7 @@ pub mod segment;
 pub mod sync;
 
 pub use batch::{BatchHeader, Timed};
+pub use lazy::LazyLog;
 pub use partition::{AppendError, Log, Unreadable};
 pub use read::{FileRange, First, Records};
 pub use retention::Retention;
@@ -74,7 +77,7 @@ pub struct Position {
 /// shares the old one's logs, notification and liveness, with more logs.
 pub struct Topic {
     /// Its partitions' logs, by index.
-    pub partitions: Vec<Arc<parking_lot::Mutex<Log>>>,
+    pub partitions: Vec<Arc<LazyLog>>,
     /// Notified when a roll work of one of its partitions comes back:
     /// wakes the produces waiting for a new segment
     /// ([`AppendError::Rolling`]).
@@ -90,12 +93,9 @@ pub struct Topic {
 
 impl Topic {
     /// A topic of these logs, with these configs.
-    pub fn new(logs: Vec<Log>, config: config::TopicConfig) -> Topic {
+    pub fn new(logs: Vec<LazyLog>, config: config::TopicConfig) -> Topic {
         Topic {
-            partitions: logs
-                .into_iter()
-                .map(|log| Arc::new(parking_lot::Mutex::new(log)))
-                .collect(),
+            partitions: logs.into_iter().map(Arc::new).collect(),
             config,
             rolled: Arc::new(tokio::sync::Notify::new()),
             live: Arc::new(parking_lot::RwLock::new(true)),
@@ -106,10 +106,7 @@ impl Topic {
     /// `config` (AlterConfigs): the same logs, notification and liveness.
     pub fn rebuilt(&self, more: Vec<Log>, config: config::TopicConfig) -> Topic {
         let mut partitions = self.partitions.clone();
-        partitions.extend(
-            more.into_iter()
-                .map(|log| Arc::new(parking_lot::Mutex::new(log))),
-        );
+        partitions.extend(more.into_iter().map(|log| Arc::new(LazyLog::open(log))));
         Topic {
             partitions,
             config,
@@ -133,7 +130,7 @@ impl Topic {
         let mut live = self.live.write();
         *live = false;
         for log in &self.partitions {
-            log.lock().retire();
+            log.retire();
         }
     }
 }

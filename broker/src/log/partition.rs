@@ -8,9 +8,10 @@
 //! ([`super::segment`]) plus the last two producer snapshots
 //! (`<offset>.snapshot`: the producers' state before that offset, written
 //! when a segment rolls and every [`SNAPSHOT_INTERVAL`] bytes of log), so
-//! that a start reads only the last segments' tails:
+//! that opening it (at its first use after a start: [`super::lazy`]) reads
+//! only the last segments' tails:
 //!
-//! | at start | read |
+//! | at its opening | read |
 //! |---|---|
 //! | each closed segment but the last | its files' lengths and its time index's last entry |
 //! | the last two segments | from their last valid offset-index entry on, batch by batch (length, offsets, CRC); a torn tail is cut off (in the one before the active, with the active after it, whose offsets would no longer follow) |
@@ -196,8 +197,14 @@ impl Log {
     /// # Errors
     ///
     /// [`Unreadable::OutOfRange`] before the log start or past its end,
-    /// [`Unreadable::Io`] if the index or log could not be read.
+    /// [`Unreadable::Io`] if the index or log could not be read, or the
+    /// log failed before it held a segment.
     pub fn slice(&self, offset: i64) -> Result<Slice, Unreadable> {
+        if let (Some(why), true) = (&self.fatal, self.segments.is_empty()) {
+            // Failed before it held a segment (its files could not be read
+            // at its opening): whatever they hold is not "nothing".
+            return Err(Unreadable::Io(io::Error::other(why.clone())));
+        }
         if offset < self.start() || offset > self.next() {
             return Err(Unreadable::OutOfRange);
         }

@@ -469,7 +469,7 @@ mod tests {
         let mut log = Log::create(Place::Dir(dir.0.clone()), 1000);
         assert!(matches!(log.append(&of(1)), Err(AppendError::Rolling)));
         let work = log.take_work().unwrap();
-        let topic = Topic::new(vec![log], Default::default());
+        let topic = Topic::new(vec![crate::log::LazyLog::open(log)], Default::default());
         topic.retire();
         // Its directory may be a new topic's by now.
         assert!(topic.run_work(work).is_none());

@@ -4,6 +4,8 @@
 #![allow(dead_code)] // each test binary uses its own part
 
 mod wire;
+#[allow(unused_imports)] // the binaries that produce record batches use it
+pub use wire::record_batch;
 pub use wire::{frame, metadata_frame, read_frame};
 
 use std::io::{BufRead, BufReader, Read, Write};

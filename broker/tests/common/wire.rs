@@ -56,3 +56,40 @@ pub fn read_frame(stream: &mut TcpStream) -> Option<Bytes> {
     stream.read_exact(&mut body).ok()?;
     Some(Bytes::from(body))
 }
+
+/// An uncompressed record batch (magic 2) at base offset `base` of
+/// `records`, (key, value) each, all created at `timestamp` ms.
+pub fn record_batch(
+    base: i64,
+    timestamp: i64,
+    records: &[(Option<Bytes>, Option<Bytes>)],
+) -> Bytes {
+    use kafka_protocol::records::{
+        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+    };
+    let records: Vec<Record> = records
+        .iter()
+        .enumerate()
+        .map(|(i, (key, value))| Record {
+            transactional: false,
+            control: false,
+            partition_leader_epoch: -1,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: base + i as i64,
+            sequence: -1,
+            timestamp,
+            key: key.clone(),
+            value: value.clone(),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut out = BytesMut::new();
+    let options = RecordEncodeOptions {
+        version: 2,
+        compression: Compression::None,
+    };
+    RecordBatchEncoder::encode(&mut out, &records, &options).expect("a batch encodes");
+    out.freeze()
+}

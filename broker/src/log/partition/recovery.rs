@@ -21,6 +21,9 @@ impl Log {
     /// A file could not be listed, opened, read, cut or removed.
     pub fn open(dir: &Path, segment_bytes: u64) -> io::Result<Log> {
         let (mut bases, mut snapshots, mut indexes) = (Vec::new(), Vec::new(), Vec::new());
+        // Whether a file a crash left was removed (its removal to be made
+        // durable).
+        let mut removed = false;
         for entry in fs::read_dir(dir)? {
             let entry = entry?;
             let name = entry.file_name();
@@ -30,6 +33,7 @@ impl Log {
             if name.ends_with(".tmp") {
                 // A snapshot or a spare segment a crash left half made.
                 fs::remove_file(entry.path())?;
+                removed = true;
                 continue;
             }
             let Some((stem, extension)) = name.split_once('.') else {
@@ -49,6 +53,7 @@ impl Log {
         for (base, path) in indexes {
             if bases.binary_search(&base).is_err() {
                 fs::remove_file(path)?;
+                removed = true;
             }
         }
         let mut segments = VecDeque::with_capacity(bases.len());
@@ -60,8 +65,11 @@ impl Log {
         }
         match bases[trusted..] {
             [] => {
-                // What a crash left half made is gone for good.
-                sync_dir(dir)?;
+                // What a crash left half made is gone for good. An empty
+                // partition, the usual case, costs no fsync.
+                if removed {
+                    sync_dir(dir)?;
+                }
                 return Ok(Log::create(Place::Dir(dir.to_path_buf()), segment_bytes));
             }
             [last] => segments.push_back(Segment::recover(dir, last)?),
