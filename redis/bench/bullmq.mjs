@@ -18,7 +18,12 @@ const redisMs = async () => {
 // Redis's clock minus this machine's, read once (as the Rust bench does).
 const offset = (await redisMs()) - Date.now();
 const late = [];
+// Each job id delivered, to count the ones delivered more than once.
+const seen = new Set();
+let duplicated = 0;
 const workers = [0, 1].map(() => new Worker('cmp', async (job) => {
+  if (seen.has(job.id)) duplicated += 1;
+  seen.add(job.id);
   late.push(Date.now() + offset - job.data.at);
 }, { connection, concurrency: 50 }));
 await Promise.all(workers.map((w) => w.waitUntilReady()));
@@ -51,4 +56,4 @@ console.log(`timers                 ${count} over ${spreadMs} ms, BullMQ ${proce
 console.log(`schedules/s            ${Math.round(count / scheduleSecs)}`);
 console.log(`deliveries/s           ${Math.round(late.length / Math.max(deliverSecs, 0.001))} (${late.length} delivered in ${deliverSecs.toFixed(2)} s)`);
 console.log(`lateness p50/p99/max   ${at(0.5)} / ${at(0.99)} / ${at(1)} ms (Redis's clock)`);
-console.log(`early, lost            ${late.filter((l) => l < 0).length}, ${count - late.length}`);
+console.log(`early, lost, duplicated ${late.filter((l) => l < 0).length}, ${count - seen.size}, ${duplicated}`);

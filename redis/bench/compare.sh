@@ -89,7 +89,7 @@ run() { # name, binary, extra arguments
     sched=$(echo "$out" | awk '/^schedules\/s/ { print $2 }')
     deliv=$(echo "$out" | awk '/^deliveries\/s/ { print $2 }')
     late=$(echo "$out" | awk '/^lateness/ { print $3 "/" $5 "/" $7 }')
-    early=$(echo "$out" | awk '/^early, lost/ { print $3 $4 }')
+    early=$(echo "$out" | awk '/^early, lost, duplicated/ { print $4 $5 $6 }')
     printf '%-8s %12s %12s %16s %11s %10.2f %10.1f\n' "$name" "$sched" "$deliv" "$late" "$early" \
         "$(awk "BEGIN { print ($c1 - $c0) / $count }")" "$(awk "BEGIN { print ($u1 - $u0) / $count }")"
 }
@@ -135,7 +135,7 @@ for name, (calls, us) in sorted(rows.items(), key=lambda r: (r[0].startswith(" "
 }
 
 echo "redis-server $(redis-server --version | awk '{print $3}'), appendonly $aof, $schedulers scheduler(s), $count timers over $spread ms, load: $(cut -d' ' -f1-3 /proc/loadavg)"
-printf '%-8s %12s %12s %16s %11s %10s %10s\n' variant schedules/s deliveries/s "late p50/p99/max" early,lost cmds/timer "cpu µs/t"
+printf '%-8s %12s %12s %16s %11s %10s %10s\n' variant schedules/s deliveries/s "late p50/p99/max" early,lost,dup cmds/timer "cpu µs/t"
 for round in $(seq "$rounds"); do
     run ours "$ours"
     run poller "$ours" --poller

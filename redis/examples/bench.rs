@@ -1,7 +1,7 @@
 //! Measures the throughput on one Redis: schedules `--count` timers
 //! (pipelined), fires them with `--schedulers` scheduler nodes and delivers
 //! them to 2 consumers, all in this process; prints schedules/s,
-//! deliveries/s, lateness by Redis's clock, early and lost counts, and
+//! deliveries/s, lateness by Redis's clock, early, lost and duplicated counts, and
 //! Redis's commands and CPU per timer (`INFO commandstats`, commands inside
 //! scripts included; `INFO cpu`). `--poller` measures the baseline instead:
 //! the common sorted-set poller (`ZADD` + `HSET` to schedule; every 100 ms
@@ -82,21 +82,53 @@ struct Run {
     base_ms: u64,
     /// How long before the first deadline scheduling starts, ms.
     lead_ms: u64,
-    /// Redis's clock minus this machine's, ms: read once, so that handling
-    /// a delivery costs no round trip for the measurement.
-    offset_ms: i64,
-    /// The lateness of each delivery, ms by Redis's clock.
-    lateness: std::sync::Arc<std::sync::Mutex<Vec<i64>>>,
+    /// Redis's clock minus this machine's, µs: measured once (see
+    /// [`clock_offset_us`]), so that handling a delivery costs no round trip
+    /// for the measurement.
+    offset_us: i64,
+    /// What the consumers saw.
+    deliveries: std::sync::Mutex<Deliveries>,
     /// What Redis had done before the run.
     usage_before: Usage,
 }
 
-/// This machine's clock, ms since the epoch.
-fn local_ms() -> i64 {
+/// The deliveries of a run.
+#[derive(Default)]
+struct Deliveries {
+    /// The lateness of each delivery, µs by Redis's clock.
+    lateness: Vec<i64>,
+    /// Each timer delivered.
+    ids: std::collections::HashSet<String>,
+    /// Deliveries of a timer delivered before.
+    duplicated: u64,
+}
+
+/// This machine's clock, µs since the epoch.
+fn local_us() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default()
-        .as_millis() as i64
+        .as_micros() as i64
+}
+
+/// Redis's clock minus this machine's, µs: of 20 `TIME` round trips, the
+/// shortest, against the middle of its local readings, so that the error is
+/// at most half that round trip (tens of µs) and a delivery at its deadline
+/// never reads as early because one reading was slow.
+fn clock_offset_us(redis: &mut redis::Connection) -> Result<i64, purgatorio_redis::Error> {
+    let mut best = (i64::MAX, 0);
+    for _ in 0..20 {
+        let before = local_us();
+        let (secs, micros): (i64, i64) = redis::cmd("TIME")
+            .query(redis)
+            .map_err(purgatorio_redis::Error::Redis)?;
+        let after = local_us();
+        let round_trip = after - before;
+        if round_trip < best.0 {
+            best = (round_trip, secs * 1_000_000 + micros - (before + after) / 2);
+        }
+    }
+    Ok(best.1)
 }
 
 /// What Redis has done: commands called (scripts' own included; `INFO`
@@ -145,7 +177,7 @@ impl Run {
         count: u64,
         spread_ms: u64,
     ) -> Result<Run, purgatorio_redis::Error> {
-        let offset_ms = timers.server_time_ms()? as i64 - local_ms();
+        let offset_us = clock_offset_us(redis)?;
         // The first deadline comes after scheduling has ended (at 20,000
         // schedules/s or more), so that lateness is the timers' own.
         let lead_ms = 2_000 + count / 20;
@@ -154,8 +186,8 @@ impl Run {
             spread_ms,
             base_ms: timers.server_time_ms()? + lead_ms,
             lead_ms,
-            offset_ms,
-            lateness: Default::default(),
+            offset_us,
+            deliveries: Default::default(),
             usage_before: Usage::read(redis),
         })
     }
@@ -167,10 +199,14 @@ impl Run {
         (format!("b{i}"), u64::try_from(at).unwrap_or(u64::MAX))
     }
 
-    /// Records a delivery of a timer due at `deadline_ms`.
-    fn delivered(&self, deadline_ms: u64) {
-        let late = local_ms() + self.offset_ms - deadline_ms as i64;
-        self.lateness.lock().expect("lateness").push(late);
+    /// Records a delivery of timer `id`, due at `deadline_ms`.
+    fn delivered(&self, id: &str, deadline_ms: u64) {
+        let late = local_us() + self.offset_us - deadline_ms as i64 * 1000;
+        let mut deliveries = self.deliveries.lock().expect("deliveries");
+        deliveries.lateness.push(late);
+        if !deliveries.ids.insert(id.to_owned()) {
+            deliveries.duplicated += 1;
+        }
     }
 
     /// Waits until every timer is delivered (or a minute past the last
@@ -180,7 +216,7 @@ impl Run {
         // scheduling ends if that is later.
         let first_due = (started + Duration::from_millis(self.lead_ms)).max(Instant::now());
         let deadline = Instant::now() + Duration::from_millis(self.spread_ms + 60_000);
-        while (self.lateness.lock().expect("lateness").len() as u64) < self.count
+        while (self.deliveries.lock().expect("deliveries").ids.len() as u64) < self.count
             && Instant::now() < deadline
         {
             std::thread::sleep(Duration::from_millis(10));
@@ -188,8 +224,11 @@ impl Run {
         let deliver_secs = Instant::now()
             .saturating_duration_since(first_due)
             .as_secs_f64();
-        let mut late = self.lateness.lock().expect("lateness").clone();
+        let deliveries = self.deliveries.lock().expect("deliveries");
+        let mut late = deliveries.lateness.clone();
         late.sort_unstable();
+        let (delivered, duplicated) = (deliveries.ids.len() as u64, deliveries.duplicated);
+        drop(deliveries);
         Report {
             label,
             count: self.count,
@@ -197,6 +236,8 @@ impl Run {
             schedule_secs,
             deliver_secs,
             late,
+            delivered,
+            duplicated,
             usage_before: self.usage_before,
         }
     }
@@ -214,8 +255,12 @@ struct Report {
     schedule_secs: f64,
     /// How long delivering took from the first deadline, s.
     deliver_secs: f64,
-    /// Each delivery's lateness, sorted, ms.
+    /// Each delivery's lateness, sorted, µs.
     late: Vec<i64>,
+    /// Timers delivered at least once.
+    delivered: u64,
+    /// Deliveries of a timer delivered before.
+    duplicated: u64,
     /// What Redis had done before the run.
     usage_before: Usage,
 }
@@ -225,10 +270,12 @@ impl Report {
     fn print(&self, redis: &mut redis::Connection) {
         let usage = Usage::read(redis);
         let (count, late) = (self.count, &self.late);
+        // In whole ms, rounded down: -1 is early by up to a millisecond.
         let at = |q: f64| {
             late.get(((late.len().max(1) - 1) as f64 * q) as usize)
                 .copied()
                 .unwrap_or(0)
+                .div_euclid(1000)
         };
         let early = late.iter().filter(|l| **l < 0).count();
         let per_timer = |n: u64, before: u64| n.saturating_sub(before) as f64 / count.max(1) as f64;
@@ -248,14 +295,16 @@ impl Report {
             self.spread_ms
         );
         println!(
-            "lateness p50/p99/max   {} / {} / {} ms (Redis's clock)",
+            "lateness p50/p99/max   {} / {} / {} ms (Redis's clock; min {} ms)",
             at(0.5),
             at(0.99),
-            at(1.0)
+            at(1.0),
+            at(0.0)
         );
         println!(
-            "early, lost            {early}, {}",
-            count.saturating_sub(late.len() as u64)
+            "early, lost, duplicated {early}, {}, {}",
+            count.saturating_sub(self.delivered),
+            self.duplicated
         );
         println!(
             "redis commands/timer   {:.2}",
@@ -288,7 +337,7 @@ fn bench(timers: &Timers, run: Run, schedulers: usize) -> Result<Report, purgato
                 stop,
                 std::thread::spawn(move || {
                     consumer.run(|delivery| {
-                        run.delivered(delivery.deadline_ms);
+                        run.delivered(&delivery.id, delivery.deadline_ms);
                         Verdict::Ack
                     })
                 }),
@@ -366,9 +415,9 @@ fn bench_poller(url: &str, run: Run) -> Result<Report, purgatorio_redis::Error> 
                 } else {
                     pipe.query(&mut c)?
                 };
-                for ((_, deadline), (won, _payload)) in page.iter().zip(&claimed) {
+                for ((id, deadline), (won, _payload)) in page.iter().zip(&claimed) {
                     if *won == 1 {
-                        run.delivered(*deadline);
+                        run.delivered(id, *deadline);
                     }
                 }
                 if page.len() < 1_000 {
