@@ -31,6 +31,7 @@
 //! and DescribeGroups show.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -45,10 +46,10 @@ mod types;
 mod views;
 
 pub use group::GroupWait;
-use group::{Group, Member, Phase};
+use group::{Group, Member, Phase, Stage};
 pub use types::{
     Committed, GroupDescription, GroupFigures, GroupListing, Join, Joined, Joining,
-    MemberDescription, MemberMetadata, Protocol, Syncing,
+    MemberDescription, MemberMetadata, Membership, Protocol, Syncing,
 };
 
 /// The shortest session timeout accepted (Kafka's
@@ -76,8 +77,10 @@ pub struct Coordinator {
     sessions: KeyedTimer<SessionKey, ()>,
     /// The initial delays of groups' first rebalances, by group id.
     initial_delays: KeyedTimer<String, ()>,
-    /// The number in the next member id assigned.
+    /// The count in the next member id made.
     next_member: AtomicU64,
+    /// The random keys member ids are hashed from.
+    ids: RandomState,
     /// How long the first rebalance of an empty group waits for more
     /// members (Kafka's `group.initial.rebalance.delay.ms`).
     initial_delay: Duration,
@@ -135,6 +138,7 @@ impl Coordinator {
                 sessions,
                 initial_delays,
                 next_member: AtomicU64::new(1),
+                ids: RandomState::new(),
                 initial_delay,
                 max_size,
             }
@@ -196,10 +200,18 @@ impl Coordinator {
 
     /// JoinGroup: the answer now, or a parked wait to await first.
     ///
+    /// A static member (one with a `group.instance.id`) joining with no
+    /// member id takes the place of the member its instance had, under a
+    /// new id, keeping its assignment: in a stable group whose protocol it
+    /// does not change it is answered at once with the generation under
+    /// way, and no other member rebalances (Kafka's KIP-345).
+    ///
     /// # Errors
     ///
     /// INVALID_SESSION_TIMEOUT, INCONSISTENT_GROUP_PROTOCOL,
-    /// UNKNOWN_MEMBER_ID for an id the group neither has nor handed out,
+    /// UNKNOWN_MEMBER_ID for an id the group neither has nor handed out
+    /// (or an instance id it does not know), FENCED_INSTANCE_ID for a
+    /// static member's id its instance no longer has,
     /// GROUP_MAX_SIZE_REACHED, or COORDINATOR_NOT_AVAILABLE when the
     /// purgatory is shut down. (MEMBER_ID_REQUIRED is an answer: it
     /// carries the id to join with.)
@@ -207,6 +219,7 @@ impl Coordinator {
         let Join {
             group_id,
             member_id,
+            group_instance_id: instance,
             require_member_id,
             protocol_type,
             protocols,
@@ -222,14 +235,15 @@ impl Coordinator {
         let group = self.group(group_id);
         let first_join = member_id.is_empty();
         let member_id = if first_join {
-            format!(
-                "member-{}",
-                self.next_member.fetch_add(1, Ordering::Relaxed)
-            )
+            // Kafka's form, `client.id` (or the instance id) and a UUID:
+            // assignors order members by id, so members order as their
+            // clients are named.
+            self.member_id(instance.as_deref().unwrap_or(&client_id))
         } else {
             member_id.to_string()
         };
-        if first_join && require_member_id {
+        // Static members are never asked to join again with an id.
+        if first_join && require_member_id && instance.is_none() {
             {
                 let mut g = group.lock();
                 if g.members.len() + g.pending.len() >= self.max_size {
@@ -247,8 +261,41 @@ impl Coordinator {
                 members: Vec::new(),
             }));
         }
-        let (waiting_generation, complete_now, starts_initial) = {
+        let member = Member {
+            protocols,
+            session,
+            rebalance,
+            joined: true,
+            assignment: None,
+            client_id,
+            client_host,
+            instance: instance.clone(),
+        };
+        let (waiting_generation, complete_now, starts_initial, replaced) = {
             let mut g = group.lock();
+            if !first_join && instance.is_some() {
+                g.check_member(&member_id, instance.as_deref())?;
+            }
+            let replaced = match &instance {
+                Some(instance) if first_join => {
+                    let leader = g.leader.clone();
+                    let replaced = g.replace_static(instance, &member_id, member.clone());
+                    if let Some(old) = &replaced {
+                        if g.phase == Phase::Stable && g.select_protocol() == g.protocol {
+                            drop(g);
+                            self.replaced(group_id, old, &member_id, session);
+                            let mut joined = group.lock().joined(&member_id);
+                            // The leader as it was: a rejoining leader
+                            // syncs as a follower and gets what it had.
+                            joined.leader = leader;
+                            joined.members.clear();
+                            return Ok(Joining::Done(joined));
+                        }
+                    }
+                    replaced
+                }
+                _ => None,
+            };
             let known = g.members.contains_key(&member_id);
             let was_pending = g.pending.remove(&member_id);
             if !known && !was_pending && !first_join {
@@ -268,36 +315,29 @@ impl Coordinator {
                 g.initial = true;
                 g.new_member_added = false;
                 g.initial_remaining = rebalance.saturating_sub(self.initial_delay.min(rebalance));
-            } else if g.initial && !g.members.contains_key(&member_id) {
+            } else if g.initial && !known {
                 g.new_member_added = true;
             }
-            if !g.members.contains_key(&member_id) || g.phase != Phase::Joining {
-                // A new member, or a rejoin of a settled group: rebalance.
-                if g.phase != Phase::Joining {
-                    g.start_rebalance();
-                }
+            // A new member, or a rejoin of a settled group: rebalance.
+            if g.phase != Phase::Joining {
+                g.start_rebalance();
             }
-            g.members.insert(
-                member_id.clone(),
-                Member {
-                    protocols,
-                    session,
-                    rebalance,
-                    joined: true,
-                    assignment: None,
-                    client_id,
-                    client_host,
-                },
-            );
+            if let Some(instance) = &instance {
+                g.static_members.insert(instance.clone(), member_id.clone());
+            }
+            g.members.insert(member_id.clone(), member);
             g.phase = Phase::Joining;
             let all = g.members.values().all(|m| m.joined) && !g.initial;
             let generation = g.generation;
             if all {
                 g.complete_join();
             }
-            (generation, all, starts_initial)
+            (generation, all, starts_initial, replaced)
         };
-        self.touch(group_id, &member_id, session);
+        match replaced {
+            Some(old) => self.replaced(group_id, &old, &member_id, session),
+            None => self.touch(group_id, &member_id, session),
+        }
         if starts_initial {
             // The group's own timer, not this member's wait: the delay
             // ends (or is extended) whatever becomes of this request.
@@ -319,6 +359,48 @@ impl Coordinator {
         self.park_join(&group, group_id, joined, rebalance)
     }
 
+    /// Whether `member_id` is the static member of `instance` in
+    /// `group_id` (an OffsetCommit's check).
+    ///
+    /// # Errors
+    ///
+    /// UNKNOWN_MEMBER_ID when the group or the instance is not known;
+    /// FENCED_INSTANCE_ID when the instance has another member id.
+    pub fn check_instance(
+        &self,
+        group_id: &str,
+        member_id: &str,
+        instance: &str,
+    ) -> Result<(), ResponseError> {
+        let group = self.find(group_id).ok_or(ResponseError::UnknownMemberId)?;
+        let g = group.lock();
+        g.check_member(member_id, Some(instance)).map(|_| ())
+    }
+
+    /// A static member's instance moved from `old` to `new`: the old id's
+    /// session ends, the new one's starts, and the old id's waits end
+    /// (answered FENCED_INSTANCE_ID).
+    fn replaced(&self, group_id: &str, old: &str, new: &str, session: Duration) {
+        let _ = self.sessions.remove(&SessionKey::new(group_id, old));
+        self.touch(group_id, new, session);
+        let _ = self.waits.check_and_complete(group_id);
+    }
+
+    /// A fresh member id, `prefix-UUID` as Kafka makes it (the UUID's bits
+    /// from the process's random hasher keys and a count).
+    fn member_id(&self, prefix: &str) -> String {
+        let n = self.next_member.fetch_add(1, Ordering::Relaxed);
+        let (high, low) = (self.ids.hash_one(n), self.ids.hash_one(!n));
+        format!(
+            "{prefix}-{:08x}-{:04x}-4{:03x}-{:04x}-{:012x}",
+            high >> 32,
+            (high >> 16) & 0xffff,
+            high & 0xfff,
+            0x8000 | (low >> 48) & 0x3fff,
+            low & 0xffff_ffff_ffff,
+        )
+    }
+
     /// Parks `joined`'s member's join on its group for `delay`.
     ///
     /// # Errors
@@ -334,7 +416,8 @@ impl Coordinator {
         let wait = GroupWait {
             group: Arc::clone(group),
             generation: joined.generation,
-            sync_of: None,
+            member: joined.member_id.clone(),
+            stage: Stage::Join,
             delay,
         };
         let parked = self
@@ -345,11 +428,14 @@ impl Coordinator {
     }
 
     /// After a parked join resolved: completes the rebalance if its timeout
-    /// passed first (dropping members that did not rejoin), and answers.
+    /// passed first (dropping members that did not rejoin), and answers;
+    /// a member no longer in the group is UNKNOWN_MEMBER_ID, or
+    /// FENCED_INSTANCE_ID if its `instance` joined again under another id.
     pub fn joined(
         &self,
         group_id: &str,
         waited: &Joined,
+        instance: Option<&str>,
         completion: Option<Completion>,
     ) -> Joined {
         let group = self.group(group_id);
@@ -364,9 +450,9 @@ impl Coordinator {
             let _ = self.waits.check_and_complete(group_id);
         }
         let g = group.lock();
-        if !g.members.contains_key(&waited.member_id) {
+        if let Err(error) = g.check_member(&waited.member_id, instance) {
             let mut gone = waited.clone();
-            gone.error = Some(ResponseError::UnknownMemberId);
+            gone.error = Some(error);
             return gone;
         }
         g.joined(&waited.member_id)
@@ -410,24 +496,26 @@ impl Coordinator {
     ///
     /// # Errors
     ///
-    /// UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS, or
-    /// COORDINATOR_NOT_AVAILABLE when the purgatory is shut down.
+    /// UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID, ILLEGAL_GENERATION,
+    /// REBALANCE_IN_PROGRESS, or COORDINATOR_NOT_AVAILABLE when the
+    /// purgatory is shut down.
     pub fn sync(
         &self,
         group_id: &str,
-        member_id: &str,
-        generation: i32,
+        member: Membership<'_>,
         assignments: Vec<MemberMetadata>,
     ) -> Result<Syncing, ResponseError> {
+        let Membership {
+            member_id,
+            instance,
+            generation,
+        } = member;
         let Some(group) = self.find(group_id) else {
             return Err(ResponseError::UnknownMemberId);
         };
         let session = {
             let mut g = group.lock();
-            let Some(member) = g.members.get(member_id) else {
-                return Err(ResponseError::UnknownMemberId);
-            };
-            let session = member.session;
+            let session = g.check_member(member_id, instance)?.session;
             if g.generation != generation {
                 return Err(ResponseError::IllegalGeneration);
             }
@@ -465,7 +553,8 @@ impl Coordinator {
         let wait = GroupWait {
             group,
             generation,
-            sync_of: Some(member_id.to_string()),
+            member: member_id.to_string(),
+            stage: Stage::Sync,
             delay: rebalance,
         };
         self.waits
@@ -478,55 +567,43 @@ impl Coordinator {
     ///
     /// # Errors
     ///
-    /// REBALANCE_IN_PROGRESS or UNKNOWN_MEMBER_ID.
-    pub fn synced(
-        &self,
-        group_id: &str,
-        member_id: &str,
-        generation: i32,
-    ) -> Result<Bytes, ResponseError> {
+    /// REBALANCE_IN_PROGRESS, UNKNOWN_MEMBER_ID or FENCED_INSTANCE_ID.
+    pub fn synced(&self, group_id: &str, member: Membership<'_>) -> Result<Bytes, ResponseError> {
         let Some(group) = self.find(group_id) else {
             return Err(ResponseError::UnknownMemberId);
         };
         let g = group.lock();
-        if g.generation != generation {
+        let m = g.check_member(member.member_id, member.instance)?;
+        if g.generation != member.generation {
             return Err(ResponseError::RebalanceInProgress);
         }
-        match g.members.get(member_id) {
-            None => Err(ResponseError::UnknownMemberId),
-            Some(m) => m
-                .assignment
-                .clone()
-                .ok_or(ResponseError::RebalanceInProgress),
-        }
+        m.assignment
+            .clone()
+            .ok_or(ResponseError::RebalanceInProgress)
     }
 
     /// Heartbeat: resets the session.
     ///
     /// # Errors
     ///
-    /// UNKNOWN_MEMBER_ID; REBALANCE_IN_PROGRESS (rejoin) when a rebalance
-    /// is under way; ILLEGAL_GENERATION.
-    pub fn heartbeat(
-        &self,
-        group_id: &str,
-        member_id: &str,
-        generation: i32,
-    ) -> Result<(), ResponseError> {
+    /// UNKNOWN_MEMBER_ID; FENCED_INSTANCE_ID; REBALANCE_IN_PROGRESS
+    /// (rejoin) when a rebalance is under way; ILLEGAL_GENERATION.
+    pub fn heartbeat(&self, group_id: &str, member: Membership<'_>) -> Result<(), ResponseError> {
         let Some(group) = self.find(group_id) else {
             return Err(ResponseError::UnknownMemberId);
         };
+        let member_id = member.member_id;
         let (answer, session) = {
             let g = group.lock();
-            match g.members.get(member_id) {
-                None => (Err(ResponseError::UnknownMemberId), None),
-                Some(m) if g.phase == Phase::Joining => {
+            match g.check_member(member_id, member.instance) {
+                Err(error) => (Err(error), None),
+                Ok(m) if g.phase == Phase::Joining => {
                     (Err(ResponseError::RebalanceInProgress), Some(m.session))
                 }
-                Some(m) if g.generation != generation => {
+                Ok(m) if g.generation != member.generation => {
                     (Err(ResponseError::IllegalGeneration), Some(m.session))
                 }
-                Some(m) => (Ok(()), Some(m.session)),
+                Ok(m) => (Ok(()), Some(m.session)),
             }
         };
         if let Some(session) = session {
@@ -535,22 +612,33 @@ impl Coordinator {
         answer
     }
 
-    /// LeaveGroup: the member goes at once; the others rebalance.
+    /// LeaveGroup: the member goes at once; the others rebalance. A static
+    /// member may be named by its `instance` alone (an empty member id).
     ///
     /// # Errors
     ///
-    /// UNKNOWN_MEMBER_ID.
-    pub fn leave(&self, group_id: &str, member_id: &str) -> Result<(), ResponseError> {
-        let _ = self.sessions.remove(&SessionKey::new(group_id, member_id));
+    /// UNKNOWN_MEMBER_ID; FENCED_INSTANCE_ID when `member_id` is not the
+    /// one `instance` has.
+    pub fn leave(
+        &self,
+        group_id: &str,
+        member_id: &str,
+        instance: Option<&str>,
+    ) -> Result<(), ResponseError> {
         let Some(group) = self.find(group_id) else {
             return Err(ResponseError::UnknownMemberId);
         };
-        {
+        let gone = {
             let mut g = group.lock();
-            if !g.remove_member(member_id) {
-                return Err(ResponseError::UnknownMemberId);
-            }
-        }
+            let gone = match instance.and_then(|i| g.static_members.get(i)) {
+                Some(id) if member_id.is_empty() => id.clone(),
+                _ => member_id.to_string(),
+            };
+            g.check_member(&gone, instance)?;
+            g.remove_member(&gone);
+            gone
+        };
+        let _ = self.sessions.remove(&SessionKey::new(group_id, &gone));
         let _ = self.waits.check_and_complete(group_id);
         Ok(())
     }
