@@ -175,7 +175,8 @@ impl Group {
             self.phase = Phase::Empty;
             return;
         }
-        // The leader stays if it rejoined; else the first member that did.
+        // The leader stays if it rejoined; else the first member (by id)
+        // that did, as Kafka elects another when its leader did not.
         let leader = match self.members.get(&self.leader) {
             Some(m) if m.joined => self.leader.clone(),
             _ => match self.members.iter().find(|(_, m)| m.joined) {

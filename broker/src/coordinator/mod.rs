@@ -333,6 +333,10 @@ impl Coordinator {
                 g.static_members.insert(instance.clone(), member_id.clone());
             }
             g.members.insert(member_id.clone(), member);
+            // As in Kafka, the first member to join leads, while it stays.
+            if !g.members.contains_key(&g.leader) {
+                g.leader.clone_from(&member_id);
+            }
             g.phase = Phase::Joining;
             let all = g.members.values().all(|m| m.joined) && !g.initial;
             let generation = g.generation;
