@@ -289,13 +289,15 @@ impl Coordinator {
                     let replaced = g.replace_static(instance, &member_id, member.clone());
                     if let Some(old) = &replaced {
                         if g.phase == Phase::Stable && g.select_protocol() == g.protocol {
+                            let mut joined = g.joined(&member_id);
                             drop(g);
-                            self.replaced(group_id, old, &member_id, session);
-                            let mut joined = group.lock().joined(&member_id);
                             // The leader as it was: a rejoining leader
                             // syncs as a follower and gets what it had.
                             joined.leader = leader;
                             joined.members.clear();
+                            // (Outside the group's lock: ending the old
+                            // id's waits reads the group.)
+                            self.replaced(group_id, old, &member_id, session);
                             return Ok(Joining::Done(joined));
                         }
                     }
