@@ -167,6 +167,11 @@ struct Args {
     /// How long the idle scenario measures, s.
     #[arg(long, default_value_t = 10)]
     idle_secs: u64,
+    /// Start the idle consumers spread evenly over one long poll, so that
+    /// their fetches arrive one at a time (as a Python client's do), not
+    /// in step.
+    #[arg(long)]
+    idle_spread: bool,
     /// How much the volume scenario produces, GiB.
     #[arg(long, default_value_t = 10)]
     volume_gib: u64,
@@ -537,11 +542,19 @@ fn main() {
         // every one expired): the broker's own stats line would cost CPU.
         let answered = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let consumers: Vec<_> = (0..args.idle_consumers)
-            .map(|_| {
+            .map(|i| {
                 let mut s = connect();
                 let (stop, answered) = (Arc::clone(&stop), Arc::clone(&answered));
                 let wait = args.idle_wait_ms;
+                let spread = args.idle_spread.then(|| {
+                    let step =
+                        u64::try_from(wait).unwrap_or(0) * 1_000 / args.idle_consumers as u64;
+                    Duration::from_micros(step * i as u64)
+                });
                 std::thread::spawn(move || {
+                    if let Some(offset) = spread {
+                        std::thread::sleep(offset);
+                    }
                     while !stop.load(Ordering::Relaxed) {
                         s.write_all(&fetch("quiet", 0, wait)).unwrap();
                         read_frame(&mut s);

@@ -12,6 +12,11 @@ producer's default settings (idempotent, acks=all, retrying). `consume` joins GR
 `COMMIT name partition next_offset` for each partition it consumed; on every
 assignment it prints `ASSIGN name p,p,...`. Every line is flushed at once.
 
+With `GROUP_INSTANCE_ID=ID` in its environment, `consume` is a static
+member (KIP-345) with that `group_instance_id`, and with
+`GROUP_SESSION_MS=MS` its session timeout is MS (6000 otherwise); it prints
+`REVOKE name p,p,...` whenever partitions are taken from it.
+
 With `GROUP_CLIENT_GO=PATH` in its environment, `consume` makes its consumer,
 prints `READY name`, and joins the group only once PATH exists (waiting at
 most 60 s): a test can then start several members together, however long
@@ -55,7 +60,9 @@ class Announce(ConsumerRebalanceListener):
         self.name = name
 
     def on_partitions_revoked(self, revoked):
-        pass
+        if revoked:
+            parts = ",".join(str(tp.partition) for tp in sorted(revoked, key=lambda tp: tp.partition))
+            print("REVOKE %s %s" % (self.name, parts), flush=True)
 
     def on_partitions_assigned(self, assigned):
         parts = ",".join(str(tp.partition) for tp in sorted(assigned, key=lambda tp: tp.partition))
@@ -69,8 +76,9 @@ def consume(bootstrap, topic, group, name):
         client_id=name,
         auto_offset_reset="earliest",
         enable_auto_commit=False,
-        session_timeout_ms=6000,
+        session_timeout_ms=int(os.environ.get("GROUP_SESSION_MS", "6000")),
         heartbeat_interval_ms=500,
+        group_instance_id=os.environ.get("GROUP_INSTANCE_ID"),
         max_poll_records=20,
     )
     consumer.subscribe([topic], listener=Announce(name))

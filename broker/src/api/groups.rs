@@ -9,12 +9,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::messages::{
-    describe_groups_response, join_group_response, list_groups_response, offset_commit_response,
-    offset_fetch_response, DescribeGroupsRequest, DescribeGroupsResponse, FindCoordinatorResponse,
-    HeartbeatRequest, HeartbeatResponse, JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest,
-    LeaveGroupResponse, ListGroupsRequest, ListGroupsResponse, OffsetCommitRequest,
-    OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse, SyncGroupRequest,
-    SyncGroupResponse, TopicName,
+    describe_groups_response, join_group_response, leave_group_response, list_groups_response,
+    offset_commit_response, offset_fetch_response, DescribeGroupsRequest, DescribeGroupsResponse,
+    FindCoordinatorResponse, HeartbeatRequest, HeartbeatResponse, JoinGroupRequest,
+    JoinGroupResponse, LeaveGroupRequest, LeaveGroupResponse, ListGroupsRequest,
+    ListGroupsResponse, OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest,
+    OffsetFetchResponse, SyncGroupRequest, SyncGroupResponse, TopicName,
 };
 use kafka_protocol::ResponseError;
 
@@ -23,7 +23,9 @@ use purgatorio::{Completion, DelayedOperation};
 
 use super::{code, str_bytes, Client, RequestError};
 use crate::broker::Broker;
-use crate::coordinator::{Committed, Join, Joined, Joining, MemberMetadata, Protocol, Syncing};
+use crate::coordinator::{
+    Committed, Join, Joined, Joining, MemberMetadata, Membership, Protocol, Syncing,
+};
 use crate::log::TopicPartition;
 use crate::offsets::{GroupCommit, MAX_METADATA};
 use crate::store::OffsetsKey;
@@ -57,6 +59,7 @@ pub async fn join_group(
     let join = Join {
         group_id: request.group_id.to_string(),
         member_id: request.member_id.to_string(),
+        group_instance_id: request.group_instance_id.as_ref().map(|i| i.to_string()),
         require_member_id: version >= 4,
         protocol_type: request.protocol_type.to_string(),
         protocols: request
@@ -73,6 +76,7 @@ pub async fn join_group(
         client_host: client.host.clone(),
     };
     let group_id = join.group_id.clone();
+    let instance = join.group_instance_id.clone();
     match broker.groups.join(join) {
         Ok(Joining::Done(joined)) => join_response(&joined),
         Ok(Joining::Waiting { joined, parked }) => {
@@ -80,7 +84,12 @@ pub async fn join_group(
             // member stays until it rejoins or its session ends, and the
             // rebalance completes without this wait.
             let completion = parked.cancel_on_drop().await;
-            join_response(&broker.groups.joined(&group_id, &joined, completion))
+            join_response(&broker.groups.joined(
+                &group_id,
+                &joined,
+                instance.as_deref(),
+                completion,
+            ))
         }
         Err(error) => {
             let mut response = JoinGroupResponse::default();
@@ -106,6 +115,7 @@ fn join_response(joined: &Joined) -> JoinGroupResponse {
         .map(|member| {
             let mut m = join_group_response::JoinGroupResponseMember::default();
             m.member_id = str_bytes(&member.member_id);
+            m.group_instance_id = member.group_instance_id.as_deref().map(str_bytes);
             m.metadata = member.metadata.clone();
             m
         })
@@ -121,18 +131,21 @@ pub async fn sync_group(broker: &Broker, request: SyncGroupRequest) -> SyncGroup
         .iter()
         .map(|a| MemberMetadata {
             member_id: a.member_id.to_string(),
+            group_instance_id: None,
             metadata: a.assignment.clone(),
         })
         .collect();
-    let (group, member) = (request.group_id.as_str(), request.member_id.as_str());
-    let assigned = match broker
-        .groups
-        .sync(group, member, request.generation_id, assignments)
-    {
+    let group = request.group_id.as_str();
+    let member = Membership {
+        member_id: &request.member_id,
+        instance: request.group_instance_id.as_deref(),
+        generation: request.generation_id,
+    };
+    let assigned = match broker.groups.sync(group, member, assignments) {
         Ok(Syncing::Assigned(assignment)) => Ok(assignment),
         Ok(Syncing::Waiting(parked)) => {
             let _ = parked.cancel_on_drop().await;
-            broker.groups.synced(group, member, request.generation_id)
+            broker.groups.synced(group, member)
         }
         Err(error) => Err(error),
     };
@@ -147,24 +160,43 @@ pub async fn sync_group(broker: &Broker, request: SyncGroupRequest) -> SyncGroup
 /// Heartbeat: resets the member's session.
 pub fn heartbeat(broker: &Broker, request: &HeartbeatRequest) -> HeartbeatResponse {
     let mut response = HeartbeatResponse::default();
-    response.error_code = code(
-        broker
-            .groups
-            .heartbeat(&request.group_id, &request.member_id, request.generation_id)
-            .err(),
-    );
+    let member = Membership {
+        member_id: &request.member_id,
+        instance: request.group_instance_id.as_deref(),
+        generation: request.generation_id,
+    };
+    response.error_code = code(broker.groups.heartbeat(&request.group_id, member).err());
     response
 }
 
-/// LeaveGroup: the member goes; the others rebalance.
-pub fn leave_group(broker: &Broker, request: &LeaveGroupRequest) -> LeaveGroupResponse {
+/// LeaveGroup: the member goes (v0-2), or each member named, by member id
+/// or by `group.instance.id` (v3+, each with its own error); the others
+/// rebalance.
+pub fn leave_group(
+    broker: &Broker,
+    version: i16,
+    request: &LeaveGroupRequest,
+) -> LeaveGroupResponse {
     let mut response = LeaveGroupResponse::default();
-    response.error_code = code(
-        broker
-            .groups
-            .leave(&request.group_id, &request.member_id)
-            .err(),
-    );
+    let group = request.group_id.as_str();
+    if version < 3 {
+        response.error_code = code(broker.groups.leave(group, &request.member_id, None).err());
+        return response;
+    }
+    response.members = request
+        .members
+        .iter()
+        .map(|m| {
+            let left = broker
+                .groups
+                .leave(group, &m.member_id, m.group_instance_id.as_deref());
+            let mut member = leave_group_response::MemberResponse::default();
+            member.member_id = m.member_id.clone();
+            member.group_instance_id = m.group_instance_id.clone();
+            member.error_code = code(left.err());
+            member
+        })
+        .collect();
     response
 }
 
@@ -207,6 +239,14 @@ pub async fn offset_commit(
     request: OffsetCommitRequest,
 ) -> Result<OffsetCommitResponse, RequestError> {
     let mut response = OffsetCommitResponse::default();
+    // v7+: a static member's commit under an id its instance no longer
+    // has is refused (KIP-345), every partition with the error.
+    let fenced = request.group_instance_id.as_deref().and_then(|instance| {
+        broker
+            .groups
+            .check_instance(&request.group_id, &request.member_id, instance)
+            .err()
+    });
     let mut kept = Vec::new();
     for topic in &request.topics {
         let mut t = offset_commit_response::OffsetCommitResponseTopic::default();
@@ -218,7 +258,9 @@ pub async fn offset_commit(
             let mut pr = offset_commit_response::OffsetCommitResponsePartition::default();
             pr.partition_index = p.partition_index;
             let metadata = p.committed_metadata.as_ref().map(|m| m.to_string());
-            if !usize::try_from(p.partition_index).is_ok_and(|i| i < partitions) {
+            if let Some(error) = fenced {
+                pr.error_code = error.code();
+            } else if !usize::try_from(p.partition_index).is_ok_and(|i| i < partitions) {
                 pr.error_code = ResponseError::UnknownTopicOrPartition.code();
             } else if metadata.as_ref().is_some_and(|m| m.len() > MAX_METADATA) {
                 pr.error_code = ResponseError::OffsetMetadataTooLarge.code();
@@ -363,6 +405,7 @@ pub fn describe_groups(broker: &Broker, request: &DescribeGroupsRequest) -> Desc
                     .map(|m| {
                         let mut member = describe_groups_response::DescribedGroupMember::default();
                         member.member_id = str_bytes(&m.member_id);
+                        member.group_instance_id = m.group_instance_id.as_deref().map(str_bytes);
                         member.client_id = str_bytes(&m.client_id);
                         member.client_host = str_bytes(&m.client_host);
                         member.member_metadata = m.metadata;

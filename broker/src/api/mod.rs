@@ -63,7 +63,7 @@ pub const SERVED: &[Served] = &[
     Served::new(ApiKey::JoinGroup, 0, 5),
     Served::new(ApiKey::SyncGroup, 0, 3),
     Served::new(ApiKey::Heartbeat, 0, 3),
-    Served::new(ApiKey::LeaveGroup, 0, 2),
+    Served::new(ApiKey::LeaveGroup, 0, 4),
     Served::new(ApiKey::OffsetCommit, 2, 7),
     Served::new(ApiKey::OffsetFetch, 1, 7),
     Served::new(ApiKey::InitProducerId, 0, 4),
@@ -289,7 +289,9 @@ pub async fn serve(
         }
         RequestKind::SyncGroup(r) => ResponseKind::SyncGroup(groups::sync_group(broker, r).await),
         RequestKind::Heartbeat(r) => ResponseKind::Heartbeat(groups::heartbeat(broker, &r)),
-        RequestKind::LeaveGroup(r) => ResponseKind::LeaveGroup(groups::leave_group(broker, &r)),
+        RequestKind::LeaveGroup(r) => {
+            ResponseKind::LeaveGroup(groups::leave_group(broker, version, &r))
+        }
         RequestKind::OffsetCommit(r) => {
             ResponseKind::OffsetCommit(groups::offset_commit(broker, r).await?)
         }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use kafka_protocol::ResponseError;
 use parking_lot::Mutex;
 use purgatorio::{Completion, DelayedOperation};
 
@@ -29,6 +30,8 @@ pub(super) struct Member {
     pub(super) client_id: String,
     /// The address it joined from.
     pub(super) client_host: String,
+    /// Its `group.instance.id`, if it is a static member (KIP-345).
+    pub(super) instance: Option<String>,
 }
 
 /// Where a group is.
@@ -71,6 +74,8 @@ pub(super) struct Group {
     /// Member ids handed out with MEMBER_ID_REQUIRED, not yet joined
     /// with (each goes when it joins or its session passes).
     pub(super) pending: HashSet<String>,
+    /// The static members' ids, by `group.instance.id`.
+    pub(super) static_members: HashMap<String, String>,
     /// Committed offsets.
     pub(super) offsets: HashMap<TopicPartition, Committed>,
     /// Whether the rebalance under way is the initial one of an empty
@@ -95,6 +100,7 @@ impl Group {
             leader: String::new(),
             members: BTreeMap::new(),
             pending: HashSet::new(),
+            static_members: HashMap::new(),
             offsets: HashMap::new(),
             initial: false,
             new_member_added: false,
@@ -120,8 +126,11 @@ impl Group {
     /// without it (those who rejoined stay rejoined), and completes if
     /// every member left has rejoined.
     pub(super) fn remove_member(&mut self, member_id: &str) -> bool {
-        if self.members.remove(member_id).is_none() {
+        let Some(member) = self.members.remove(member_id) else {
             return false;
+        };
+        if let Some(instance) = member.instance {
+            self.static_members.remove(&instance);
         }
         if self.phase != Phase::Joining {
             self.start_rebalance();
@@ -131,19 +140,64 @@ impl Group {
         true
     }
 
-    /// Completes the rebalance under way with the members that joined.
+    /// `member_id`, checked against the static member of `instance` if it
+    /// names one.
+    ///
+    /// # Errors
+    ///
+    /// UNKNOWN_MEMBER_ID for an id (or an instance) the group does not
+    /// have; FENCED_INSTANCE_ID for an id `instance` no longer has.
+    pub(super) fn check_member(
+        &self,
+        member_id: &str,
+        instance: Option<&str>,
+    ) -> Result<&Member, ResponseError> {
+        if let Some(instance) = instance {
+            match self.static_members.get(instance) {
+                None => return Err(ResponseError::UnknownMemberId),
+                Some(id) if id != member_id => return Err(ResponseError::FencedInstanceId),
+                Some(_) => {}
+            }
+        }
+        self.members
+            .get(member_id)
+            .ok_or(ResponseError::UnknownMemberId)
+    }
+
+    /// Completes the rebalance under way with the members that joined,
+    /// and the static members that did not (as Kafka keeps them: they
+    /// come back with their `group.instance.id`, or their session ends).
+    /// With no member joined it stays under way, as Kafka postpones it.
     pub(super) fn complete_join(&mut self) {
         self.initial = false;
-        self.members.retain(|_, m| m.joined);
+        self.members.retain(|_, m| m.joined || m.instance.is_some());
         if self.members.is_empty() {
             self.phase = Phase::Empty;
             return;
         }
+        // The leader stays if it rejoined; else the first member (by id)
+        // that did, as Kafka elects another when its leader did not.
+        let leader = match self.members.get(&self.leader) {
+            Some(m) if m.joined => self.leader.clone(),
+            _ => match self.members.iter().find(|(_, m)| m.joined) {
+                Some((id, _)) => id.clone(),
+                None => return,
+            },
+        };
         self.generation += 1;
-        // The first protocol of the leader that every member offers.
-        let leader = self.members.keys().next().cloned().unwrap_or_default();
-        let first = &self.members[&leader].protocols;
-        self.protocol = first
+        self.leader = leader;
+        self.protocol = self.select_protocol();
+        self.phase = Phase::Syncing;
+    }
+
+    /// The protocol a rebalance would choose now: the leader's first that
+    /// every member offers.
+    pub(super) fn select_protocol(&self) -> String {
+        let Some(leader) = self.members.get(&self.leader) else {
+            return String::new();
+        };
+        leader
+            .protocols
             .iter()
             .map(|p| p.name.clone())
             .find(|name| {
@@ -151,9 +205,33 @@ impl Group {
                     .values()
                     .all(|m| m.protocols.iter().any(|p| p.name == *name))
             })
-            .unwrap_or_default();
-        self.leader = leader;
-        self.phase = Phase::Syncing;
+            .unwrap_or_default()
+    }
+
+    /// Moves static member `instance` from `old_id` to `new_id` (it
+    /// restarted and joined again), with what it joined with now; its
+    /// assignment stays. The id it had, if it was a member.
+    pub(super) fn replace_static(
+        &mut self,
+        instance: &str,
+        new_id: &str,
+        member: Member,
+    ) -> Option<String> {
+        let old_id = self.static_members.get(instance)?.clone();
+        let old = self.members.remove(&old_id)?;
+        self.members.insert(
+            new_id.to_string(),
+            Member {
+                assignment: old.assignment,
+                ..member
+            },
+        );
+        self.static_members
+            .insert(instance.to_string(), new_id.to_string());
+        if self.leader == old_id {
+            self.leader = new_id.to_string();
+        }
+        Some(old_id)
     }
 
     /// What `member_id` learns of the generation just completed (the
@@ -164,6 +242,7 @@ impl Group {
                 .iter()
                 .map(|(id, m)| MemberMetadata {
                     member_id: id.clone(),
+                    group_instance_id: m.instance.clone(),
                     metadata: m
                         .protocols
                         .iter()
@@ -186,15 +265,28 @@ impl Group {
     }
 }
 
-/// A JoinGroup or SyncGroup waiting on its group.
+/// What a [`GroupWait`] waits for.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum Stage {
+    /// A JoinGroup: the rebalance to complete.
+    Join,
+    /// A SyncGroup: the leader's assignment.
+    Sync,
+}
+
+/// A JoinGroup or SyncGroup waiting on its group; it also ends when its
+/// member leaves the group (it left, or its static instance joined again
+/// under a new id).
 pub struct GroupWait {
     /// The group.
     pub(super) group: Arc<Mutex<Group>>,
     /// For a join: the generation it waits to pass. For a sync: the
     /// generation whose assignment it waits for.
     pub(super) generation: i32,
-    /// For a sync: the member whose assignment it waits for.
-    pub(super) sync_of: Option<String>,
+    /// The member waiting.
+    pub(super) member: String,
+    /// What it waits for.
+    pub(super) stage: Stage,
     /// Its deadline: the rebalance timeout.
     pub(super) delay: Duration,
 }
@@ -205,15 +297,12 @@ impl DelayedOperation for GroupWait {
     }
     fn try_complete(&mut self) -> bool {
         let group = self.group.lock();
-        match &self.sync_of {
-            None => group.generation > self.generation || group.phase == Phase::Empty,
-            Some(member) => {
-                group.generation != self.generation
-                    || group
-                        .members
-                        .get(member)
-                        .is_none_or(|m| m.assignment.is_some())
-            }
+        let Some(member) = group.members.get(&self.member) else {
+            return true;
+        };
+        match self.stage {
+            Stage::Join => group.generation > self.generation || group.phase == Phase::Empty,
+            Stage::Sync => group.generation != self.generation || member.assignment.is_some(),
         }
     }
     fn on_complete(&mut self, _: Completion) {}

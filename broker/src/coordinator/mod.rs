@@ -26,29 +26,37 @@
 //!   UNKNOWN_MEMBER_ID; a group holds at most `group.max.size` members and
 //!   pending ids (GROUP_MAX_SIZE_REACHED beyond), as Kafka does.
 //!
-//! `group` holds one group's state machine, `types` what callers exchange
-//! with the coordinator, `views` its committed offsets and what ListGroups
-//! and DescribeGroups show.
+//! * **Static members** (KIP-345). A member with a `group.instance.id`
+//!   that joins again with no member id (it restarted) takes its
+//!   instance's place under a new id and keeps its assignment; in a stable
+//!   group nobody rebalances. Its old id is fenced (FENCED_INSTANCE_ID).
+//!
+//! This file holds the joins (JoinGroup and the rebalance it waits for);
+//! `membership` what members ask once joined (SyncGroup, Heartbeat,
+//! LeaveGroup); `group` one group's state machine; `types` what callers
+//! exchange with the coordinator; `views` its committed offsets and what
+//! ListGroups and DescribeGroups show.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use bytes::Bytes;
 use kafka_protocol::ResponseError;
 use parking_lot::Mutex;
 use purgatorio::{BuildError, Completion, KeyedTimer, Purgatory, Timer};
 
 mod group;
+mod membership;
 mod types;
 mod views;
 
 pub use group::GroupWait;
-use group::{Group, Member, Phase};
+use group::{Group, Member, Phase, Stage};
 pub use types::{
     Committed, GroupDescription, GroupFigures, GroupListing, Join, Joined, Joining,
-    MemberDescription, MemberMetadata, Protocol, Syncing,
+    MemberDescription, MemberMetadata, Membership, Protocol, Syncing,
 };
 
 /// The shortest session timeout accepted (Kafka's
@@ -76,8 +84,10 @@ pub struct Coordinator {
     sessions: KeyedTimer<SessionKey, ()>,
     /// The initial delays of groups' first rebalances, by group id.
     initial_delays: KeyedTimer<String, ()>,
-    /// The number in the next member id assigned.
+    /// The count in the next member id made.
     next_member: AtomicU64,
+    /// The random keys member ids are hashed from.
+    ids: RandomState,
     /// How long the first rebalance of an empty group waits for more
     /// members (Kafka's `group.initial.rebalance.delay.ms`).
     initial_delay: Duration,
@@ -135,6 +145,7 @@ impl Coordinator {
                 sessions,
                 initial_delays,
                 next_member: AtomicU64::new(1),
+                ids: RandomState::new(),
                 initial_delay,
                 max_size,
             }
@@ -196,10 +207,18 @@ impl Coordinator {
 
     /// JoinGroup: the answer now, or a parked wait to await first.
     ///
+    /// A static member (one with a `group.instance.id`) joining with no
+    /// member id takes the place of the member its instance had, under a
+    /// new id, keeping its assignment: in a stable group whose protocol it
+    /// does not change it is answered at once with the generation under
+    /// way, and no other member rebalances (Kafka's KIP-345).
+    ///
     /// # Errors
     ///
     /// INVALID_SESSION_TIMEOUT, INCONSISTENT_GROUP_PROTOCOL,
-    /// UNKNOWN_MEMBER_ID for an id the group neither has nor handed out,
+    /// UNKNOWN_MEMBER_ID for an id the group neither has nor handed out
+    /// (or an instance id it does not know), FENCED_INSTANCE_ID for a
+    /// static member's id its instance no longer has,
     /// GROUP_MAX_SIZE_REACHED, or COORDINATOR_NOT_AVAILABLE when the
     /// purgatory is shut down. (MEMBER_ID_REQUIRED is an answer: it
     /// carries the id to join with.)
@@ -207,6 +226,7 @@ impl Coordinator {
         let Join {
             group_id,
             member_id,
+            group_instance_id: instance,
             require_member_id,
             protocol_type,
             protocols,
@@ -222,14 +242,15 @@ impl Coordinator {
         let group = self.group(group_id);
         let first_join = member_id.is_empty();
         let member_id = if first_join {
-            format!(
-                "member-{}",
-                self.next_member.fetch_add(1, Ordering::Relaxed)
-            )
+            // Kafka's form, `client.id` (or the instance id) and a UUID:
+            // assignors order members by id, so members order as their
+            // clients are named.
+            self.member_id(instance.as_deref().unwrap_or(&client_id))
         } else {
             member_id.to_string()
         };
-        if first_join && require_member_id {
+        // Static members are never asked to join again with an id.
+        if first_join && require_member_id && instance.is_none() {
             {
                 let mut g = group.lock();
                 if g.members.len() + g.pending.len() >= self.max_size {
@@ -247,8 +268,43 @@ impl Coordinator {
                 members: Vec::new(),
             }));
         }
-        let (waiting_generation, complete_now, starts_initial) = {
+        let member = Member {
+            protocols,
+            session,
+            rebalance,
+            joined: true,
+            assignment: None,
+            client_id,
+            client_host,
+            instance: instance.clone(),
+        };
+        let (waiting_generation, complete_now, starts_initial, replaced) = {
             let mut g = group.lock();
+            if !first_join && instance.is_some() {
+                g.check_member(&member_id, instance.as_deref())?;
+            }
+            let replaced = match &instance {
+                Some(instance) if first_join => {
+                    let leader = g.leader.clone();
+                    let replaced = g.replace_static(instance, &member_id, member.clone());
+                    if let Some(old) = &replaced {
+                        if g.phase == Phase::Stable && g.select_protocol() == g.protocol {
+                            let mut joined = g.joined(&member_id);
+                            drop(g);
+                            // The leader as it was: a rejoining leader
+                            // syncs as a follower and gets what it had.
+                            joined.leader = leader;
+                            joined.members.clear();
+                            // (Outside the group's lock: ending the old
+                            // id's waits reads the group.)
+                            self.replaced(group_id, old, &member_id, session);
+                            return Ok(Joining::Done(joined));
+                        }
+                    }
+                    replaced
+                }
+                _ => None,
+            };
             let known = g.members.contains_key(&member_id);
             let was_pending = g.pending.remove(&member_id);
             if !known && !was_pending && !first_join {
@@ -268,36 +324,33 @@ impl Coordinator {
                 g.initial = true;
                 g.new_member_added = false;
                 g.initial_remaining = rebalance.saturating_sub(self.initial_delay.min(rebalance));
-            } else if g.initial && !g.members.contains_key(&member_id) {
+            } else if g.initial && !known {
                 g.new_member_added = true;
             }
-            if !g.members.contains_key(&member_id) || g.phase != Phase::Joining {
-                // A new member, or a rejoin of a settled group: rebalance.
-                if g.phase != Phase::Joining {
-                    g.start_rebalance();
-                }
+            // A new member, or a rejoin of a settled group: rebalance.
+            if g.phase != Phase::Joining {
+                g.start_rebalance();
             }
-            g.members.insert(
-                member_id.clone(),
-                Member {
-                    protocols,
-                    session,
-                    rebalance,
-                    joined: true,
-                    assignment: None,
-                    client_id,
-                    client_host,
-                },
-            );
+            if let Some(instance) = &instance {
+                g.static_members.insert(instance.clone(), member_id.clone());
+            }
+            g.members.insert(member_id.clone(), member);
+            // As in Kafka, the first member to join leads, while it stays.
+            if !g.members.contains_key(&g.leader) {
+                g.leader.clone_from(&member_id);
+            }
             g.phase = Phase::Joining;
             let all = g.members.values().all(|m| m.joined) && !g.initial;
             let generation = g.generation;
             if all {
                 g.complete_join();
             }
-            (generation, all, starts_initial)
+            (generation, all, starts_initial, replaced)
         };
-        self.touch(group_id, &member_id, session);
+        match replaced {
+            Some(old) => self.replaced(group_id, &old, &member_id, session),
+            None => self.touch(group_id, &member_id, session),
+        }
         if starts_initial {
             // The group's own timer, not this member's wait: the delay
             // ends (or is extended) whatever becomes of this request.
@@ -319,6 +372,30 @@ impl Coordinator {
         self.park_join(&group, group_id, joined, rebalance)
     }
 
+    /// A static member's instance moved from `old` to `new`: the old id's
+    /// session ends, the new one's starts, and the old id's waits end
+    /// (answered FENCED_INSTANCE_ID).
+    fn replaced(&self, group_id: &str, old: &str, new: &str, session: Duration) {
+        let _ = self.sessions.remove(&SessionKey::new(group_id, old));
+        self.touch(group_id, new, session);
+        let _ = self.waits.check_and_complete(group_id);
+    }
+
+    /// A fresh member id, `prefix-UUID` as Kafka makes it (the UUID's bits
+    /// from the process's random hasher keys and a count).
+    fn member_id(&self, prefix: &str) -> String {
+        let n = self.next_member.fetch_add(1, Ordering::Relaxed);
+        let (high, low) = (self.ids.hash_one(n), self.ids.hash_one(!n));
+        format!(
+            "{prefix}-{:08x}-{:04x}-4{:03x}-{:04x}-{:012x}",
+            high >> 32,
+            (high >> 16) & 0xffff,
+            high & 0xfff,
+            0x8000 | (low >> 48) & 0x3fff,
+            low & 0xffff_ffff_ffff,
+        )
+    }
+
     /// Parks `joined`'s member's join on its group for `delay`.
     ///
     /// # Errors
@@ -334,7 +411,8 @@ impl Coordinator {
         let wait = GroupWait {
             group: Arc::clone(group),
             generation: joined.generation,
-            sync_of: None,
+            member: joined.member_id.clone(),
+            stage: Stage::Join,
             delay,
         };
         let parked = self
@@ -345,11 +423,14 @@ impl Coordinator {
     }
 
     /// After a parked join resolved: completes the rebalance if its timeout
-    /// passed first (dropping members that did not rejoin), and answers.
+    /// passed first (dropping members that did not rejoin), and answers;
+    /// a member no longer in the group is UNKNOWN_MEMBER_ID, or
+    /// FENCED_INSTANCE_ID if its `instance` joined again under another id.
     pub fn joined(
         &self,
         group_id: &str,
         waited: &Joined,
+        instance: Option<&str>,
         completion: Option<Completion>,
     ) -> Joined {
         let group = self.group(group_id);
@@ -364,9 +445,9 @@ impl Coordinator {
             let _ = self.waits.check_and_complete(group_id);
         }
         let g = group.lock();
-        if !g.members.contains_key(&waited.member_id) {
+        if let Err(error) = g.check_member(&waited.member_id, instance) {
             let mut gone = waited.clone();
-            gone.error = Some(ResponseError::UnknownMemberId);
+            gone.error = Some(error);
             return gone;
         }
         g.joined(&waited.member_id)
@@ -403,155 +484,5 @@ impl Coordinator {
                 let _ = self.waits.check_and_complete(group_id);
             }
         }
-    }
-
-    /// SyncGroup: the leader's assignments are stored; a member's own is
-    /// returned now, or a parked wait for it.
-    ///
-    /// # Errors
-    ///
-    /// UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS, or
-    /// COORDINATOR_NOT_AVAILABLE when the purgatory is shut down.
-    pub fn sync(
-        &self,
-        group_id: &str,
-        member_id: &str,
-        generation: i32,
-        assignments: Vec<MemberMetadata>,
-    ) -> Result<Syncing, ResponseError> {
-        let Some(group) = self.find(group_id) else {
-            return Err(ResponseError::UnknownMemberId);
-        };
-        let session = {
-            let mut g = group.lock();
-            let Some(member) = g.members.get(member_id) else {
-                return Err(ResponseError::UnknownMemberId);
-            };
-            let session = member.session;
-            if g.generation != generation {
-                return Err(ResponseError::IllegalGeneration);
-            }
-            if g.phase == Phase::Joining {
-                return Err(ResponseError::RebalanceInProgress);
-            }
-            if member_id == g.leader && g.phase == Phase::Syncing {
-                for assignment in assignments {
-                    if let Some(m) = g.members.get_mut(&assignment.member_id) {
-                        m.assignment = Some(assignment.metadata);
-                    }
-                }
-                for m in g.members.values_mut() {
-                    m.assignment.get_or_insert_with(Bytes::new);
-                }
-                g.phase = Phase::Stable;
-            }
-            session
-        };
-        self.touch(group_id, member_id, session);
-        let _ = self.waits.check_and_complete(group_id);
-        if let Some(assignment) = group
-            .lock()
-            .members
-            .get(member_id)
-            .and_then(|m| m.assignment.clone())
-        {
-            return Ok(Syncing::Assigned(assignment));
-        }
-        let rebalance = group
-            .lock()
-            .members
-            .get(member_id)
-            .map_or(DEFAULT_REBALANCE, |m| m.rebalance);
-        let wait = GroupWait {
-            group,
-            generation,
-            sync_of: Some(member_id.to_string()),
-            delay: rebalance,
-        };
-        self.waits
-            .park(wait, [group_id.to_string()])
-            .map(Syncing::Waiting)
-            .map_err(|_| ResponseError::CoordinatorNotAvailable)
-    }
-
-    /// After a parked sync resolved: the member's assignment.
-    ///
-    /// # Errors
-    ///
-    /// REBALANCE_IN_PROGRESS or UNKNOWN_MEMBER_ID.
-    pub fn synced(
-        &self,
-        group_id: &str,
-        member_id: &str,
-        generation: i32,
-    ) -> Result<Bytes, ResponseError> {
-        let Some(group) = self.find(group_id) else {
-            return Err(ResponseError::UnknownMemberId);
-        };
-        let g = group.lock();
-        if g.generation != generation {
-            return Err(ResponseError::RebalanceInProgress);
-        }
-        match g.members.get(member_id) {
-            None => Err(ResponseError::UnknownMemberId),
-            Some(m) => m
-                .assignment
-                .clone()
-                .ok_or(ResponseError::RebalanceInProgress),
-        }
-    }
-
-    /// Heartbeat: resets the session.
-    ///
-    /// # Errors
-    ///
-    /// UNKNOWN_MEMBER_ID; REBALANCE_IN_PROGRESS (rejoin) when a rebalance
-    /// is under way; ILLEGAL_GENERATION.
-    pub fn heartbeat(
-        &self,
-        group_id: &str,
-        member_id: &str,
-        generation: i32,
-    ) -> Result<(), ResponseError> {
-        let Some(group) = self.find(group_id) else {
-            return Err(ResponseError::UnknownMemberId);
-        };
-        let (answer, session) = {
-            let g = group.lock();
-            match g.members.get(member_id) {
-                None => (Err(ResponseError::UnknownMemberId), None),
-                Some(m) if g.phase == Phase::Joining => {
-                    (Err(ResponseError::RebalanceInProgress), Some(m.session))
-                }
-                Some(m) if g.generation != generation => {
-                    (Err(ResponseError::IllegalGeneration), Some(m.session))
-                }
-                Some(m) => (Ok(()), Some(m.session)),
-            }
-        };
-        if let Some(session) = session {
-            self.touch(group_id, member_id, session);
-        }
-        answer
-    }
-
-    /// LeaveGroup: the member goes at once; the others rebalance.
-    ///
-    /// # Errors
-    ///
-    /// UNKNOWN_MEMBER_ID.
-    pub fn leave(&self, group_id: &str, member_id: &str) -> Result<(), ResponseError> {
-        let _ = self.sessions.remove(&SessionKey::new(group_id, member_id));
-        let Some(group) = self.find(group_id) else {
-            return Err(ResponseError::UnknownMemberId);
-        };
-        {
-            let mut g = group.lock();
-            if !g.remove_member(member_id) {
-                return Err(ResponseError::UnknownMemberId);
-            }
-        }
-        let _ = self.waits.check_and_complete(group_id);
-        Ok(())
     }
 }

@@ -23,6 +23,8 @@ pub struct Protocol {
 pub struct MemberMetadata {
     /// The member's id.
     pub member_id: String,
+    /// Its `group.instance.id`, if it is a static member.
+    pub group_instance_id: Option<String>,
     /// Its metadata for the group's protocol.
     pub metadata: Bytes,
 }
@@ -51,6 +53,9 @@ pub struct Join {
     pub group_id: String,
     /// The member's id, empty on its first join.
     pub member_id: String,
+    /// Its `group.instance.id` (JoinGroup v5+), if it is a static member
+    /// (KIP-345): one that joins again under it keeps its assignment.
+    pub group_instance_id: Option<String>,
     /// Whether a first join (empty member id) is answered
     /// MEMBER_ID_REQUIRED with an id to join with (JoinGroup v4+).
     pub require_member_id: bool,
@@ -66,6 +71,18 @@ pub struct Join {
     pub client_id: String,
     /// The address the request came from.
     pub client_host: String,
+}
+
+/// Who a request of a member says it is (SyncGroup, Heartbeat,
+/// OffsetCommit).
+#[derive(Clone, Copy, Debug)]
+pub struct Membership<'a> {
+    /// Its member id.
+    pub member_id: &'a str,
+    /// Its `group.instance.id`, if it is a static member.
+    pub instance: Option<&'a str>,
+    /// The generation it is in.
+    pub generation: i32,
 }
 
 /// A group, as ListGroups shows it.
@@ -97,6 +114,8 @@ pub struct GroupDescription {
 pub struct MemberDescription {
     /// The member's id.
     pub member_id: String,
+    /// Its `group.instance.id`, if it is a static member.
+    pub group_instance_id: Option<String>,
     /// Its client id.
     pub client_id: String,
     /// The address it joined from.

@@ -79,6 +79,7 @@ impl Coordinator {
                 .iter()
                 .map(|(member_id, m)| MemberDescription {
                     member_id: member_id.clone(),
+                    group_instance_id: m.instance.clone(),
                     client_id: m.client_id.clone(),
                     client_host: m.client_host.clone(),
                     metadata: m
