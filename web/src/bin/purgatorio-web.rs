@@ -81,6 +81,8 @@ async fn timed_out(err: BoxError) -> StatusCode {
 #[tokio::main]
 async fn main() -> ExitCode {
     let args = Args::parse();
+    // Listened for from here: a signal during start-up is not missed.
+    let signal = stop_signal();
     // One timer for the process: the layer's timeouts and the parked GETs.
     let limits = StoreLimits {
         max_keys: args.max_keys,
@@ -120,7 +122,7 @@ async fn main() -> ExitCode {
     // let the requests being served finish, then exit.
     let parked = service.clone();
     let stop = async move {
-        stop_signal().await;
+        signal.await;
         parked.purgatory().shutdown();
     };
     match server.serve_with_shutdown(listener, app, stop).await {
@@ -132,18 +134,25 @@ async fn main() -> ExitCode {
     }
 }
 
-/// Ctrl-C, or SIGTERM where there are signals.
-async fn stop_signal() {
+/// Ctrl-C, or SIGTERM where there are signals: listened for from this
+/// call on, not from the future's first poll, so a signal that comes while
+/// the server starts is not missed.
+fn stop_signal() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
-    {
+    let signals = {
         use tokio::signal::unix::{signal, SignalKind};
-        if let Ok(mut term) = signal(SignalKind::terminate()) {
+        signal(SignalKind::terminate())
+            .and_then(|term| Ok((term, signal(SignalKind::interrupt())?)))
+    };
+    async move {
+        #[cfg(unix)]
+        if let Ok((mut term, mut interrupt)) = signals {
             tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
                 _ = term.recv() => {}
+                _ = interrupt.recv() => {}
             }
             return;
         }
+        let _ = tokio::signal::ctrl_c().await;
     }
-    let _ = tokio::signal::ctrl_c().await;
 }
