@@ -187,6 +187,8 @@ impl Store {
         // A body's bytes may be a slice of a connection's read buffer: the
         // store keeps a copy of its own, so it holds what it counts.
         let value = Bytes::copy_from_slice(&value);
+        // Declared after `value`: a refusal releases the lock before the
+        // value is freed.
         let mut keys = self.keys.lock();
         // The bytes held without this key's present entry.
         let others = match keys.entries.get(key) {

@@ -51,12 +51,19 @@ impl Sweeper {
     /// Has `key`'s watch list in `service` swept within [`SWEEP_AFTER`]: of
     /// the GETs withdrawn from it until then.
     pub(super) fn sweep_soon(&self, key: Arc<str>, service: &LongPoll) {
-        let first = {
+        let (first, known) = {
             let mut due = self.due.lock();
             let first = due.is_empty();
-            due.insert(key);
-            first
+            // A key already due is handed back, to drop after the lock.
+            let known = if due.contains(&key) {
+                Some(key)
+            } else {
+                due.insert(key);
+                None
+            };
+            (first, known)
         };
+        drop(known);
         if first {
             let service = service.clone();
             // Shut down: the purgatory, which shares the timer, is too, and
