@@ -461,10 +461,18 @@ impl Server {
             Arc::clone(&self.budget),
         );
         let app = app.map_request(move |request: Request<hyper::body::Incoming>| {
-            let stall = Stall::new(&timer, limit, usize::MAX);
-            let budget = Arc::clone(&budget);
-            let mut request =
-                request.map(|body| Body::new(GuardedBody::new(Body::new(body), stall, budget)));
+            // A request with no body (most GETs) needs no guard.
+            let mut request = request.map(|body| {
+                if http_body::Body::is_end_stream(&body) {
+                    return Body::new(body);
+                }
+                let stall = Stall::new(&timer, limit, usize::MAX);
+                Body::new(GuardedBody::new(
+                    Body::new(body),
+                    stall,
+                    Arc::clone(&budget),
+                ))
+            });
             request.extensions_mut().insert(ConnectInfo(peer));
             request
         });
