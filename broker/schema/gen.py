@@ -25,6 +25,10 @@ FILES = [
     "init_producer_id_request", "create_topics_request", "delete_topics_request",
     "list_groups_request", "describe_groups_request", "describe_configs_request",
     "create_partitions_request", "alter_configs_request", "incremental_alter_configs_request",
+    # ACLs, SCRAM credentials, DescribeCluster.
+    "create_acls_request", "describe_acls_request", "delete_acls_request",
+    "describe_user_scram_credentials_request", "alter_user_scram_credentials_request",
+    "describe_cluster_request",
 ]
 
 FIXED = {"Int8": 1, "Int16": 2, "UInt16": 2, "Int32": 4, "UInt32": 4, "Int64": 8,
@@ -152,7 +156,9 @@ def schema(text, name):
     fn = body.index("fn decode")
     fn_open = body.index("{", fn)
     code = body[fn_open + 1:block(body, fn_open) - 1]
-    top = int(re.search(r"version > (\d+)", code).group(1))
+    # `version > N`, or `version != 0` for an API of one version.
+    top = re.search(r"version > (\d+)", code)
+    top = int(top.group(1)) if top else 0
     universe = set(range(top + 1))
     types = field_types(text, name)
     fields, tags, flexible = [], [], set()
@@ -166,9 +172,15 @@ def schema(text, name):
             pos += rest.index(";") + 1
             rest = code[pos:].lstrip()
             pos = len(code) - len(rest)
-            cond, then, _ = split_if(rest[:block(rest, rest.index("{"))])
-            flexible = versions(cond, universe)
-            pos += block(rest, rest.index("{"))
+            if rest.startswith("if "):
+                cond, then, _ = split_if(rest[:block(rest, rest.index("{"))])
+                flexible = versions(cond, universe)
+                pos += block(rest, rest.index("{"))
+            else:
+                # Flexible in every version: the tagged fields' loop as is.
+                end = rest.index("Ok(Self")
+                then, flexible = rest[:end], set(universe)
+                pos += end
             arms = then[then.index("match tag {"):] if "match tag {" in then else ""
             for tag, arm_at in [(int(a.group(1)), a.end() - 1)
                                 for a in re.finditer(r"\n\s*(\d+) => \{", arms)]:

@@ -167,6 +167,13 @@ pub fn request_schema(key: ApiKey) -> Option<&'static Schema> {
         ApiKey::CreatePartitions => &schema::CREATE_PARTITIONS_REQUEST,
         ApiKey::AlterConfigs => &schema::ALTER_CONFIGS_REQUEST,
         ApiKey::IncrementalAlterConfigs => &schema::INCREMENTAL_ALTER_CONFIGS_REQUEST,
+        // ACLs, SCRAM credentials, DescribeCluster.
+        ApiKey::CreateAcls => &schema::CREATE_ACLS_REQUEST,
+        ApiKey::DescribeAcls => &schema::DESCRIBE_ACLS_REQUEST,
+        ApiKey::DeleteAcls => &schema::DELETE_ACLS_REQUEST,
+        ApiKey::DescribeUserScramCredentials => &schema::DESCRIBE_USER_SCRAM_CREDENTIALS_REQUEST,
+        ApiKey::AlterUserScramCredentials => &schema::ALTER_USER_SCRAM_CREDENTIALS_REQUEST,
+        ApiKey::DescribeCluster => &schema::DESCRIBE_CLUSTER_REQUEST,
         _ => return None,
     })
 }
@@ -459,6 +466,13 @@ mod tests {
             ApiKey::CreatePartitions,
             ApiKey::AlterConfigs,
             ApiKey::IncrementalAlterConfigs,
+            // ACLs, SCRAM credentials, DescribeCluster.
+            ApiKey::CreateAcls,
+            ApiKey::DescribeAcls,
+            ApiKey::DeleteAcls,
+            ApiKey::DescribeUserScramCredentials,
+            ApiKey::AlterUserScramCredentials,
+            ApiKey::DescribeCluster,
         ]
         .into_iter()
         .flat_map(|key| {
