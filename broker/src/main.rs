@@ -46,16 +46,21 @@ use std::time::Duration;
 
 use clap::{CommandFactory, Parser};
 
+mod acls;
 mod api;
 mod broker;
 mod cleaner;
 mod connection;
 mod coordinator;
+mod dynamic;
+mod kept;
 mod log;
 mod offsets;
 mod producers;
 mod roller;
+mod scram;
 mod store;
+mod topic_id;
 mod topics;
 mod wire;
 
