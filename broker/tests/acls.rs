@@ -6,23 +6,22 @@
 //! as Kafka refuses them, deleted; both kept across a restart on a data
 //! directory. (Main served none of these APIs: it closed the connection.)
 
-use std::io::Write;
 use std::net::TcpStream;
 
-use bytes::{Buf, Bytes};
+use bytes::Bytes;
 use kafka_protocol::messages::{
     alter_user_scram_credentials_request, create_acls_request, delete_acls_request,
     describe_user_scram_credentials_request, AlterUserScramCredentialsRequest,
     AlterUserScramCredentialsResponse, ApiKey, CreateAclsRequest, CreateAclsResponse,
     DeleteAclsRequest, DeleteAclsResponse, DescribeAclsRequest, DescribeAclsResponse,
-    DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse, ResponseHeader,
+    DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse,
 };
-use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 use purgatorio_testkit::TempDir;
 
 mod common;
-use common::{frame, read_frame, Broker};
+use common::{ask, Broker};
 
 const TOPIC: i8 = 2;
 const GROUP: i8 = 3;
@@ -35,19 +34,6 @@ const WRITE: i8 = 4;
 const ALLOW: i8 = 3;
 const SHA_256: i8 = 1;
 const SHA_512: i8 = 2;
-
-/// Sends `request` as `key` v`version` on `s`; the decoded answer.
-fn ask<R: Decodable>(s: &mut TcpStream, key: ApiKey, version: i16, request: impl Encodable) -> R {
-    s.write_all(&frame(key, version, |b| {
-        request.encode(b, version).unwrap()
-    }))
-    .unwrap();
-    let mut answer: Bytes = read_frame(s).expect("an answer");
-    ResponseHeader::decode(&mut answer, key.response_header_version(version)).unwrap();
-    let decoded = R::decode(&mut answer, version).unwrap();
-    assert!(!answer.has_remaining(), "{key:?} v{version}: bytes left");
-    decoded
-}
 
 fn s(text: &str) -> StrBytes {
     StrBytes::from_string(text.to_string())

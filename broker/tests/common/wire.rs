@@ -2,14 +2,14 @@
 //! this file by path): a request with its header and length, and an
 //! answer's body.
 
-use std::io::Read;
+use std::io::{Read, Write};
 use std::net::TcpStream;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{
-    metadata_request, ApiKey, MetadataRequest, RequestHeader, TopicName,
+    metadata_request, ApiKey, MetadataRequest, RequestHeader, ResponseHeader, TopicName,
 };
-use kafka_protocol::protocol::{Encodable, StrBytes};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
 /// A request frame: length, header (v1 or v2 as the version needs), body.
 pub fn frame(key: ApiKey, version: i16, body: impl FnOnce(&mut BytesMut)) -> Bytes {
@@ -45,6 +45,26 @@ pub fn metadata_frame(topics: Option<&[&str]>, create: bool) -> Bytes {
     });
     request.allow_auto_topic_creation = create;
     frame(ApiKey::Metadata, 9, |b| request.encode(b, 9).unwrap())
+}
+
+/// Sends `request` as `key` v`version` on `stream` and decodes the
+/// answer (its header as the version has it); every byte must decode.
+pub fn ask<R: Decodable>(
+    stream: &mut TcpStream,
+    key: ApiKey,
+    version: i16,
+    request: impl Encodable,
+) -> R {
+    stream
+        .write_all(&frame(key, version, |b| {
+            request.encode(b, version).unwrap()
+        }))
+        .unwrap();
+    let mut answer = read_frame(stream).expect("an answer");
+    ResponseHeader::decode(&mut answer, key.response_header_version(version)).unwrap();
+    let decoded = R::decode(&mut answer, version).unwrap();
+    assert!(answer.is_empty(), "{key:?} v{version}: bytes left");
+    decoded
 }
 
 /// Reads one answer frame (without its length); `None` if the connection
