@@ -260,11 +260,16 @@ impl AclFilter {
     /// [`InvalidAcl`] for a code Kafka does not know (UNKNOWN, or past
     /// the last).
     pub fn check(&self) -> Result<(), InvalidAcl> {
-        let known = |code: i8, last: i8| (1..=last).contains(&code);
-        if !known(self.resource_type, resource::USER)
-            || !known(self.pattern_type, pattern::PREFIXED)
-            || !known(self.operation, operation::TWO_PHASE_COMMIT)
-            || !known(self.permission, permission::ALLOW)
+        // Every code from the one after UNKNOWN to the last is Kafka's.
+        let known = |code: i8, unknown: i8, last: i8| code > unknown && code <= last;
+        if !known(self.resource_type, resource::UNKNOWN, resource::USER)
+            || !known(self.pattern_type, pattern::UNKNOWN, pattern::PREFIXED)
+            || !known(
+                self.operation,
+                operation::UNKNOWN,
+                operation::TWO_PHASE_COMMIT,
+            )
+            || !known(self.permission, permission::UNKNOWN, permission::ALLOW)
         {
             return Err(InvalidAcl(
                 "The filter has an unknown resource type, pattern type, operation or \

@@ -244,9 +244,11 @@ fn acls_are_created_described_by_filter_deleted_and_kept() {
     assert_eq!(describe(&mut broker.connect(), 1, None, ANY), (0, vec![]));
 }
 
-/// DescribeUserScramCredentials of `users` (none: every user): per user,
-/// (name, error, [(mechanism, iterations)]).
-fn describe_users(s: &mut TcpStream, users: &[&str]) -> Vec<(String, i16, Vec<(i8, i32)>)> {
+/// A user's description: (name, error, [(mechanism, iterations)]).
+type Described = (String, i16, Vec<(i8, i32)>);
+
+/// DescribeUserScramCredentials of `users` (none: every user), per user.
+fn describe_users(s: &mut TcpStream, users: &[&str]) -> Vec<Described> {
     let mut request = DescribeUserScramCredentialsRequest::default();
     request.users = Some(
         users

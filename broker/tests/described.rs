@@ -192,14 +192,18 @@ fn alter_broker(s: &mut TcpStream, name: &str, configs: &[(&str, &str)]) -> i16 
     response.responses[0].error_code
 }
 
+/// A config as DescribeConfigs shows it: value, source, read-only,
+/// sensitive.
+type Shown = (Option<String>, i8, bool, bool);
+
 /// DescribeConfigs (v1) of `resource_type` `name`: its error and the
-/// config `key` (value, source, read-only, sensitive) if shown.
+/// config `key` if shown.
 fn describe_config(
     s: &mut TcpStream,
     resource_type: i8,
     name: &str,
     key: &str,
-) -> (i16, Option<(Option<String>, i8, bool, bool)>) {
+) -> (i16, Option<Shown>) {
     let mut resource = describe_configs_request::DescribeConfigsResource::default();
     resource.resource_type = resource_type;
     resource.resource_name = StrBytes::from_string(name.to_string());

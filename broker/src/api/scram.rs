@@ -143,7 +143,7 @@ pub async fn alter_user_scram_credentials(
                         || !(user.deletions.contains(&c.mechanism)
                             || user.upsertions.iter().any(|u| u.mechanism == c.mechanism))
                 });
-                credentials.extend(user.upsertions.drain(..));
+                credentials.append(&mut user.upsertions);
             }
             users
         })
