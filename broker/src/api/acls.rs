@@ -32,6 +32,19 @@ fn unkept(error: &std::io::Error) -> (i16, Option<StrBytes>) {
     )
 }
 
+/// The error and message of an ACL or filter of a request: refused
+/// (`outcome`), or not kept (`kept`), or none.
+fn error_of<T, U>(
+    outcome: Result<T, InvalidAcl>,
+    kept: &std::io::Result<U>,
+) -> Option<(i16, Option<StrBytes>)> {
+    match (outcome, kept) {
+        (Err(invalid), _) => Some(refused(invalid)),
+        (Ok(_), Err(e)) => Some(unkept(e)),
+        (Ok(_), Ok(_)) => None,
+    }
+}
+
 /// A filter of its request's fields (the names `None` for any).
 fn filter(
     resource_type: i8,
@@ -92,12 +105,7 @@ pub async fn create_acls(broker: &Arc<Broker>, request: &CreateAclsRequest) -> C
         .into_iter()
         .map(|outcome| {
             let mut result = create_acls_response::AclCreationResult::default();
-            let error = match (outcome, &kept) {
-                (Err(invalid), _) => Some(refused(invalid)),
-                (Ok(_), Err(e)) => Some(unkept(e)),
-                (Ok(_), Ok(())) => None,
-            };
-            if let Some((code, message)) = error {
+            if let Some((code, message)) = error_of(outcome, &kept) {
                 result.error_code = code;
                 result.error_message = message;
             }
@@ -192,12 +200,7 @@ pub async fn delete_acls(broker: &Arc<Broker>, request: &DeleteAclsRequest) -> D
         .into_iter()
         .map(|outcome| {
             let mut result = delete_acls_response::DeleteAclsFilterResult::default();
-            let error = match (outcome, &deleted) {
-                (Err(invalid), _) => Some(refused(invalid)),
-                (Ok(_), Err(e)) => Some(unkept(e)),
-                (Ok(_), Ok(_)) => None,
-            };
-            match error {
+            match error_of(outcome, &deleted) {
                 Some((code, message)) => {
                     result.error_code = code;
                     result.error_message = message;
