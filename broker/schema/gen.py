@@ -156,7 +156,7 @@ def schema(text, name):
     fn = body.index("fn decode")
     fn_open = body.index("{", fn)
     code = body[fn_open + 1:block(body, fn_open) - 1]
-    # `version > N`, or `version != 0` for an API of one version.
+    # `version > N`, or `version != 0` for a message of one version.
     top = re.search(r"version > (\d+)", code)
     top = int(top.group(1)) if top else 0
     universe = set(range(top + 1))
