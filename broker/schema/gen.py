@@ -19,16 +19,16 @@ import sys
 
 FILES = [
     "request_header", "produce_request", "fetch_request", "list_offsets_request",
+    # ACLs, SCRAM credentials, DescribeCluster.
+    "create_acls_request", "describe_acls_request", "delete_acls_request",
+    "describe_user_scram_credentials_request", "alter_user_scram_credentials_request",
+    "describe_cluster_request",
     "metadata_request", "api_versions_request", "find_coordinator_request",
     "join_group_request", "sync_group_request", "heartbeat_request",
     "leave_group_request", "offset_commit_request", "offset_fetch_request",
     "init_producer_id_request", "create_topics_request", "delete_topics_request",
     "list_groups_request", "describe_groups_request", "describe_configs_request",
     "create_partitions_request", "alter_configs_request", "incremental_alter_configs_request",
-    # ACLs, SCRAM credentials, DescribeCluster.
-    "create_acls_request", "describe_acls_request", "delete_acls_request",
-    "describe_user_scram_credentials_request", "alter_user_scram_credentials_request",
-    "describe_cluster_request",
 ]
 
 FIXED = {"Int8": 1, "Int16": 2, "UInt16": 2, "Int32": 4, "UInt32": 4, "Int64": 8,

@@ -11,7 +11,6 @@ use parking_lot::RwLock;
 use purgatorio::{Executor, Purgatory, Timer};
 use tokio::net::TcpListener;
 
-use crate::acls::Acl;
 use crate::api::fetch::DelayedFetch;
 use crate::api::groups::DelayedCommit;
 use crate::api::produce::DelayedProduce;
@@ -101,7 +100,7 @@ pub struct Broker {
     /// the names reserved, and the partitions the broker will then hold.
     pub creating: parking_lot::Mutex<Creating>,
     /// The ACLs (stored, not enforced; `<data-dir>/@acls`).
-    pub acls: Arc<Kept<Acl>>,
+    pub acls: Arc<Kept<crate::acls::Acl>>,
     /// The SCRAM credentials (stored, not used; `<data-dir>/@scram`).
     pub scram: Arc<Kept<Credential>>,
     /// The dynamic configs set on the broker (its SASL and TLS settings:

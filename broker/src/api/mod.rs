@@ -4,11 +4,11 @@
 //! | module | requests |
 //! |---|---|
 //! | [`metadata`] | ApiVersions, Metadata, DescribeCluster |
+//! | [`acls`] | CreateAcls, DescribeAcls, DeleteAcls (stored, not enforced) |
+//! | [`scram`] | DescribeUserScramCredentials, AlterUserScramCredentials (stored, no SASL) |
 //! | [`admin`] | CreateTopics, CreatePartitions, DeleteTopics, DescribeConfigs, AlterConfigs, IncrementalAlterConfigs |
 //! | [`produce`] | Produce (acks 0, 1, -1; -1 waits for the group commit), InitProducerId |
 //! | [`fetch`] | Fetch (waits in the fetch purgatory), ListOffsets |
-//! | [`acls`] | CreateAcls, DescribeAcls, DeleteAcls (stored, not enforced) |
-//! | [`scram`] | DescribeUserScramCredentials, AlterUserScramCredentials (stored, no SASL) |
 //! | [`groups`] | FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, ListGroups, DescribeGroups |
 //!
 //! A request's wait is an `.await` inside its own function; the connection
@@ -25,13 +25,15 @@ use kafka_protocol::ResponseError;
 use crate::broker::Broker;
 use crate::wire::{scan, Answer};
 
+// The security APIs: their state stored, never enforced or used.
 pub mod acls;
+pub mod scram;
+
 pub mod admin;
 pub mod fetch;
 pub mod groups;
 pub mod metadata;
 pub mod produce;
-pub mod scram;
 
 /// An API and the versions of it served.
 #[derive(Clone, Copy, Debug)]
@@ -62,6 +64,13 @@ pub const SERVED: &[Served] = &[
     Served::new(ApiKey::Fetch, 4, 12),
     Served::new(ApiKey::ListOffsets, 1, 7),
     Served::new(ApiKey::Metadata, 0, 12),
+    // ACLs, SCRAM credentials, DescribeCluster.
+    Served::new(ApiKey::CreateAcls, 0, 3),
+    Served::new(ApiKey::DescribeAcls, 0, 3),
+    Served::new(ApiKey::DeleteAcls, 0, 3),
+    Served::new(ApiKey::DescribeUserScramCredentials, 0, 0),
+    Served::new(ApiKey::AlterUserScramCredentials, 0, 0),
+    Served::new(ApiKey::DescribeCluster, 0, 1),
     Served::new(ApiKey::ApiVersions, 0, 3),
     Served::new(ApiKey::FindCoordinator, 0, 3),
     Served::new(ApiKey::JoinGroup, 0, 5),
@@ -79,13 +88,6 @@ pub const SERVED: &[Served] = &[
     Served::new(ApiKey::CreatePartitions, 0, 3),
     Served::new(ApiKey::AlterConfigs, 0, 2),
     Served::new(ApiKey::IncrementalAlterConfigs, 0, 1),
-    // ACLs, SCRAM credentials, DescribeCluster.
-    Served::new(ApiKey::CreateAcls, 0, 3),
-    Served::new(ApiKey::DescribeAcls, 0, 3),
-    Served::new(ApiKey::DeleteAcls, 0, 3),
-    Served::new(ApiKey::DescribeUserScramCredentials, 0, 0),
-    Served::new(ApiKey::AlterUserScramCredentials, 0, 0),
-    Served::new(ApiKey::DescribeCluster, 0, 1),
 ];
 
 /// The entry of `key` in [`SERVED`].
@@ -254,6 +256,19 @@ pub async fn serve(
     let response = match request {
         RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(metadata::api_versions()),
         RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::metadata(broker, r).await),
+        // ACLs, SCRAM credentials, DescribeCluster.
+        RequestKind::CreateAcls(r) => ResponseKind::CreateAcls(acls::create_acls(broker, &r).await),
+        RequestKind::DescribeAcls(r) => ResponseKind::DescribeAcls(acls::describe_acls(broker, &r)),
+        RequestKind::DeleteAcls(r) => ResponseKind::DeleteAcls(acls::delete_acls(broker, &r).await),
+        RequestKind::DescribeUserScramCredentials(r) => ResponseKind::DescribeUserScramCredentials(
+            scram::describe_user_scram_credentials(broker, &r),
+        ),
+        RequestKind::AlterUserScramCredentials(r) => ResponseKind::AlterUserScramCredentials(
+            scram::alter_user_scram_credentials(broker, &r).await,
+        ),
+        RequestKind::DescribeCluster(r) => {
+            ResponseKind::DescribeCluster(metadata::describe_cluster(broker, &r))
+        }
         RequestKind::CreateTopics(r) => {
             ResponseKind::CreateTopics(admin::create_topics(broker, &r).await)
         }
@@ -307,19 +322,6 @@ pub async fn serve(
             ResponseKind::OffsetCommit(groups::offset_commit(broker, r).await?)
         }
         RequestKind::OffsetFetch(r) => ResponseKind::OffsetFetch(groups::offset_fetch(broker, &r)),
-        // ACLs, SCRAM credentials, DescribeCluster.
-        RequestKind::CreateAcls(r) => ResponseKind::CreateAcls(acls::create_acls(broker, &r).await),
-        RequestKind::DescribeAcls(r) => ResponseKind::DescribeAcls(acls::describe_acls(broker, &r)),
-        RequestKind::DeleteAcls(r) => ResponseKind::DeleteAcls(acls::delete_acls(broker, &r).await),
-        RequestKind::DescribeUserScramCredentials(r) => ResponseKind::DescribeUserScramCredentials(
-            scram::describe_user_scram_credentials(broker, &r),
-        ),
-        RequestKind::AlterUserScramCredentials(r) => ResponseKind::AlterUserScramCredentials(
-            scram::alter_user_scram_credentials(broker, &r).await,
-        ),
-        RequestKind::DescribeCluster(r) => {
-            ResponseKind::DescribeCluster(metadata::describe_cluster(broker, &r))
-        }
         _ => return Err(RequestError::UnknownApi(api_key)),
     };
     Ok(Reply::Answer(Box::new(header.answer(response))))

@@ -150,6 +150,13 @@ pub fn request_schema(key: ApiKey) -> Option<&'static Schema> {
         ApiKey::Fetch => &schema::FETCH_REQUEST,
         ApiKey::ListOffsets => &schema::LIST_OFFSETS_REQUEST,
         ApiKey::Metadata => &schema::METADATA_REQUEST,
+        // ACLs, SCRAM credentials, DescribeCluster.
+        ApiKey::CreateAcls => &schema::CREATE_ACLS_REQUEST,
+        ApiKey::DescribeAcls => &schema::DESCRIBE_ACLS_REQUEST,
+        ApiKey::DeleteAcls => &schema::DELETE_ACLS_REQUEST,
+        ApiKey::DescribeUserScramCredentials => &schema::DESCRIBE_USER_SCRAM_CREDENTIALS_REQUEST,
+        ApiKey::AlterUserScramCredentials => &schema::ALTER_USER_SCRAM_CREDENTIALS_REQUEST,
+        ApiKey::DescribeCluster => &schema::DESCRIBE_CLUSTER_REQUEST,
         ApiKey::ApiVersions => &schema::API_VERSIONS_REQUEST,
         ApiKey::FindCoordinator => &schema::FIND_COORDINATOR_REQUEST,
         ApiKey::JoinGroup => &schema::JOIN_GROUP_REQUEST,
@@ -167,13 +174,6 @@ pub fn request_schema(key: ApiKey) -> Option<&'static Schema> {
         ApiKey::CreatePartitions => &schema::CREATE_PARTITIONS_REQUEST,
         ApiKey::AlterConfigs => &schema::ALTER_CONFIGS_REQUEST,
         ApiKey::IncrementalAlterConfigs => &schema::INCREMENTAL_ALTER_CONFIGS_REQUEST,
-        // ACLs, SCRAM credentials, DescribeCluster.
-        ApiKey::CreateAcls => &schema::CREATE_ACLS_REQUEST,
-        ApiKey::DescribeAcls => &schema::DESCRIBE_ACLS_REQUEST,
-        ApiKey::DeleteAcls => &schema::DELETE_ACLS_REQUEST,
-        ApiKey::DescribeUserScramCredentials => &schema::DESCRIBE_USER_SCRAM_CREDENTIALS_REQUEST,
-        ApiKey::AlterUserScramCredentials => &schema::ALTER_USER_SCRAM_CREDENTIALS_REQUEST,
-        ApiKey::DescribeCluster => &schema::DESCRIBE_CLUSTER_REQUEST,
         _ => return None,
     })
 }
@@ -449,6 +449,13 @@ mod tests {
             ApiKey::Fetch,
             ApiKey::ListOffsets,
             ApiKey::Metadata,
+            // ACLs, SCRAM credentials, DescribeCluster.
+            ApiKey::CreateAcls,
+            ApiKey::DescribeAcls,
+            ApiKey::DeleteAcls,
+            ApiKey::DescribeUserScramCredentials,
+            ApiKey::AlterUserScramCredentials,
+            ApiKey::DescribeCluster,
             ApiKey::ApiVersions,
             ApiKey::FindCoordinator,
             ApiKey::JoinGroup,
@@ -466,13 +473,6 @@ mod tests {
             ApiKey::CreatePartitions,
             ApiKey::AlterConfigs,
             ApiKey::IncrementalAlterConfigs,
-            // ACLs, SCRAM credentials, DescribeCluster.
-            ApiKey::CreateAcls,
-            ApiKey::DescribeAcls,
-            ApiKey::DeleteAcls,
-            ApiKey::DescribeUserScramCredentials,
-            ApiKey::AlterUserScramCredentials,
-            ApiKey::DescribeCluster,
         ]
         .into_iter()
         .flat_map(|key| {
