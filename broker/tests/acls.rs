@@ -16,12 +16,26 @@ use kafka_protocol::messages::{
     DeleteAclsRequest, DeleteAclsResponse, DescribeAclsRequest, DescribeAclsResponse,
     DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse,
 };
-use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use kafka_protocol::ResponseError;
 use purgatorio_testkit::TempDir;
 
 mod common;
 use common::{ask, Broker};
+
+/// Sends `request` as `key` v`version` on `s`; its answer, decoded to
+/// the last byte.
+fn answer<R: Decodable>(
+    s: &mut TcpStream,
+    key: ApiKey,
+    version: i16,
+    request: impl Encodable,
+) -> R {
+    let mut body = ask(s, key, version, request);
+    let decoded = R::decode(&mut body, version).unwrap();
+    assert!(body.is_empty(), "{key:?} v{version}: bytes left");
+    decoded
+}
 
 const TOPIC: i8 = 2;
 const GROUP: i8 = 3;
@@ -65,7 +79,7 @@ fn create(
 ) -> Vec<i16> {
     let mut request = CreateAclsRequest::default();
     request.creations = creations;
-    let response: CreateAclsResponse = ask(s, ApiKey::CreateAcls, version, request);
+    let response: CreateAclsResponse = answer(s, ApiKey::CreateAcls, version, request);
     response.results.iter().map(|r| r.error_code).collect()
 }
 
@@ -85,7 +99,7 @@ fn describe(
     request.host_filter = None;
     request.operation = ANY;
     request.permission_type = ANY;
-    let response: DescribeAclsResponse = ask(s, ApiKey::DescribeAcls, version, request);
+    let response: DescribeAclsResponse = answer(s, ApiKey::DescribeAcls, version, request);
     let mut acls = Vec::new();
     for r in &response.resources {
         assert_eq!(r.resource_type, TOPIC);
@@ -125,7 +139,7 @@ fn delete(
             f
         })
         .collect();
-    let response: DeleteAclsResponse = ask(s, ApiKey::DeleteAcls, version, request);
+    let response: DeleteAclsResponse = answer(s, ApiKey::DeleteAcls, version, request);
     response
         .filter_results
         .iter()
@@ -261,7 +275,7 @@ fn describe_users(s: &mut TcpStream, users: &[&str]) -> Vec<Described> {
             .collect(),
     );
     let response: DescribeUserScramCredentialsResponse =
-        ask(s, ApiKey::DescribeUserScramCredentials, 0, request);
+        answer(s, ApiKey::DescribeUserScramCredentials, 0, request);
     assert_eq!(response.error_code, 0);
     response
         .results
@@ -308,7 +322,7 @@ fn alter_users(
         })
         .collect();
     let response: AlterUserScramCredentialsResponse =
-        ask(s, ApiKey::AlterUserScramCredentials, 0, request);
+        answer(s, ApiKey::AlterUserScramCredentials, 0, request);
     response
         .results
         .iter()

@@ -15,13 +15,27 @@ use kafka_protocol::messages::{
     DescribeConfigsRequest, DescribeConfigsResponse, DescribeGroupsRequest, DescribeGroupsResponse,
     GroupId, MetadataRequest, MetadataResponse, TopicName,
 };
-use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use kafka_protocol::ResponseError;
 use purgatorio_testkit::TempDir;
 use uuid::Uuid;
 
 mod common;
 use common::{ask, Broker};
+
+/// Sends `request` as `key` v`version` on `s`; its answer, decoded to
+/// the last byte.
+fn answer<R: Decodable>(
+    s: &mut TcpStream,
+    key: ApiKey,
+    version: i16,
+    request: impl Encodable,
+) -> R {
+    let mut body = ask(s, key, version, request);
+    let decoded = R::decode(&mut body, version).unwrap();
+    assert!(body.is_empty(), "{key:?} v{version}: bytes left");
+    decoded
+}
 
 /// Kafka's operation codes, as bits of an authorized-operations field.
 const READ: i32 = 1 << 3;
@@ -61,7 +75,7 @@ fn metadata(
     request.allow_auto_topic_creation = false;
     request.include_topic_authorized_operations = operations;
     request.include_cluster_authorized_operations = operations && version <= 10;
-    ask(s, ApiKey::Metadata, version, request)
+    answer(s, ApiKey::Metadata, version, request)
 }
 
 /// The id Metadata v10 gives `topic`.
@@ -124,7 +138,7 @@ fn topics_have_ids_that_last_and_metadata_finds_them_by_id() {
     let mut delete = kafka_protocol::messages::DeleteTopicsRequest::default();
     delete.topic_names = vec![TopicName(StrBytes::from_static_str("orders"))];
     let deleted: kafka_protocol::messages::DeleteTopicsResponse =
-        ask(&mut c, ApiKey::DeleteTopics, 4, delete);
+        answer(&mut c, ApiKey::DeleteTopics, 4, delete);
     assert_eq!(deleted.responses[0].error_code, 0);
     broker.create(&["orders"]);
     let again = id_of(&mut c, "orders");
@@ -139,7 +153,7 @@ fn the_cluster_and_groups_are_described_with_every_operation() {
         let mut request = DescribeClusterRequest::default();
         request.include_cluster_authorized_operations = true;
         let cluster: DescribeClusterResponse =
-            ask(&mut c, ApiKey::DescribeCluster, version, request);
+            answer(&mut c, ApiKey::DescribeCluster, version, request);
         assert_eq!(cluster.error_code, 0);
         assert_eq!(cluster.cluster_id.as_str(), "purgatorio");
         assert_eq!(cluster.brokers.len(), 1);
@@ -151,19 +165,19 @@ fn the_cluster_and_groups_are_described_with_every_operation() {
     }
     let mut controllers = DescribeClusterRequest::default();
     controllers.endpoint_type = 2;
-    let refused: DescribeClusterResponse = ask(&mut c, ApiKey::DescribeCluster, 1, controllers);
+    let refused: DescribeClusterResponse = answer(&mut c, ApiKey::DescribeCluster, 1, controllers);
     assert_eq!(refused.error_code, ResponseError::InvalidRequest.code());
 
     let mut request = DescribeGroupsRequest::default();
     request.groups = vec![GroupId(StrBytes::from_static_str("g"))];
     request.include_authorized_operations = true;
-    let groups: DescribeGroupsResponse = ask(&mut c, ApiKey::DescribeGroups, 5, request.clone());
+    let groups: DescribeGroupsResponse = answer(&mut c, ApiKey::DescribeGroups, 5, request.clone());
     assert_eq!(
         groups.groups[0].authorized_operations,
         READ | DESCRIBE | DELETE
     );
     request.include_authorized_operations = false;
-    let groups: DescribeGroupsResponse = ask(&mut c, ApiKey::DescribeGroups, 5, request);
+    let groups: DescribeGroupsResponse = answer(&mut c, ApiKey::DescribeGroups, 5, request);
     assert_eq!(groups.groups[0].authorized_operations, NOT_ASKED);
 }
 
@@ -188,7 +202,7 @@ fn alter_broker(s: &mut TcpStream, name: &str, configs: &[(&str, &str)]) -> i16 
         .collect();
     let mut request = AlterConfigsRequest::default();
     request.resources = vec![resource];
-    let response: AlterConfigsResponse = ask(s, ApiKey::AlterConfigs, 1, request);
+    let response: AlterConfigsResponse = answer(s, ApiKey::AlterConfigs, 1, request);
     response.responses[0].error_code
 }
 
@@ -210,7 +224,7 @@ fn describe_config(
     resource.configuration_keys = None;
     let mut request = DescribeConfigsRequest::default();
     request.resources = vec![resource];
-    let response: DescribeConfigsResponse = ask(s, ApiKey::DescribeConfigs, 1, request);
+    let response: DescribeConfigsResponse = answer(s, ApiKey::DescribeConfigs, 1, request);
     let result = &response.results[0];
     let config = result
         .configs

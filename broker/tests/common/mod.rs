@@ -4,7 +4,7 @@
 #![allow(dead_code)] // each test binary uses its own part
 
 mod wire;
-#[allow(unused_imports)] // the binaries of the admin APIs use it
+#[allow(unused_imports)] // the binaries that ask through raw requests use it
 pub use wire::ask;
 #[allow(unused_imports)] // the binaries that produce record batches use it
 pub use wire::record_batch;
