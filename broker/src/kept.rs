@@ -18,7 +18,7 @@ use parking_lot::{Mutex, RwLock};
 use crate::log::sync::{sync_dir, sync_file};
 
 /// A record kept in a [`Kept`] file: its fields, as text.
-pub trait Record: Clone + Send + Sync + 'static {
+pub trait Record: Clone + PartialEq + Send + Sync + 'static {
     /// The record's fields, in order.
     fn fields(&self) -> Vec<String>;
 
@@ -83,8 +83,8 @@ impl<T: Record> Kept<T> {
     }
 
     /// Applies `change` to the records and keeps the result (in the file
-    /// first, on the blocking pool, with `--data-dir`); `change` returns
-    /// what the caller answers.
+    /// first, on the blocking pool, with `--data-dir`; nothing is written
+    /// if nothing changed); `change` returns what the caller answers.
     ///
     /// # Errors
     ///
@@ -105,8 +105,13 @@ impl<T: Record> Kept<T> {
     /// [`change`](Self::change), blocking.
     fn change_now<R>(&self, change: impl FnOnce(&mut Vec<T>) -> R) -> io::Result<R> {
         let _writer = self.writer.lock();
-        let mut next = Vec::clone(&self.snapshot());
+        let now = self.snapshot();
+        let mut next = Vec::clone(&now);
         let outcome = change(&mut next);
+        if next == *now {
+            // Nothing changed (a deletion that matched nothing): no write.
+            return Ok(outcome);
+        }
         if let Some(file) = &self.file {
             write(file, &next)?;
         }
