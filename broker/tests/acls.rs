@@ -21,20 +21,16 @@ use kafka_protocol::ResponseError;
 use purgatorio_testkit::TempDir;
 
 mod common;
-use common::{ask, Broker};
+use common::{ask, decoded, Broker};
 
-/// Sends `request` as `key` v`version` on `s`; its answer, decoded to
-/// the last byte.
+/// `request` sent as `key` v`version`; its answer.
 fn answer<R: Decodable>(
     s: &mut TcpStream,
     key: ApiKey,
     version: i16,
     request: impl Encodable,
 ) -> R {
-    let mut body = ask(s, key, version, request);
-    let decoded = R::decode(&mut body, version).unwrap();
-    assert!(body.is_empty(), "{key:?} v{version}: bytes left");
-    decoded
+    decoded(ask(s, key, version, request), version)
 }
 
 const TOPIC: i8 = 2;

@@ -104,3 +104,12 @@ pub fn record_batch(
     RecordBatchEncoder::encode(&mut out, &records, &options).expect("a batch encodes");
     out.freeze()
 }
+
+/// `body` (an answer [`ask`] gave) decoded as `version` of its response,
+/// to its last byte.
+#[allow(dead_code)] // the bench, which includes this file, does not ask
+pub fn decoded<R: kafka_protocol::protocol::Decodable>(mut body: Bytes, version: i16) -> R {
+    let response = R::decode(&mut body, version).unwrap();
+    assert!(body.is_empty(), "v{version}: {} bytes left", body.len());
+    response
+}
