@@ -19,6 +19,10 @@ import sys
 
 FILES = [
     "request_header", "produce_request", "fetch_request", "list_offsets_request",
+    # ACLs, SCRAM credentials, DescribeCluster.
+    "create_acls_request", "describe_acls_request", "delete_acls_request",
+    "describe_user_scram_credentials_request", "alter_user_scram_credentials_request",
+    "describe_cluster_request",
     "metadata_request", "api_versions_request", "find_coordinator_request",
     "join_group_request", "sync_group_request", "heartbeat_request",
     "leave_group_request", "offset_commit_request", "offset_fetch_request",
@@ -152,7 +156,9 @@ def schema(text, name):
     fn = body.index("fn decode")
     fn_open = body.index("{", fn)
     code = body[fn_open + 1:block(body, fn_open) - 1]
-    top = int(re.search(r"version > (\d+)", code).group(1))
+    # `version > N`, or `version != 0` for a message of one version.
+    top = re.search(r"version > (\d+)", code)
+    top = int(top.group(1)) if top else 0
     universe = set(range(top + 1))
     types = field_types(text, name)
     fields, tags, flexible = [], [], set()
@@ -166,9 +172,15 @@ def schema(text, name):
             pos += rest.index(";") + 1
             rest = code[pos:].lstrip()
             pos = len(code) - len(rest)
-            cond, then, _ = split_if(rest[:block(rest, rest.index("{"))])
-            flexible = versions(cond, universe)
-            pos += block(rest, rest.index("{"))
+            if rest.startswith("if "):
+                cond, then, _ = split_if(rest[:block(rest, rest.index("{"))])
+                flexible = versions(cond, universe)
+                pos += block(rest, rest.index("{"))
+            else:
+                # Flexible in every version: the tagged fields' loop as is.
+                end = rest.index("Ok(Self")
+                then, flexible = rest[:end], set(universe)
+                pos += end
             arms = then[then.index("match tag {"):] if "match tag {" in then else ""
             for tag, arm_at in [(int(a.group(1)), a.end() - 1)
                                 for a in re.finditer(r"\n\s*(\d+) => \{", arms)]:

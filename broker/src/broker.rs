@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
@@ -15,8 +15,11 @@ use crate::api::fetch::DelayedFetch;
 use crate::api::groups::DelayedCommit;
 use crate::api::produce::DelayedProduce;
 use crate::coordinator::Coordinator;
+use crate::dynamic::DynamicConfig;
+use crate::kept::{Kept, Record};
 use crate::log::{LazyLog, Log, LogConfig, Topic, TopicPartition};
 use crate::producers::ProducerIds;
+use crate::scram::Credential;
 use crate::store::{Durable, OffsetsKey, Store};
 use crate::topics::{Creating, PartitionLimits};
 use crate::wire::Limits;
@@ -96,6 +99,13 @@ pub struct Broker {
     /// Topics being made, their disk work under way off the topics' lock:
     /// the names reserved, and the partitions the broker will then hold.
     pub creating: parking_lot::Mutex<Creating>,
+    /// The ACLs (stored, not enforced; `<data-dir>/@acls`).
+    pub acls: Arc<Kept<crate::acls::Acl>>,
+    /// The SCRAM credentials (stored, not used; `<data-dir>/@scram`).
+    pub scram: Arc<Kept<Credential>>,
+    /// The dynamic configs set on the broker (its SASL and TLS settings:
+    /// kept and shown, not used; `<data-dir>/@broker-configs`).
+    pub dynamic: Arc<Kept<DynamicConfig>>,
 }
 
 impl Broker {
@@ -183,7 +193,7 @@ impl std::error::Error for StartError {}
 /// [`StartError`] naming what failed: the listen address, the timer, or the
 /// data directory (with the path).
 pub async fn start(config: &Config) -> Result<Arc<Broker>, StartError> {
-    let (store, recovered, mut configs, commits) = match &config.data_dir {
+    let (store, recovered, mut configs, ids, commits) = match &config.data_dir {
         Some(dir) => {
             let (store, recovered) =
                 Store::open(dir.clone(), config.log.segment_bytes).map_err(StartError::Store)?;
@@ -191,10 +201,17 @@ pub async fn start(config: &Config) -> Result<Arc<Broker>, StartError> {
                 Some(Arc::new(store)),
                 recovered.topics,
                 recovered.configs,
+                recovered.ids,
                 recovered.commits,
             )
         }
-        None => (None, HashMap::new(), HashMap::new(), Vec::new()),
+        None => (
+            None,
+            HashMap::new(),
+            HashMap::new(),
+            HashMap::new(),
+            Vec::new(),
+        ),
     };
     let listener = TcpListener::bind(&config.listen)
         .await
@@ -265,11 +282,19 @@ pub async fn start(config: &Config) -> Result<Arc<Broker>, StartError> {
         }
         None => ProducerIds::in_memory(0),
     };
+    let acls = kept(config.data_dir.as_deref(), "@acls")?;
+    let scram = kept(config.data_dir.as_deref(), "@scram")?;
+    let dynamic = kept(config.data_dir.as_deref(), "@broker-configs")?;
     let topics: HashMap<String, Arc<Topic>> = recovered
         .into_iter()
         .map(|(name, logs)| {
             let config = configs.remove(&name).unwrap_or_default();
-            (name, Arc::new(Topic::new(logs, config)))
+            let topic = Topic::new(logs, config);
+            let topic = match ids.get(&name) {
+                Some(&id) => topic.with_id(id),
+                None => topic,
+            };
+            (name, Arc::new(topic))
         })
         .collect();
     let partitions_held = topics.values().map(|t| t.partitions.len()).sum();
@@ -299,6 +324,9 @@ pub async fn start(config: &Config) -> Result<Arc<Broker>, StartError> {
             names: Default::default(),
             partitions: partitions_held,
         }),
+        acls,
+        scram,
+        dynamic,
     });
     if let Some(store) = &broker.store {
         let waiters: Arc<dyn Durable> = Arc::clone(&broker) as _;
@@ -307,6 +335,23 @@ pub async fn start(config: &Config) -> Result<Arc<Broker>, StartError> {
     tokio::spawn(crate::cleaner::retain(Arc::clone(&broker)));
     tokio::spawn(crate::connection::accept(listener, Arc::clone(&broker)));
     Ok(broker)
+}
+
+/// The set of records kept in `dir`'s `file` (a name no topic can have)
+/// with `--data-dir`, else in memory.
+fn kept<T: Record>(dir: Option<&Path>, file: &str) -> Result<Arc<Kept<T>>, StartError> {
+    let Some(dir) = dir else {
+        return Ok(Arc::new(Kept::in_memory()));
+    };
+    let path = dir.join(file);
+    match Kept::open(path.clone()) {
+        Ok(kept) => Ok(Arc::new(kept)),
+        Err(source) => Err(StartError::Store(crate::store::OpenError {
+            action: "read",
+            path,
+            source,
+        })),
+    }
 }
 
 /// Drives the broker's timer for its life: passes over what is due, and

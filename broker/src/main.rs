@@ -38,6 +38,11 @@
 //! | [`store`] | `--data-dir` files and the group commit |
 //! | [`offsets`] | `--data-dir`: the committed offsets' internal log |
 //! | [`topics`] | making and deleting topics, their disk work off the request path |
+//! | [`topic_id`] | a topic's id, kept in its directory |
+//! | [`acls`] | ACLs as Kafka defines and matches them (stored, not enforced) |
+//! | [`scram`] | SCRAM credentials as Kafka checks them (stored, not used) |
+//! | [`dynamic`] | the broker's dynamic SASL and TLS configs (kept, not used) |
+//! | [`kept`] | a small set of records kept whole in one file of `--data-dir` |
 //! | [`broker`] | the shared state, and start-up |
 
 use std::io::Write;
@@ -46,16 +51,21 @@ use std::time::Duration;
 
 use clap::{CommandFactory, Parser};
 
+mod acls;
 mod api;
 mod broker;
 mod cleaner;
 mod connection;
 mod coordinator;
+mod dynamic;
+mod kept;
 mod log;
 mod offsets;
 mod producers;
 mod roller;
+mod scram;
 mod store;
+mod topic_id;
 mod topics;
 mod wire;
 

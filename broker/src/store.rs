@@ -85,6 +85,8 @@ pub struct Recovered {
     pub topics: HashMap<String, Vec<LazyLog>>,
     /// The configs of those that set any (`<topic>/@config`).
     pub configs: HashMap<String, TopicConfig>,
+    /// Their ids (`<topic>/@id`).
+    pub ids: HashMap<String, uuid::Uuid>,
     /// The groups' live commits.
     pub commits: Vec<GroupCommit>,
 }
@@ -145,6 +147,7 @@ impl Store {
         fs::create_dir_all(&dir).doing("create the data directory", &dir)?;
         let mut topics = HashMap::new();
         let mut configs = HashMap::new();
+        let mut ids = HashMap::new();
         for entry in fs::read_dir(&dir).doing("list the data directory", &dir)? {
             let entry = entry.doing("list the data directory", &dir)?;
             let path = entry.path();
@@ -201,6 +204,9 @@ impl Store {
                 .map(|i| LazyLog::closed(Arc::clone(&topic), i, segment_bytes))
                 .collect();
             if !logs.is_empty() {
+                let id = crate::topic_id::read_or_make(&path)
+                    .doing("read the topic id", &path.join(crate::topic_id::ID_FILE))?;
+                ids.insert(name.clone(), id);
                 if !config.set.is_empty() {
                     configs.insert(name.clone(), config);
                 }
@@ -228,13 +234,14 @@ impl Store {
             Recovered {
                 topics,
                 configs,
+                ids,
                 commits,
             },
         ))
     }
 
-    /// Creates the directories of a new topic, and its configs' file if
-    /// it sets any.
+    /// Creates the directories of a new topic, its id's file, and its
+    /// configs' file if it sets any.
     ///
     /// # Errors
     ///
@@ -244,10 +251,12 @@ impl Store {
         topic: &str,
         partitions: i32,
         config: &TopicConfig,
+        id: uuid::Uuid,
     ) -> Result<Vec<Log>, OpenError> {
+        let dir = self.dir.join(topic);
+        fs::create_dir_all(&dir).doing("create the topic directory", &dir)?;
+        crate::topic_id::write(&dir, id).doing("write the topic id", &dir)?;
         if !config.set.is_empty() {
-            let dir = self.dir.join(topic);
-            fs::create_dir_all(&dir).doing("create the topic directory", &dir)?;
             self.write_config(topic, config)?;
         }
         let logs = self.create_partitions(topic, 0..partitions, config)?;
@@ -448,7 +457,7 @@ mod tests {
         let _ = fs::remove_dir_all(&dir);
         let (store, _) = Store::open(dir.clone(), 1 << 20).unwrap();
         let none = TopicConfig::default();
-        let mut logs = store.create("t", 2, &none).unwrap();
+        let mut logs = store.create("t", 2, &none, uuid::Uuid::nil()).unwrap();
         logs[0]
             .append_now(&crate::log::batch::testing::of(1))
             .unwrap();
@@ -456,7 +465,7 @@ mod tests {
         store.delete("t").unwrap();
         // The name is free at once: a new topic of it starts empty.
         assert!(!dir.join("t").exists());
-        let logs = store.create("t", 1, &none).unwrap();
+        let logs = store.create("t", 1, &none, uuid::Uuid::nil()).unwrap();
         assert_eq!(logs[0].next(), 0);
         drop(logs);
         drop(store);
@@ -478,7 +487,12 @@ mod tests {
         let _ = fs::remove_dir_all(&dir);
         let (store, _) = Store::open(dir.clone(), 1 << 20).unwrap();
         let mut logs = store
-            .create("orders.deleted", 1, &TopicConfig::default())
+            .create(
+                "orders.deleted",
+                1,
+                &TopicConfig::default(),
+                uuid::Uuid::nil(),
+            )
             .unwrap();
         logs[0]
             .append_now(&crate::log::batch::testing::of(1))

@@ -204,9 +204,10 @@ impl Broker {
         let segment_bytes = config
             .segment_bytes
             .unwrap_or(self.config.log.segment_bytes);
+        let id = uuid::Uuid::new_v4();
         let logs = match &self.store {
             Some(store) => store
-                .create(&name, partitions, &config)
+                .create(&name, partitions, &config, id)
                 .map_err(|_| ResponseError::KafkaStorageError),
             None => Ok((0..partitions)
                 .map(|_| Log::create(Place::Anonymous(std::env::temp_dir()), segment_bytes))
@@ -214,7 +215,7 @@ impl Broker {
         };
         let made = logs.map(|logs| {
             let logs = logs.into_iter().map(LazyLog::open).collect();
-            let topic = Arc::new(Topic::new(logs, config));
+            let topic = Arc::new(Topic::new(logs, config).with_id(id));
             self.topics.write().insert(name.clone(), Arc::clone(&topic));
             topic
         });
@@ -385,6 +386,16 @@ impl Broker {
             }
             _ => Err(ResponseError::UnknownTopicOrPartition),
         }
+    }
+
+    /// The name of the topic whose id is `id`, if one is (Metadata v12
+    /// asks by id).
+    pub fn topic_named_by_id(&self, id: uuid::Uuid) -> Option<String> {
+        self.topics
+            .read()
+            .iter()
+            .find(|(_, topic)| topic.id == id)
+            .map(|(name, _)| name.clone())
     }
 
     /// Deletes the topic `name`, its files and every group's commits of

@@ -17,6 +17,7 @@ use kafka_protocol::ResponseError;
 use super::metadata::NODE;
 use super::str_bytes;
 use crate::broker::Broker;
+use crate::dynamic::altered;
 use crate::log::config::{InvalidConfig, TopicConfig};
 use crate::log::Topic;
 use crate::topics::{RequestQuota, EXCESSIVE};
@@ -192,12 +193,15 @@ const DEFAULT_CONFIG: i8 = 5;
 /// DescribeConfigs' source of a topic's own value.
 const DYNAMIC_TOPIC_CONFIG: i8 = 1;
 
+/// DescribeConfigs' source of a value set on this broker at run time.
+const DYNAMIC_BROKER_CONFIG: i8 = 2;
+
 /// A config name and its value, as DescribeConfigs shows it.
 struct ConfigEntry {
     /// The name, in Kafka's words.
     name: String,
-    /// The value.
-    value: String,
+    /// The value (`None`: a secret, not shown).
+    value: Option<String>,
     /// Where its value comes from: [`DYNAMIC_TOPIC_CONFIG`],
     /// [`STATIC_BROKER_CONFIG`] or [`DEFAULT_CONFIG`].
     source: i8,
@@ -211,7 +215,7 @@ fn topic_configs(broker: &Broker, topic: &Topic) -> Vec<ConfigEntry> {
     // The topic's own value, else the broker's (`otherwise`).
     let entry = |name: &str, value: String, otherwise: i8| ConfigEntry {
         name: name.to_string(),
-        value,
+        value: Some(value),
         source: if own.set.iter().any(|(n, _)| n == name) {
             DYNAMIC_TOPIC_CONFIG
         } else {
@@ -266,7 +270,7 @@ fn broker_configs(broker: &Broker) -> Vec<ConfigEntry> {
     let c = &broker.config;
     let set = |name: &str, value: String| ConfigEntry {
         name: name.to_string(),
-        value,
+        value: Some(value),
         source: STATIC_BROKER_CONFIG,
     };
     vec![
@@ -321,6 +325,18 @@ fn broker_configs(broker: &Broker) -> Vec<ConfigEntry> {
                 .map_or(String::new(), |d| d.display().to_string()),
         ),
     ]
+    .into_iter()
+    .chain(broker.dynamic.snapshot().iter().map(|d| ConfigEntry {
+        name: d.name.clone(),
+        // Kafka shows no sensitive value.
+        value: if d.is_sensitive() {
+            None
+        } else {
+            Some(d.value.clone())
+        },
+        source: DYNAMIC_BROKER_CONFIG,
+    }))
+    .collect()
 }
 
 /// DescribeConfigs (of `version`): a topic's configs or the broker's
@@ -361,10 +377,12 @@ pub fn describe_configs(
                         let mut config =
                             describe_configs_response::DescribeConfigsResourceResult::default();
                         config.name = str_bytes(&e.name);
-                        config.value = Some(str_bytes(&e.value));
+                        config.value = e.value.as_deref().map(str_bytes);
+                        config.is_sensitive = e.value.is_none();
                         // A topic's configs are altered by AlterConfigs; the
-                        // broker's are its flags.
-                        config.read_only = resource.resource_type != TOPIC_RESOURCE;
+                        // broker's are its flags, but for its dynamic ones.
+                        config.read_only = resource.resource_type != TOPIC_RESOURCE
+                            && e.source != DYNAMIC_BROKER_CONFIG;
                         // Only v0 has is_default; later ones say it
                         // with the source.
                         config.is_default = version == 0 && e.source == DEFAULT_CONFIG;
@@ -425,8 +443,8 @@ impl From<InvalidConfig> for Refused {
 
 /// Alters the configs of the resource `name` of `resource_type` to what
 /// `alter` makes of its current ones (checked as CreateTopics checks them);
-/// with `validate_only`, checks only. Only topics' configs change: the
-/// broker's are its flags.
+/// with `validate_only`, checks only. Only topics' configs change here
+/// (the broker's dynamic ones in [`alter_broker`]).
 async fn alter(
     broker: &Arc<Broker>,
     resource_type: i8,
@@ -450,6 +468,54 @@ async fn alter(
     Ok(())
 }
 
+/// Alters the broker's dynamic configs (resource `name` "0": see
+/// [`crate::dynamic`]) by `changes` (a name to its value, or `None` to
+/// remove it), all of them replaced first if `replace` (AlterConfigs);
+/// with `validate_only`, checks only.
+async fn alter_broker(
+    broker: &Arc<Broker>,
+    name: &str,
+    validate_only: bool,
+    changes: Result<Vec<(String, Option<String>)>, Refused>,
+    replace: bool,
+) -> Result<(), Refused> {
+    let invalid = |message: String| Refused {
+        error: ResponseError::InvalidRequest,
+        message,
+    };
+    if name != NODE.0.to_string() {
+        return Err(invalid(format!(
+            "only broker {} has configs to alter (no cluster-wide defaults are kept)",
+            NODE.0
+        )));
+    }
+    let changes = changes?;
+    let check = altered(&broker.dynamic.snapshot(), &changes, replace);
+    if let Err(message) = check {
+        return Err(invalid(format!(
+            "Invalid config value for resource {name}: {message}"
+        )));
+    }
+    if validate_only {
+        return Ok(());
+    }
+    let kept = broker
+        .dynamic
+        .change(move |configs| {
+            // Checked again against the configs as they are now.
+            altered(configs, &changes, replace).map(|next| *configs = next)
+        })
+        .await;
+    match kept {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(message)) => Err(invalid(message)),
+        Err(e) => Err(Refused {
+            error: ResponseError::KafkaStorageError,
+            message: format!("cannot keep the broker's configs: {e}"),
+        }),
+    }
+}
+
 /// AlterConfigs: each topic's configs replaced by those given (checked;
 /// INVALID_CONFIG names what is refused).
 pub async fn alter_configs(
@@ -458,21 +524,37 @@ pub async fn alter_configs(
 ) -> AlterConfigsResponse {
     let mut response = AlterConfigsResponse::default();
     for resource in &request.resources {
-        let outcome = alter(
-            broker,
-            resource.resource_type,
-            &resource.resource_name,
-            request.validate_only,
-            |_| {
-                TopicConfig::parse(
-                    resource
-                        .configs
-                        .iter()
-                        .map(|c| (c.name.as_str(), c.value.as_deref())),
-                )
-            },
-        )
-        .await;
+        let outcome = if resource.resource_type == BROKER_RESOURCE {
+            let changes = resource
+                .configs
+                .iter()
+                .map(|c| (c.name.to_string(), c.value.as_ref().map(|v| v.to_string())))
+                .collect();
+            alter_broker(
+                broker,
+                &resource.resource_name,
+                request.validate_only,
+                Ok(changes),
+                true,
+            )
+            .await
+        } else {
+            alter(
+                broker,
+                resource.resource_type,
+                &resource.resource_name,
+                request.validate_only,
+                |_| {
+                    TopicConfig::parse(
+                        resource
+                            .configs
+                            .iter()
+                            .map(|c| (c.name.as_str(), c.value.as_deref())),
+                    )
+                },
+            )
+            .await
+        };
         let mut result = alter_configs_response::AlterConfigsResourceResponse::default();
         result.resource_type = resource.resource_type;
         result.resource_name = resource.resource_name.clone();
@@ -495,47 +577,75 @@ pub async fn incremental_alter_configs(
 ) -> IncrementalAlterConfigsResponse {
     let mut response = IncrementalAlterConfigsResponse::default();
     for resource in &request.resources {
-        let outcome = alter(
-            broker,
-            resource.resource_type,
-            &resource.resource_name,
-            request.validate_only,
-            |old| {
-                let mut now = old.clone();
-                for c in &resource.configs {
-                    let name = c.name.to_string();
-                    let listed = match (c.config_operation, c.value.as_deref()) {
-                        (op @ (APPEND | SUBTRACT), Some(items)) => {
-                            Some(now.list_altered(&name, items, op == APPEND)?)
+        let outcome = if resource.resource_type == BROKER_RESOURCE {
+            let changes = resource
+                .configs
+                .iter()
+                .map(|c| match (c.config_operation, &c.value) {
+                    (SET, Some(value)) => Ok((c.name.to_string(), Some(value.to_string()))),
+                    (DELETE, _) => Ok((c.name.to_string(), None)),
+                    (op, _) => Err(Refused {
+                        error: ResponseError::InvalidRequest,
+                        message: format!(
+                            "operation {op} on {}: a broker config is only SET or DELETEd",
+                            c.name
+                        ),
+                    }),
+                })
+                .collect();
+            alter_broker(
+                broker,
+                &resource.resource_name,
+                request.validate_only,
+                changes,
+                false,
+            )
+            .await
+        } else {
+            alter(
+                broker,
+                resource.resource_type,
+                &resource.resource_name,
+                request.validate_only,
+                |old| {
+                    let mut now = old.clone();
+                    for c in &resource.configs {
+                        let name = c.name.to_string();
+                        let listed = match (c.config_operation, c.value.as_deref()) {
+                            (op @ (APPEND | SUBTRACT), Some(items)) => {
+                                Some(now.list_altered(&name, items, op == APPEND)?)
+                            }
+                            _ => None,
+                        };
+                        let set = &mut now.set;
+                        set.retain(|(n, _)| *n != name);
+                        match (c.config_operation, c.value.as_deref()) {
+                            (APPEND | SUBTRACT, Some(_)) => {
+                                set.push((name, listed.unwrap_or_default()));
+                            }
+                            (SET, Some(value)) => set.push((name, value.to_string())),
+                            (SET | APPEND | SUBTRACT, None) => {
+                                return Err(InvalidConfig(format!(
+                                    "Null value not supported for topic configs: {name}"
+                                )))
+                            }
+                            (DELETE, _) => {}
+                            (op, _) => {
+                                return Err(InvalidConfig(format!(
+                                    "unknown operation {op} on {name}"
+                                )))
+                            }
                         }
-                        _ => None,
-                    };
-                    let set = &mut now.set;
-                    set.retain(|(n, _)| *n != name);
-                    match (c.config_operation, c.value.as_deref()) {
-                        (APPEND | SUBTRACT, Some(_)) => {
-                            set.push((name, listed.unwrap_or_default()));
-                        }
-                        (SET, Some(value)) => set.push((name, value.to_string())),
-                        (SET | APPEND | SUBTRACT, None) => {
-                            return Err(InvalidConfig(format!(
-                                "Null value not supported for topic configs: {name}"
-                            )))
-                        }
-                        (DELETE, _) => {}
-                        (op, _) => {
-                            return Err(InvalidConfig(format!("unknown operation {op} on {name}")))
-                        }
+                        // Each operation sees the ones before it.
+                        now = TopicConfig::parse(
+                            now.set.iter().map(|(n, v)| (n.as_str(), Some(v.as_str()))),
+                        )?;
                     }
-                    // Each operation sees the ones before it.
-                    now = TopicConfig::parse(
-                        now.set.iter().map(|(n, v)| (n.as_str(), Some(v.as_str()))),
-                    )?;
-                }
-                Ok(now)
-            },
-        )
-        .await;
+                    Ok(now)
+                },
+            )
+            .await
+        };
         let mut result =
             incremental_alter_configs_response::AlterConfigsResourceResponse::default();
         result.resource_type = resource.resource_type;

@@ -393,7 +393,11 @@ pub fn describe_groups(broker: &Broker, request: &DescribeGroupsRequest) -> Desc
     for id in &request.groups {
         let mut described = describe_groups_response::DescribedGroup::default();
         described.group_id = id.clone();
-        described.authorized_operations = NO_AUTHORIZED_OPERATIONS;
+        described.authorized_operations = if request.include_authorized_operations {
+            crate::acls::authorized(crate::acls::resource::GROUP)
+        } else {
+            NO_AUTHORIZED_OPERATIONS
+        };
         match broker.groups.describe(id) {
             Some(group) => {
                 described.group_state = str_bytes(group.state);

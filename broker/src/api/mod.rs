@@ -3,7 +3,9 @@
 //!
 //! | module | requests |
 //! |---|---|
-//! | [`metadata`] | ApiVersions, Metadata |
+//! | [`metadata`] | ApiVersions, Metadata, DescribeCluster |
+//! | [`acls`] | CreateAcls, DescribeAcls, DeleteAcls (stored, not enforced) |
+//! | [`scram`] | DescribeUserScramCredentials, AlterUserScramCredentials (stored, no SASL) |
 //! | [`admin`] | CreateTopics, CreatePartitions, DeleteTopics, DescribeConfigs, AlterConfigs, IncrementalAlterConfigs |
 //! | [`produce`] | Produce (acks 0, 1, -1; -1 waits for the group commit), InitProducerId |
 //! | [`fetch`] | Fetch (waits in the fetch purgatory), ListOffsets |
@@ -22,6 +24,10 @@ use kafka_protocol::ResponseError;
 
 use crate::broker::Broker;
 use crate::wire::{scan, Answer};
+
+// The security APIs: their state stored, never enforced or used.
+pub mod acls;
+pub mod scram;
 
 pub mod admin;
 pub mod fetch;
@@ -57,7 +63,14 @@ pub const SERVED: &[Served] = &[
     Served::new(ApiKey::Produce, 3, 9),
     Served::new(ApiKey::Fetch, 4, 12),
     Served::new(ApiKey::ListOffsets, 1, 7),
-    Served::new(ApiKey::Metadata, 0, 9),
+    Served::new(ApiKey::Metadata, 0, 12),
+    // ACLs, SCRAM credentials, DescribeCluster.
+    Served::new(ApiKey::CreateAcls, 0, 3),
+    Served::new(ApiKey::DescribeAcls, 0, 3),
+    Served::new(ApiKey::DeleteAcls, 0, 3),
+    Served::new(ApiKey::DescribeUserScramCredentials, 0, 0),
+    Served::new(ApiKey::AlterUserScramCredentials, 0, 0),
+    Served::new(ApiKey::DescribeCluster, 0, 1),
     Served::new(ApiKey::ApiVersions, 0, 3),
     Served::new(ApiKey::FindCoordinator, 0, 3),
     Served::new(ApiKey::JoinGroup, 0, 5),
@@ -243,6 +256,19 @@ pub async fn serve(
     let response = match request {
         RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(metadata::api_versions()),
         RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::metadata(broker, r).await),
+        // ACLs, SCRAM credentials, DescribeCluster.
+        RequestKind::CreateAcls(r) => ResponseKind::CreateAcls(acls::create_acls(broker, &r).await),
+        RequestKind::DescribeAcls(r) => ResponseKind::DescribeAcls(acls::describe_acls(broker, &r)),
+        RequestKind::DeleteAcls(r) => ResponseKind::DeleteAcls(acls::delete_acls(broker, &r).await),
+        RequestKind::DescribeUserScramCredentials(r) => ResponseKind::DescribeUserScramCredentials(
+            scram::describe_user_scram_credentials(broker, &r),
+        ),
+        RequestKind::AlterUserScramCredentials(r) => ResponseKind::AlterUserScramCredentials(
+            scram::alter_user_scram_credentials(broker, &r).await,
+        ),
+        RequestKind::DescribeCluster(r) => {
+            ResponseKind::DescribeCluster(metadata::describe_cluster(broker, &r))
+        }
         RequestKind::CreateTopics(r) => {
             ResponseKind::CreateTopics(admin::create_topics(broker, &r).await)
         }

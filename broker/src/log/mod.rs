@@ -89,6 +89,8 @@ pub struct Topic {
     /// A roll work makes files only under a read guard of `true`; the
     /// deletion takes the write guard, so it waits for the work running.
     pub live: Arc<parking_lot::RwLock<bool>>,
+    /// Its id (Metadata v10+), drawn at random when it is made.
+    pub id: uuid::Uuid,
 }
 
 impl Topic {
@@ -99,7 +101,13 @@ impl Topic {
             config,
             rolled: Arc::new(tokio::sync::Notify::new()),
             live: Arc::new(parking_lot::RwLock::new(true)),
+            id: uuid::Uuid::new_v4(),
         }
+    }
+
+    /// The topic with the id `id` (kept in its directory).
+    pub fn with_id(self, id: uuid::Uuid) -> Topic {
+        Topic { id, ..self }
     }
 
     /// The topic with `more` logs after its own (CreatePartitions) and
@@ -112,6 +120,7 @@ impl Topic {
             config,
             rolled: Arc::clone(&self.rolled),
             live: Arc::clone(&self.live),
+            id: self.id,
         }
     }
 

@@ -184,7 +184,9 @@ mod tests {
         let _ = fs::remove_dir_all(&dir);
         let (store, _) = Store::open(dir.clone(), 1 << 20).unwrap();
         let store = Arc::new(store);
-        let mut logs = store.create("t", 1, &TopicConfig::default()).unwrap();
+        let mut logs = store
+            .create("t", 1, &TopicConfig::default(), uuid::Uuid::nil())
+            .unwrap();
         let log = Arc::new(LazyLog::open(logs.remove(0)));
         log.lock()
             .append_now(&crate::log::batch::testing::of(3))

@@ -380,6 +380,300 @@ pub static LIST_OFFSETS_TOPIC: Schema = Schema {
     tags: &[],
 };
 
+/// `AclCreation`.
+pub static ACL_CREATION: Schema = Schema {
+    name: "AclCreation",
+    max_version: 3,
+    flexible: &[(2, 3)],
+    fields: &[
+        Field {
+            versions: &[(0, 3)],
+            kind: Kind::One(Elem::Fixed(1)),
+        },
+        Field {
+            versions: &[(2, 3)],
+            kind: Kind::One(Elem::CompactStr),
+        },
+        Field {
+            versions: &[(0, 1)],
+            kind: Kind::One(Elem::Str),
+        },
+        Field {
+            versions: &[(1, 3)],
+            kind: Kind::One(Elem::Fixed(1)),
+        },
+        Field {
+            versions: &[(2, 3)],
+            kind: Kind::One(Elem::CompactStr),
+        },
+        Field {
+            versions: &[(0, 1)],
+            kind: Kind::One(Elem::Str),
+        },
+        Field {
+            versions: &[(2, 3)],
+            kind: Kind::One(Elem::CompactStr),
+        },
+        Field {
+            versions: &[(0, 1)],
+            kind: Kind::One(Elem::Str),
+        },
+        Field {
+            versions: &[(0, 3)],
+            kind: Kind::One(Elem::Fixed(1)),
+        },
+        Field {
+            versions: &[(0, 3)],
+            kind: Kind::One(Elem::Fixed(1)),
+        },
+    ],
+    tags: &[],
+};
+
+/// `CreateAclsRequest`.
+pub static CREATE_ACLS_REQUEST: Schema = Schema {
+    name: "CreateAclsRequest",
+    max_version: 3,
+    flexible: &[(2, 3)],
+    fields: &[
+        Field {
+            versions: &[(2, 3)],
+            kind: Kind::CompactArray(Elem::Struct(&ACL_CREATION)),
+        },
+        Field {
+            versions: &[(0, 1)],
+            kind: Kind::Array(Elem::Struct(&ACL_CREATION)),
+        },
+    ],
+    tags: &[],
+};
+
+/// `DescribeAclsRequest`.
+pub static DESCRIBE_ACLS_REQUEST: Schema = Schema {
+    name: "DescribeAclsRequest",
+    max_version: 3,
+    flexible: &[(2, 3)],
+    fields: &[
+        Field {
+            versions: &[(0, 3)],
+            kind: Kind::One(Elem::Fixed(1)),
+        },
+        Field {
+            versions: &[(2, 3)],
+            kind: Kind::One(Elem::CompactStr),
+        },
+        Field {
+            versions: &[(0, 1)],
+            kind: Kind::One(Elem::Str),
+        },
+        Field {
+            versions: &[(1, 3)],
+            kind: Kind::One(Elem::Fixed(1)),
+        },
+        Field {
+            versions: &[(2, 3)],
+            kind: Kind::One(Elem::CompactStr),
+        },
+        Field {
+            versions: &[(0, 1)],
+            kind: Kind::One(Elem::Str),
+        },
+        Field {
+            versions: &[(2, 3)],
+            kind: Kind::One(Elem::CompactStr),
+        },
+        Field {
+            versions: &[(0, 1)],
+            kind: Kind::One(Elem::Str),
+        },
+        Field {
+            versions: &[(0, 3)],
+            kind: Kind::One(Elem::Fixed(1)),
+        },
+        Field {
+            versions: &[(0, 3)],
+            kind: Kind::One(Elem::Fixed(1)),
+        },
+    ],
+    tags: &[],
+};
+
+/// `DeleteAclsFilter`.
+pub static DELETE_ACLS_FILTER: Schema = Schema {
+    name: "DeleteAclsFilter",
+    max_version: 3,
+    flexible: &[(2, 3)],
+    fields: &[
+        Field {
+            versions: &[(0, 3)],
+            kind: Kind::One(Elem::Fixed(1)),
+        },
+        Field {
+            versions: &[(2, 3)],
+            kind: Kind::One(Elem::CompactStr),
+        },
+        Field {
+            versions: &[(0, 1)],
+            kind: Kind::One(Elem::Str),
+        },
+        Field {
+            versions: &[(1, 3)],
+            kind: Kind::One(Elem::Fixed(1)),
+        },
+        Field {
+            versions: &[(2, 3)],
+            kind: Kind::One(Elem::CompactStr),
+        },
+        Field {
+            versions: &[(0, 1)],
+            kind: Kind::One(Elem::Str),
+        },
+        Field {
+            versions: &[(2, 3)],
+            kind: Kind::One(Elem::CompactStr),
+        },
+        Field {
+            versions: &[(0, 1)],
+            kind: Kind::One(Elem::Str),
+        },
+        Field {
+            versions: &[(0, 3)],
+            kind: Kind::One(Elem::Fixed(1)),
+        },
+        Field {
+            versions: &[(0, 3)],
+            kind: Kind::One(Elem::Fixed(1)),
+        },
+    ],
+    tags: &[],
+};
+
+/// `DeleteAclsRequest`.
+pub static DELETE_ACLS_REQUEST: Schema = Schema {
+    name: "DeleteAclsRequest",
+    max_version: 3,
+    flexible: &[(2, 3)],
+    fields: &[
+        Field {
+            versions: &[(2, 3)],
+            kind: Kind::CompactArray(Elem::Struct(&DELETE_ACLS_FILTER)),
+        },
+        Field {
+            versions: &[(0, 1)],
+            kind: Kind::Array(Elem::Struct(&DELETE_ACLS_FILTER)),
+        },
+    ],
+    tags: &[],
+};
+
+/// `DescribeUserScramCredentialsRequest`.
+pub static DESCRIBE_USER_SCRAM_CREDENTIALS_REQUEST: Schema = Schema {
+    name: "DescribeUserScramCredentialsRequest",
+    max_version: 0,
+    flexible: &[(0, 0)],
+    fields: &[Field {
+        versions: &[(0, 0)],
+        kind: Kind::CompactArray(Elem::Struct(&USER_NAME)),
+    }],
+    tags: &[],
+};
+
+/// `UserName`.
+pub static USER_NAME: Schema = Schema {
+    name: "UserName",
+    max_version: 0,
+    flexible: &[(0, 0)],
+    fields: &[Field {
+        versions: &[(0, 0)],
+        kind: Kind::One(Elem::CompactStr),
+    }],
+    tags: &[],
+};
+
+/// `AlterUserScramCredentialsRequest`.
+pub static ALTER_USER_SCRAM_CREDENTIALS_REQUEST: Schema = Schema {
+    name: "AlterUserScramCredentialsRequest",
+    max_version: 0,
+    flexible: &[(0, 0)],
+    fields: &[
+        Field {
+            versions: &[(0, 0)],
+            kind: Kind::CompactArray(Elem::Struct(&SCRAM_CREDENTIAL_DELETION)),
+        },
+        Field {
+            versions: &[(0, 0)],
+            kind: Kind::CompactArray(Elem::Struct(&SCRAM_CREDENTIAL_UPSERTION)),
+        },
+    ],
+    tags: &[],
+};
+
+/// `ScramCredentialDeletion`.
+pub static SCRAM_CREDENTIAL_DELETION: Schema = Schema {
+    name: "ScramCredentialDeletion",
+    max_version: 0,
+    flexible: &[(0, 0)],
+    fields: &[
+        Field {
+            versions: &[(0, 0)],
+            kind: Kind::One(Elem::CompactStr),
+        },
+        Field {
+            versions: &[(0, 0)],
+            kind: Kind::One(Elem::Fixed(1)),
+        },
+    ],
+    tags: &[],
+};
+
+/// `ScramCredentialUpsertion`.
+pub static SCRAM_CREDENTIAL_UPSERTION: Schema = Schema {
+    name: "ScramCredentialUpsertion",
+    max_version: 0,
+    flexible: &[(0, 0)],
+    fields: &[
+        Field {
+            versions: &[(0, 0)],
+            kind: Kind::One(Elem::CompactStr),
+        },
+        Field {
+            versions: &[(0, 0)],
+            kind: Kind::One(Elem::Fixed(1)),
+        },
+        Field {
+            versions: &[(0, 0)],
+            kind: Kind::One(Elem::Fixed(4)),
+        },
+        Field {
+            versions: &[(0, 0)],
+            kind: Kind::One(Elem::CompactBytes),
+        },
+        Field {
+            versions: &[(0, 0)],
+            kind: Kind::One(Elem::CompactBytes),
+        },
+    ],
+    tags: &[],
+};
+
+/// `DescribeClusterRequest`.
+pub static DESCRIBE_CLUSTER_REQUEST: Schema = Schema {
+    name: "DescribeClusterRequest",
+    max_version: 1,
+    flexible: &[(0, 1)],
+    fields: &[
+        Field {
+            versions: &[(0, 1)],
+            kind: Kind::One(Elem::Fixed(1)),
+        },
+        Field {
+            versions: &[(1, 1)],
+            kind: Kind::One(Elem::Fixed(1)),
+        },
+    ],
+    tags: &[],
+};
+
 /// `MetadataRequest`.
 pub static METADATA_REQUEST: Schema = Schema {
     name: "MetadataRequest",

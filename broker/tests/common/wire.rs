@@ -2,14 +2,14 @@
 //! this file by path): a request with its header and length, and an
 //! answer's body.
 
-use std::io::Read;
+use std::io::{Read, Write};
 use std::net::TcpStream;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{
-    metadata_request, ApiKey, MetadataRequest, RequestHeader, TopicName,
+    metadata_request, ApiKey, MetadataRequest, RequestHeader, ResponseHeader, TopicName,
 };
-use kafka_protocol::protocol::{Encodable, StrBytes};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
 /// A request frame: length, header (v1 or v2 as the version needs), body.
 pub fn frame(key: ApiKey, version: i16, body: impl FnOnce(&mut BytesMut)) -> Bytes {
@@ -57,6 +57,17 @@ pub fn read_frame(stream: &mut TcpStream) -> Option<Bytes> {
     Some(Bytes::from(body))
 }
 
+/// A request of `key` and `version` with `body`, sent on `s`; the
+/// answer's body (past its header).
+#[allow(dead_code)] // the bench, which includes this file, does not ask
+pub fn ask(s: &mut TcpStream, key: ApiKey, version: i16, body: impl Encodable) -> Bytes {
+    s.write_all(&frame(key, version, |b| body.encode(b, version).unwrap()))
+        .unwrap();
+    let mut answer = read_frame(s).expect("an answer");
+    ResponseHeader::decode(&mut answer, key.response_header_version(version)).unwrap();
+    answer
+}
+
 /// An uncompressed record batch (magic 2) at base offset `base` of
 /// `records`, (key, value) each, all created at `timestamp` ms.
 pub fn record_batch(
@@ -92,4 +103,13 @@ pub fn record_batch(
     };
     RecordBatchEncoder::encode(&mut out, &records, &options).expect("a batch encodes");
     out.freeze()
+}
+
+/// `body` (an answer [`ask`] gave) decoded as `version` of its response,
+/// to its last byte.
+#[allow(dead_code)] // the bench, which includes this file, does not ask
+pub fn decoded<R: kafka_protocol::protocol::Decodable>(mut body: Bytes, version: i16) -> R {
+    let response = R::decode(&mut body, version).unwrap();
+    assert!(body.is_empty(), "v{version}: {} bytes left", body.len());
+    response
 }
