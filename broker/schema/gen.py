@@ -25,6 +25,7 @@ FILES = [
     "init_producer_id_request", "create_topics_request", "delete_topics_request",
     "list_groups_request", "describe_groups_request", "describe_configs_request",
     "create_partitions_request", "alter_configs_request", "incremental_alter_configs_request",
+    "delete_records_request", "delete_groups_request", "offset_delete_request",
 ]
 
 FIXED = {"Int8": 1, "Int16": 2, "UInt16": 2, "Int32": 4, "UInt32": 4, "Int64": 8,
@@ -152,7 +153,9 @@ def schema(text, name):
     fn = body.index("fn decode")
     fn_open = body.index("{", fn)
     code = body[fn_open + 1:block(body, fn_open) - 1]
-    top = int(re.search(r"version > (\d+)", code).group(1))
+    # `version > N`, or `version != 0` for a message of one version.
+    top = re.search(r"version > (\d+)", code)
+    top = int(top.group(1)) if top else 0
     universe = set(range(top + 1))
     types = field_types(text, name)
     fields, tags, flexible = [], [], set()
