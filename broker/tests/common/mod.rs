@@ -6,7 +6,7 @@
 mod wire;
 #[allow(unused_imports)] // the binaries that produce record batches use it
 pub use wire::record_batch;
-pub use wire::{frame, metadata_frame, read_frame};
+pub use wire::{ask, frame, metadata_frame, read_frame};
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;

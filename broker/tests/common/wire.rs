@@ -2,14 +2,14 @@
 //! this file by path): a request with its header and length, and an
 //! answer's body.
 
-use std::io::Read;
+use std::io::{Read, Write};
 use std::net::TcpStream;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{
-    metadata_request, ApiKey, MetadataRequest, RequestHeader, TopicName,
+    metadata_request, ApiKey, MetadataRequest, RequestHeader, ResponseHeader, TopicName,
 };
-use kafka_protocol::protocol::{Encodable, StrBytes};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
 /// A request frame: length, header (v1 or v2 as the version needs), body.
 pub fn frame(key: ApiKey, version: i16, body: impl FnOnce(&mut BytesMut)) -> Bytes {
@@ -55,6 +55,16 @@ pub fn read_frame(stream: &mut TcpStream) -> Option<Bytes> {
     let mut body = vec![0u8; usize::try_from(i32::from_be_bytes(length)).ok()?];
     stream.read_exact(&mut body).ok()?;
     Some(Bytes::from(body))
+}
+
+/// A request of `key` and `version` with `body`, sent on `s`; the
+/// answer's body (past its header).
+pub fn ask(s: &mut TcpStream, key: ApiKey, version: i16, body: impl Encodable) -> Bytes {
+    s.write_all(&frame(key, version, |b| body.encode(b, version).unwrap()))
+        .unwrap();
+    let mut answer = read_frame(s).expect("an answer");
+    ResponseHeader::decode(&mut answer, key.response_header_version(version)).unwrap();
+    answer
 }
 
 /// An uncompressed record batch (magic 2) at base offset `base` of
