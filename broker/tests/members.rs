@@ -6,19 +6,18 @@
 //! `group_instance_id`), and through raw requests for what a client does
 //! not show (FENCED_INSTANCE_ID, LeaveGroup by instance id).
 
-use std::io::Write;
 use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use bytes::{Buf, Bytes};
+use bytes::Bytes;
 use kafka_protocol::messages::{
     join_group_request, leave_group_request, ApiKey, HeartbeatRequest, HeartbeatResponse,
     JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest, LeaveGroupResponse, SyncGroupRequest,
     SyncGroupResponse,
 };
-use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kafka_protocol::protocol::{Decodable, StrBytes};
 use kafka_protocol::ResponseError;
 use purgatorio_testkit::{wait_for, ChildGuard};
 

@@ -4,9 +4,11 @@
 #![allow(dead_code)] // each test binary uses its own part
 
 mod wire;
+#[allow(unused_imports)] // the binaries that ask through raw requests use it
+pub use wire::ask;
 #[allow(unused_imports)] // the binaries that produce record batches use it
 pub use wire::record_batch;
-pub use wire::{ask, frame, metadata_frame, read_frame};
+pub use wire::{frame, metadata_frame, read_frame};
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
