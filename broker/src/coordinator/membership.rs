@@ -180,10 +180,12 @@ impl Coordinator {
         let managed =
             member.generation >= 0 || !member.member_id.is_empty() || member.instance.is_some();
         let Some(group) = self.find(group_id) else {
-            return if managed {
-                Err(ResponseError::IllegalGeneration)
-            } else {
-                Ok(())
+            // No group: a generation is one it never had; a member, one it
+            // never knew.
+            return match (member.generation >= 0, managed) {
+                (true, _) => Err(ResponseError::IllegalGeneration),
+                (false, true) => Err(ResponseError::UnknownMemberId),
+                (false, false) => Ok(()),
             };
         };
         let session = {
