@@ -337,4 +337,46 @@ mod tests {
         assert_eq!(got, [(1, 2)]);
         fs::remove_dir_all(&dir).unwrap();
     }
+
+    #[test]
+    fn deletions_and_leader_epochs_are_read_back_and_old_records_still_read() {
+        let dir = std::env::temp_dir().join(format!("offsets-del-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("@offsets.log");
+        // A record of an earlier build: no leader epoch, no tombstone byte.
+        let mut old = encode(&commit("old", 0, 4, None));
+        old.truncate(old.len() - 5);
+        let body = old.len() as u32 - 4;
+        old[..4].copy_from_slice(&body.to_be_bytes());
+        fs::write(&path, &old).unwrap();
+        let (mut log, live) = OffsetsLog::open(&path).unwrap();
+        assert_eq!(live.len(), 1);
+        assert_eq!(
+            (live[0].committed.offset, live[0].committed.leader_epoch),
+            (4, -1)
+        );
+        let mut epoch = commit("g", 0, 5, None);
+        epoch.committed.leader_epoch = 7;
+        let at = TopicPartition::new("t", 1);
+        log.append(&[
+            epoch,
+            commit("g", 1, 6, None),
+            commit("gone", 0, 8, None),
+            GroupCommit::offset_deleted("g", &at),
+            GroupCommit::group_deleted("gone"),
+        ])
+        .unwrap();
+        drop(log);
+        let (_, mut live) = OffsetsLog::open(&path).unwrap();
+        live.sort_by(|a, b| a.group.cmp(&b.group));
+        let got: Vec<(&str, i32, i64, i32)> = live
+            .iter()
+            .map(|c| {
+                let c2 = &c.committed;
+                (c.group.as_str(), c2.partition, c2.offset, c2.leader_epoch)
+            })
+            .collect();
+        assert_eq!(got, [("g", 0, 5, 7), ("old", 0, 4, -1)]);
+        fs::remove_dir_all(&dir).unwrap();
+    }
 }
