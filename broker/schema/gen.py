@@ -29,6 +29,7 @@ FILES = [
     "init_producer_id_request", "create_topics_request", "delete_topics_request",
     "list_groups_request", "describe_groups_request", "describe_configs_request",
     "create_partitions_request", "alter_configs_request", "incremental_alter_configs_request",
+    "delete_records_request", "delete_groups_request", "offset_delete_request",
 ]
 
 FIXED = {"Int8": 1, "Int16": 2, "UInt16": 2, "Int32": 4, "UInt32": 4, "Int64": 8,

@@ -11,8 +11,8 @@ use parking_lot::RwLock;
 use purgatorio::{Executor, Purgatory, Timer};
 use tokio::net::TcpListener;
 
+use crate::api::commits::DelayedCommit;
 use crate::api::fetch::DelayedFetch;
-use crate::api::groups::DelayedCommit;
 use crate::api::produce::DelayedProduce;
 use crate::coordinator::Coordinator;
 use crate::dynamic::DynamicConfig;

@@ -13,7 +13,9 @@
 //! partitions of the topics it covers that no request has read yet are
 //! read on the blocking pool ([`LazyLog`]): retention
 //! reaches the partitions that hold data whether or not a client used
-//! them since the start.
+//! them since the start. Every partition read, covered or not, also gives
+//! up the closed segments wholly below the log start that DeleteRecords
+//! moved.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -41,7 +43,10 @@ pub async fn retain(broker: Arc<Broker>) {
                 .flat_map(|topic| topic.partitions.iter().cloned()),
         )
         .await;
-        let gone = sweep(&broker, &covered, now_ms());
+        // Every topic's open logs: those retention does not cover still
+        // give up the segments wholly below their start (DeleteRecords').
+        let topics: Vec<Arc<Topic>> = broker.topics.read().values().cloned().collect();
+        let gone = sweep(&broker, &topics, now_ms());
         if gone.is_empty() {
             continue;
         }

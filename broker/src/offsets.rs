@@ -8,10 +8,15 @@
 //! u32 length of the rest
 //! u16 group length, group   u16 topic length, topic   i32 partition
 //! i64 offset                i32 metadata length (-1: none), metadata
+//! i32 leader epoch          u8 tombstone (1: the commit is deleted)
 //! ```
 //!
-//! A topic's deletion is a record of partition -1 (no commit has one) and
-//! an empty group: the commits of that topic before it are forgotten.
+//! (The last two fields are absent from the records of earlier builds:
+//! epoch -1, no tombstone.) A topic's deletion is a record of partition -1
+//! (no commit has one) and an empty group: the commits of that topic
+//! before it are forgotten. A group's deletion (DeleteGroups) is a record
+//! of partition -2 and an empty topic: the group's commits before it are
+//! forgotten. OffsetDelete writes a tombstone per partition.
 //!
 //! An OffsetCommit is answered once the store's group commit has fsynced
 //! the file past its records (the same fsync as acks=all produces). At
@@ -39,28 +44,62 @@ pub struct GroupCommit {
     pub group: String,
     /// The commit.
     pub committed: Committed,
+    /// Whether it deletes the group's commit of the partition instead
+    /// (OffsetDelete).
+    pub tombstone: bool,
 }
 
 /// The partition of a record that says its topic was deleted.
-const DELETED: i32 = -1;
+const TOPIC_DELETED: i32 = -1;
+
+/// The partition of a record that says its group was deleted.
+const GROUP_DELETED: i32 = -2;
 
 impl GroupCommit {
-    /// The record saying `topic` was deleted.
-    pub fn topic_deleted(topic: &str) -> GroupCommit {
+    /// `group`'s commit.
+    pub fn new(group: &str, committed: Committed) -> GroupCommit {
         GroupCommit {
-            group: String::new(),
-            committed: Committed {
-                topic: topic.to_string(),
-                partition: DELETED,
-                offset: -1,
-                metadata: None,
-            },
+            group: group.to_string(),
+            committed,
+            tombstone: false,
         }
     }
 
-    /// Whether it says its topic was deleted.
-    fn is_deletion(&self) -> bool {
-        self.committed.partition == DELETED
+    /// The record saying `topic` was deleted.
+    pub fn topic_deleted(topic: &str) -> GroupCommit {
+        GroupCommit::new("", Committed::none(topic, TOPIC_DELETED))
+    }
+
+    /// The record saying `group` was deleted, its commits with it.
+    pub fn group_deleted(group: &str) -> GroupCommit {
+        GroupCommit::new(group, Committed::none("", GROUP_DELETED))
+    }
+
+    /// The record deleting `group`'s commit of `at` (OffsetDelete).
+    pub fn offset_deleted(group: &str, at: &TopicPartition) -> GroupCommit {
+        GroupCommit {
+            tombstone: true,
+            ..GroupCommit::new(group, Committed::none(&at.topic, at.partition))
+        }
+    }
+
+    /// Applies it to the live commits, by group and partition.
+    fn apply(self, live: &mut HashMap<(String, TopicPartition), GroupCommit>) {
+        match self.committed.partition {
+            TOPIC_DELETED => live.retain(|(_, at), _| at.topic != self.committed.topic),
+            GROUP_DELETED => live.retain(|(group, _), _| *group != self.group),
+            partition => {
+                let key = (
+                    self.group.clone(),
+                    TopicPartition::new(self.committed.topic.clone(), partition),
+                );
+                if self.tombstone {
+                    live.remove(&key);
+                } else {
+                    live.insert(key, self);
+                }
+            }
+        }
     }
 }
 
@@ -94,6 +133,8 @@ fn encode(commit: &GroupCommit) -> Vec<u8> {
         }
         None => body.extend((-1i32).to_be_bytes()),
     }
+    body.extend(c.leader_epoch.to_be_bytes());
+    body.push(u8::from(commit.tombstone));
     let mut record = (body.len() as u32).to_be_bytes().to_vec();
     record.extend(body);
     record
@@ -144,6 +185,9 @@ impl Reader<'_> {
             -1 => None,
             n => Some(body.text(usize::try_from(n).ok()?)?),
         };
+        // Absent from the records of earlier builds.
+        let leader_epoch = body.i32().unwrap_or(-1);
+        let tombstone = body.take(1).is_some_and(|b| b[0] == 1);
         Some(GroupCommit {
             group,
             committed: Committed {
@@ -151,7 +195,9 @@ impl Reader<'_> {
                 partition,
                 offset,
                 metadata,
+                leader_epoch,
             },
+            tombstone,
         })
     }
 }
@@ -179,13 +225,7 @@ impl OffsetsLog {
         let mut records = 0usize;
         let mut good = 0;
         while let Some(commit) = reader.record() {
-            if commit.is_deletion() {
-                live.retain(|(_, at), _| at.topic != commit.committed.topic);
-            } else {
-                let at =
-                    TopicPartition::new(commit.committed.topic.clone(), commit.committed.partition);
-                live.insert((commit.group.clone(), at), commit);
-            }
+            commit.apply(&mut live);
             records += 1;
             good = reader.at;
         }
@@ -246,15 +286,14 @@ mod tests {
     use super::*;
 
     fn commit(group: &str, partition: i32, offset: i64, metadata: Option<&str>) -> GroupCommit {
-        GroupCommit {
-            group: group.into(),
-            committed: Committed {
-                topic: "t".into(),
-                partition,
+        GroupCommit::new(
+            group,
+            Committed {
                 offset,
                 metadata: metadata.map(String::from),
+                ..Committed::none("t", partition)
             },
-        }
+        )
     }
 
     #[test]
@@ -296,6 +335,48 @@ mod tests {
             .map(|c| (c.committed.partition, c.committed.offset))
             .collect();
         assert_eq!(got, [(1, 2)]);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn deletions_and_leader_epochs_are_read_back_and_old_records_still_read() {
+        let dir = std::env::temp_dir().join(format!("offsets-del-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("@offsets.log");
+        // A record of an earlier build: no leader epoch, no tombstone byte.
+        let mut old = encode(&commit("old", 0, 4, None));
+        old.truncate(old.len() - 5);
+        let body = old.len() as u32 - 4;
+        old[..4].copy_from_slice(&body.to_be_bytes());
+        fs::write(&path, &old).unwrap();
+        let (mut log, live) = OffsetsLog::open(&path).unwrap();
+        assert_eq!(live.len(), 1);
+        assert_eq!(
+            (live[0].committed.offset, live[0].committed.leader_epoch),
+            (4, -1)
+        );
+        let mut epoch = commit("g", 0, 5, None);
+        epoch.committed.leader_epoch = 7;
+        let at = TopicPartition::new("t", 1);
+        log.append(&[
+            epoch,
+            commit("g", 1, 6, None),
+            commit("gone", 0, 8, None),
+            GroupCommit::offset_deleted("g", &at),
+            GroupCommit::group_deleted("gone"),
+        ])
+        .unwrap();
+        drop(log);
+        let (_, mut live) = OffsetsLog::open(&path).unwrap();
+        live.sort_by(|a, b| a.group.cmp(&b.group));
+        let got: Vec<(&str, i32, i64, i32)> = live
+            .iter()
+            .map(|c| {
+                let c2 = &c.committed;
+                (c.group.as_str(), c2.partition, c2.offset, c2.leader_epoch)
+            })
+            .collect();
+        assert_eq!(got, [("g", 0, 5, 7), ("old", 0, 4, -1)]);
         fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -6,24 +6,23 @@
 //! `group_instance_id`), and through raw requests for what a client does
 //! not show (FENCED_INSTANCE_ID, LeaveGroup by instance id).
 
-use std::io::Write;
 use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use bytes::{Buf, Bytes};
+use bytes::Bytes;
 use kafka_protocol::messages::{
     join_group_request, leave_group_request, ApiKey, HeartbeatRequest, HeartbeatResponse,
     JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest, LeaveGroupResponse, SyncGroupRequest,
     SyncGroupResponse,
 };
-use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kafka_protocol::protocol::{Decodable, StrBytes};
 use kafka_protocol::ResponseError;
 use purgatorio_testkit::{wait_for, ChildGuard};
 
 mod common;
-use common::{frame, read_frame, Broker, KAFKA_PYTHON, PATIENCE};
+use common::{ask, Broker, KAFKA_PYTHON, PATIENCE};
 
 /// The session timeout of the static members, ms: long beside a
 /// consumer's restart, so that a rejoin within it is the case tested.
@@ -155,16 +154,6 @@ fn a_restarted_static_kafka_python_consumer_gets_its_partitions_back_without_a_r
     assert_eq!(events(&a_out, "REVOKE", a_seen), Vec::<String>::new());
     assert_eq!(events(&a_out, "ASSIGN", a_seen), Vec::<String>::new());
     assert_eq!(broker.stat("sessions_expired"), 0);
-}
-
-/// A request frame of `key` and `version` with `body`, sent on `s`; the
-/// answer's body (past its correlation id).
-fn ask(s: &mut TcpStream, key: ApiKey, version: i16, body: impl Encodable) -> Bytes {
-    s.write_all(&frame(key, version, |b| body.encode(b, version).unwrap()))
-        .unwrap();
-    let mut answer = read_frame(s).expect("an answer");
-    answer.advance(4);
-    answer
 }
 
 /// A JoinGroup v5 of static member `instance` with `member` (empty on a

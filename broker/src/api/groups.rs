@@ -4,31 +4,24 @@
 //! client cannot leave waits behind for as long as the rebalance timeout
 //! it chose.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::messages::{
-    describe_groups_response, join_group_response, leave_group_response, list_groups_response,
-    offset_commit_response, offset_fetch_response, DescribeGroupsRequest, DescribeGroupsResponse,
-    FindCoordinatorResponse, HeartbeatRequest, HeartbeatResponse, JoinGroupRequest,
-    JoinGroupResponse, LeaveGroupRequest, LeaveGroupResponse, ListGroupsRequest,
-    ListGroupsResponse, OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest,
-    OffsetFetchResponse, SyncGroupRequest, SyncGroupResponse, TopicName,
+    delete_groups_response, describe_groups_response, join_group_response, leave_group_response,
+    list_groups_response, DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest,
+    DescribeGroupsResponse, FindCoordinatorResponse, HeartbeatRequest, HeartbeatResponse,
+    JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest, LeaveGroupResponse, ListGroupsRequest,
+    ListGroupsResponse, SyncGroupRequest, SyncGroupResponse,
 };
 use kafka_protocol::ResponseError;
 
 use super::metadata::NODE;
-use purgatorio::{Completion, DelayedOperation};
 
-use super::{code, str_bytes, Client, RequestError};
+use super::{code, commits, str_bytes, Client, RequestError};
 use crate::broker::Broker;
-use crate::coordinator::{
-    Committed, Join, Joined, Joining, MemberMetadata, Membership, Protocol, Syncing,
-};
-use crate::log::TopicPartition;
-use crate::offsets::{GroupCommit, MAX_METADATA};
-use crate::store::OffsetsKey;
+use crate::coordinator::{Join, Joined, Joining, MemberMetadata, Membership, Protocol, Syncing};
+use crate::offsets::GroupCommit;
 
 /// FindCoordinator: this broker (served up to v3, where the coordinator is
 /// in the top-level fields).
@@ -200,166 +193,6 @@ pub fn leave_group(
     response
 }
 
-/// How long an OffsetCommit waits for the offsets log's fsync (Kafka's
-/// `offsets.commit.timeout.ms`); then it is REQUEST_TIMED_OUT.
-const COMMIT_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// An OffsetCommit waiting until the offsets log is fsynced past its
-/// records.
-pub struct DelayedCommit {
-    /// The broker, whose store says what is durable.
-    broker: Arc<Broker>,
-    /// The records the fsync must cover.
-    records: u64,
-}
-
-impl DelayedOperation for DelayedCommit {
-    fn delay(&self) -> Duration {
-        COMMIT_TIMEOUT
-    }
-    fn try_complete(&mut self) -> bool {
-        self.broker
-            .store
-            .as_ref()
-            .is_none_or(|store| store.commits_durable(self.records))
-    }
-    fn on_complete(&mut self, _: Completion) {}
-}
-
-/// OffsetCommit: every partition's offset and metadata string is kept for
-/// the group (with `--data-dir`, answered once the offsets log is fsynced);
-/// a partition that does not exist is UNKNOWN_TOPIC_OR_PARTITION, a
-/// metadata string over 4 KiB OFFSET_METADATA_TOO_LARGE.
-///
-/// # Errors
-///
-/// [`RequestError::ShuttingDown`] if the commit purgatory refuses the wait.
-pub async fn offset_commit(
-    broker: &Arc<Broker>,
-    request: OffsetCommitRequest,
-) -> Result<OffsetCommitResponse, RequestError> {
-    let mut response = OffsetCommitResponse::default();
-    // v7+: a static member's commit under an id its instance no longer
-    // has is refused (KIP-345), every partition with the error.
-    let fenced = request.group_instance_id.as_deref().and_then(|instance| {
-        broker
-            .groups
-            .check_instance(&request.group_id, &request.member_id, instance)
-            .err()
-    });
-    let mut kept = Vec::new();
-    for topic in &request.topics {
-        let mut t = offset_commit_response::OffsetCommitResponseTopic::default();
-        t.name = topic.name.clone();
-        let partitions = broker
-            .existing_topic(&topic.name)
-            .map_or(0, |t| t.partitions.len());
-        for p in &topic.partitions {
-            let mut pr = offset_commit_response::OffsetCommitResponsePartition::default();
-            pr.partition_index = p.partition_index;
-            let metadata = p.committed_metadata.as_ref().map(|m| m.to_string());
-            if let Some(error) = fenced {
-                pr.error_code = error.code();
-            } else if !usize::try_from(p.partition_index).is_ok_and(|i| i < partitions) {
-                pr.error_code = ResponseError::UnknownTopicOrPartition.code();
-            } else if metadata.as_ref().is_some_and(|m| m.len() > MAX_METADATA) {
-                pr.error_code = ResponseError::OffsetMetadataTooLarge.code();
-            } else {
-                kept.push(GroupCommit {
-                    group: request.group_id.to_string(),
-                    committed: Committed {
-                        topic: topic.name.to_string(),
-                        partition: p.partition_index,
-                        offset: p.committed_offset,
-                        metadata,
-                    },
-                });
-            }
-            t.partitions.push(pr);
-        }
-        response.topics.push(t);
-    }
-    let durable = match &broker.store {
-        Some(store) if !kept.is_empty() => match store.commit(&kept) {
-            Ok(records) => {
-                let wait = DelayedCommit {
-                    broker: Arc::clone(broker),
-                    records,
-                };
-                let parked = broker
-                    .commits
-                    .park(wait, [OffsetsKey])
-                    .map_err(|_| RequestError::ShuttingDown)?;
-                parked.await == Some(Completion::Satisfied)
-            }
-            Err(_) => false,
-        },
-        _ => true,
-    };
-    for commit in kept {
-        broker.groups.commit(&commit.group, commit.committed);
-    }
-    if !durable {
-        for t in &mut response.topics {
-            for p in &mut t.partitions {
-                if p.error_code == 0 {
-                    p.error_code = ResponseError::RequestTimedOut.code();
-                }
-            }
-        }
-    }
-    Ok(response)
-}
-
-/// OffsetFetch: the group's committed offsets (-1 where none) and their
-/// metadata strings, of the partitions asked for or of all.
-pub fn offset_fetch(broker: &Broker, request: &OffsetFetchRequest) -> OffsetFetchResponse {
-    let mut response = OffsetFetchResponse::default();
-    let mut by_topic: BTreeMap<String, Vec<Committed>> = BTreeMap::new();
-    match &request.topics {
-        Some(topics) => {
-            for t in topics {
-                let name = t.name.to_string();
-                for &partition in &t.partition_indexes {
-                    let at = TopicPartition::new(name.clone(), partition);
-                    let committed =
-                        broker
-                            .groups
-                            .committed(&request.group_id, &at)
-                            .unwrap_or(Committed {
-                                topic: name.clone(),
-                                partition,
-                                offset: -1,
-                                metadata: None,
-                            });
-                    by_topic.entry(name.clone()).or_default().push(committed);
-                }
-            }
-        }
-        None => {
-            for committed in broker.groups.all_committed(&request.group_id) {
-                by_topic
-                    .entry(committed.topic.clone())
-                    .or_default()
-                    .push(committed);
-            }
-        }
-    }
-    for (name, offsets) in by_topic {
-        let mut t = offset_fetch_response::OffsetFetchResponseTopic::default();
-        t.name = TopicName(str_bytes(&name));
-        for committed in offsets {
-            let mut pr = offset_fetch_response::OffsetFetchResponsePartition::default();
-            pr.partition_index = committed.partition;
-            pr.committed_offset = committed.offset;
-            pr.metadata = Some(str_bytes(committed.metadata.as_deref().unwrap_or("")));
-            t.partitions.push(pr);
-        }
-        response.topics.push(t);
-    }
-    response
-}
-
 /// DescribeGroups' answer when authorized operations were not asked for.
 const NO_AUTHORIZED_OPERATIONS: i32 = i32::MIN;
 
@@ -423,4 +256,46 @@ pub fn describe_groups(broker: &Broker, request: &DescribeGroupsRequest) -> Desc
         response.groups.push(described);
     }
     response
+}
+
+/// DeleteGroups: each empty group goes with its committed offsets (with
+/// `--data-dir`, answered once that is on disk); one with members is
+/// NON_EMPTY_GROUP, one that does not exist GROUP_ID_NOT_FOUND.
+///
+/// # Errors
+///
+/// [`RequestError::ShuttingDown`] if the commit purgatory refuses the wait.
+pub async fn delete_groups(
+    broker: &Arc<Broker>,
+    request: &DeleteGroupsRequest,
+) -> Result<DeleteGroupsResponse, RequestError> {
+    let deleted: Vec<Result<(), ResponseError>> = request
+        .groups_names
+        .iter()
+        .map(|id| broker.groups.delete_group(id))
+        .collect();
+    let records: Vec<GroupCommit> = request
+        .groups_names
+        .iter()
+        .zip(&deleted)
+        .filter(|(_, d)| d.is_ok())
+        .map(|(id, _)| GroupCommit::group_deleted(id))
+        .collect();
+    let durable = commits::keep(broker, &records).await?;
+    let mut response = DeleteGroupsResponse::default();
+    response.results = request
+        .groups_names
+        .iter()
+        .zip(deleted)
+        .map(|(id, deleted)| {
+            let mut result = delete_groups_response::DeletableGroupResult::default();
+            result.group_id = id.clone();
+            result.error_code = match deleted {
+                Ok(()) if !durable => ResponseError::RequestTimedOut.code(),
+                d => code(d.err()),
+            };
+            result
+        })
+        .collect();
+    Ok(response)
 }

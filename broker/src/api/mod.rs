@@ -9,7 +9,9 @@
 //! | [`admin`] | CreateTopics, CreatePartitions, DeleteTopics, DescribeConfigs, AlterConfigs, IncrementalAlterConfigs |
 //! | [`produce`] | Produce (acks 0, 1, -1; -1 waits for the group commit), InitProducerId |
 //! | [`fetch`] | Fetch (waits in the fetch purgatory), ListOffsets |
-//! | [`groups`] | FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, ListGroups, DescribeGroups |
+//! | [`groups`] | FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, ListGroups, DescribeGroups, DeleteGroups |
+//! | [`commits`] | OffsetCommit, OffsetFetch, OffsetDelete |
+//! | [`records`] | DeleteRecords |
 //!
 //! A request's wait is an `.await` inside its own function; the connection
 //! drops the future when the client goes away, which ends the wait.
@@ -30,10 +32,12 @@ pub mod acls;
 pub mod scram;
 
 pub mod admin;
+pub mod commits;
 pub mod fetch;
 pub mod groups;
 pub mod metadata;
 pub mod produce;
+pub mod records;
 
 /// An API and the versions of it served.
 #[derive(Clone, Copy, Debug)]
@@ -77,8 +81,8 @@ pub const SERVED: &[Served] = &[
     Served::new(ApiKey::SyncGroup, 0, 3),
     Served::new(ApiKey::Heartbeat, 0, 3),
     Served::new(ApiKey::LeaveGroup, 0, 4),
-    Served::new(ApiKey::OffsetCommit, 2, 7),
-    Served::new(ApiKey::OffsetFetch, 1, 7),
+    Served::new(ApiKey::OffsetCommit, 2, 8),
+    Served::new(ApiKey::OffsetFetch, 1, 8),
     Served::new(ApiKey::InitProducerId, 0, 4),
     Served::new(ApiKey::CreateTopics, 0, 5),
     Served::new(ApiKey::DeleteTopics, 0, 5),
@@ -88,6 +92,9 @@ pub const SERVED: &[Served] = &[
     Served::new(ApiKey::CreatePartitions, 0, 3),
     Served::new(ApiKey::AlterConfigs, 0, 2),
     Served::new(ApiKey::IncrementalAlterConfigs, 0, 1),
+    Served::new(ApiKey::DeleteRecords, 0, 2),
+    Served::new(ApiKey::DeleteGroups, 0, 2),
+    Served::new(ApiKey::OffsetDelete, 0, 0),
 ];
 
 /// The entry of `key` in [`SERVED`].
@@ -319,9 +326,20 @@ pub async fn serve(
             ResponseKind::LeaveGroup(groups::leave_group(broker, version, &r))
         }
         RequestKind::OffsetCommit(r) => {
-            ResponseKind::OffsetCommit(groups::offset_commit(broker, r).await?)
+            ResponseKind::OffsetCommit(commits::offset_commit(broker, r).await?)
         }
-        RequestKind::OffsetFetch(r) => ResponseKind::OffsetFetch(groups::offset_fetch(broker, &r)),
+        RequestKind::OffsetFetch(r) => {
+            ResponseKind::OffsetFetch(commits::offset_fetch(broker, version, &r))
+        }
+        RequestKind::DeleteRecords(r) => {
+            ResponseKind::DeleteRecords(records::delete_records(broker, &r).await)
+        }
+        RequestKind::DeleteGroups(r) => {
+            ResponseKind::DeleteGroups(groups::delete_groups(broker, &r).await?)
+        }
+        RequestKind::OffsetDelete(r) => {
+            ResponseKind::OffsetDelete(commits::offset_delete(broker, &r).await?)
+        }
         _ => return Err(RequestError::UnknownApi(api_key)),
     };
     Ok(Reply::Answer(Box::new(header.answer(response))))

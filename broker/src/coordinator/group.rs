@@ -5,7 +5,9 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
+use bytes::{Buf, Bytes};
+use kafka_protocol::messages::ConsumerProtocolSubscription;
+use kafka_protocol::protocol::Decodable;
 use kafka_protocol::ResponseError;
 use parking_lot::Mutex;
 use purgatorio::{Completion, DelayedOperation};
@@ -232,6 +234,32 @@ impl Group {
             self.leader = new_id.to_string();
         }
         Some(old_id)
+    }
+
+    /// The topics its members subscribe to, read from their metadata for
+    /// the group's protocol (a consumer group's
+    /// `ConsumerProtocolSubscription`); `None` if a member's cannot be
+    /// read, or the group is not a consumer group.
+    pub(super) fn subscribed_topics(&self) -> Option<HashSet<String>> {
+        if self.protocol_type != "consumer" {
+            return None;
+        }
+        let mut topics = HashSet::new();
+        for member in self.members.values() {
+            let mut metadata = member
+                .protocols
+                .iter()
+                .find(|p| p.name == self.protocol)?
+                .metadata
+                .clone();
+            if metadata.remaining() < 2 {
+                return None;
+            }
+            let version = metadata.get_i16();
+            let subscription = ConsumerProtocolSubscription::decode(&mut metadata, version).ok()?;
+            topics.extend(subscription.topics.iter().map(|t| t.to_string()));
+        }
+        Some(topics)
     }
 
     /// What `member_id` learns of the generation just completed (the

@@ -161,21 +161,52 @@ impl Coordinator {
         Ok(())
     }
 
-    /// Whether `member_id` is the static member of `instance` in
-    /// `group_id` (an OffsetCommit's check).
+    /// Whether a member may commit offsets (OffsetCommit), as Kafka checks
+    /// it: a commit naming no member and generation -1 (an admin's, or a
+    /// consumer's outside group management) is taken only while the group
+    /// has no member; one naming a member must be of the member, in the
+    /// group's generation, outside the wait for the leader's assignment.
+    /// A member's commit resets its session.
     ///
     /// # Errors
     ///
-    /// UNKNOWN_MEMBER_ID when the group or the instance is not known;
-    /// FENCED_INSTANCE_ID when the instance has another member id.
-    pub fn check_instance(
+    /// UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID, ILLEGAL_GENERATION,
+    /// REBALANCE_IN_PROGRESS.
+    pub fn check_commit(
         &self,
         group_id: &str,
-        member_id: &str,
-        instance: &str,
+        member: Membership<'_>,
     ) -> Result<(), ResponseError> {
-        let group = self.find(group_id).ok_or(ResponseError::UnknownMemberId)?;
-        let g = group.lock();
-        g.check_member(member_id, Some(instance)).map(|_| ())
+        let managed =
+            member.generation >= 0 || !member.member_id.is_empty() || member.instance.is_some();
+        let Some(group) = self.find(group_id) else {
+            // No group: a generation is one it never had; a member, one it
+            // never knew.
+            return match (member.generation >= 0, managed) {
+                (true, _) => Err(ResponseError::IllegalGeneration),
+                (false, true) => Err(ResponseError::UnknownMemberId),
+                (false, false) => Ok(()),
+            };
+        };
+        let session = {
+            let g = group.lock();
+            if !managed {
+                return if g.members.is_empty() {
+                    Ok(())
+                } else {
+                    Err(ResponseError::UnknownMemberId)
+                };
+            }
+            let session = g.check_member(member.member_id, member.instance)?.session;
+            if g.generation != member.generation {
+                return Err(ResponseError::IllegalGeneration);
+            }
+            if g.phase == Phase::Syncing {
+                return Err(ResponseError::RebalanceInProgress);
+            }
+            session
+        };
+        self.touch(group_id, member.member_id, session);
+        Ok(())
     }
 }

@@ -33,9 +33,10 @@
 //!
 //! This file holds the joins (JoinGroup and the rebalance it waits for);
 //! `membership` what members ask once joined (SyncGroup, Heartbeat,
-//! LeaveGroup); `group` one group's state machine; `types` what callers
-//! exchange with the coordinator; `views` its committed offsets and what
-//! ListGroups and DescribeGroups show.
+//! LeaveGroup) and who may commit; `group` one group's state machine;
+//! `types` what callers exchange with the coordinator; `views` its
+//! committed offsets and what ListGroups and DescribeGroups show;
+//! `removal` what DeleteGroups and OffsetDelete remove.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
@@ -49,11 +50,13 @@ use purgatorio::{BuildError, Completion, KeyedTimer, Purgatory, Timer};
 
 mod group;
 mod membership;
+mod removal;
 mod types;
 mod views;
 
 pub use group::GroupWait;
 use group::{Group, Member, Phase, Stage};
+pub use removal::OffsetRemoval;
 pub use types::{
     Committed, GroupDescription, GroupFigures, GroupListing, Join, Joined, Joining,
     MemberDescription, MemberMetadata, Membership, Protocol, Syncing,

@@ -160,6 +160,23 @@ pub struct Committed {
     pub offset: i64,
     /// The commit's metadata string, as the client gave it.
     pub metadata: Option<String>,
+    /// The leader epoch the client gave with it (OffsetCommit v6+; -1:
+    /// none), answered back by OffsetFetch v5+.
+    pub leader_epoch: i32,
+}
+
+impl Committed {
+    /// No commit of `topic`'s `partition`: offset -1, no metadata, no
+    /// epoch (as OffsetFetch answers a partition without one).
+    pub fn none(topic: &str, partition: i32) -> Committed {
+        Committed {
+            topic: topic.to_string(),
+            partition,
+            offset: -1,
+            metadata: None,
+            leader_epoch: -1,
+        }
+    }
 }
 
 /// The group purgatory's figures.

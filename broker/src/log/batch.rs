@@ -140,25 +140,28 @@ pub struct Timed {
 }
 
 /// The first record of `batch` (whole, stored: base offset rewritten) with
-/// a timestamp at or after `timestamp`, if its max timestamp reaches it.
-/// The records of an uncompressed batch are read one by one; in a
-/// compressed one, its first offset and max timestamp answer.
-pub fn first_at_or_after(batch: &[u8], timestamp: i64) -> Option<Timed> {
+/// a timestamp at or after `timestamp` and an offset at least `from`, if
+/// its max timestamp reaches it. The records of an uncompressed batch are
+/// read one by one (none may qualify); in a compressed one, its first
+/// offset (or `from`) and max timestamp answer.
+pub fn first_at_or_after(batch: &[u8], timestamp: i64, from: i64) -> Option<Timed> {
     let max = max_timestamp(batch);
-    if max < timestamp {
+    if max < timestamp || base_offset(batch) + last_delta(batch) < from {
         return None;
     }
     let base = base_offset(batch);
-    let exact = records(batch).and_then(|mut records| {
-        records.find(|r| r.timestamp >= timestamp).map(|r| Timed {
-            offset: base + r.offset_delta,
-            timestamp: r.timestamp,
-        })
-    });
-    Some(exact.unwrap_or(Timed {
-        offset: base,
-        timestamp: max,
-    }))
+    match records(batch) {
+        Some(mut records) => records
+            .find(|r| r.timestamp >= timestamp && base + r.offset_delta >= from)
+            .map(|r| Timed {
+                offset: base + r.offset_delta,
+                timestamp: r.timestamp,
+            }),
+        None => Some(Timed {
+            offset: base.max(from),
+            timestamp: max,
+        }),
+    }
 }
 
 /// The record of `batch` holding its max timestamp (the first of equals;
@@ -367,12 +370,17 @@ mod tests {
     fn a_time_finds_the_first_record_at_or_after_it() {
         let mut batch = timed(&[1000, 2000, 3000]);
         batch[..8].copy_from_slice(&10i64.to_be_bytes());
-        let at = |ts| first_at_or_after(&batch, ts).map(|t| (t.offset, t.timestamp));
+        let at = |ts| first_at_or_after(&batch, ts, 0).map(|t| (t.offset, t.timestamp));
         assert_eq!(at(0), Some((10, 1000)));
         assert_eq!(at(1000), Some((10, 1000)));
         assert_eq!(at(1001), Some((11, 2000)));
         assert_eq!(at(3000), Some((12, 3000)));
         assert_eq!(at(3001), None);
+        // Not below the log start, which DeleteRecords moved into it.
+        let from = |ts, from| first_at_or_after(&batch, ts, from).map(|t| (t.offset, t.timestamp));
+        assert_eq!(from(0, 11), Some((11, 2000)));
+        assert_eq!(from(2500, 11), Some((12, 3000)));
+        assert_eq!(from(0, 13), None);
         let max = record_of_max_time(&timed(&[5, 9, 9, 1]));
         assert_eq!((max.offset, max.timestamp), (1, 9));
     }

@@ -194,6 +194,12 @@ impl TopicConfig {
         }
     }
 
+    /// Whether its `cleanup.policy` holds `delete` (the default): else
+    /// DeleteRecords is refused (POLICY_VIOLATION), as Kafka refuses it.
+    pub fn deletes(&self) -> bool {
+        self.cleanup.is_none_or(|c| c.delete)
+    }
+
     /// Whether its `cleanup.policy` holds `compact`: a record without a
     /// key is refused.
     pub fn compacted(&self) -> bool {

@@ -34,6 +34,10 @@ pub struct LazyLog {
     /// Whether `slot` is [`Slot::Open`] (it never goes back): asked
     /// without the lock by every request's [`ready`](LazyLog::ready).
     opened: AtomicBool,
+    /// The log start last written to its file (DeleteRecords'): held while
+    /// it is written, so that two writes do not cross and the file ends
+    /// with the latest start.
+    start_saved: Mutex<i64>,
 }
 
 /// A [`LazyLog`]'s state. A closed one is as large as an open one (a
@@ -64,6 +68,7 @@ impl LazyLog {
         LazyLog {
             slot: Mutex::new(Slot::Open(log)),
             opened: AtomicBool::new(true),
+            start_saved: Mutex::new(i64::MIN),
         }
     }
 
@@ -77,6 +82,7 @@ impl LazyLog {
                 segment_bytes,
             }),
             opened: AtomicBool::new(false),
+            start_saved: Mutex::new(i64::MIN),
         }
     }
 
@@ -127,6 +133,25 @@ impl LazyLog {
             }
         })
         .await;
+    }
+
+    /// Writes its log start to its file if it moved since the last write
+    /// (with `--data-dir`; blocking). The partition's lock is held only to
+    /// read the start, not while the file is written.
+    ///
+    /// # Errors
+    ///
+    /// The file could not be written.
+    pub fn save_start(&self) -> std::io::Result<()> {
+        let mut saved = self.start_saved.lock();
+        let Some(file) = self.lock().start_file() else {
+            return Ok(());
+        };
+        if file.start > *saved {
+            file.write()?;
+            *saved = file.start;
+        }
+        Ok(())
     }
 
     /// Sets the size past which its active segment rolls, bytes (a

@@ -39,7 +39,7 @@ pub mod sync;
 
 pub use batch::{BatchHeader, Timed};
 pub use lazy::LazyLog;
-pub use partition::{AppendError, Log, Unreadable};
+pub use partition::{AppendError, Log, RaisedStart, Unreadable};
 pub use read::{FileRange, First, Records};
 pub use retention::Retention;
 pub use roll::RollWork;
@@ -130,6 +130,21 @@ impl Topic {
     pub fn run_work(&self, work: RollWork) -> Option<roll::RollDone> {
         let live = self.live.read();
         (*live).then(|| work.run())
+    }
+
+    /// Writes partition `index`'s log start to its file if it moved since
+    /// (blocking: on the blocking pool), unless the topic is deleted
+    /// (`Ok`: nothing is written; its directory may be a new topic's).
+    ///
+    /// # Errors
+    ///
+    /// The file could not be written.
+    pub fn save_start(&self, index: usize) -> std::io::Result<()> {
+        let live = self.live.read();
+        match self.partitions.get(index) {
+            Some(log) if *live => log.save_start(),
+            _ => Ok(()),
+        }
     }
 
     /// Marks it deleted before its directory goes: the roll work running

@@ -31,6 +31,7 @@
 //! | `partition.rs` | the log: its segments, appends, rolls' triggers, reads |
 //! | `recovery.rs` | [`Log::open`]: the log read back at start |
 //! | `durability.rs` | what the fsyncs made durable, and a log failed for good |
+//! | `start.rs` | the log start offset DeleteRecords raises, kept in its own file |
 //! | `errors.rs` | why a read or an append failed |
 //! | `tests.rs` | the scenarios |
 
@@ -46,11 +47,13 @@ use crate::producers::Producers;
 mod durability;
 mod errors;
 mod recovery;
+mod start;
 #[cfg(test)]
 pub(super) mod tests;
 
 pub use durability::SyncTarget;
 pub use errors::{AppendError, Unreadable};
+pub use start::RaisedStart;
 
 /// The most bytes of log between two snapshots of the producers (an
 /// eighth of a segment if that is less): what a start replays at most.
@@ -64,6 +67,10 @@ pub struct Log {
     pub(super) segments: VecDeque<Segment>,
     /// The start and next offset while there is no segment.
     empty_at: i64,
+    /// The log start offset DeleteRecords set (Kafka's `logStartOffset`):
+    /// the records below it are gone, though their segment may stay
+    /// until retention deletes it whole.
+    pub(super) deleted_below: i64,
     /// Where new segments are made.
     pub(super) place: Place,
     /// The size past which the active segment rolls, bytes.
@@ -108,6 +115,7 @@ impl Log {
         Log {
             segments: VecDeque::new(),
             empty_at: 0,
+            deleted_below: 0,
             place,
             segment_bytes,
             producers: Producers::default(),
@@ -137,9 +145,13 @@ impl Log {
         self.segments.back().map_or(self.empty_at, |s| s.next)
     }
 
-    /// The log start offset: the first offset still held.
+    /// The log start offset: the first offset still held (the first
+    /// segment's base, or past it where DeleteRecords moved it).
     pub fn start(&self) -> i64 {
-        self.segments.front().map_or(self.empty_at, |s| s.base)
+        self.segments
+            .front()
+            .map_or(self.empty_at, |s| s.base)
+            .max(self.deleted_below)
     }
 
     /// Its bytes, over every segment.
@@ -241,8 +253,8 @@ impl Log {
         self.segments.back().map_or(0, |s| s.origin + s.size)
     }
 
-    /// The first record with a timestamp at or after `timestamp` (ms), as
-    /// ListOffsets answers it: segments are skipped by their largest
+    /// The first record with a timestamp at or after `timestamp` (ms), at
+    /// or after the log start, as ListOffsets answers it: segments are skipped by their largest
     /// timestamp, then the segment's time index says where to start.
     ///
     /// # Errors
@@ -250,8 +262,9 @@ impl Log {
     /// A read failed, or the batch holding the record claims more bytes
     /// than its segment holds.
     pub fn offset_for_time(&self, timestamp: i64) -> io::Result<Option<Timed>> {
-        for segment in &self.segments {
-            if let Some(found) = segment.first_at_or_after(timestamp)? {
+        let start = self.start();
+        for segment in self.segments.iter().filter(|s| s.next > start) {
+            if let Some(found) = segment.first_at_or_after(timestamp, start)? {
                 return Ok(Some(found));
             }
         }

@@ -7,6 +7,7 @@
 //! |---|---|
 //! | `retention.ms` | its largest timestamp is older than now minus it |
 //! | `retention.bytes` | the log without it still holds at least that many bytes |
+//! | (always) | its records are all below the log start that DeleteRecords set |
 
 use super::partition::Log;
 use super::segment::Segment;
@@ -22,14 +23,16 @@ pub struct Retention {
 
 impl Log {
     /// Takes the closed segments that `retention` gives up at `now_ms`
-    /// (wall-clock ms, as record timestamps are) out of the log, oldest
-    /// first, advancing its start offset; the caller deletes their files
-    /// after releasing the partition's lock.
+    /// (wall-clock ms, as record timestamps are), and those wholly below
+    /// the log start DeleteRecords set, out of the log, oldest first,
+    /// advancing its start offset; the caller deletes their files after
+    /// releasing the partition's lock.
     pub fn expire(&mut self, now_ms: i64, retention: &Retention) -> Vec<Segment> {
         let mut size = self.size();
         let mut gone = Vec::new();
         while self.segments.len() > 1 {
             let oldest = &self.segments[0];
+            let deleted = oldest.next <= self.deleted_below;
             let by_time = retention.ms.is_some_and(|ms| {
                 let horizon = now_ms.saturating_sub(i64::try_from(ms).unwrap_or(i64::MAX));
                 oldest.max_time.is_some_and(|m| m.timestamp < horizon)
@@ -37,7 +40,7 @@ impl Log {
             let by_size = retention
                 .bytes
                 .is_some_and(|bytes| size - oldest.size >= bytes);
-            if !(by_time || by_size) {
+            if !(deleted || by_time || by_size) {
                 break;
             }
             size -= oldest.size;

@@ -548,7 +548,8 @@ impl Segment {
         })
     }
 
-    /// The first record at or after `timestamp`, if this segment holds one:
+    /// The first record at or after `timestamp` whose offset is at least
+    /// `from` (the log start), if this segment holds one:
     /// the time index says which batch to start at, the batches' max
     /// timestamps which one holds it, its records which record (a batch is
     /// read whole, its length bounded by the segment's).
@@ -557,20 +558,23 @@ impl Segment {
     ///
     /// A read failed, or the batch holding the record claims more bytes
     /// than the segment holds after it.
-    pub fn first_at_or_after(&self, timestamp: i64) -> io::Result<Option<Timed>> {
+    pub fn first_at_or_after(&self, timestamp: i64, from: i64) -> io::Result<Option<Timed>> {
         if self.max_time.is_none_or(|m| m.timestamp < timestamp) {
             return Ok(None);
         }
         let start = self
             .times
             .below(timestamp)?
-            .map_or(self.base, |e| self.base + i64::from(e.relative));
+            .map_or(self.base, |e| self.base + i64::from(e.relative))
+            .max(from);
         let mut walk = Reader::new(&self.log, self.size).walk(self.position_of(start)?);
         while let Some(found) = walk.next() {
             let found = found?;
-            if found.max_timestamp() >= timestamp {
+            if found.max_timestamp() >= timestamp && found.last() >= from {
                 let whole = checked_batch(walk.reader(), &found)?;
-                return Ok(batch::first_at_or_after(&whole, timestamp));
+                if let Some(timed) = batch::first_at_or_after(&whole, timestamp, from) {
+                    return Ok(Some(timed));
+                }
             }
         }
         Ok(None)

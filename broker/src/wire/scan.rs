@@ -174,6 +174,9 @@ pub fn request_schema(key: ApiKey) -> Option<&'static Schema> {
         ApiKey::CreatePartitions => &schema::CREATE_PARTITIONS_REQUEST,
         ApiKey::AlterConfigs => &schema::ALTER_CONFIGS_REQUEST,
         ApiKey::IncrementalAlterConfigs => &schema::INCREMENTAL_ALTER_CONFIGS_REQUEST,
+        ApiKey::DeleteRecords => &schema::DELETE_RECORDS_REQUEST,
+        ApiKey::DeleteGroups => &schema::DELETE_GROUPS_REQUEST,
+        ApiKey::OffsetDelete => &schema::OFFSET_DELETE_REQUEST,
         _ => return None,
     })
 }
@@ -473,6 +476,9 @@ mod tests {
             ApiKey::CreatePartitions,
             ApiKey::AlterConfigs,
             ApiKey::IncrementalAlterConfigs,
+            ApiKey::DeleteRecords,
+            ApiKey::DeleteGroups,
+            ApiKey::OffsetDelete,
         ]
         .into_iter()
         .flat_map(|key| {

@@ -1769,3 +1769,135 @@ pub static INCREMENTAL_ALTER_CONFIGS_REQUEST: Schema = Schema {
     ],
     tags: &[],
 };
+
+/// `DeleteRecordsPartition`.
+pub static DELETE_RECORDS_PARTITION: Schema = Schema {
+    name: "DeleteRecordsPartition",
+    max_version: 2,
+    flexible: &[(2, 2)],
+    fields: &[
+        Field {
+            versions: &[(0, 2)],
+            kind: Kind::One(Elem::Fixed(4)),
+        },
+        Field {
+            versions: &[(0, 2)],
+            kind: Kind::One(Elem::Fixed(8)),
+        },
+    ],
+    tags: &[],
+};
+
+/// `DeleteRecordsRequest`.
+pub static DELETE_RECORDS_REQUEST: Schema = Schema {
+    name: "DeleteRecordsRequest",
+    max_version: 2,
+    flexible: &[(2, 2)],
+    fields: &[
+        Field {
+            versions: &[(2, 2)],
+            kind: Kind::CompactArray(Elem::Struct(&DELETE_RECORDS_TOPIC)),
+        },
+        Field {
+            versions: &[(0, 1)],
+            kind: Kind::Array(Elem::Struct(&DELETE_RECORDS_TOPIC)),
+        },
+        Field {
+            versions: &[(0, 2)],
+            kind: Kind::One(Elem::Fixed(4)),
+        },
+    ],
+    tags: &[],
+};
+
+/// `DeleteRecordsTopic`.
+pub static DELETE_RECORDS_TOPIC: Schema = Schema {
+    name: "DeleteRecordsTopic",
+    max_version: 2,
+    flexible: &[(2, 2)],
+    fields: &[
+        Field {
+            versions: &[(2, 2)],
+            kind: Kind::One(Elem::CompactStr),
+        },
+        Field {
+            versions: &[(0, 1)],
+            kind: Kind::One(Elem::Str),
+        },
+        Field {
+            versions: &[(2, 2)],
+            kind: Kind::CompactArray(Elem::Struct(&DELETE_RECORDS_PARTITION)),
+        },
+        Field {
+            versions: &[(0, 1)],
+            kind: Kind::Array(Elem::Struct(&DELETE_RECORDS_PARTITION)),
+        },
+    ],
+    tags: &[],
+};
+
+/// `DeleteGroupsRequest`.
+pub static DELETE_GROUPS_REQUEST: Schema = Schema {
+    name: "DeleteGroupsRequest",
+    max_version: 2,
+    flexible: &[(2, 2)],
+    fields: &[
+        Field {
+            versions: &[(2, 2)],
+            kind: Kind::CompactArray(Elem::CompactStr),
+        },
+        Field {
+            versions: &[(0, 1)],
+            kind: Kind::Array(Elem::Str),
+        },
+    ],
+    tags: &[],
+};
+
+/// `OffsetDeleteRequest`.
+pub static OFFSET_DELETE_REQUEST: Schema = Schema {
+    name: "OffsetDeleteRequest",
+    max_version: 0,
+    flexible: &[],
+    fields: &[
+        Field {
+            versions: &[(0, 0)],
+            kind: Kind::One(Elem::Str),
+        },
+        Field {
+            versions: &[(0, 0)],
+            kind: Kind::Array(Elem::Struct(&OFFSET_DELETE_REQUEST_TOPIC)),
+        },
+    ],
+    tags: &[],
+};
+
+/// `OffsetDeleteRequestPartition`.
+pub static OFFSET_DELETE_REQUEST_PARTITION: Schema = Schema {
+    name: "OffsetDeleteRequestPartition",
+    max_version: 0,
+    flexible: &[],
+    fields: &[Field {
+        versions: &[(0, 0)],
+        kind: Kind::One(Elem::Fixed(4)),
+    }],
+    tags: &[],
+};
+
+/// `OffsetDeleteRequestTopic`.
+pub static OFFSET_DELETE_REQUEST_TOPIC: Schema = Schema {
+    name: "OffsetDeleteRequestTopic",
+    max_version: 0,
+    flexible: &[],
+    fields: &[
+        Field {
+            versions: &[(0, 0)],
+            kind: Kind::One(Elem::Str),
+        },
+        Field {
+            versions: &[(0, 0)],
+            kind: Kind::Array(Elem::Struct(&OFFSET_DELETE_REQUEST_PARTITION)),
+        },
+    ],
+    tags: &[],
+};

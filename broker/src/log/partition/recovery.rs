@@ -10,6 +10,7 @@ use super::super::batch::BatchHeader;
 use super::super::roll::{read_snapshot, snapshot_path};
 use super::super::segment::{file_name, Place, Segment};
 use super::super::sync::{sync_dir, sync_file};
+use super::start::{read_start, START_FILE};
 use super::Log;
 
 impl Log {
@@ -24,6 +25,9 @@ impl Log {
         // Whether a file a crash left was removed (its removal to be made
         // durable).
         let mut removed = false;
+        // Whether DeleteRecords moved its start (listed, so that an empty
+        // partition's reading stays one directory listing).
+        let mut has_start = false;
         for entry in fs::read_dir(dir)? {
             let entry = entry?;
             let name = entry.file_name();
@@ -36,6 +40,10 @@ impl Log {
                 removed = true;
                 continue;
             }
+            if name == START_FILE {
+                has_start = true;
+                continue;
+            }
             let Some((stem, extension)) = name.split_once('.') else {
                 continue;
             };
@@ -46,6 +54,7 @@ impl Log {
                 _ => {}
             }
         }
+        let start = if has_start { read_start(dir)? } else { None };
         bases.sort_unstable();
         snapshots.sort_unstable();
         // Indexes without their log: a roll's renames cut short by a crash
@@ -70,7 +79,11 @@ impl Log {
                 if removed {
                     sync_dir(dir)?;
                 }
-                return Ok(Log::create(Place::Dir(dir.to_path_buf()), segment_bytes));
+                let place = Place::Dir(dir.to_path_buf());
+                return Ok(match start {
+                    Some(start) => Log::empty_from(place, segment_bytes, start),
+                    None => Log::create(place, segment_bytes),
+                });
             }
             [last] => segments.push_back(Segment::recover(dir, last)?),
             [closed, last] => {
@@ -124,6 +137,28 @@ impl Log {
         log.segments = segments;
         log.producers = producers;
         log.snapshots = snapshots.into();
+        if let Some(start) = start.filter(|&start| start > next) {
+            // DeleteRecords moved the start past what the crash left (records
+            // acknowledged with acks=1, lost): every record below it is gone
+            // either way, and the log goes on from it, as Kafka's does.
+            for segment in std::mem::take(&mut log.segments) {
+                segment.delete()?;
+            }
+            for offset in log.snapshots.drain(..) {
+                // (A segment's deletion removed the snapshot at its base.)
+                match fs::remove_file(snapshot_path(dir, offset)) {
+                    Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+                    _ => {}
+                }
+            }
+            sync_dir(dir)?;
+            return Ok(Log::empty_from(
+                Place::Dir(dir.to_path_buf()),
+                segment_bytes,
+                start,
+            ));
+        }
+        log.deleted_below = start.unwrap_or(0);
         sync_dir(dir)?;
         log.named = named;
         log.durable = next;

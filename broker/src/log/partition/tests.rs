@@ -348,3 +348,45 @@ fn a_closed_segment_that_lost_its_tail_takes_the_segment_after_it_along() {
     assert!(!file_name(&dir.0, active, "log").exists());
     assert_eq!(read_all(&log, 0), (0..active - 1).collect::<Vec<_>>());
 }
+
+#[test]
+fn a_start_raised_inside_a_segment_hides_the_records_below_it_and_is_read_back() {
+    let dir = Scratch::new("start");
+    let mut log = Log::create(Place::Dir(dir.0.clone()), 1000);
+    for _ in 0..10 {
+        log.append_now(&of(10)).unwrap();
+    }
+    assert_eq!(log.raise_start(101), RaisedStart::OutOfRange);
+    assert_eq!(log.raise_start(-1), RaisedStart::OutOfRange);
+    assert_eq!(log.raise_start(35), RaisedStart::Moved(35));
+    assert_eq!(log.raise_start(20), RaisedStart::Kept(35));
+    assert_eq!(log.start(), 35);
+    assert!(matches!(log.slice(34), Err(Unreadable::OutOfRange)));
+    // The batch holding 35 is served whole, from its base (as Kafka does).
+    assert_eq!(read_all(&log, 35).first(), Some(&30));
+    // Not written yet: the caller writes it off the lock.
+    assert_eq!(Log::open(&dir.0, 1000).unwrap().start(), 0);
+    log.start_file().unwrap().write().unwrap();
+    assert!(!dir.0.join("log-start-offset.tmp").exists());
+    drop(log);
+    let reopened = Log::open(&dir.0, 1000).unwrap();
+    assert_eq!((reopened.start(), reopened.next()), (35, 100));
+    // A start past what a crash left of the log (its last batches, acks=1,
+    // lost): the log is emptied at the start, and goes on from it.
+    std::fs::write(dir.0.join("log-start-offset"), "250\n").unwrap();
+    let mut emptied = Log::open(&dir.0, 1000).unwrap();
+    assert_eq!((emptied.start(), emptied.next()), (250, 250));
+    assert_eq!(emptied.append_now(&of(1)).unwrap(), 250);
+    assert_eq!(
+        emptied.durable(),
+        250,
+        "nothing below the start to wait for"
+    );
+    // A file that holds no offset is an error naming it, not a guess.
+    std::fs::write(dir.0.join("log-start-offset"), "banana").unwrap();
+    let error = Log::open(&dir.0, 1000).unwrap_err().to_string();
+    assert!(
+        error.contains("log-start-offset holds no offset"),
+        "{error}"
+    );
+}

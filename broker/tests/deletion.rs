@@ -1,0 +1,515 @@
+//! What an admin deletes, through raw requests: records (DeleteRecords
+//! moves a partition's log start, inside a segment too, and it survives a
+//! restart), groups (DeleteGroups) and committed offsets (OffsetDelete),
+//! with Kafka's errors; and who may commit (OffsetCommit), OffsetFetch v8
+//! of several groups and the leader epochs of commits.
+
+use std::net::TcpStream;
+use std::path::Path;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::{
+    delete_records_request, fetch_request, join_group_request, list_offsets_request,
+    offset_commit_request, offset_delete_request, offset_fetch_request, produce_request,
+    sync_group_request, ApiKey, BrokerId, ConsumerProtocolSubscription, DeleteGroupsRequest,
+    DeleteGroupsResponse, DeleteRecordsRequest, DeleteRecordsResponse, DescribeGroupsRequest,
+    DescribeGroupsResponse, FetchRequest, FetchResponse, GroupId, JoinGroupRequest,
+    JoinGroupResponse, ListOffsetsRequest, ListOffsetsResponse, OffsetCommitRequest,
+    OffsetCommitResponse, OffsetDeleteRequest, OffsetDeleteResponse, OffsetFetchRequest,
+    OffsetFetchResponse, ProduceRequest, ProduceResponse, SyncGroupRequest, SyncGroupResponse,
+    TopicName,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kafka_protocol::ResponseError;
+use purgatorio_testkit::{wait_for, TempDir};
+
+mod common;
+use common::{ask, metadata_frame, read_frame, record_batch, Broker, PATIENCE};
+
+/// `s` as a topic name.
+fn name(s: &str) -> TopicName {
+    TopicName(StrBytes::from_string(s.to_string()))
+}
+
+/// Creates `topics` through a Metadata that may create them.
+fn create(s: &mut TcpStream, topics: &[&str]) {
+    use std::io::Write;
+    s.write_all(&metadata_frame(Some(topics), true)).unwrap();
+    read_frame(s).expect("the metadata's answer");
+}
+
+/// Produces one batch of `count` records created at `timestamp` to
+/// partition 0 of `topic`; its base offset.
+fn produce(s: &mut TcpStream, topic: &str, count: usize, timestamp: i64) -> i64 {
+    let records: Vec<(Option<Bytes>, Option<Bytes>)> = (0..count)
+        .map(|i| (None, Some(Bytes::from(format!("value {i:0>120}")))))
+        .collect();
+    let mut partition = produce_request::PartitionProduceData::default();
+    partition.records = Some(record_batch(0, timestamp, &records));
+    let mut t = produce_request::TopicProduceData::default();
+    t.name = name(topic);
+    t.partition_data = vec![partition];
+    let mut request = ProduceRequest::default();
+    request.acks = 1;
+    request.timeout_ms = 5_000;
+    request.topic_data = vec![t];
+    let mut answer = ask(s, ApiKey::Produce, 8, request);
+    let p = &ProduceResponse::decode(&mut answer, 8).unwrap().responses[0].partition_responses[0];
+    assert_eq!(p.error_code, 0);
+    p.base_offset
+}
+
+/// DeleteRecords v2 of (topic, partition, offset): each answer's (error,
+/// low watermark).
+fn delete_records(s: &mut TcpStream, partitions: &[(&str, i32, i64)]) -> Vec<(i16, i64)> {
+    let mut request = DeleteRecordsRequest::default();
+    request.timeout_ms = 5_000;
+    request.topics = partitions
+        .iter()
+        .map(|&(topic, partition, offset)| {
+            let mut p = delete_records_request::DeleteRecordsPartition::default();
+            p.partition_index = partition;
+            p.offset = offset;
+            let mut t = delete_records_request::DeleteRecordsTopic::default();
+            t.name = name(topic);
+            t.partitions = vec![p];
+            t
+        })
+        .collect();
+    let mut answer = ask(s, ApiKey::DeleteRecords, 2, request);
+    DeleteRecordsResponse::decode(&mut answer, 2)
+        .unwrap()
+        .topics
+        .iter()
+        .map(|t| (t.partitions[0].error_code, t.partitions[0].low_watermark))
+        .collect()
+}
+
+/// ListOffsets v7 of partition 0 of `topic` at `timestamp` (-2:
+/// earliest): (error, offset).
+fn list_offset(s: &mut TcpStream, topic: &str, timestamp: i64) -> (i16, i64) {
+    let mut p = list_offsets_request::ListOffsetsPartition::default();
+    p.timestamp = timestamp;
+    let mut t = list_offsets_request::ListOffsetsTopic::default();
+    t.name = name(topic);
+    t.partitions = vec![p];
+    let mut request = ListOffsetsRequest::default();
+    request.replica_id = BrokerId(-1);
+    request.topics = vec![t];
+    let mut answer = ask(s, ApiKey::ListOffsets, 7, request);
+    let r = ListOffsetsResponse::decode(&mut answer, 7).unwrap();
+    let p = &r.topics[0].partitions[0];
+    (p.error_code, p.offset)
+}
+
+/// A Fetch v12 of partition 0 of `topic` from `offset`: (error, log start
+/// answered, whether records came).
+fn fetch(s: &mut TcpStream, topic: &str, offset: i64) -> (i16, i64, bool) {
+    let mut p = fetch_request::FetchPartition::default();
+    p.fetch_offset = offset;
+    p.partition_max_bytes = 1 << 20;
+    let mut t = fetch_request::FetchTopic::default();
+    t.topic = name(topic);
+    t.partitions = vec![p];
+    let mut request = FetchRequest::default();
+    request.replica_id = BrokerId(-1);
+    request.max_bytes = 1 << 20;
+    request.topics = vec![t];
+    let mut answer = ask(s, ApiKey::Fetch, 12, request);
+    let r = FetchResponse::decode(&mut answer, 12).unwrap();
+    let p = &r.responses[0].partitions[0];
+    (
+        p.error_code,
+        p.log_start_offset,
+        p.records.as_ref().is_some_and(|r| !r.is_empty()),
+    )
+}
+
+/// The `.log` files' base offsets in `dir`, sorted.
+fn segment_bases(dir: &Path) -> Vec<i64> {
+    let mut bases: Vec<i64> = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| {
+            let name = e.unwrap().file_name().into_string().unwrap();
+            name.strip_suffix(".log")?.parse().ok()
+        })
+        .collect();
+    bases.sort_unstable();
+    bases
+}
+
+/// OFFSET_OUT_OF_RANGE's code.
+const OUT_OF_RANGE: i16 = 1;
+/// UNKNOWN_TOPIC_OR_PARTITION's code.
+const UNKNOWN_PARTITION: i16 = 3;
+
+#[test]
+fn delete_records_moves_the_log_start_inside_a_segment_and_a_restart_keeps_it() {
+    let dir = TempDir::new("broker-delete-records");
+    // Small segments, and retention looking often: the segments wholly
+    // below the new start go, the one holding it stays.
+    let flags = [
+        "--segment-bytes",
+        "1024",
+        "--retention-check-interval-ms",
+        "100",
+    ];
+    let broker = Broker::start_with(1, Some(dir.path()), &flags);
+    let mut s = broker.connect();
+    create(&mut s, &["wiped"]);
+    // 100 records in batches of 10 (offsets 10k..10k+9, created now:
+    // retention by time keeps them), a segment each (a batch is over
+    // 1 KiB).
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    for k in 0..10 {
+        assert_eq!(produce(&mut s, "wiped", 10, now + k), 10 * k);
+    }
+    let partition = dir.path().join("wiped/0");
+    assert!(segment_bases(&partition).len() > 3, "several segments");
+
+    // 35 is inside the batch at 30, inside a segment.
+    assert_eq!(delete_records(&mut s, &[("wiped", 0, 35)]), [(0, 35)]);
+    assert_eq!(list_offset(&mut s, "wiped", -2), (0, 35));
+    assert_eq!(fetch(&mut s, "wiped", 34).0, OUT_OF_RANGE);
+    assert_eq!(fetch(&mut s, "wiped", 35), (0, 35, true));
+    // A time before every record finds the first at or past the start.
+    assert_eq!(list_offset(&mut s, "wiped", 0), (0, 35));
+    // Kafka's answers: below the start it stays; past the high watermark,
+    // or below -1, OFFSET_OUT_OF_RANGE; no such partition or topic.
+    let answers = delete_records(
+        &mut s,
+        &[
+            ("wiped", 0, 20),
+            ("wiped", 0, 101),
+            ("wiped", 0, -1001),
+            ("wiped", 7, 1),
+            ("nowhere", 0, 1),
+        ],
+    );
+    assert_eq!(
+        answers,
+        [
+            (0, 35),
+            (OUT_OF_RANGE, -1),
+            (OUT_OF_RANGE, -1),
+            (UNKNOWN_PARTITION, -1),
+            (UNKNOWN_PARTITION, -1),
+        ]
+    );
+    // Retention deletes the segments wholly below 35, not the one
+    // holding it.
+    let bases = wait_for("the segments below the start to go", PATIENCE, || {
+        let bases = segment_bases(&partition);
+        bases.get(1).is_none_or(|&b| b > 35).then_some(bases)
+    });
+    assert!(
+        bases[0] <= 35,
+        "the segment holding the start stays: {bases:?}"
+    );
+    assert_eq!(list_offset(&mut s, "wiped", -2), (0, 35));
+
+    // A restart keeps the start (written crash-safely: no .tmp stays).
+    let addr = broker.addr.clone();
+    drop((s, broker));
+    assert!(partition.join("log-start-offset").exists());
+    assert!(!partition.join("log-start-offset.tmp").exists());
+    let broker = Broker::start_on(&addr, 1, Some(dir.path()), &flags);
+    let mut s = broker.connect();
+    assert_eq!(list_offset(&mut s, "wiped", -2), (0, 35));
+    assert_eq!(fetch(&mut s, "wiped", 34).0, OUT_OF_RANGE);
+    // -1: up to the high watermark, every record; the log goes on there.
+    assert_eq!(delete_records(&mut s, &[("wiped", 0, -1)]), [(0, 100)]);
+    assert_eq!(fetch(&mut s, "wiped", 100), (0, 100, false));
+    assert_eq!(produce(&mut s, "wiped", 1, now), 100);
+    drop((s, broker));
+    let broker = Broker::start_on(&addr, 1, Some(dir.path()), &flags);
+    let mut s = broker.connect();
+    assert_eq!(list_offset(&mut s, "wiped", -2), (0, 100));
+    assert_eq!(list_offset(&mut s, "wiped", -1), (0, 101));
+}
+
+#[test]
+fn delete_records_moves_the_start_without_a_data_dir_too() {
+    let broker = Broker::start(1);
+    let mut s = broker.connect();
+    create(&mut s, &["kept"]);
+    for _ in 0..3 {
+        produce(&mut s, "kept", 5, 1_000);
+    }
+    assert_eq!(delete_records(&mut s, &[("kept", 0, 7)]), [(0, 7)]);
+    assert_eq!(list_offset(&mut s, "kept", -2), (0, 7));
+    assert_eq!(fetch(&mut s, "kept", 6).0, OUT_OF_RANGE);
+}
+
+/// A consumer's subscription to `topics`, as its JoinGroup carries it.
+fn subscription(topics: &[&str]) -> Bytes {
+    let mut sub = ConsumerProtocolSubscription::default();
+    sub.topics = topics
+        .iter()
+        .map(|t| StrBytes::from_string(t.to_string()))
+        .collect();
+    let mut out = BytesMut::new();
+    out.put_i16(0);
+    sub.encode(&mut out, 0).unwrap();
+    out.freeze()
+}
+
+/// A member of `group` subscribed to `topics`, joined and synced alone:
+/// (member id, generation).
+fn member_of(s: &mut TcpStream, group: &str, topics: &[&str]) -> (String, i32) {
+    let mut protocol = join_group_request::JoinGroupRequestProtocol::default();
+    protocol.name = StrBytes::from_static_str("range");
+    protocol.metadata = subscription(topics);
+    let mut request = JoinGroupRequest::default();
+    request.group_id = GroupId(StrBytes::from_string(group.to_string()));
+    request.session_timeout_ms = 60_000;
+    request.rebalance_timeout_ms = 60_000;
+    request.protocol_type = StrBytes::from_static_str("consumer");
+    request.protocols = vec![protocol];
+    // v3: no MEMBER_ID_REQUIRED round.
+    let mut answer = ask(s, ApiKey::JoinGroup, 3, request);
+    let joined = JoinGroupResponse::decode(&mut answer, 3).unwrap();
+    assert_eq!(joined.error_code, 0);
+    let mut assignment = sync_group_request::SyncGroupRequestAssignment::default();
+    assignment.member_id = joined.member_id.clone();
+    let mut sync = SyncGroupRequest::default();
+    sync.group_id = GroupId(StrBytes::from_string(group.to_string()));
+    sync.generation_id = joined.generation_id;
+    sync.member_id = joined.member_id.clone();
+    sync.assignments = vec![assignment];
+    let mut answer = ask(s, ApiKey::SyncGroup, 3, sync);
+    assert_eq!(
+        SyncGroupResponse::decode(&mut answer, 3)
+            .unwrap()
+            .error_code,
+        0
+    );
+    (joined.member_id.to_string(), joined.generation_id)
+}
+
+/// An OffsetCommit v8 to `group` by `member` in `generation` (an admin's:
+/// "" and -1) of (topic, offset) on partition 0, with leader epoch 3: each
+/// partition's error.
+fn commit(
+    s: &mut TcpStream,
+    group: &str,
+    member: &str,
+    generation: i32,
+    offsets: &[(&str, i64)],
+) -> Vec<i16> {
+    let mut request = OffsetCommitRequest::default();
+    request.group_id = GroupId(StrBytes::from_string(group.to_string()));
+    request.member_id = StrBytes::from_string(member.to_string());
+    request.generation_id_or_member_epoch = generation;
+    request.topics = offsets
+        .iter()
+        .map(|&(topic, offset)| {
+            let mut p = offset_commit_request::OffsetCommitRequestPartition::default();
+            p.committed_offset = offset;
+            p.committed_leader_epoch = 3;
+            let mut t = offset_commit_request::OffsetCommitRequestTopic::default();
+            t.name = name(topic);
+            t.partitions = vec![p];
+            t
+        })
+        .collect();
+    let mut answer = ask(s, ApiKey::OffsetCommit, 8, request);
+    OffsetCommitResponse::decode(&mut answer, 8)
+        .unwrap()
+        .topics
+        .iter()
+        .map(|t| t.partitions[0].error_code)
+        .collect()
+}
+
+/// An OffsetFetch v8 of partition 0 of `topics` for each of `groups`:
+/// per group, per topic, (offset, leader epoch).
+fn committed(s: &mut TcpStream, groups: &[&str], topics: &[&str]) -> Vec<Vec<(i64, i32)>> {
+    let mut request = OffsetFetchRequest::default();
+    request.groups = groups
+        .iter()
+        .map(|group| {
+            let mut g = offset_fetch_request::OffsetFetchRequestGroup::default();
+            g.group_id = GroupId(StrBytes::from_string(group.to_string()));
+            g.topics = Some(
+                topics
+                    .iter()
+                    .map(|topic| {
+                        let mut t = offset_fetch_request::OffsetFetchRequestTopics::default();
+                        t.name = name(topic);
+                        t.partition_indexes = vec![0];
+                        t
+                    })
+                    .collect(),
+            );
+            g
+        })
+        .collect();
+    let mut answer = ask(s, ApiKey::OffsetFetch, 8, request);
+    let r = OffsetFetchResponse::decode(&mut answer, 8).unwrap();
+    r.groups
+        .iter()
+        .map(|g| {
+            topics
+                .iter()
+                .map(|topic| {
+                    let t = g.topics.iter().find(|t| t.name.as_str() == *topic).unwrap();
+                    let p = &t.partitions[0];
+                    (p.committed_offset, p.committed_leader_epoch)
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// DeleteGroups v2 of `groups`: each one's error.
+fn delete_groups(s: &mut TcpStream, groups: &[&str]) -> Vec<i16> {
+    let mut request = DeleteGroupsRequest::default();
+    request.groups_names = groups
+        .iter()
+        .map(|g| GroupId(StrBytes::from_string(g.to_string())))
+        .collect();
+    let mut answer = ask(s, ApiKey::DeleteGroups, 2, request);
+    DeleteGroupsResponse::decode(&mut answer, 2)
+        .unwrap()
+        .results
+        .iter()
+        .map(|r| r.error_code)
+        .collect()
+}
+
+/// OffsetDelete v0 of partition 0 of `topics` in `group`: the group's
+/// error and each partition's.
+fn delete_offsets(s: &mut TcpStream, group: &str, topics: &[&str]) -> (i16, Vec<i16>) {
+    let mut request = OffsetDeleteRequest::default();
+    request.group_id = GroupId(StrBytes::from_string(group.to_string()));
+    request.topics = topics
+        .iter()
+        .map(|topic| {
+            let mut t = offset_delete_request::OffsetDeleteRequestTopic::default();
+            t.name = name(topic);
+            t.partitions = vec![offset_delete_request::OffsetDeleteRequestPartition::default()];
+            t
+        })
+        .collect();
+    let mut answer = ask(s, ApiKey::OffsetDelete, 0, request);
+    let r = OffsetDeleteResponse::decode(&mut answer, 0).unwrap();
+    let partitions = r
+        .topics
+        .iter()
+        .map(|t| t.partitions[0].error_code)
+        .collect();
+    (r.error_code, partitions)
+}
+
+/// The state DescribeGroups v5 gives `group`.
+fn state(s: &mut TcpStream, group: &str) -> String {
+    let mut request = DescribeGroupsRequest::default();
+    request.groups = vec![GroupId(StrBytes::from_string(group.to_string()))];
+    let mut answer = ask(s, ApiKey::DescribeGroups, 5, request);
+    DescribeGroupsResponse::decode(&mut answer, 5)
+        .unwrap()
+        .groups[0]
+        .group_state
+        .to_string()
+}
+
+#[test]
+fn groups_and_their_commits_are_deleted_as_kafka_deletes_them_across_a_restart() {
+    let dir = TempDir::new("broker-delete-groups");
+    let flags = ["--group-initial-rebalance-delay-ms", "0"];
+    let broker = Broker::start_with(1, Some(dir.path()), &flags);
+    let mut s = broker.connect();
+    create(&mut s, &["a", "b"]);
+    // An admin's commits (no member, generation -1) to groups without
+    // members: taken, with their leader epochs.
+    assert_eq!(
+        commit(&mut s, "idle", "", -1, &[("a", 10), ("b", 20)]),
+        [0, 0]
+    );
+    assert_eq!(commit(&mut s, "kept", "", -1, &[("a", 30)]), [0]);
+    // A group with a member subscribed to "a".
+    let (member, generation) = member_of(&mut s, "busy", &["a"]);
+    assert_eq!(
+        commit(&mut s, "busy", &member, generation, &[("a", 5), ("b", 6)]),
+        [0, 0]
+    );
+    // Who may commit to it: Kafka's rules.
+    let unknown = ResponseError::UnknownMemberId.code();
+    let illegal = ResponseError::IllegalGeneration.code();
+    assert_eq!(commit(&mut s, "busy", "", -1, &[("a", 1)]), [unknown]);
+    assert_eq!(
+        commit(&mut s, "busy", &member, generation + 1, &[("a", 1)]),
+        [illegal]
+    );
+    assert_eq!(
+        commit(&mut s, "busy", "someone", generation, &[("a", 1)]),
+        [unknown]
+    );
+    assert_eq!(
+        committed(&mut s, &["idle", "busy", "kept"], &["a", "b"]),
+        [
+            vec![(10, 3), (20, 3)],
+            vec![(5, 3), (6, 3)],
+            vec![(30, 3), (-1, -1)]
+        ]
+    );
+
+    // OffsetDelete: "a" is subscribed to, "b" not; no such topic; no such
+    // group.
+    assert_eq!(
+        delete_offsets(&mut s, "busy", &["a", "b", "nowhere"]),
+        (
+            0,
+            vec![
+                ResponseError::GroupSubscribedToTopic.code(),
+                0,
+                UNKNOWN_PARTITION
+            ]
+        )
+    );
+    assert_eq!(
+        delete_offsets(&mut s, "ghost", &["a"]).0,
+        ResponseError::GroupIdNotFound.code()
+    );
+    // DeleteGroups: an empty group goes with its commits; one with a
+    // member stays; one that does not exist is not found.
+    assert_eq!(
+        delete_groups(&mut s, &["idle", "busy", "ghost"]),
+        [
+            0,
+            ResponseError::NonEmptyGroup.code(),
+            ResponseError::GroupIdNotFound.code()
+        ]
+    );
+    assert_eq!(state(&mut s, "idle"), "Dead");
+    let after = [
+        vec![(-1, -1), (-1, -1)],
+        vec![(5, 3), (-1, -1)],
+        vec![(30, 3), (-1, -1)],
+    ];
+    assert_eq!(
+        committed(&mut s, &["idle", "busy", "kept"], &["a", "b"]),
+        after
+    );
+    assert_eq!(
+        delete_groups(&mut s, &["idle"]),
+        [ResponseError::GroupIdNotFound.code()]
+    );
+
+    // The deletions are kept across a restart.
+    let addr = broker.addr.clone();
+    drop((s, broker));
+    let broker = Broker::start_on(&addr, 1, Some(dir.path()), &flags);
+    let mut s = broker.connect();
+    assert_eq!(
+        committed(&mut s, &["idle", "busy", "kept"], &["a", "b"]),
+        after
+    );
+    assert_eq!(state(&mut s, "idle"), "Dead");
+    // The member is gone with the restart: the group is empty, and goes.
+    assert_eq!(delete_groups(&mut s, &["busy"]), [0]);
+}
