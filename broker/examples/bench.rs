@@ -465,6 +465,17 @@ fn main() {
         }
         std::thread::sleep(Duration::from_millis(10));
     };
+    // The topics the scenarios use, made through Metadata (the one request
+    // that creates topics): a produce to a topic that is not there is
+    // refused, and a fetch of one waits its whole time.
+    let mut admin = connect();
+    admin
+        .write_all(&metadata_frame(
+            Some(&["lat", "cpu", "parked", "quiet"]),
+            true,
+        ))
+        .unwrap();
+    read_frame(&mut admin);
 
     if wants(Scenario::Latency) {
         // Produce-to-consume latency: a fetch waits (long poll), a produce

@@ -1,7 +1,7 @@
 """What an idle fleet of aiokafka consumers costs the broker.
 
     idle_aiokafka.py --bin BROKER [--consumers 100] [--secs 10]
-                     [--same-partition] [--perf FILE]
+                     [--same-partition] [--perf FILE] [--io-threads N]
 
 Starts the broker release build BROKER on a free loopback port (in memory,
 a stats line every second), creates topic "quiet" with one partition per
@@ -17,6 +17,8 @@ by type (counted in aiokafka's connection). With `--perf FILE`,
 `perf record -g` samples the broker over the window into FILE instead (the
 CPU figure then includes perf's own cost; `PERF_FREQ` sets its sampling
 rate, 4000 Hz by default; read it with `perf report -i FILE`).
+
+`--io-threads N` passes the broker's flag of that name.
 
 Install aiokafka first, e.g. `target/venv/bin/python -m pip install aiokafka`.
 """
@@ -117,11 +119,13 @@ async def main():
     parser.add_argument("--secs", type=float, default=10)
     parser.add_argument("--same-partition", action="store_true")
     parser.add_argument("--perf")
+    parser.add_argument("--io-threads", type=int)
     args = parser.parse_args()
     port = free_port()
     bootstrap = "127.0.0.1:%d" % port
     broker = subprocess.Popen(
-        [args.bin, "--listen", bootstrap, "--stats-ms", "1000"],
+        [args.bin, "--listen", bootstrap, "--stats-ms", "1000"]
+        + (["--io-threads", str(args.io_threads)] if args.io_threads else []),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
