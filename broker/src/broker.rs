@@ -31,6 +31,9 @@ pub struct Config {
     pub listen: String,
     /// Partitions of a topic created on first use.
     pub partitions: i32,
+    /// Whether a Metadata that allows it creates the topics it names
+    /// (Kafka's auto.create.topics.enable).
+    pub auto_create_topics: bool,
     /// With `Some`, partitions are files here.
     pub data_dir: Option<PathBuf>,
     /// What clients may make the broker hold.

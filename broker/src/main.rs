@@ -154,6 +154,11 @@ struct Args {
     /// members to join it, ms (Kafka's group.initial.rebalance.delay.ms).
     #[arg(long, default_value_t = 3_000)]
     group_initial_rebalance_delay_ms: u64,
+    /// Whether a Metadata request that allows it creates the topics it
+    /// names (Kafka's auto.create.topics.enable); with false only
+    /// CreateTopics does.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    auto_create_topics: bool,
     /// The most members a consumer group holds (Kafka's group.max.size,
     /// unbounded by default there); a join beyond is answered
     /// GROUP_MAX_SIZE_REACHED.
@@ -212,6 +217,7 @@ async fn serve(args: Args) {
     let config = broker::Config {
         listen: args.listen.clone(),
         partitions: args.partitions,
+        auto_create_topics: args.auto_create_topics,
         data_dir: args.data_dir.clone(),
         message_max_bytes: args.message_max_bytes,
         fetch_max_bytes: args.fetch_max_bytes,

@@ -5,7 +5,8 @@
 //! transactional producer is told the feature is unavailable
 //! (UNSUPPORTED_VERSION), not that it lacks an authorization; the
 //! partitions one request creates and the broker holds are bounded
-//! (POLICY_VIOLATION); and a topic's disk work stops no other request.
+//! (POLICY_VIOLATION); a topic's disk work stops no other request; and
+//! with `--auto-create-topics false` only CreateTopics creates one.
 //! Through kafka-python where it asks, raw frames otherwise.
 
 use std::io::Write;
@@ -91,6 +92,17 @@ fn only_metadata_creates_topics() {
     assert_eq!(partitions(&broker, "made"), Some(4));
     assert_eq!(produce_error(&broker, "made"), 0);
     assert_eq!(list_offsets_error(&broker, "made"), 0);
+}
+
+#[test]
+fn with_auto_creation_off_only_create_topics_creates() {
+    let broker = Broker::start_with(4, None, &["--auto-create-topics", "false"]);
+    // A Metadata allowed to create is answered UNKNOWN_TOPIC_OR_PARTITION,
+    // as Kafka with auto.create.topics.enable=false answers it.
+    broker.create(&["absent"]);
+    assert_eq!(partitions(&broker, "absent"), None, "created by Metadata");
+    assert_eq!(create_topics(&broker, &[("made", 2)]), [(0, String::new())]);
+    assert_eq!(partitions(&broker, "made"), Some(2));
 }
 
 #[test]

@@ -110,7 +110,7 @@ pub async fn metadata(broker: &Arc<Broker>, request: MetadataRequest) -> Metadat
             }
         };
         topic.name = Some(TopicName(str_bytes(&name)));
-        let found = if request.allow_auto_topic_creation {
+        let found = if request.allow_auto_topic_creation && broker.config.auto_create_topics {
             broker.topic(&name, &mut quota).await
         } else {
             broker

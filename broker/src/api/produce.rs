@@ -427,6 +427,7 @@ mod tests {
             let config = Config {
                 listen: "127.0.0.1:0".into(),
                 partitions: 1,
+                auto_create_topics: true,
                 data_dir: None,
                 limits: crate::wire::Limits::new(
                     1 << 20,
