@@ -29,7 +29,6 @@ acks=1 produces to an existing topic until the answer arrives.
 """
 
 import argparse
-import os
 import socket
 import struct
 import subprocess

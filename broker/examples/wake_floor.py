@@ -18,28 +18,11 @@ answered request.
 
 import argparse
 import asyncio
-import os
 import subprocess
 import sys
 import time
 
-
-def cpu_ns(pid):
-    total = 0
-    for task in os.listdir("/proc/%d/task" % pid):
-        with open("/proc/%d/task/%s/schedstat" % (pid, task)) as f:
-            total += int(f.read().split()[0])
-    return total
-
-
-def switches(pid):
-    total = 0
-    for task in os.listdir("/proc/%d/task" % pid):
-        with open("/proc/%d/task/%s/status" % (pid, task)) as f:
-            for line in f:
-                if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")):
-                    total += int(line.split()[1])
-    return total
+from procstat import cpu_ns, switches
 
 
 async def client(host, port, counter, stop, work):

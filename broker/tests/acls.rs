@@ -16,22 +16,12 @@ use kafka_protocol::messages::{
     DeleteAclsRequest, DeleteAclsResponse, DescribeAclsRequest, DescribeAclsResponse,
     DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse,
 };
-use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 use purgatorio_testkit::TempDir;
 
 mod common;
-use common::{ask, decoded, Broker};
-
-/// `request` sent as `key` v`version`; its answer.
-fn answer<R: Decodable>(
-    s: &mut TcpStream,
-    key: ApiKey,
-    version: i16,
-    request: impl Encodable,
-) -> R {
-    decoded(ask(s, key, version, request), version)
-}
+use common::{answer, Broker};
 
 const TOPIC: i8 = 2;
 const GROUP: i8 = 3;

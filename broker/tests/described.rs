@@ -15,23 +15,13 @@ use kafka_protocol::messages::{
     DescribeConfigsRequest, DescribeConfigsResponse, DescribeGroupsRequest, DescribeGroupsResponse,
     GroupId, MetadataRequest, MetadataResponse, TopicName,
 };
-use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 use purgatorio_testkit::TempDir;
 use uuid::Uuid;
 
 mod common;
-use common::{ask, decoded, Broker};
-
-/// `request` sent as `key` v`version`; its answer.
-fn answer<R: Decodable>(
-    s: &mut TcpStream,
-    key: ApiKey,
-    version: i16,
-    request: impl Encodable,
-) -> R {
-    decoded(ask(s, key, version, request), version)
-}
+use common::{answer, Broker};
 
 /// Kafka's operation codes, as bits of an authorized-operations field.
 const READ: i32 = 1 << 3;

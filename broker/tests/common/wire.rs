@@ -113,3 +113,15 @@ pub fn decoded<R: kafka_protocol::protocol::Decodable>(mut body: Bytes, version:
     assert!(body.is_empty(), "v{version}: {} bytes left", body.len());
     response
 }
+
+/// `request` sent on `s` as `key` v`version`; its answer, decoded to its
+/// last byte.
+#[allow(dead_code)] // the bench, which includes this file, does not ask
+pub fn answer<R: kafka_protocol::protocol::Decodable>(
+    s: &mut TcpStream,
+    key: ApiKey,
+    version: i16,
+    request: impl Encodable,
+) -> R {
+    decoded(ask(s, key, version, request), version)
+}
