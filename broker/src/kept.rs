@@ -1,5 +1,6 @@
 //! A small set of records kept whole in one file of the data directory
-//! (the ACLs, the SCRAM credentials), or in memory without one.
+//! (the ACLs, the SCRAM credentials, the broker's dynamic configs), or in
+//! memory without one.
 //!
 //! The file holds one record a line, its fields separated by tabs and
 //! escaped (`\\`, `\t`, `\n`). A change is rare (an admin request): it
@@ -7,9 +8,12 @@
 //! fsyncs the directory, on the blocking pool, so a crash leaves the old
 //! set or the new, and no runtime thread waits for the disk. Changes are
 //! serialised by a lock of their own (taken only on the blocking pool);
-//! readers take a snapshot, an `Arc`, and never wait for a write.
+//! readers take a snapshot, an `Arc`, and never wait for a write. The
+//! files (and their asides) are their owner's only, mode 0600: the SCRAM
+//! credentials and the broker's dynamic configs hold secrets.
 
 use std::io;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -46,15 +50,24 @@ impl<T: Record> Kept<T> {
         }
     }
 
-    /// The set kept in `file` (empty if it does not exist yet).
+    /// The set kept in `file` (empty if it does not exist yet); a file
+    /// others could read (written by an older broker) is made its
+    /// owner's only.
     ///
     /// # Errors
     ///
-    /// The file cannot be read, or a line of it is not a record (the error
-    /// names the line).
+    /// The file cannot be read or made private, or a line of it is not a
+    /// record (the error names the line).
     pub fn open(file: PathBuf) -> io::Result<Kept<T>> {
-        let text = match std::fs::read_to_string(&file) {
-            Ok(text) => text,
+        let text = match std::fs::File::open(&file) {
+            Ok(mut opened) => {
+                if opened.metadata()?.permissions().mode() & !PRIVATE & 0o777 != 0 {
+                    opened.set_permissions(std::fs::Permissions::from_mode(PRIVATE))?;
+                }
+                let mut text = String::new();
+                io::Read::read_to_string(&mut opened, &mut text)?;
+                text
+            }
             Err(e) if e.kind() == io::ErrorKind::NotFound => String::new(),
             Err(e) => return Err(e),
         };
@@ -120,8 +133,12 @@ impl<T: Record> Kept<T> {
     }
 }
 
-/// Writes `records` over `file`: aside, fsynced, renamed, the directory
-/// fsynced.
+/// The mode of a kept file: its owner's only (the SCRAM credentials and
+/// the broker's dynamic configs hold secrets).
+const PRIVATE: u32 = 0o600;
+
+/// Writes `records` over `file`: aside (readable by its owner only),
+/// fsynced, renamed, the directory fsynced.
 fn write<T: Record>(file: &Path, records: &[T]) -> io::Result<()> {
     let mut text = String::new();
     for record in records {
@@ -132,7 +149,14 @@ fn write<T: Record>(file: &Path, records: &[T]) -> io::Result<()> {
     let mut aside = file.as_os_str().to_owned();
     aside.push(".tmp");
     let aside = PathBuf::from(aside);
-    let out = std::fs::File::create(&aside)?;
+    let out = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(PRIVATE)
+        .open(&aside)?;
+    // An aside left by a crash keeps the mode it was made with: set it.
+    out.set_permissions(std::fs::Permissions::from_mode(PRIVATE))?;
     io::Write::write_all(&mut &out, text.as_bytes())?;
     sync_file(&out)?;
     std::fs::rename(&aside, file)?;
@@ -205,6 +229,37 @@ mod tests {
         let line = line.join("\t");
         assert!(!line.contains('\n'), "{line:?}");
         assert_eq!(split(&line), fields);
+    }
+
+    /// A record of one field.
+    #[derive(Clone, Debug, PartialEq)]
+    struct Line(String);
+
+    impl Record for Line {
+        fn fields(&self) -> Vec<String> {
+            vec![self.0.clone()]
+        }
+
+        fn from_fields(fields: &[String]) -> Option<Line> {
+            Some(Line(fields.first()?.clone()))
+        }
+    }
+
+    #[test]
+    fn a_kept_file_is_its_owner_s_only_even_over_an_open_aside() {
+        let dir = purgatorio_testkit::TempDir::new("broker-kept-aside");
+        let file = dir.path().join("@secret");
+        // An aside a crash left, readable by all.
+        let aside = dir.path().join("@secret.tmp");
+        std::fs::write(&aside, "old\n").unwrap();
+        std::fs::set_permissions(&aside, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let kept: Kept<Line> = Kept::open(file.clone()).unwrap();
+        kept.change_now(|lines| lines.push(Line("secret".into())))
+            .unwrap();
+        let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, PRIVATE);
+        let again: Kept<Line> = Kept::open(file).unwrap();
+        assert_eq!(*again.snapshot(), [Line("secret".into())]);
     }
 
     #[test]

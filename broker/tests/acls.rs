@@ -4,9 +4,11 @@
 //! filters answered INVALID_REQUEST beside valid ones; SCRAM credentials
 //! described (RESOURCE_NOT_FOUND for an unknown user), upserted, refused
 //! as Kafka refuses them, deleted; both kept across a restart on a data
-//! directory. (Main served none of these APIs: it closed the connection.)
+//! directory, in files only their owner reads.
+//! (Main served none of these APIs: it closed the connection.)
 
 use std::net::TcpStream;
+use std::os::unix::fs::PermissionsExt;
 
 use bytes::Bytes;
 use kafka_protocol::messages::{
@@ -383,4 +385,33 @@ fn scram_credentials_are_stored_described_refused_and_kept_as_kafka_does() {
         [("alice".into(), 0)]
     );
     assert_eq!(describe_users(&mut c, &[]), []);
+}
+
+/// The permission bits of `dir`'s `file`.
+fn mode(dir: &std::path::Path, file: &str) -> u32 {
+    let path = dir.join(file);
+    let metadata = std::fs::metadata(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+    metadata.permissions().mode() & 0o777
+}
+
+#[test]
+fn kept_credentials_and_acls_are_readable_by_their_owner_only() {
+    let dir = TempDir::new("broker-kept-modes");
+    // An ACL file an older broker left readable by all: made private.
+    std::fs::write(dir.path().join("@acls"), "").unwrap();
+    let everyone = std::fs::Permissions::from_mode(0o644);
+    std::fs::set_permissions(dir.path().join("@acls"), everyone).unwrap();
+    let broker = Broker::start_in(1, Some(dir.path()));
+    assert_eq!(mode(dir.path(), "@acls"), 0o600);
+    let mut c = broker.connect();
+    assert_eq!(
+        alter_users(&mut c, &[], &[("alice", SHA_256, 8192)]),
+        [("alice".into(), 0)]
+    );
+    assert_eq!(mode(dir.path(), "@scram") & 0o077, 0, "@scram");
+    assert_eq!(
+        create(&mut c, 1, vec![creation("t", LITERAL, "User:alice", READ)]),
+        [0]
+    );
+    assert_eq!(mode(dir.path(), "@acls") & 0o077, 0, "@acls");
 }
