@@ -135,7 +135,7 @@ pub fn authorized(resource_type: i8) -> i32 {
 }
 
 /// An ACL: a resource pattern bound to an entry.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Acl {
     /// The resource's type ([`resource`]).
     pub resource_type: i8,

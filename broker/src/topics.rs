@@ -16,7 +16,7 @@
 //! (CreateTopics, or Metadata creating the topics it names), and
 //! [`PartitionLimits::per_broker`] on the partitions the broker holds.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use kafka_protocol::ResponseError;
@@ -388,14 +388,14 @@ impl Broker {
         }
     }
 
-    /// The name of the topic whose id is `id`, if one is (Metadata v12
-    /// asks by id).
-    pub fn topic_named_by_id(&self, id: uuid::Uuid) -> Option<String> {
+    /// The name of each topic by its id (Metadata v12 asks by id: one
+    /// map a request, not one scan an id asked).
+    pub fn topic_names_by_id(&self) -> HashMap<uuid::Uuid, String> {
         self.topics
             .read()
             .iter()
-            .find(|(_, topic)| topic.id == id)
-            .map(|(name, _)| name.clone())
+            .map(|(name, topic)| (topic.id, name.clone()))
+            .collect()
     }
 
     /// Deletes the topic `name`, its files and every group's commits of

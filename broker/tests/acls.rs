@@ -4,7 +4,8 @@
 //! filters answered INVALID_REQUEST beside valid ones; SCRAM credentials
 //! described (RESOURCE_NOT_FOUND for an unknown user), upserted, refused
 //! as Kafka refuses them, deleted; both kept across a restart on a data
-//! directory, in files only their owner reads.
+//! directory, in files only their owner reads. Requests of many entries
+//! (each indexed, not scanned per entry) answered as Kafka answers them.
 //! (Main served none of these APIs: it closed the connection.)
 
 use std::net::TcpStream;
@@ -365,7 +366,14 @@ fn scram_credentials_are_stored_described_refused_and_kept_as_kafka_does() {
         describe_users(&mut c, &["alice", "bob"]),
         [alice.clone(), ("bob".into(), not_found, vec![])]
     );
-    assert_eq!(describe_users(&mut c, &["alice", "alice"])[0].1, duplicate);
+    // Named twice: answered once, as Kafka's ScramImage answers.
+    assert_eq!(
+        describe_users(&mut c, &["alice", "bob", "alice"]),
+        [
+            ("alice".into(), duplicate, vec![]),
+            ("bob".into(), not_found, vec![])
+        ]
+    );
     // Kept across a restart; no users asked: every user.
     let addr = broker.addr.clone();
     drop(broker);
@@ -414,4 +422,68 @@ fn kept_credentials_and_acls_are_readable_by_their_owner_only() {
         [0]
     );
     assert_eq!(mode(dir.path(), "@acls") & 0o077, 0, "@acls");
+}
+
+#[test]
+fn requests_of_many_entries_are_answered_as_kafka_answers_them() {
+    let broker = Broker::start(1);
+    let mut c = broker.connect();
+    let users: Vec<String> = (0..2000).map(|i| format!("user{i}")).collect();
+    let upsertions: Vec<(&str, i8, i32)> =
+        users.iter().map(|u| (u.as_str(), SHA_256, 4096)).collect();
+    // Every user upserted once, and user0 also deleted: DUPLICATE_RESOURCE.
+    let altered = alter_users(&mut c, &[("user0", SHA_256)], &upsertions);
+    assert_eq!(altered.len(), users.len());
+    assert_eq!(
+        altered[0],
+        ("user0".into(), ResponseError::DuplicateResource.code())
+    );
+    assert!(altered[1..].iter().all(|(_, e)| *e == 0), "{altered:?}");
+    // Each user named twice: each answered once, DUPLICATE_RESOURCE.
+    let twice: Vec<&str> = users.iter().chain(&users).map(String::as_str).collect();
+    let described = describe_users(&mut c, &twice);
+    let duplicate = ResponseError::DuplicateResource.code();
+    assert_eq!(described.len(), users.len());
+    assert!(described
+        .iter()
+        .zip(&users)
+        .all(|(d, u)| d == &(u.clone(), duplicate, vec![])));
+    // No users asked: each user with a credential once.
+    let every = describe_users(&mut c, &[]);
+    assert_eq!(every.len(), users.len() - 1, "user0's was refused");
+    assert!(every
+        .iter()
+        .all(|(_, e, infos)| *e == 0 && infos == &[(SHA_256, 4096)]));
+
+    // ACLs on 1000 topics, two principals each, every one made twice:
+    // kept once, grouped by topic.
+    let creations = |from: usize| -> Vec<create_acls_request::AclCreation> {
+        (from..from + 1000)
+            .flat_map(|i| {
+                let name = format!("t{}", i % 1000);
+                [
+                    creation(&name, LITERAL, "User:a", READ),
+                    creation(&name, LITERAL, "User:b", WRITE),
+                ]
+            })
+            .collect()
+    };
+    let made = create(&mut c, 1, [creations(0), creations(1000)].concat());
+    assert_eq!(made, vec![0; 4000]);
+    let mut request = DescribeAclsRequest::default();
+    request.resource_type_filter = TOPIC;
+    request.pattern_type_filter = ANY;
+    request.resource_name_filter = None;
+    request.principal_filter = None;
+    request.host_filter = None;
+    request.operation = ANY;
+    request.permission_type = ANY;
+    let response: DescribeAclsResponse = answer(&mut c, ApiKey::DescribeAcls, 1, request);
+    assert_eq!(response.error_code, 0);
+    assert_eq!(response.resources.len(), 1000);
+    for (i, r) in response.resources.iter().enumerate() {
+        assert_eq!(r.resource_name.as_str(), format!("t{i}"));
+        let principals: Vec<&str> = r.acls.iter().map(|a| a.principal.as_str()).collect();
+        assert_eq!(principals, ["User:a", "User:b"], "t{i}");
+    }
 }

@@ -2,6 +2,7 @@
 //! [`crate::acls`]), stored and answered as Kafka answers them, never
 //! enforced.
 
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use kafka_protocol::messages::{
@@ -92,11 +93,9 @@ pub async fn create_acls(broker: &Arc<Broker>, request: &CreateAclsRequest) -> C
         broker
             .acls
             .change(move |acls| {
-                for acl in new {
-                    if !acls.contains(&acl) {
-                        acls.push(acl);
-                    }
-                }
+                let mut kept: HashSet<&Acl> = acls.iter().collect();
+                let fresh: Vec<Acl> = new.iter().filter(|a| kept.insert(a)).cloned().collect();
+                acls.extend(fresh);
             })
             .await
     };
@@ -134,13 +133,11 @@ pub fn describe_acls(broker: &Broker, request: &DescribeAclsRequest) -> Describe
         return response;
     }
     let acls = broker.acls.snapshot();
+    // The index in the answer of each resource pattern's group.
+    let mut groups: HashMap<(i8, &str, i8), usize> = HashMap::new();
     for acl in acls.iter().filter(|a| wanted.matches(a)) {
-        let at = response.resources.iter().position(|r| {
-            r.resource_type == acl.resource_type
-                && r.resource_name.as_str() == acl.name
-                && r.pattern_type == acl.pattern_type
-        });
-        let at = at.unwrap_or_else(|| {
+        let pattern = (acl.resource_type, acl.name.as_str(), acl.pattern_type);
+        let at = *groups.entry(pattern).or_insert_with(|| {
             let mut resource = describe_acls_response::DescribeAclsResource::default();
             resource.resource_type = acl.resource_type;
             resource.resource_name = str_bytes(&acl.name);

@@ -1,6 +1,7 @@
 //! ApiVersions, Metadata and DescribeCluster: what the broker serves, and
 //! where topics are (Metadata creating those it names, if allowed).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use kafka_protocol::messages::{
@@ -90,12 +91,17 @@ pub async fn metadata(broker: &Arc<Broker>, request: MetadataRequest) -> Metadat
             .map(Wanted::Name)
             .collect(),
     };
+    let by_id = if wanted.iter().any(|w| matches!(w, Wanted::Id(_))) {
+        broker.topic_names_by_id()
+    } else {
+        HashMap::new()
+    };
     for wanted in wanted {
         let mut topic = metadata_response::MetadataResponseTopic::default();
         let name = match wanted {
             Wanted::Name(name) => name,
-            Wanted::Id(id) => match broker.topic_named_by_id(id) {
-                Some(name) => name,
+            Wanted::Id(id) => match by_id.get(&id) {
+                Some(name) => name.clone(),
                 None => {
                     topic.topic_id = id;
                     topic.error_code = ResponseError::UnknownTopicId.code();
