@@ -6,8 +6,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Buf, Bytes};
-use kafka_protocol::messages::ConsumerProtocolSubscription;
-use kafka_protocol::protocol::Decodable;
 use kafka_protocol::ResponseError;
 use parking_lot::Mutex;
 use purgatorio::{Completion, DelayedOperation};
@@ -246,18 +244,12 @@ impl Group {
         }
         let mut topics = HashSet::new();
         for member in self.members.values() {
-            let mut metadata = member
+            let metadata = &member
                 .protocols
                 .iter()
                 .find(|p| p.name == self.protocol)?
-                .metadata
-                .clone();
-            if metadata.remaining() < 2 {
-                return None;
-            }
-            let version = metadata.get_i16();
-            let subscription = ConsumerProtocolSubscription::decode(&mut metadata, version).ok()?;
-            topics.extend(subscription.topics.iter().map(|t| t.to_string()));
+                .metadata;
+            topics.extend(subscription_topics(metadata)?);
         }
         Some(topics)
     }
@@ -291,6 +283,34 @@ impl Group {
             members,
         }
     }
+}
+
+/// The topics of a `ConsumerProtocolSubscription` (a version `i16`, then
+/// an array of `i16`-length strings; what follows is ignored), read by
+/// hand: the bytes are the client's, never pre-scanned, and a decoder
+/// would reserve room for the array's count before reading it. `None` if
+/// they cannot be read: a negative version, a count beyond the bytes
+/// left, a null or non-UTF-8 name, or too few bytes.
+fn subscription_topics(mut metadata: &[u8]) -> Option<Vec<String>> {
+    if metadata.remaining() < 6 || metadata.get_i16() < 0 {
+        return None;
+    }
+    let count = usize::try_from(metadata.get_i32()).ok()?;
+    // Each name takes at least its two length bytes.
+    if count > metadata.remaining() / 2 {
+        return None;
+    }
+    let mut topics = Vec::with_capacity(count);
+    for _ in 0..count {
+        if metadata.remaining() < 2 {
+            return None;
+        }
+        let len = usize::try_from(metadata.get_i16()).ok()?;
+        let name = metadata.get(..len)?;
+        topics.push(std::str::from_utf8(name).ok()?.to_string());
+        metadata.advance(len);
+    }
+    Some(topics)
 }
 
 /// What a [`GroupWait`] waits for.
@@ -334,4 +354,51 @@ impl DelayedOperation for GroupWait {
         }
     }
     fn on_complete(&mut self, _: Completion) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::subscription_topics;
+    use bytes::BytesMut;
+    use kafka_protocol::messages::ConsumerProtocolSubscription;
+    use kafka_protocol::protocol::{Encodable, StrBytes};
+
+    fn encoded(version: i16, topics: &[&str]) -> Vec<u8> {
+        let subscription = ConsumerProtocolSubscription::default().with_topics(
+            topics
+                .iter()
+                .map(|t| StrBytes::from_string(t.to_string()))
+                .collect(),
+        );
+        let mut buf = BytesMut::new();
+        buf.extend_from_slice(&version.to_be_bytes());
+        subscription.encode(&mut buf, version).unwrap();
+        buf.to_vec()
+    }
+
+    #[test]
+    fn a_subscription_encoded_by_kafka_protocol_is_read_in_every_version() {
+        for version in 0..=3 {
+            let topics = subscription_topics(&encoded(version, &["a", "bb"]));
+            assert_eq!(topics, Some(vec!["a".to_string(), "bb".to_string()]));
+        }
+    }
+
+    #[test]
+    fn a_count_beyond_the_bytes_left_is_unreadable_not_reserved() {
+        assert_eq!(subscription_topics(&[0, 0, 0x7f, 0xff, 0xff, 0xff]), None);
+        assert_eq!(subscription_topics(&[0, 0, 0, 0, 0, 2, 0, 0]), None);
+    }
+
+    #[test]
+    fn short_null_or_negative_parts_are_unreadable() {
+        assert_eq!(subscription_topics(&[]), None);
+        assert_eq!(subscription_topics(&[0, 0, 0]), None);
+        assert_eq!(subscription_topics(&[0xff, 0xff, 0, 0, 0, 0]), None);
+        assert_eq!(subscription_topics(&[0, 0, 0xff, 0xff, 0xff, 0xff]), None);
+        assert_eq!(subscription_topics(&[0, 0, 0, 0, 0, 1, 0xff, 0xff]), None);
+        assert_eq!(subscription_topics(&[0, 0, 0, 0, 0, 1, 0, 3, b'a']), None);
+        assert_eq!(subscription_topics(&[0, 0, 0, 0, 0, 1, 0, 1, 0xff]), None);
+        assert_eq!(subscription_topics(&[0, 0, 0, 0, 0, 0]), Some(vec![]));
+    }
 }

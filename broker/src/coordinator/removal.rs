@@ -55,7 +55,8 @@ impl Coordinator {
     ///
     /// # Errors
     ///
-    /// GROUP_ID_NOT_FOUND for a group that does not exist; NON_EMPTY_GROUP
+    /// INVALID_GROUP_ID for an empty id, GROUP_ID_NOT_FOUND for a group
+    /// that does not exist; NON_EMPTY_GROUP
     /// for a group with members whose subscriptions cannot be read (not a
     /// consumer group).
     pub fn delete_offsets(
@@ -63,6 +64,9 @@ impl Coordinator {
         group_id: &str,
         partitions: &[TopicPartition],
     ) -> Result<Vec<OffsetRemoval>, ResponseError> {
+        if group_id.is_empty() {
+            return Err(ResponseError::InvalidGroupId);
+        }
         let group = self.find(group_id).ok_or(ResponseError::GroupIdNotFound)?;
         let mut g = group.lock();
         let subscribed = if g.members.is_empty() {

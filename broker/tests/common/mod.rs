@@ -10,6 +10,8 @@ pub use wire::ask;
 pub use wire::record_batch;
 #[allow(unused_imports)] // `decoded`: the binaries of the admin APIs use it
 pub use wire::{answer, decoded, frame, metadata_frame, read_frame};
+#[allow(unused_imports)] // the binaries that pipeline requests use them
+pub use wire::{receive, send};
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
