@@ -252,11 +252,13 @@ pub fn offset_fetch(
 /// OffsetDelete: the group's commits of the partitions named go, as
 /// Kafka deletes them: all of them in an empty group; in a consumer group
 /// with members, those of topics no member subscribes to (the others
-/// GROUP_SUBSCRIBED_TO_TOPIC). A partition that does not exist is
-/// UNKNOWN_TOPIC_OR_PARTITION; an empty group id INVALID_GROUP_ID, a
-/// group that does not exist GROUP_ID_NOT_FOUND, one with members that is no consumer group
-/// NON_EMPTY_GROUP (for the whole answer). With `--data-dir`, answered
-/// once the deletions are on disk.
+/// GROUP_SUBSCRIBED_TO_TOPIC); each partition named is answered in its
+/// place, one named twice too. A partition that does not exist is
+/// UNKNOWN_TOPIC_OR_PARTITION; an empty group id is INVALID_GROUP_ID, a
+/// group that does not exist GROUP_ID_NOT_FOUND, one with members whose
+/// subscriptions cannot be read (no consumer group, or metadata that does
+/// not parse) NON_EMPTY_GROUP (for the whole answer). With `--data-dir`,
+/// answered once the deletions are on disk.
 ///
 /// # Errors
 ///

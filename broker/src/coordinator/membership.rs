@@ -165,8 +165,9 @@ impl Coordinator {
     /// it: a commit of generation -1 (an admin's, or a consumer's outside
     /// group management) is taken while the group has no member, whatever
     /// member or instance id it names; otherwise one naming no member is
-    /// UNKNOWN_MEMBER_ID, and one naming a member must be of the member, in the
-    /// group's generation, outside the wait for the leader's assignment.
+    /// UNKNOWN_MEMBER_ID, and one naming a member must be of the member,
+    /// in the group's generation, outside the wait for the leader's
+    /// assignment.
     /// A member's commit resets its session.
     ///
     /// # Errors
