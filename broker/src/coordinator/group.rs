@@ -234,11 +234,13 @@ impl Group {
         Some(old_id)
     }
 
-    /// The topics its members subscribe to, read from their metadata for
-    /// the group's protocol (a consumer group's
+    /// Which of `asked` its members subscribe to, read from their metadata
+    /// for the group's protocol (a consumer group's
     /// `ConsumerProtocolSubscription`); `None` if a member's cannot be
-    /// read, or the group is not a consumer group.
-    pub(super) fn subscribed_topics(&self) -> Option<HashSet<String>> {
+    /// read, or the group is not a consumer group. Only names asked for
+    /// are kept: what is made is bounded by the request, whatever a
+    /// member's metadata says.
+    pub(super) fn subscribed_among(&self, asked: &HashSet<&str>) -> Option<HashSet<String>> {
         if self.protocol_type != "consumer" {
             return None;
         }
@@ -249,7 +251,11 @@ impl Group {
                 .iter()
                 .find(|p| p.name == self.protocol)?
                 .metadata;
-            topics.extend(subscription_topics(metadata)?);
+            for_each_subscribed(metadata, |topic| {
+                if asked.contains(topic) && !topics.contains(topic) {
+                    topics.insert(topic.to_string());
+                }
+            })?;
         }
         Some(topics)
     }
@@ -285,13 +291,14 @@ impl Group {
     }
 }
 
-/// The topics of a `ConsumerProtocolSubscription` (a version `i16`, then
-/// an array of `i16`-length strings; what follows is ignored), read by
-/// hand: the bytes are the client's, never pre-scanned, and a decoder
-/// would reserve room for the array's count before reading it. `None` if
-/// they cannot be read: a negative version, a count beyond the bytes
+/// Calls `topic` with each topic of a `ConsumerProtocolSubscription` (a
+/// version `i16`, then an array of `i16`-length strings; what follows is
+/// ignored), read by hand and in place: the bytes are the client's, never
+/// pre-scanned, and a decoder would reserve room for the array's count
+/// before reading it. `None` if they cannot be read (the names already
+/// given then mean nothing): a negative version, a count beyond the bytes
 /// left, a null or non-UTF-8 name, or too few bytes.
-fn subscription_topics(mut metadata: &[u8]) -> Option<Vec<String>> {
+fn for_each_subscribed(mut metadata: &[u8], mut topic: impl FnMut(&str)) -> Option<()> {
     if metadata.remaining() < 6 || metadata.get_i16() < 0 {
         return None;
     }
@@ -300,17 +307,16 @@ fn subscription_topics(mut metadata: &[u8]) -> Option<Vec<String>> {
     if count > metadata.remaining() / 2 {
         return None;
     }
-    let mut topics = Vec::with_capacity(count);
     for _ in 0..count {
         if metadata.remaining() < 2 {
             return None;
         }
         let len = usize::try_from(metadata.get_i16()).ok()?;
         let name = metadata.get(..len)?;
-        topics.push(std::str::from_utf8(name).ok()?.to_string());
+        topic(std::str::from_utf8(name).ok()?);
         metadata.advance(len);
     }
-    Some(topics)
+    Some(())
 }
 
 /// What a [`GroupWait`] waits for.
@@ -358,7 +364,14 @@ impl DelayedOperation for GroupWait {
 
 #[cfg(test)]
 mod tests {
-    use super::subscription_topics;
+    use super::for_each_subscribed;
+
+    /// The topics `metadata` names, in order, if it can be read.
+    fn subscription_topics(metadata: &[u8]) -> Option<Vec<String>> {
+        let mut topics = Vec::new();
+        for_each_subscribed(metadata, |t| topics.push(t.to_string()))?;
+        Some(topics)
+    }
     use bytes::BytesMut;
     use kafka_protocol::messages::ConsumerProtocolSubscription;
     use kafka_protocol::protocol::{Encodable, StrBytes};

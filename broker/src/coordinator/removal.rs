@@ -72,7 +72,11 @@ impl Coordinator {
         let subscribed = if g.members.is_empty() {
             None
         } else {
-            Some(g.subscribed_topics().ok_or(ResponseError::NonEmptyGroup)?)
+            let asked = partitions.iter().map(|at| at.topic.as_str()).collect();
+            Some(
+                g.subscribed_among(&asked)
+                    .ok_or(ResponseError::NonEmptyGroup)?,
+            )
         };
         Ok(partitions
             .iter()
