@@ -328,16 +328,43 @@ impl Store {
     /// [`OpenError`] naming the offsets log, if the write failed or an
     /// fsync of it did before.
     pub fn commit(&self, commits: &[GroupCommit]) -> Result<u64, OpenError> {
+        let (written, _) = self.commit_with(|| (commits.to_vec(), ()));
+        Ok(written?.unwrap_or(0))
+    }
+
+    /// Makes a change of the groups in memory and appends the records it
+    /// returns to the offsets log, both under the log's lock: changes
+    /// reach memory in the order of their records in the log, so what a
+    /// restart replays is what was seen. Returns the count of records the
+    /// fsync must cover (`None` if the change wrote none) beside what the
+    /// change returned; the change stays in memory if the append fails.
+    ///
+    /// # Errors
+    ///
+    /// [`OpenError`] naming the offsets log, if the write failed or an
+    /// fsync of it did before.
+    pub fn commit_with<T>(
+        &self,
+        change: impl FnOnce() -> (Vec<GroupCommit>, T),
+    ) -> (Result<Option<u64>, OpenError>, T) {
         let mut offsets = self.offsets.lock();
+        let (commits, changed) = change();
+        if commits.is_empty() {
+            return (Ok(None), changed);
+        }
         let path = offsets.path().to_path_buf();
         if self.offsets_failed.load(Ordering::Acquire) {
-            return Err(std::io::Error::other("an fsync failed")).doing("append to", &path);
+            let failed = Err(std::io::Error::other("an fsync failed")).doing("append to", &path);
+            return (failed, changed);
         }
-        let written = offsets.append(commits).doing("append to", &path)?;
+        let written = match offsets.append(&commits).doing("append to", &path) {
+            Ok(written) => written,
+            Err(e) => return (Err(e), changed),
+        };
         drop(offsets);
         self.offsets_dirty.store(true, Ordering::Release);
         self.wake.notify_one();
-        Ok(written)
+        (Ok(Some(written)), changed)
     }
 
     /// Whether the offsets log is fsynced past `records`.

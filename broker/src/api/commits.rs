@@ -47,19 +47,28 @@ impl DelayedOperation for DelayedCommit {
     fn on_complete(&mut self, _: Completion) {}
 }
 
-/// Writes `records` to the offsets log (with `--data-dir`) and waits for
-/// the fsync covering them; whether they are on disk (always, without
-/// `--data-dir`, or with nothing to write).
+/// Makes `change` in memory and writes the records it returns to the
+/// offsets log (with `--data-dir`) in one critical section of the log, so
+/// that memory follows the log's order (a commit is seen from then on, as
+/// a restart would replay it), then waits for the fsync covering them.
+/// Returns what the change returned and whether its records are on disk
+/// (always, without `--data-dir`, or with nothing to write).
 ///
 /// # Errors
 ///
 /// [`RequestError::ShuttingDown`] if the commit purgatory refuses the wait.
-pub async fn keep(broker: &Arc<Broker>, records: &[GroupCommit]) -> Result<bool, RequestError> {
-    let Some(store) = broker.store.as_ref().filter(|_| !records.is_empty()) else {
-        return Ok(true);
+pub async fn keep<T>(
+    broker: &Arc<Broker>,
+    change: impl FnOnce() -> (Vec<GroupCommit>, T),
+) -> Result<(T, bool), RequestError> {
+    let Some(store) = broker.store.as_ref() else {
+        return Ok((change().1, true));
     };
-    let Ok(records) = store.commit(records) else {
-        return Ok(false);
+    let (written, changed) = store.commit_with(change);
+    let records = match written {
+        Ok(Some(records)) => records,
+        Ok(None) => return Ok((changed, true)),
+        Err(_) => return Ok((changed, false)),
     };
     let wait = DelayedCommit {
         broker: Arc::clone(broker),
@@ -69,7 +78,7 @@ pub async fn keep(broker: &Arc<Broker>, records: &[GroupCommit]) -> Result<bool,
         .commits
         .park(wait, [OffsetsKey])
         .map_err(|_| RequestError::ShuttingDown)?;
-    Ok(parked.await == Some(Completion::Satisfied))
+    Ok((changed, parked.await == Some(Completion::Satisfied)))
 }
 
 /// Whether `partition` of `topic` exists.
@@ -132,10 +141,15 @@ pub async fn offset_commit(
         }
         response.topics.push(t);
     }
-    let durable = keep(broker, &kept).await?;
-    for commit in kept {
-        broker.groups.commit(&commit.group, commit.committed);
-    }
+    let ((), durable) = keep(broker, || {
+        for commit in &kept {
+            broker
+                .groups
+                .commit(&commit.group, commit.committed.clone());
+        }
+        (kept, ())
+    })
+    .await?;
     if !durable {
         for p in response.topics.iter_mut().flat_map(|t| &mut t.partitions) {
             if p.error_code == 0 {
@@ -238,11 +252,13 @@ pub fn offset_fetch(
 /// OffsetDelete: the group's commits of the partitions named go, as
 /// Kafka deletes them: all of them in an empty group; in a consumer group
 /// with members, those of topics no member subscribes to (the others
-/// GROUP_SUBSCRIBED_TO_TOPIC). A partition that does not exist is
-/// UNKNOWN_TOPIC_OR_PARTITION; a group that does not exist
-/// GROUP_ID_NOT_FOUND, one with members that is no consumer group
-/// NON_EMPTY_GROUP (for the whole answer). With `--data-dir`, answered
-/// once the deletions are on disk.
+/// GROUP_SUBSCRIBED_TO_TOPIC); each partition named is answered in its
+/// place, one named twice too. A partition that does not exist is
+/// UNKNOWN_TOPIC_OR_PARTITION; an empty group id is INVALID_GROUP_ID, a
+/// group that does not exist GROUP_ID_NOT_FOUND, one with members whose
+/// subscriptions cannot be read (no consumer group, or metadata that does
+/// not parse) NON_EMPTY_GROUP (for the whole answer). With `--data-dir`,
+/// answered once the deletions are on disk.
 ///
 /// # Errors
 ///
@@ -252,39 +268,49 @@ pub async fn offset_delete(
     request: &OffsetDeleteRequest,
 ) -> Result<OffsetDeleteResponse, RequestError> {
     let mut response = OffsetDeleteResponse::default();
-    let named: Vec<TopicPartition> = request
+    // Each partition named, in order (`None`: it does not exist); one may
+    // be named twice, and each is answered from its own place.
+    let named: Vec<Option<TopicPartition>> = request
         .topics
         .iter()
         .flat_map(|t| {
-            t.partitions
-                .iter()
-                .map(|p| TopicPartition::new(t.name.as_str(), p.partition_index))
+            t.partitions.iter().map(|p| {
+                let at = TopicPartition::new(t.name.as_str(), p.partition_index);
+                exists(broker, &at.topic, at.partition).then_some(at)
+            })
         })
-        .filter(|at| exists(broker, &at.topic, at.partition))
         .collect();
-    let removed = match broker.groups.delete_offsets(&request.group_id, &named) {
-        Ok(removed) => removed,
+    let existing: Vec<TopicPartition> = named.iter().flatten().cloned().collect();
+    let (removed, durable) = keep(broker, || {
+        match broker.groups.delete_offsets(&request.group_id, &existing) {
+            Ok(removed) => {
+                let tombstones = existing
+                    .iter()
+                    .zip(&removed)
+                    .filter(|(_, &removal)| removal == OffsetRemoval::Deleted)
+                    .map(|(at, _)| GroupCommit::offset_deleted(&request.group_id, at))
+                    .collect();
+                (tombstones, Ok(removed))
+            }
+            Err(error) => (Vec::new(), Err(error)),
+        }
+    })
+    .await?;
+    let mut removed = match removed {
+        Ok(removed) => removed.into_iter(),
         Err(error) => {
             response.error_code = error.code();
             return Ok(response);
         }
     };
-    let outcome: std::collections::HashMap<&TopicPartition, OffsetRemoval> =
-        named.iter().zip(removed).collect();
-    let tombstones: Vec<GroupCommit> = outcome
-        .iter()
-        .filter(|(_, &removal)| removal == OffsetRemoval::Deleted)
-        .map(|(at, _)| GroupCommit::offset_deleted(&request.group_id, at))
-        .collect();
-    let durable = keep(broker, &tombstones).await?;
+    let mut named = named.into_iter();
     for topic in &request.topics {
         let mut t = offset_delete_response::OffsetDeleteResponseTopic::default();
         t.name = topic.name.clone();
         for p in &topic.partitions {
             let mut pr = offset_delete_response::OffsetDeleteResponsePartition::default();
             pr.partition_index = p.partition_index;
-            let at = TopicPartition::new(topic.name.as_str(), p.partition_index);
-            pr.error_code = match outcome.get(&at) {
+            pr.error_code = match named.next().flatten().and_then(|_| removed.next()) {
                 None => ResponseError::UnknownTopicOrPartition.code(),
                 Some(OffsetRemoval::Subscribed) => ResponseError::GroupSubscribedToTopic.code(),
                 Some(OffsetRemoval::Deleted) if !durable => ResponseError::RequestTimedOut.code(),

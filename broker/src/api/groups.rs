@@ -269,19 +269,22 @@ pub async fn delete_groups(
     broker: &Arc<Broker>,
     request: &DeleteGroupsRequest,
 ) -> Result<DeleteGroupsResponse, RequestError> {
-    let deleted: Vec<Result<(), ResponseError>> = request
-        .groups_names
-        .iter()
-        .map(|id| broker.groups.delete_group(id))
-        .collect();
-    let records: Vec<GroupCommit> = request
-        .groups_names
-        .iter()
-        .zip(&deleted)
-        .filter(|(_, d)| d.is_ok())
-        .map(|(id, _)| GroupCommit::group_deleted(id))
-        .collect();
-    let durable = commits::keep(broker, &records).await?;
+    let (deleted, durable) = commits::keep(broker, || {
+        let deleted: Vec<Result<(), ResponseError>> = request
+            .groups_names
+            .iter()
+            .map(|id| broker.groups.delete_group(id))
+            .collect();
+        let records = request
+            .groups_names
+            .iter()
+            .zip(&deleted)
+            .filter(|(_, d)| d.is_ok())
+            .map(|(id, _)| GroupCommit::group_deleted(id))
+            .collect();
+        (records, deleted)
+    })
+    .await?;
     let mut response = DeleteGroupsResponse::default();
     response.results = request
         .groups_names

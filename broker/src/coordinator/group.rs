@@ -6,8 +6,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Buf, Bytes};
-use kafka_protocol::messages::ConsumerProtocolSubscription;
-use kafka_protocol::protocol::Decodable;
 use kafka_protocol::ResponseError;
 use parking_lot::Mutex;
 use purgatorio::{Completion, DelayedOperation};
@@ -236,28 +234,28 @@ impl Group {
         Some(old_id)
     }
 
-    /// The topics its members subscribe to, read from their metadata for
-    /// the group's protocol (a consumer group's
+    /// Which of `asked` its members subscribe to, read from their metadata
+    /// for the group's protocol (a consumer group's
     /// `ConsumerProtocolSubscription`); `None` if a member's cannot be
-    /// read, or the group is not a consumer group.
-    pub(super) fn subscribed_topics(&self) -> Option<HashSet<String>> {
+    /// read, or the group is not a consumer group. Only names asked for
+    /// are kept: what is made is bounded by the request, whatever a
+    /// member's metadata says.
+    pub(super) fn subscribed_among(&self, asked: &HashSet<&str>) -> Option<HashSet<String>> {
         if self.protocol_type != "consumer" {
             return None;
         }
         let mut topics = HashSet::new();
         for member in self.members.values() {
-            let mut metadata = member
+            let metadata = &member
                 .protocols
                 .iter()
                 .find(|p| p.name == self.protocol)?
-                .metadata
-                .clone();
-            if metadata.remaining() < 2 {
-                return None;
-            }
-            let version = metadata.get_i16();
-            let subscription = ConsumerProtocolSubscription::decode(&mut metadata, version).ok()?;
-            topics.extend(subscription.topics.iter().map(|t| t.to_string()));
+                .metadata;
+            for_each_subscribed(metadata, |topic| {
+                if asked.contains(topic) && !topics.contains(topic) {
+                    topics.insert(topic.to_string());
+                }
+            })?;
         }
         Some(topics)
     }
@@ -291,6 +289,34 @@ impl Group {
             members,
         }
     }
+}
+
+/// Calls `topic` with each topic of a `ConsumerProtocolSubscription` (a
+/// version `i16`, then an array of `i16`-length strings; what follows is
+/// ignored), read by hand and in place: the bytes are the client's, never
+/// pre-scanned, and a decoder would reserve room for the array's count
+/// before reading it. `None` if they cannot be read (the names already
+/// given then mean nothing): a negative version, a count beyond the bytes
+/// left, a null or non-UTF-8 name, or too few bytes.
+fn for_each_subscribed(mut metadata: &[u8], mut topic: impl FnMut(&str)) -> Option<()> {
+    if metadata.remaining() < 6 || metadata.get_i16() < 0 {
+        return None;
+    }
+    let count = usize::try_from(metadata.get_i32()).ok()?;
+    // Each name takes at least its two length bytes.
+    if count > metadata.remaining() / 2 {
+        return None;
+    }
+    for _ in 0..count {
+        if metadata.remaining() < 2 {
+            return None;
+        }
+        let len = usize::try_from(metadata.get_i16()).ok()?;
+        let name = metadata.get(..len)?;
+        topic(std::str::from_utf8(name).ok()?);
+        metadata.advance(len);
+    }
+    Some(())
 }
 
 /// What a [`GroupWait`] waits for.
@@ -334,4 +360,58 @@ impl DelayedOperation for GroupWait {
         }
     }
     fn on_complete(&mut self, _: Completion) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::for_each_subscribed;
+
+    /// The topics `metadata` names, in order, if it can be read.
+    fn subscription_topics(metadata: &[u8]) -> Option<Vec<String>> {
+        let mut topics = Vec::new();
+        for_each_subscribed(metadata, |t| topics.push(t.to_string()))?;
+        Some(topics)
+    }
+    use bytes::BytesMut;
+    use kafka_protocol::messages::ConsumerProtocolSubscription;
+    use kafka_protocol::protocol::{Encodable, StrBytes};
+
+    fn encoded(version: i16, topics: &[&str]) -> Vec<u8> {
+        let subscription = ConsumerProtocolSubscription::default().with_topics(
+            topics
+                .iter()
+                .map(|t| StrBytes::from_string(t.to_string()))
+                .collect(),
+        );
+        let mut buf = BytesMut::new();
+        buf.extend_from_slice(&version.to_be_bytes());
+        subscription.encode(&mut buf, version).unwrap();
+        buf.to_vec()
+    }
+
+    #[test]
+    fn a_subscription_encoded_by_kafka_protocol_is_read_in_every_version() {
+        for version in 0..=3 {
+            let topics = subscription_topics(&encoded(version, &["a", "bb"]));
+            assert_eq!(topics, Some(vec!["a".to_string(), "bb".to_string()]));
+        }
+    }
+
+    #[test]
+    fn a_count_beyond_the_bytes_left_is_unreadable_not_reserved() {
+        assert_eq!(subscription_topics(&[0, 0, 0x7f, 0xff, 0xff, 0xff]), None);
+        assert_eq!(subscription_topics(&[0, 0, 0, 0, 0, 2, 0, 0]), None);
+    }
+
+    #[test]
+    fn short_null_or_negative_parts_are_unreadable() {
+        assert_eq!(subscription_topics(&[]), None);
+        assert_eq!(subscription_topics(&[0, 0, 0]), None);
+        assert_eq!(subscription_topics(&[0xff, 0xff, 0, 0, 0, 0]), None);
+        assert_eq!(subscription_topics(&[0, 0, 0xff, 0xff, 0xff, 0xff]), None);
+        assert_eq!(subscription_topics(&[0, 0, 0, 0, 0, 1, 0xff, 0xff]), None);
+        assert_eq!(subscription_topics(&[0, 0, 0, 0, 0, 1, 0, 3, b'a']), None);
+        assert_eq!(subscription_topics(&[0, 0, 0, 0, 0, 1, 0, 1, 0xff]), None);
+        assert_eq!(subscription_topics(&[0, 0, 0, 0, 0, 0]), Some(vec![]));
+    }
 }

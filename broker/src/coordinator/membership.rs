@@ -162,10 +162,12 @@ impl Coordinator {
     }
 
     /// Whether a member may commit offsets (OffsetCommit), as Kafka checks
-    /// it: a commit naming no member and generation -1 (an admin's, or a
-    /// consumer's outside group management) is taken only while the group
-    /// has no member; one naming a member must be of the member, in the
-    /// group's generation, outside the wait for the leader's assignment.
+    /// it: a commit of generation -1 (an admin's, or a consumer's outside
+    /// group management) is taken while the group has no member, whatever
+    /// member or instance id it names; otherwise one naming no member is
+    /// UNKNOWN_MEMBER_ID, and one naming a member must be of the member,
+    /// in the group's generation, outside the wait for the leader's
+    /// assignment.
     /// A member's commit resets its session.
     ///
     /// # Errors
@@ -177,25 +179,23 @@ impl Coordinator {
         group_id: &str,
         member: Membership<'_>,
     ) -> Result<(), ResponseError> {
-        let managed =
-            member.generation >= 0 || !member.member_id.is_empty() || member.instance.is_some();
+        // A generation below 0 outside a group with members (an admin's
+        // commit, or a consumer's outside group management, whatever
+        // member or instance id it names) is taken, as Kafka takes it.
         let Some(group) = self.find(group_id) else {
-            // No group: a generation is one it never had; a member, one it
-            // never knew.
-            return match (member.generation >= 0, managed) {
-                (true, _) => Err(ResponseError::IllegalGeneration),
-                (false, true) => Err(ResponseError::UnknownMemberId),
-                (false, false) => Ok(()),
+            return if member.generation < 0 {
+                Ok(())
+            } else {
+                Err(ResponseError::IllegalGeneration)
             };
         };
         let session = {
             let g = group.lock();
-            if !managed {
-                return if g.members.is_empty() {
-                    Ok(())
-                } else {
-                    Err(ResponseError::UnknownMemberId)
-                };
+            if member.generation < 0 && g.members.is_empty() {
+                return Ok(());
+            }
+            if member.generation < 0 && member.member_id.is_empty() && member.instance.is_none() {
+                return Err(ResponseError::UnknownMemberId);
             }
             let session = g.check_member(member.member_id, member.instance)?.session;
             if g.generation != member.generation {

@@ -55,7 +55,8 @@ impl Coordinator {
     ///
     /// # Errors
     ///
-    /// GROUP_ID_NOT_FOUND for a group that does not exist; NON_EMPTY_GROUP
+    /// INVALID_GROUP_ID for an empty id, GROUP_ID_NOT_FOUND for a group
+    /// that does not exist; NON_EMPTY_GROUP
     /// for a group with members whose subscriptions cannot be read (not a
     /// consumer group).
     pub fn delete_offsets(
@@ -63,12 +64,19 @@ impl Coordinator {
         group_id: &str,
         partitions: &[TopicPartition],
     ) -> Result<Vec<OffsetRemoval>, ResponseError> {
+        if group_id.is_empty() {
+            return Err(ResponseError::InvalidGroupId);
+        }
         let group = self.find(group_id).ok_or(ResponseError::GroupIdNotFound)?;
         let mut g = group.lock();
         let subscribed = if g.members.is_empty() {
             None
         } else {
-            Some(g.subscribed_topics().ok_or(ResponseError::NonEmptyGroup)?)
+            let asked = partitions.iter().map(|at| at.topic.as_str()).collect();
+            Some(
+                g.subscribed_among(&asked)
+                    .ok_or(ResponseError::NonEmptyGroup)?,
+            )
         };
         Ok(partitions
             .iter()

@@ -139,12 +139,18 @@ impl LazyLog {
     /// (with `--data-dir`; blocking). The partition's lock is held only to
     /// read the start, not while the file is written.
     ///
+    /// If the write fails (or the log failed since the start moved), the
+    /// start in memory stays where DeleteRecords moved it, ahead of the
+    /// file's until a restart reads the file back: the records between
+    /// are hidden now and seen again after the restart, and the
+    /// DeleteRecords that moved it was answered KAFKA_STORAGE_ERROR.
+    ///
     /// # Errors
     ///
-    /// The file could not be written.
+    /// The log is failed, or the file could not be written.
     pub fn save_start(&self) -> std::io::Result<()> {
         let mut saved = self.start_saved.lock();
-        let Some(file) = self.lock().start_file() else {
+        let Some(file) = self.lock().start_file()? else {
             return Ok(());
         };
         if file.start > *saved {

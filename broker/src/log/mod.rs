@@ -147,10 +147,25 @@ impl Topic {
         }
     }
 
-    /// Marks it deleted before its directory goes: the roll work running
-    /// finishes first, no other makes a file, and no append renames one
-    /// (its logs are retired, [`Log::retire`]).
+    /// Marks it deleted before its directory goes: the roll work and the
+    /// start writes running finish first, no other makes a file, and no
+    /// append renames one (its logs are retired, [`Log::retire`]).
+    ///
+    /// Waiting for those may take fsyncs: on a runtime's worker thread it
+    /// blocks in place ([`tokio::task::block_in_place`]), the worker's
+    /// other tasks moved to another thread meanwhile.
     pub fn retire(&self) {
+        let on_worker = tokio::runtime::Handle::try_current()
+            .is_ok_and(|r| r.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+        if on_worker {
+            tokio::task::block_in_place(|| self.retire_now());
+        } else {
+            self.retire_now();
+        }
+    }
+
+    /// [`retire`](Self::retire), blocking the calling thread.
+    fn retire_now(&self) {
         let mut live = self.live.write();
         *live = false;
         for log in &self.partitions {

@@ -10,11 +10,14 @@ pub use wire::ask;
 pub use wire::record_batch;
 #[allow(unused_imports)] // `decoded`: the binaries of the admin APIs use it
 pub use wire::{answer, decoded, frame, metadata_frame, read_frame};
+#[allow(unused_imports)] // the binaries that pipeline requests use them
+pub use wire::{receive, send};
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -57,13 +60,16 @@ impl Broker {
     }
 
     /// A broker with more command-line arguments.
+    /// A free port may be taken by another process before the broker
+    /// binds it: the broker then exits, and it is tried on another.
     pub fn start_with(partitions: u32, data_dir: Option<&Path>, extra: &[&str]) -> Broker {
-        Broker::start_on(
-            &format!("127.0.0.1:{}", free_port()),
-            partitions,
-            data_dir,
-            extra,
-        )
+        for _ in 0..5 {
+            let addr = format!("127.0.0.1:{}", free_port());
+            if let Some(broker) = Broker::try_start_on(&addr, partitions, data_dir, extra) {
+                return broker;
+            }
+        }
+        panic!("no free port kept long enough for the broker to listen on it, five times");
     }
 
     /// A broker listening on `addr` (say, a killed one's).
@@ -73,6 +79,20 @@ impl Broker {
         data_dir: Option<&Path>,
         extra: &[&str],
     ) -> Broker {
+        Broker::try_start_on(addr, partitions, data_dir, extra).unwrap_or_else(|| {
+            panic!("the broker exited before listening on {addr} (taken by another process?)")
+        })
+    }
+
+    /// A broker listening on `addr`; `None` if it exited first (the
+    /// address taken: whoever answers there is not this broker, which
+    /// only counts as listening once it wrote its first stats line).
+    fn try_start_on(
+        addr: &str,
+        partitions: u32,
+        data_dir: Option<&Path>,
+        extra: &[&str],
+    ) -> Option<Broker> {
         let addr = addr.to_string();
         let mut command = Command::new(broker_bin());
         if let Some(dir) = data_dir {
@@ -91,15 +111,23 @@ impl Broker {
         let stderr = child.child().stderr.take().expect("stderr");
         let stats = Arc::new(Mutex::new(String::new()));
         let last = Arc::clone(&stats);
+        let started = Arc::new(AtomicBool::new(false));
+        let stats_seen = Arc::clone(&started);
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if line.starts_with("stats:") {
+                    stats_seen.store(true, Ordering::Release);
+                }
                 *last.lock().unwrap() = line;
             }
         });
-        wait_for("the broker to listen", PATIENCE, || {
-            TcpStream::connect(&addr).ok()
+        let listening = wait_for("the broker to listen", PATIENCE, || {
+            if child.child().try_wait().ok().flatten().is_some() {
+                return Some(false);
+            }
+            (started.load(Ordering::Acquire) && TcpStream::connect(&addr).is_ok()).then_some(true)
         });
-        Broker { child, addr, stats }
+        listening.then_some(Broker { child, addr, stats })
     }
 
     /// A figure from the latest stats line, after a fresh one arrived.

@@ -61,8 +61,22 @@ pub fn read_frame(stream: &mut TcpStream) -> Option<Bytes> {
 /// answer's body (past its header).
 #[allow(dead_code)] // the bench, which includes this file, does not ask
 pub fn ask(s: &mut TcpStream, key: ApiKey, version: i16, body: impl Encodable) -> Bytes {
+    send(s, key, version, body);
+    receive(s, key, version)
+}
+
+/// A request of `key` and `version` with `body`, sent on `s`; its answer
+/// is left to [`receive`].
+#[allow(dead_code)] // the bench, which includes this file, does not ask
+pub fn send(s: &mut TcpStream, key: ApiKey, version: i16, body: impl Encodable) {
     s.write_all(&frame(key, version, |b| body.encode(b, version).unwrap()))
         .unwrap();
+}
+
+/// The next answer on `s`, to a request of `key` and `version`: its body
+/// (past its header).
+#[allow(dead_code)] // the bench, which includes this file, does not ask
+pub fn receive(s: &mut TcpStream, key: ApiKey, version: i16) -> Bytes {
     let mut answer = read_frame(s).expect("an answer");
     ResponseHeader::decode(&mut answer, key.response_header_version(version)).unwrap();
     answer

@@ -102,15 +102,22 @@ impl Log {
     }
 
     /// Its start as its [`START_FILE`] should hold it: `None` without
-    /// `--data-dir`, or when the log is failed (its directory may be
-    /// another topic's by now).
-    pub fn start_file(&self) -> Option<StartFile> {
+    /// `--data-dir`.
+    ///
+    /// # Errors
+    ///
+    /// The log is failed (its directory may be another topic's by now):
+    /// nothing may be written, and the start is not kept.
+    pub fn start_file(&self) -> io::Result<Option<StartFile>> {
         match &self.place {
-            Place::Dir(dir) if !self.is_failed() => Some(StartFile {
+            Place::Dir(_) if self.is_failed() => {
+                Err(io::Error::other("the log failed: its start is not kept"))
+            }
+            Place::Dir(dir) => Ok(Some(StartFile {
                 dir: dir.clone(),
                 start: self.start(),
-            }),
-            _ => None,
+            })),
+            Place::Anonymous(_) => Ok(None),
         }
     }
 

@@ -366,7 +366,7 @@ fn a_start_raised_inside_a_segment_hides_the_records_below_it_and_is_read_back()
     assert_eq!(read_all(&log, 35).first(), Some(&30));
     // Not written yet: the caller writes it off the lock.
     assert_eq!(Log::open(&dir.0, 1000).unwrap().start(), 0);
-    log.start_file().unwrap().write().unwrap();
+    log.start_file().unwrap().unwrap().write().unwrap();
     assert!(!dir.0.join("log-start-offset.tmp").exists());
     drop(log);
     let reopened = Log::open(&dir.0, 1000).unwrap();
@@ -389,4 +389,17 @@ fn a_start_raised_inside_a_segment_hides_the_records_below_it_and_is_read_back()
         error.contains("log-start-offset holds no offset"),
         "{error}"
     );
+}
+
+#[test]
+fn a_failed_log_with_a_directory_has_no_start_to_write_and_says_so() {
+    let dir = Scratch::new("failed-start");
+    let mut log = Log::create(Place::Dir(dir.0.clone()), 1000);
+    log.append_now(&of(10)).unwrap();
+    assert_eq!(log.raise_start(5), RaisedStart::Moved(5));
+    log.fail(&std::io::Error::other("a test's failure"));
+    assert!(log.start_file().is_err());
+    // Without a directory there is nothing to keep: no error.
+    let anonymous = Log::create(Place::Anonymous(dir.0.clone()), 1000);
+    assert!(anonymous.start_file().unwrap().is_none());
 }
