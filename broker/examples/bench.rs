@@ -27,9 +27,7 @@ use std::time::{Duration, Instant};
 use bytes::{Buf, Bytes};
 use clap::{Parser, ValueEnum};
 use kafka_protocol::messages::ProduceResponse;
-use kafka_protocol::messages::{
-    fetch_request, produce_request, ApiKey, FetchRequest, ProduceRequest, TopicName,
-};
+use kafka_protocol::messages::{fetch_request, ApiKey, FetchRequest, TopicName};
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 #[path = "../tests/common/wire.rs"]
 mod wire;
@@ -50,17 +48,7 @@ fn produce_values(topic: &str, records: usize, value: Bytes) -> Bytes {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64);
     let batch = vec![(None, Some(value)); records];
-    let encoded = wire::record_batch(0, now, &batch);
-    let mut partition = produce_request::PartitionProduceData::default();
-    partition.index = 0;
-    partition.records = Some(encoded);
-    let mut t = produce_request::TopicProduceData::default();
-    t.name = TopicName(StrBytes::from_string(topic.to_string()));
-    t.partition_data = vec![partition];
-    let mut request = ProduceRequest::default();
-    request.acks = 1;
-    request.timeout_ms = 30_000;
-    request.topic_data = vec![t];
+    let request = wire::produce_request(topic, wire::record_batch(0, now, &batch), 1);
     frame(ApiKey::Produce, 7, |b| request.encode(b, 7).unwrap())
 }
 
@@ -458,11 +446,19 @@ fn main() {
             *last.lock().unwrap() = line;
         }
     });
+    // Every wait bounded: the broker listening within 30 s, each answer
+    // within a minute (the longest long poll here is 30 s).
+    let started = Instant::now();
     let connect = || loop {
         if let Ok(s) = TcpStream::connect(&addr) {
             s.set_nodelay(true).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
             return s;
         }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{bin} did not listen on {addr} within 30 s"
+        );
         std::thread::sleep(Duration::from_millis(10));
     };
     // The topics the scenarios use, made through Metadata (the one request

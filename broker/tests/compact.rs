@@ -10,15 +10,15 @@ use std::net::TcpStream;
 
 use bytes::{Buf, Bytes};
 use kafka_protocol::messages::{
-    describe_configs_request, incremental_alter_configs_request, produce_request, ApiKey,
-    DescribeConfigsRequest, DescribeConfigsResponse, IncrementalAlterConfigsRequest,
-    IncrementalAlterConfigsResponse, ProduceRequest, ProduceResponse, TopicName,
+    describe_configs_request, incremental_alter_configs_request, ApiKey, DescribeConfigsRequest,
+    DescribeConfigsResponse, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
+    ProduceResponse,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use kafka_protocol::ResponseError;
 
 mod common;
-use common::{frame, read_frame, record_batch, Broker};
+use common::{frame, produce_request, read_frame, record_batch, Broker};
 
 /// DescribeConfigs' and IncrementalAlterConfigs' resource type of a topic.
 const TOPIC: i8 = 2;
@@ -43,15 +43,7 @@ fn batch(keys: &[Option<&str>]) -> Bytes {
 
 /// The answer to a Produce v8 (acks 1) of `keys` to `topic`'s partition 0.
 fn produce(s: &mut TcpStream, topic: &str, keys: &[Option<&str>]) -> ProduceResponse {
-    let mut partition = produce_request::PartitionProduceData::default();
-    partition.records = Some(batch(keys));
-    let mut t = produce_request::TopicProduceData::default();
-    t.name = TopicName(StrBytes::from_string(topic.to_string()));
-    t.partition_data = vec![partition];
-    let mut request = ProduceRequest::default();
-    request.acks = 1;
-    request.timeout_ms = 5_000;
-    request.topic_data = vec![t];
+    let request = produce_request(topic, batch(keys), 1);
     s.write_all(&frame(ApiKey::Produce, 8, |b| {
         request.encode(b, 8).unwrap()
     }))

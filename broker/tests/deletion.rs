@@ -7,15 +7,15 @@ use std::path::Path;
 
 use bytes::Bytes;
 use kafka_protocol::messages::{
-    delete_records_request, fetch_request, list_offsets_request, produce_request, ApiKey, BrokerId,
+    delete_records_request, fetch_request, list_offsets_request, ApiKey, BrokerId,
     DeleteRecordsRequest, DeleteRecordsResponse, FetchRequest, FetchResponse, ListOffsetsRequest,
-    ListOffsetsResponse, ProduceRequest, ProduceResponse, TopicName,
+    ListOffsetsResponse, ProduceResponse, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, StrBytes};
 use purgatorio_testkit::{wait_for, TempDir};
 
 mod common;
-use common::{ask, metadata_frame, read_frame, record_batch, Broker, PATIENCE};
+use common::{ask, metadata_frame, produce_request, read_frame, record_batch, Broker, PATIENCE};
 
 /// `s` as a topic name.
 fn name(s: &str) -> TopicName {
@@ -35,15 +35,7 @@ fn produce(s: &mut TcpStream, topic: &str, count: usize, timestamp: i64) -> i64 
     let records: Vec<(Option<Bytes>, Option<Bytes>)> = (0..count)
         .map(|i| (None, Some(Bytes::from(format!("value {i:0>120}")))))
         .collect();
-    let mut partition = produce_request::PartitionProduceData::default();
-    partition.records = Some(record_batch(0, timestamp, &records));
-    let mut t = produce_request::TopicProduceData::default();
-    t.name = name(topic);
-    t.partition_data = vec![partition];
-    let mut request = ProduceRequest::default();
-    request.acks = 1;
-    request.timeout_ms = 5_000;
-    request.topic_data = vec![t];
+    let request = produce_request(topic, record_batch(0, timestamp, &records), 1);
     let mut answer = ask(s, ApiKey::Produce, 8, request);
     let p = &ProduceResponse::decode(&mut answer, 8).unwrap().responses[0].partition_responses[0];
     assert_eq!(p.error_code, 0);

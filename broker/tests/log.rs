@@ -14,7 +14,7 @@ use kafka_protocol::ResponseError;
 use purgatorio_testkit::{wait_for, TempDir};
 
 mod common;
-use common::{consume, frame, kcat, probe, read_frame, Broker, PATIENCE};
+use common::{consume, frame, kcat, probe, produce_request, read_frame, Broker, PATIENCE};
 
 /// The segment files (`.log`) of `topic`'s partition 0 under `data`,
 /// sorted by base offset, with their sizes (the broker's retention may
@@ -406,7 +406,7 @@ fn without_a_data_dir_segments_are_files_no_directory_shows() {
 
 #[test]
 fn a_batch_whose_crc_does_not_match_is_corrupt_message_and_not_stored() {
-    use kafka_protocol::messages::{produce_request, ProduceRequest, ProduceResponse};
+    use kafka_protocol::messages::ProduceResponse;
     let broker = Broker::start(1);
     broker.create(&["checked"]);
     let produce = |flip: bool| {
@@ -418,15 +418,7 @@ fn a_batch_whose_crc_does_not_match_is_corrupt_message_and_not_stored() {
             let last = batch.len() - 2;
             batch[last] ^= 0x20;
         }
-        let mut partition = produce_request::PartitionProduceData::default();
-        partition.records = Some(batch.freeze());
-        let mut topic = produce_request::TopicProduceData::default();
-        topic.name = TopicName(StrBytes::from_static_str("checked"));
-        topic.partition_data = vec![partition];
-        let mut request = ProduceRequest::default();
-        request.acks = 1;
-        request.timeout_ms = 5_000;
-        request.topic_data = vec![topic];
+        let request = produce_request("checked", batch.freeze(), 1);
         let mut s = broker.connect();
         s.write_all(&frame(ApiKey::Produce, 7, |b| {
             request.encode(b, 7).unwrap()

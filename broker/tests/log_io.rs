@@ -14,15 +14,16 @@ use std::time::Duration;
 
 use bytes::{Buf, Bytes};
 use kafka_protocol::messages::{
-    fetch_request, fetch_response, produce_request, ApiKey, FetchRequest, FetchResponse,
-    ProduceRequest, ProduceResponse, TopicName,
+    fetch_request, fetch_response, ApiKey, FetchRequest, FetchResponse, ProduceResponse, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use kafka_protocol::ResponseError;
 use purgatorio_testkit::{output_within, wait_for, TempDir};
 
 mod common;
-use common::{broker_bin, consume, frame, read_frame, record_batch, Broker, PATIENCE};
+use common::{
+    broker_bin, consume, frame, produce_request, read_frame, record_batch, Broker, PATIENCE,
+};
 
 /// An uncompressed record batch of `values` at base offset `base`.
 fn batch(values: &[String], base: i64) -> Bytes {
@@ -42,15 +43,7 @@ fn produce(
     values: &[String],
     acks: i16,
 ) -> Option<(i16, i64)> {
-    let mut partition = produce_request::PartitionProduceData::default();
-    partition.records = Some(batch(values, 0));
-    let mut t = produce_request::TopicProduceData::default();
-    t.name = TopicName(StrBytes::from_string(topic.to_string()));
-    t.partition_data = vec![partition];
-    let mut request = ProduceRequest::default();
-    request.acks = acks;
-    request.timeout_ms = 30_000;
-    request.topic_data = vec![t];
+    let request = produce_request(topic, batch(values, 0), acks);
     s.write_all(&frame(ApiKey::Produce, 7, |b| {
         request.encode(b, 7).unwrap()
     }))

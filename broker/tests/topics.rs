@@ -14,29 +14,20 @@ use std::time::Instant;
 
 use bytes::Buf;
 use kafka_protocol::messages::{
-    create_topics_request, list_offsets_request, produce_request, ApiKey, CreateTopicsRequest,
-    CreateTopicsResponse, ListOffsetsRequest, ListOffsetsResponse, MetadataResponse,
-    ProduceRequest, ProduceResponse, TopicName,
+    create_topics_request, list_offsets_request, ApiKey, CreateTopicsRequest, CreateTopicsResponse,
+    ListOffsetsRequest, ListOffsetsResponse, MetadataResponse, ProduceResponse, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use kafka_protocol::ResponseError;
 use purgatorio_testkit::TempDir;
 
 mod common;
-use common::{frame, metadata_frame, probe, read_frame, Broker, PATIENCE};
+use common::{frame, metadata_frame, probe, produce_request, read_frame, Broker, PATIENCE};
 
 /// The error code of a Produce (v7, acks 1) of one empty partition's data
 /// to `topic`.
 fn produce_error(broker: &Broker, topic: &str) -> i16 {
-    let mut partition = produce_request::PartitionProduceData::default();
-    partition.records = Some(bytes::Bytes::new());
-    let mut t = produce_request::TopicProduceData::default();
-    t.name = TopicName(StrBytes::from_string(topic.to_string()));
-    t.partition_data = vec![partition];
-    let mut request = ProduceRequest::default();
-    request.acks = 1;
-    request.timeout_ms = 5_000;
-    request.topic_data = vec![t];
+    let request = produce_request(topic, bytes::Bytes::new(), 1);
     let mut s = broker.connect();
     s.write_all(&frame(ApiKey::Produce, 7, |b| {
         request.encode(b, 7).unwrap()

@@ -9,7 +9,7 @@ pub use wire::ask;
 #[allow(unused_imports)] // the binaries that produce record batches use it
 pub use wire::record_batch;
 #[allow(unused_imports)] // `decoded`: the binaries of the admin APIs use it
-pub use wire::{answer, decoded, frame, metadata_frame, read_frame};
+pub use wire::{answer, decoded, frame, metadata_frame, produce_request, read_frame};
 #[allow(unused_imports)] // the binaries that pipeline requests use them
 pub use wire::{receive, send};
 

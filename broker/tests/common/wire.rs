@@ -7,7 +7,8 @@ use std::net::TcpStream;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{
-    metadata_request, ApiKey, MetadataRequest, RequestHeader, ResponseHeader, TopicName,
+    metadata_request, produce_request, ApiKey, MetadataRequest, ProduceRequest, RequestHeader,
+    ResponseHeader, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
@@ -55,6 +56,21 @@ pub fn read_frame(stream: &mut TcpStream) -> Option<Bytes> {
     let mut body = vec![0u8; usize::try_from(i32::from_be_bytes(length)).ok()?];
     stream.read_exact(&mut body).ok()?;
     Some(Bytes::from(body))
+}
+
+/// A Produce request of `records` (a record batch) to `topic`'s partition
+/// 0 with `acks`, waiting at most 30 s for them.
+pub fn produce_request(topic: &str, records: Bytes, acks: i16) -> ProduceRequest {
+    let mut partition = produce_request::PartitionProduceData::default();
+    partition.records = Some(records);
+    let mut t = produce_request::TopicProduceData::default();
+    t.name = TopicName(StrBytes::from_string(topic.to_string()));
+    t.partition_data = vec![partition];
+    let mut request = ProduceRequest::default();
+    request.acks = acks;
+    request.timeout_ms = 30_000;
+    request.topic_data = vec![t];
+    request
 }
 
 /// A request of `key` and `version` with `body`, sent on `s`; the
